@@ -1,0 +1,101 @@
+"""Shared pytest fixtures: the golden parity fixtures beside the repository."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+_REPO_ROOT = Path(__file__).resolve().parent
+
+
+def find_golden_dir() -> Path | None:
+    """`LTX_GOLDEN_DIR` when set, else `<repo>/../shared/golden`, else None."""
+    env = os.environ.get("LTX_GOLDEN_DIR")
+    if env:
+        return Path(env)
+    candidate = _REPO_ROOT.parent / "shared" / "golden"
+    return candidate if candidate.is_dir() else None
+
+
+@dataclass(frozen=True)
+class GoldenFixture:
+    """One fixture file: its tensors, `params`, `roles` and description, read from the file itself."""
+
+    path: Path
+    tensors: dict[str, torch.Tensor]
+    params: dict[str, Any]
+    roles: dict[str, str]
+    description: str
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        return self.tensors[name]
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.tensors
+
+
+def load_golden_fixture(path: Path) -> GoldenFixture:
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt", device="cpu") as f:
+        meta = f.metadata() or {}
+        tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 - safe_open is not a mapping
+    return GoldenFixture(
+        path=path,
+        tensors=tensors,
+        params=json.loads(meta.get("params", "{}")),
+        roles=json.loads(meta.get("roles", "{}")),
+        description=meta.get("description", ""),
+    )
+
+
+def assert_close_to_golden(got: torch.Tensor, want: torch.Tensor, *, atol: float = 1e-4, rtol: float = 1e-4, name: str = "") -> None:
+    """Elementwise |got - want| <= atol + rtol * |want| (the golden README's acceptance rule)."""
+    assert tuple(got.shape) == tuple(want.shape), f"{name}: shape {tuple(got.shape)} != {tuple(want.shape)}"
+    got64 = got.detach().to(torch.float64).cpu()
+    want64 = want.detach().to(torch.float64).cpu()
+    err = (got64 - want64).abs()
+    bound = atol + rtol * want64.abs()
+    worst = float((err - bound).max()) if err.numel() else 0.0
+    assert worst <= 0, f"{name}: max |diff| {float(err.max()):.3e} exceeds atol {atol} + rtol {rtol}*|want|"
+
+
+@pytest.fixture(scope="session")
+def golden_dir() -> Path:
+    d = find_golden_dir()
+    if d is None or not d.is_dir():
+        pytest.skip("golden fixtures not found: set LTX_GOLDEN_DIR or place them at <repo>/../shared/golden")
+    return d
+
+
+@pytest.fixture(scope="session")
+def golden_manifest(golden_dir: Path) -> dict[str, Any]:
+    return json.loads((golden_dir / "manifest.json").read_text())
+
+
+@pytest.fixture(scope="session")
+def golden_checkpoint(golden_dir: Path) -> Path:
+    return golden_dir / "checkpoint.safetensors"
+
+
+@pytest.fixture(scope="session")
+def golden_fixture(golden_dir: Path) -> Callable[[str], GoldenFixture]:
+    """`golden_fixture("fx_transformer")` -> GoldenFixture (cached per session)."""
+    cache: dict[str, GoldenFixture] = {}
+
+    def get(stem: str) -> GoldenFixture:
+        if stem not in cache:
+            path = golden_dir / f"{stem}.safetensors"
+            if not path.is_file():
+                pytest.skip(f"golden fixture {path.name} is not in {golden_dir}")
+            cache[stem] = load_golden_fixture(path)
+        return cache[stem]
+
+    return get

@@ -1,0 +1,1 @@
+"""LTX-2 core: models, loaders and sampling components."""

@@ -1,0 +1,130 @@
+"""Building a model from a checkpoint: configure on the meta device, then load weights once."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from ltx_core.devices import resolve_device
+from ltx_core.loader.cache import StateDictCache
+from ltx_core.loader.errors import CheckpointError
+from ltx_core.loader.lora import LoraSpec, fuse_loras
+from ltx_core.loader.safetensors_header import read_safetensors_header
+from ltx_core.loader.sd_ops import SDOps
+from ltx_core.loader.state_dict import StateDict, load_state_dict
+
+logger = logging.getLogger(__name__)
+
+Configurator = Callable[[dict[str, Any]], nn.Module]
+
+_MAX_LISTED_KEYS = 20
+
+
+@dataclass(frozen=True)
+class ComponentSpec:
+    """How to build one component out of a checkpoint file.
+
+    `configurator` receives the file's whole `config` metadata (all sections for the single-file
+    checkpoint, the flat object for upsampler files) and returns the module; it is run on the meta
+    device, so it must allocate no real memory and must not create non-persistent buffers that
+    need real values (compute such constants in forward, or make them persistent weights).
+    `config_section` names the section it needs, so a wrong file is reported before building.
+    """
+
+    name: str
+    ops: SDOps
+    configurator: Configurator
+    config_section: str | None = None
+    expected_kind: str = "an LTX-2 single-file checkpoint"
+
+
+def _listing(keys: Sequence[str]) -> str:
+    shown = ", ".join(sorted(keys)[:_MAX_LISTED_KEYS])
+    more = f" ... and {len(keys) - _MAX_LISTED_KEYS} more" if len(keys) > _MAX_LISTED_KEYS else ""
+    return f"{len(keys)}: {shown}{more}"
+
+
+def checkpoint_config(spec: ComponentSpec, path: str | Path) -> dict[str, Any]:
+    """The `config` metadata `spec` is built from, validated to hold the needed section."""
+    header = read_safetensors_header(path)
+    kind = f"; expected {spec.expected_kind}"
+    config = header.metadata.get("config")
+    if not isinstance(config, dict):
+        raise CheckpointError(f"{str(header.path)!r} has no 'config' entry in its safetensors metadata{kind}")
+    if spec.config_section is not None and not isinstance(config.get(spec.config_section), dict):
+        present = sorted(k for k, v in config.items() if isinstance(v, dict))
+        raise CheckpointError(
+            f"{str(header.path)!r} cannot provide the {spec.name}: its config has no "
+            f"{spec.config_section!r} section (sections present: {present}){kind}"
+        )
+    return config
+
+
+def check_state_dict_fits(module: nn.Module, state_dict: StateDict, *, component: str, path: str | Path) -> None:
+    """Strict key and shape check, raising one error that lists every problem."""
+    expected = module.state_dict()
+    missing = [k for k in expected if k not in state_dict]
+    unexpected = [k for k in state_dict if k not in expected]
+    problems = []
+    if missing:
+        problems.append(f"missing keys {_listing(missing)}")
+    if unexpected:
+        problems.append(f"unexpected keys {_listing(unexpected)}")
+    if problems:
+        raise CheckpointError(f"{str(path)!r} does not fit the {component}: " + "; ".join(problems))
+    for key, value in expected.items():
+        found = tuple(state_dict[key].shape)
+        if tuple(value.shape) != found:
+            raise CheckpointError(
+                f"{str(path)!r} does not fit the {component}: {key!r} has shape {found}, "
+                f"the model expects {tuple(value.shape)}"
+            )
+
+
+def build_model(
+    spec: ComponentSpec,
+    path: str | Path,
+    *,
+    dtype: torch.dtype = torch.float32,
+    device: str | torch.device | None = None,
+    loras: Sequence[LoraSpec] = (),
+    cache: StateDictCache | None = None,
+    lora_fuse_dtype: torch.dtype = torch.float32,
+) -> nn.Module:
+    """Build `spec` from `path`: meta-device construction, lazy read of its keys, LoRA fusion,
+    cast of floating tensors to `dtype`, strict load with `assign`, move to `device`, eval mode."""
+    device = resolve_device(device)
+    config = checkpoint_config(spec, path)
+    with torch.device("meta"):
+        module = spec.configurator(config)
+
+    def load() -> StateDict:
+        return load_state_dict(path, spec.ops, dtype=dtype)
+
+    state_dict = cache.get_or_load(path, spec.ops, dtype, load) if cache is not None else load()
+    if not state_dict:
+        raise CheckpointError(
+            f"{str(path)!r} holds no {spec.name} weights (no key matches the rules {spec.ops.name!r}); "
+            f"expected {spec.expected_kind}"
+        )
+    check_state_dict_fits(module, state_dict, component=spec.name, path=path)
+    if loras:
+        state_dict = fuse_loras(state_dict, loras, component=spec.name, fuse_dtype=lora_fuse_dtype, device=device)
+    module.load_state_dict(state_dict, strict=True, assign=True)
+    leftover = [n for n, t in (*module.named_parameters(), *module.named_buffers()) if t.is_meta]
+    if leftover:
+        raise CheckpointError(f"{spec.name}: tensors left without values after loading: {_listing(leftover)}")
+    module = module.to(device).eval().requires_grad_(False)
+    logger.info("built %s from %s (%s, %s)", spec.name, Path(path).name, dtype, device)
+    return module
+
+
+def free_model_weights(module: nn.Module) -> None:
+    """Release a model's weights (moved to the meta device); the module can no longer run."""
+    module.to(torch.device("meta"))

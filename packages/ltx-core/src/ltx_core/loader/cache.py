@@ -1,0 +1,65 @@
+"""A cache of loaded state dicts so that pipeline stages sharing a file read it once."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ltx_core.loader.sd_ops import SDOps
+from ltx_core.loader.state_dict import StateDict
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class _CacheKey:
+    path: str
+    mtime_ns: int
+    size: int
+    ops: SDOps
+    dtype: torch.dtype | None
+
+
+class StateDictCache:
+    """Holds clean (LoRA-free) state dicts keyed by file identity, rule set and dtype.
+
+    Cached tensors are never modified: LoRA fusion writes new tensors. Evict an entry (or clear the
+    cache) to give its memory back once no model uses those weights any more.
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[_CacheKey, StateDict] = {}
+
+    @staticmethod
+    def _key(path: str | Path, ops: SDOps, dtype: torch.dtype | None) -> _CacheKey:
+        p = Path(path).resolve()
+        st = p.stat()
+        return _CacheKey(str(p), st.st_mtime_ns, st.st_size, ops, dtype)
+
+    def get_or_load(
+        self, path: str | Path, ops: SDOps, dtype: torch.dtype | None, load: Callable[[], StateDict]
+    ) -> StateDict:
+        key = self._key(path, ops, dtype)
+        if key not in self._entries:
+            self._entries[key] = load()
+        else:
+            logger.debug("state dict cache hit: %s (%s)", key.path, ops.name)
+        return self._entries[key]
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def evict(self, path: str | Path) -> int:
+        """Drop every entry read from `path`; returns how many were dropped."""
+        target = str(Path(path).resolve())
+        doomed = [k for k in self._entries if k.path == target]
+        for k in doomed:
+            del self._entries[k]
+        return len(doomed)
+
+    def clear(self) -> None:
+        self._entries.clear()

@@ -1,0 +1,109 @@
+"""State-dict operations: immutable rules that select, rename and rewrite checkpoint tensors.
+
+A rule set (`SDOps`) answers two questions about a file key:
+1. Is this key read at all?  It is when some `keep` pattern matches and no `drop` pattern does.
+   Keys that are not read are never loaded from disk.
+2. What does it become?  Renames are applied in order; then the first value operation whose
+   pattern matches the *renamed* key may rewrite the tensor into any number of (key, tensor)
+   pairs (split a fused projection, emit an extra scale, or drop it with an empty list).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+import torch
+
+
+@dataclass(frozen=True)
+class KeyPattern:
+    """Matches a key that starts with `prefix`, ends with `suffix` and contains `contains` (all optional)."""
+
+    prefix: str = ""
+    suffix: str = ""
+    contains: str = ""
+
+    def matches(self, key: str) -> bool:
+        return key.startswith(self.prefix) and key.endswith(self.suffix) and self.contains in key
+
+
+@dataclass(frozen=True)
+class KeyRename:
+    """Replace `old` by `new`: at the start of the key only (`prefix_only`), or everywhere."""
+
+    old: str
+    new: str
+    prefix_only: bool = True
+
+    def apply(self, key: str) -> str:
+        if self.prefix_only:
+            return self.new + key[len(self.old) :] if key.startswith(self.old) else key
+        return key.replace(self.old, self.new)
+
+
+ValueFn = Callable[[str, torch.Tensor], list[tuple[str, torch.Tensor]]]
+
+
+@dataclass(frozen=True)
+class ValueOp:
+    pattern: KeyPattern
+    fn: ValueFn = field(compare=False)
+
+
+@dataclass(frozen=True)
+class SDOps:
+    """A named, immutable rule set. Build one with the chaining methods, each returning a new value."""
+
+    name: str
+    keep: tuple[KeyPattern, ...] = ()
+    drop: tuple[KeyPattern, ...] = ()
+    renames: tuple[KeyRename, ...] = ()
+    value_ops: tuple[ValueOp, ...] = ()
+
+    # -- construction -------------------------------------------------------------------------
+    def keeping(self, prefix: str = "", suffix: str = "", contains: str = "") -> SDOps:
+        return replace(self, keep=(*self.keep, KeyPattern(prefix, suffix, contains)))
+
+    def dropping(self, prefix: str = "", suffix: str = "", contains: str = "") -> SDOps:
+        return replace(self, drop=(*self.drop, KeyPattern(prefix, suffix, contains)))
+
+    def renaming_prefix(self, old: str, new: str = "") -> SDOps:
+        return replace(self, renames=(*self.renames, KeyRename(old, new, prefix_only=True)))
+
+    def replacing(self, old: str, new: str) -> SDOps:
+        return replace(self, renames=(*self.renames, KeyRename(old, new, prefix_only=False)))
+
+    def with_value_op(self, fn: ValueFn, prefix: str = "", suffix: str = "", contains: str = "") -> SDOps:
+        return replace(self, value_ops=(*self.value_ops, ValueOp(KeyPattern(prefix, suffix, contains), fn)))
+
+    def named(self, name: str) -> SDOps:
+        return replace(self, name=name)
+
+    def then(self, other: SDOps) -> SDOps:
+        """Concatenate two rule sets: keep/drop patterns are united, renames and value ops run in order."""
+        return SDOps(
+            name=f"{self.name}+{other.name}",
+            keep=self.keep + other.keep,
+            drop=self.drop + other.drop,
+            renames=self.renames + other.renames,
+            value_ops=self.value_ops + other.value_ops,
+        )
+
+    # -- application --------------------------------------------------------------------------
+    def selects(self, key: str) -> bool:
+        return any(p.matches(key) for p in self.keep) and not any(p.matches(key) for p in self.drop)
+
+    def rename(self, key: str) -> str | None:
+        """The module key for file key `key`, or None when the key is not read."""
+        if not self.selects(key):
+            return None
+        for r in self.renames:
+            key = r.apply(key)
+        return key
+
+    def apply_value(self, module_key: str, tensor: torch.Tensor) -> list[tuple[str, torch.Tensor]]:
+        for op in self.value_ops:
+            if op.pattern.matches(module_key):
+                return op.fn(module_key, tensor)
+        return [(module_key, tensor)]
