@@ -99,3 +99,9 @@ def golden_fixture(golden_dir: Path) -> Callable[[str], GoldenFixture]:
         return cache[stem]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def assert_golden_close() -> Callable[..., None]:
+    """The acceptance check as a fixture, since test modules cannot import conftest."""
+    return assert_close_to_golden
