@@ -56,7 +56,9 @@ def load_golden_fixture(path: Path) -> GoldenFixture:
     )
 
 
-def assert_close_to_golden(got: torch.Tensor, want: torch.Tensor, *, atol: float = 1e-4, rtol: float = 1e-4, name: str = "") -> None:
+def assert_close_to_golden(
+    got: torch.Tensor, want: torch.Tensor, *, atol: float = 1e-4, rtol: float = 1e-4, name: str = ""
+) -> None:
     """Elementwise |got - want| <= atol + rtol * |want| (the golden README's acceptance rule)."""
     assert tuple(got.shape) == tuple(want.shape), f"{name}: shape {tuple(got.shape)} != {tuple(want.shape)}"
     got64 = got.detach().to(torch.float64).cpu()

@@ -40,7 +40,8 @@ class VideoPixelShape:
             raise ValueError(f"batch must be >= 1, got {self.batch}")
         if self.frames < 1 or (self.frames - 1) % scale.time != 0:
             raise ValueError(
-                f"num frames must be {scale.time}k+1 (1, {scale.time + 1}, {2 * scale.time + 1}, ...), got {self.frames}"
+                f"num frames must be {scale.time}k+1 (1, {scale.time + 1}, {2 * scale.time + 1}, ...), "
+                f"got {self.frames}"
             )
         for name, value in (("height", self.height), ("width", self.width)):
             if value < spatial_multiple or value % spatial_multiple != 0:
@@ -76,7 +77,9 @@ class VideoLatentShape:
             width=shape.width // scale.width,
         )
 
-    def to_pixel_shape(self, fps: float = 24.0, scale: SpatioTemporalScaleFactors = DEFAULT_SCALE_FACTORS) -> VideoPixelShape:
+    def to_pixel_shape(
+        self, fps: float = 24.0, scale: SpatioTemporalScaleFactors = DEFAULT_SCALE_FACTORS
+    ) -> VideoPixelShape:
         return VideoPixelShape(
             batch=self.batch,
             frames=(self.frames - 1) * scale.time + 1,

@@ -93,7 +93,9 @@ def fuse_loras(
     for spec in active:
         pairs = _lora_pairs(spec)
         if not pairs:
-            raise CheckpointError(f"LoRA {str(spec.path)!r} holds no lora_A/lora_B pairs under its key rules ({spec.ops.name})")
+            raise CheckpointError(
+                f"LoRA {str(spec.path)!r} holds no lora_A/lora_B pairs under its key rules ({spec.ops.name})"
+            )
         unmatched = [k for k in pairs if k not in state_dict]
         if len(unmatched) == len(pairs):
             raise CheckpointError(
@@ -103,7 +105,9 @@ def fuse_loras(
         if unmatched:
             shown = ", ".join(unmatched[:20])
             more = f" and {len(unmatched) - 20} more" if len(unmatched) > 20 else ""
-            logger.warning("LoRA %s: %d keys match no weight of the %s: %s%s", spec.path, len(unmatched), component, shown, more)
+            logger.warning(
+                "LoRA %s: %d keys match no weight of the %s: %s%s", spec.path, len(unmatched), component, shown, more
+            )
         for key, pair in pairs.items():
             if key not in state_dict:
                 continue

@@ -1,0 +1,114 @@
+import logging
+
+import pytest
+import torch
+
+from ltx_core.loader import (
+    CheckpointError,
+    ComponentSpec,
+    LoraSpec,
+    SDOps,
+    StateDictCache,
+    build_model,
+    fuse_loras,
+    lora_metadata,
+)
+
+NET_KEYS = SDOps("tiny_net").keeping(prefix="net.").renaming_prefix("net.")
+
+
+@pytest.fixture
+def spec(tiny_configurator_fn):
+    return ComponentSpec("tiny net", NET_KEYS, tiny_configurator_fn, config_section="tiny")
+
+
+def _lora_tensors(rank: int, seed: int, alpha: float | None = None, target: str = "proj"):
+    g = torch.Generator().manual_seed(seed)
+    t = {
+        f"diffusion_model.{target}.lora_A.weight": torch.randn(rank, 4, generator=g),
+        f"diffusion_model.{target}.lora_B.weight": torch.randn(4 if target == "proj" else 3, rank, generator=g),
+    }
+    if alpha is not None:
+        t[f"diffusion_model.{target}.alpha"] = torch.tensor(alpha)
+    return t
+
+
+def test_fusion_formula_with_strengths_and_alpha(spec, tiny_checkpoint, write_safetensors):
+    path, weights = tiny_checkpoint
+    t1 = _lora_tensors(rank=2, seed=1)
+    t2 = _lora_tensors(rank=4, seed=2, alpha=2.0)
+    l1 = write_safetensors("l1.safetensors", t1, {"reference_downscale_factor": 2})
+    l2 = write_safetensors("l2.safetensors", t2)
+    model = build_model(spec, path, loras=[LoraSpec(l1, 0.5), LoraSpec(l2, -1.5)])
+
+    w = weights["net.proj.weight"].float()
+    d1 = t1["diffusion_model.proj.lora_B.weight"] @ t1["diffusion_model.proj.lora_A.weight"]
+    d2 = t2["diffusion_model.proj.lora_B.weight"] @ t2["diffusion_model.proj.lora_A.weight"]
+    expected = w + 0.5 * 1.0 * d1 + (-1.5) * (2.0 / 4) * d2
+    torch.testing.assert_close(model.proj.weight, expected, rtol=1e-6, atol=1e-6)
+    # Untargeted weights are untouched.
+    assert torch.equal(model.head.weight, weights["net.head.weight"].float())
+    assert lora_metadata(l1)["reference_downscale_factor"] == 2
+
+
+def test_fused_weight_keeps_its_dtype(spec, tiny_checkpoint, write_safetensors):
+    path, _ = tiny_checkpoint
+    lora = write_safetensors("l.safetensors", _lora_tensors(rank=2, seed=3))
+    model = build_model(spec, path, dtype=torch.bfloat16, loras=[LoraSpec(lora, 1.0)])
+    assert model.proj.weight.dtype == torch.bfloat16
+
+
+def test_lora_for_another_model_is_an_error(spec, tiny_checkpoint, write_safetensors):
+    path, _ = tiny_checkpoint
+    foreign = write_safetensors("foreign.safetensors", _lora_tensors(rank=2, seed=4, target="unet_block"))
+    with pytest.raises(CheckpointError, match="matches no weight of the tiny net.*another model"):
+        build_model(spec, path, loras=[LoraSpec(foreign, 1.0)])
+
+
+def test_partially_matching_lora_warns_with_keys(spec, tiny_checkpoint, write_safetensors, caplog):
+    path, _ = tiny_checkpoint
+    tensors = {**_lora_tensors(rank=2, seed=5), **_lora_tensors(rank=2, seed=6, target="ghost")}
+    lora = write_safetensors("partial.safetensors", tensors)
+    with caplog.at_level(logging.WARNING):
+        build_model(spec, path, loras=[LoraSpec(lora, 1.0)])
+    assert "ghost.weight" in caplog.text
+
+
+def test_zero_strength_lora_is_not_read(spec, tiny_checkpoint, tmp_path):
+    path, weights = tiny_checkpoint
+    model = build_model(spec, path, loras=[LoraSpec(tmp_path / "never_opened.safetensors", 0.0)])
+    assert torch.equal(model.proj.weight, weights["net.proj.weight"].float())
+
+
+def test_fusion_never_mutates_cached_clean_weights(spec, tiny_checkpoint, write_safetensors):
+    path, weights = tiny_checkpoint
+    lora = write_safetensors("l.safetensors", _lora_tensors(rank=2, seed=7))
+    cache = StateDictCache()
+    fused = build_model(spec, path, cache=cache, loras=[LoraSpec(lora, 1.0)])
+    clean = build_model(spec, path, cache=cache)
+    assert torch.equal(clean.proj.weight, weights["net.proj.weight"].float())
+    assert not torch.equal(fused.proj.weight, clean.proj.weight)
+
+
+def test_fuse_loras_rejects_rank_mismatch(write_safetensors):
+    lora = write_safetensors(
+        "bad.safetensors",
+        {
+            "diffusion_model.proj.lora_A.weight": torch.zeros(2, 4),
+            "diffusion_model.proj.lora_B.weight": torch.zeros(4, 3),
+        },
+    )
+    with pytest.raises(CheckpointError, match="rank mismatch"):
+        fuse_loras({"proj.weight": torch.zeros(4, 4)}, [LoraSpec(lora)])
+
+
+def test_fuse_loras_in_bfloat16_on_request(write_safetensors):
+    t = _lora_tensors(rank=2, seed=8)
+    lora = write_safetensors("l.safetensors", t)
+    base = {"proj.weight": torch.zeros(4, 4)}
+    out = fuse_loras(base, [LoraSpec(lora)], fuse_dtype=torch.bfloat16)
+    want = (
+        t["diffusion_model.proj.lora_B.weight"].bfloat16() @ t["diffusion_model.proj.lora_A.weight"].bfloat16()
+    ).float()
+    torch.testing.assert_close(out["proj.weight"], want)
+    assert torch.equal(base["proj.weight"], torch.zeros(4, 4))
