@@ -1,0 +1,206 @@
+"""Default run parameters per model generation, as the reference CLIs use them.
+
+A checkpoint's `model_version` metadata picks the preset: LTX-2.3 changed the step count and the
+STG block, LTX-2.4 the CRF that image conditionings are re-compressed at. The HQ preset is fixed
+(it overrides every knob that differs between generations).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from ltx_core.loader import CheckpointError, parse_model_version, read_safetensors_header
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_LORA_STRENGTH = 1.0
+
+# H.264 CRF of the image re-compression; it reproduces the artefacts of the training data, so it is
+# a property of the model generation.
+LTX_2_IMAGE_CRF = 33
+LTX_2_4_IMAGE_CRF = 18
+
+
+@dataclass(frozen=True)
+class GuidanceParams:
+    """Multi-modal guidance knobs for one modality (video or audio).
+
+    `modality_scale` is the cross-modal isolation scale (`--a2v-guidance-scale` for video,
+    `--v2a-guidance-scale` for audio); STG perturbs self-attention in `stg_blocks`, and a step is
+    guided only when `step_index % (skip_step + 1) == 0`.
+    """
+
+    cfg_scale: float = 1.0
+    stg_scale: float = 0.0
+    rescale_scale: float = 0.0
+    modality_scale: float = 1.0
+    skip_step: int = 0
+    stg_blocks: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class PipelineDefaults:
+    """CLI defaults of one model generation. `height`/`width` are the one-stage (stage-1) size."""
+
+    seed: int = 10
+    height: int = 512
+    width: int = 768
+    num_frames: int = 121
+    frame_rate: float = 24.0
+    num_inference_steps: int = 40
+    image_crf: int = LTX_2_IMAGE_CRF
+    video_guidance: GuidanceParams = field(
+        default_factory=lambda: GuidanceParams(
+            cfg_scale=3.0, stg_scale=1.0, rescale_scale=0.7, modality_scale=3.0, skip_step=0, stg_blocks=(29,)
+        )
+    )
+    audio_guidance: GuidanceParams = field(
+        default_factory=lambda: GuidanceParams(
+            cfg_scale=7.0, stg_scale=1.0, rescale_scale=0.7, modality_scale=3.0, skip_step=0, stg_blocks=(29,)
+        )
+    )
+
+    @property
+    def two_stage_height(self) -> int:
+        """Output height of the two-stage pipelines (stage 2 runs at twice the stage-1 size)."""
+        return self.height * 2
+
+    @property
+    def two_stage_width(self) -> int:
+        return self.width * 2
+
+
+LTX_2_DEFAULTS = PipelineDefaults()
+
+LTX_2_3_DEFAULTS = replace(
+    LTX_2_DEFAULTS,
+    num_inference_steps=30,
+    video_guidance=replace(LTX_2_DEFAULTS.video_guidance, stg_blocks=(28,)),
+    audio_guidance=replace(LTX_2_DEFAULTS.audio_guidance, stg_blocks=(28,)),
+)
+
+# 2.4 keeps everything of 2.3 but the image CRF.
+LTX_2_4_DEFAULTS = replace(LTX_2_3_DEFAULTS, image_crf=LTX_2_4_IMAGE_CRF)
+
+# The HQ two-stage preset (res2s sampler): 15 steps at 1088x1920 output, STG off.
+LTX_2_3_HQ_DEFAULTS = PipelineDefaults(
+    num_inference_steps=15,
+    height=1088 // 2,
+    width=1920 // 2,
+    video_guidance=GuidanceParams(
+        cfg_scale=3.0, stg_scale=0.0, rescale_scale=0.45, modality_scale=3.0, skip_step=0, stg_blocks=()
+    ),
+    audio_guidance=GuidanceParams(
+        cfg_scale=7.0, stg_scale=0.0, rescale_scale=1.0, modality_scale=3.0, skip_step=0, stg_blocks=()
+    ),
+)
+
+# Newest generation first: a checkpoint gets the preset of the newest generation it is at or above,
+# so an unknown newer version inherits the closest known one rather than the 2.0 values.
+_DEFAULTS_SINCE_VERSION: tuple[tuple[tuple[int, ...], PipelineDefaults], ...] = (
+    ((2, 4), LTX_2_4_DEFAULTS),
+    ((2, 3), LTX_2_3_DEFAULTS),
+)
+
+# The negative prompt of the reference CLIs, kept as its phrases so that edits stay readable.
+_NEGATIVE_PROMPT_PHRASES = (
+    "has_subtitles",
+    "has_blurbox",
+    "transition from black",
+    "transition to black",
+    "speech_ending_short",
+    "blurry",
+    "out of focus",
+    "overexposed",
+    "underexposed",
+    "low contrast",
+    "washed out colors",
+    "excessive noise",
+    "grainy texture",
+    "poor lighting",
+    "flickering",
+    "motion blur",
+    "distorted proportions",
+    "unnatural skin tones",
+    "deformed facial features",
+    "asymmetrical face",
+    "missing facial features",
+    "extra limbs",
+    "disfigured hands",
+    "wrong hand count",
+    "artifacts around text",
+    "inconsistent perspective",
+    "camera shake",
+    "incorrect depth of field",
+    "background too sharp",
+    "background clutter",
+    "distracting reflections",
+    "harsh shadows",
+    "inconsistent lighting direction",
+    "color banding",
+    "cartoonish rendering",
+    "3D CGI look",
+    "unrealistic materials",
+    "uncanny valley effect",
+    "incorrect ethnicity",
+    "wrong gender",
+    "exaggerated expressions",
+    "wrong gaze direction",
+    "mismatched lip sync",
+    "silent or muted audio",
+    "distorted voice",
+    "robotic voice",
+    "echo",
+    "background noise",
+    "off-sync audio",
+    "incorrect dialogue",
+    "added dialogue",
+    "repetitive speech",
+    "jittery movement",
+    "awkward pauses",
+    "incorrect timing",
+    "unnatural transitions",
+    "inconsistent framing",
+    "tilted camera",
+    "flat lighting",
+    "inconsistent tone",
+    "cinematic oversaturation",
+    "stylized filters",
+    "or AI artifacts",
+)
+DEFAULT_NEGATIVE_PROMPT = ", ".join(_NEGATIVE_PROMPT_PHRASES) + "."
+
+
+def normalize_model_version(version: object) -> tuple[int, ...]:
+    """`model_version` metadata -> comparable tuple; '2.4-rc2' counts as 2.4, unset or unparsable as ()."""
+    if version is None:
+        return ()
+    return parse_model_version(str(version).replace("-", "."))
+
+
+def defaults_for_version(model_version: tuple[int, ...]) -> PipelineDefaults:
+    for since, defaults in _DEFAULTS_SINCE_VERSION:
+        if model_version >= since:
+            return defaults
+    return LTX_2_DEFAULTS
+
+
+def default_image_crf(model_version: tuple[int, ...]) -> int:
+    """CRF at which image conditionings are re-encoded: 33 up to LTX-2.3, 18 from LTX-2.4 on."""
+    return defaults_for_version(model_version).image_crf
+
+
+def checkpoint_model_version(path: str | Path) -> tuple[int, ...]:
+    """The `model_version` a checkpoint declares, or () when it declares none or cannot be read."""
+    try:
+        metadata = read_safetensors_header(path).metadata
+    except CheckpointError as e:
+        logger.warning("could not read the model version of %s (%s); using LTX-2 defaults", path, e)
+        return ()
+    return normalize_model_version(metadata.get("model_version"))
+
+
+def defaults_for_checkpoint(path: str | Path) -> PipelineDefaults:
+    return defaults_for_version(checkpoint_model_version(path))

@@ -1,0 +1,299 @@
+"""MP4 output: H.264 video (yuv420p, BT.709 tags) with an optional stereo AAC track, written atomically.
+
+Frames arrive as an iterator of chunks (e.g. straight from a tiled VAE decode). The chunk being
+produced and the one being compressed overlap: x264 runs on a background thread fed through a
+one-slot queue, so at most about two chunks are in memory, and audio is muxed alongside the video
+so the container never buffers more than a chunk's worth of packets.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from queue import Queue
+
+import av
+import numpy as np
+import torch
+
+from ltx_pipelines.utils.atomic_files import atomic_output
+from ltx_pipelines.utils.media_io.errors import MediaError
+from ltx_pipelines.utils.media_io.yuv import rgb_to_yuv420p_bt709
+from ltx_pipelines.utils.progress import progress
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_VIDEO_CRF = 19
+DEFAULT_X264_PRESET = "veryfast"
+
+_CONTAINER_FORMATS = {".mp4": "mp4", ".mov": "mov", ".mkv": "matroska"}
+# FFmpeg AVCOL_* codes for BT.709 primaries / transfer / matrix, and limited (MPEG) range.
+_AVCOL_BT709 = 1
+_AVCOL_RANGE_MPEG = 1
+# The NTSC-style rates written as 23.976 etc. on the command line mean n * 1000 / 1001.
+_NTSC_BASES = (24, 30, 48, 60, 120)
+_AUDIO_BLOCK = 48_000  # samples handed to the AAC encoder at a time (PyAV re-chunks to 1024)
+
+
+@dataclass(frozen=True)
+class WrittenVideo:
+    """What was written: the final path and the stream facts a caller may want to log."""
+
+    path: Path
+    frames: int
+    width: int
+    height: int
+    fps: Fraction
+    audio_samples: int
+    audio_sample_rate: int | None
+
+
+def fps_fraction(fps: float | Fraction) -> Fraction:
+    """A container frame rate for `fps`: exact for integers, n*1000/1001 for 23.976/29.97/59.94-style rates."""
+    if isinstance(fps, Fraction):
+        rate = fps
+    else:
+        if not np.isfinite(fps) or fps <= 0:
+            raise ValueError(f"frame rate must be a positive number; got {fps}")
+        for base in _NTSC_BASES:
+            ntsc = Fraction(base * 1000, 1001)
+            if abs(fps - float(ntsc)) < 5e-4:
+                return ntsc
+        rate = Fraction(fps).limit_denominator(1001)
+    if rate <= 0:
+        raise ValueError(f"frame rate must be positive; got {fps}")
+    return rate
+
+
+def _stereo_waveform(audio: torch.Tensor) -> np.ndarray:
+    """(2, N), (1, 2, N) or mono (1, N) float waveform -> contiguous float32 (2, N) in [-1, 1]."""
+    wave = audio.detach()
+    if wave.ndim == 3 and wave.shape[0] == 1:
+        wave = wave[0]
+    if wave.ndim != 2 or wave.shape[0] not in (1, 2) or wave.shape[1] == 0:
+        raise MediaError(f"audio must be a (2, N) waveform (or (1, 2, N), or mono (1, N)); got {tuple(audio.shape)}")
+    if wave.shape[0] == 1:
+        wave = wave.expand(2, -1)
+    return np.ascontiguousarray(wave.to(device="cpu", dtype=torch.float32).clamp(-1.0, 1.0).numpy())
+
+
+class _AudioFeeder:
+    """Hands the waveform to the AAC encoder up to a given time, so audio interleaves with video."""
+
+    def __init__(self, container: av.container.OutputContainer, waveform: np.ndarray, sample_rate: int) -> None:
+        self.container = container
+        self.waveform = waveform
+        self.sample_rate = sample_rate
+        self.stream = container.add_stream("aac", rate=sample_rate)
+        self.stream.codec_context.layout = "stereo"
+        self.stream.codec_context.time_base = Fraction(1, sample_rate)
+        self.position = 0
+
+    def feed_until(self, seconds: float | None) -> None:
+        total = self.waveform.shape[1]
+        end = total if seconds is None else min(total, round(seconds * self.sample_rate))
+        while self.position < end:
+            stop = min(end, self.position + _AUDIO_BLOCK)
+            frame = av.AudioFrame.from_ndarray(self.waveform[:, self.position : stop], format="fltp", layout="stereo")
+            frame.sample_rate = self.sample_rate
+            frame.pts = self.position
+            frame.time_base = Fraction(1, self.sample_rate)
+            self.container.mux(self.stream.encode(frame))
+            self.position = stop
+
+    def finish(self) -> None:
+        self.feed_until(None)
+        self.container.mux(self.stream.encode(None))
+
+
+class _BackgroundVideoEncoder:
+    """Encodes I420 frame chunks on a worker thread; errors surface in `submit`/`finish`."""
+
+    _STOP = object()
+
+    def __init__(self, container: av.container.OutputContainer, stream: av.VideoStream, audio: _AudioFeeder | None):
+        self.container = container
+        self.stream = stream
+        self.audio = audio
+        self.fps = stream.codec_context.framerate
+        self.frames = 0
+        self._queue: Queue[object] = Queue(maxsize=1)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="h264-encoder", daemon=True)
+        self._thread.start()
+
+    def _encode(self, planes: np.ndarray) -> None:
+        for plane in planes:
+            frame = av.VideoFrame.from_ndarray(plane, format="yuv420p")
+            frame.pts = self.frames
+            frame.colorspace = _AVCOL_BT709
+            frame.color_range = _AVCOL_RANGE_MPEG
+            self.container.mux(self.stream.encode(frame))
+            self.frames += 1
+        if self.audio is not None:
+            self.audio.feed_until(self.frames / self.fps)
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is self._STOP:
+                return
+            if self._error is not None:
+                continue  # drain after a failure so the producer never blocks
+            try:
+                self._encode(item)  # type: ignore[arg-type]
+            except BaseException as e:  # re-raised on the caller's thread
+                self._error = e
+
+    def _raise_if_failed(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    def submit(self, planes: np.ndarray) -> None:
+        self._raise_if_failed()
+        self._queue.put(planes)
+
+    def stop(self) -> None:
+        """End the worker (idempotent); call on every path so no thread outlives the write."""
+        if self._thread.is_alive():
+            self._queue.put(self._STOP)
+            self._thread.join()
+
+    def finish(self) -> None:
+        self.stop()
+        self._raise_if_failed()
+        self.container.mux(self.stream.encode(None))
+        if self.audio is not None:
+            self.audio.finish()
+
+
+def _check_chunk(chunk: torch.Tensor, size: tuple[int, int] | None) -> tuple[int, int]:
+    if not isinstance(chunk, torch.Tensor) or chunk.ndim != 4 or chunk.shape[-1] != 3:
+        shape = tuple(chunk.shape) if isinstance(chunk, torch.Tensor) else type(chunk).__name__
+        raise MediaError(f"video chunks must be (F, H, W, 3) tensors, uint8 or float in [0, 1]; got {shape}")
+    chunk_size = (int(chunk.shape[1]), int(chunk.shape[2]))
+    if size is not None and chunk_size != size:
+        raise MediaError(f"all video chunks must share one frame size; got {chunk_size} after {size} (H, W)")
+    if chunk_size[0] % 2 or chunk_size[1] % 2:
+        raise MediaError(f"H.264 yuv420p needs an even frame size; got {chunk_size[1]}x{chunk_size[0]} (W x H)")
+    return chunk_size
+
+
+def write_video(
+    output_path: str | Path,
+    frames: Iterable[torch.Tensor] | torch.Tensor,
+    *,
+    fps: float | Fraction,
+    audio: torch.Tensor | None = None,
+    audio_sample_rate: int | None = None,
+    overwrite: bool = False,
+    crf: int = DEFAULT_VIDEO_CRF,
+    preset: str = DEFAULT_X264_PRESET,
+    expected_frames: int | None = None,
+    total_chunks: int | None = None,
+) -> WrittenVideo:
+    """Encode `frames` (one (F, H, W, 3) tensor or an iterator of them) to `output_path`.
+
+    `audio`: a stereo (2, N) float waveform in [-1, 1] at `audio_sample_rate` (the vocoder's rate),
+    or None for a silent file. `expected_frames`: when given, a different frame count is an error.
+    The file appears only once complete; an existing file is kept unless `overwrite`.
+    """
+    path = Path(output_path)
+    container_format = _CONTAINER_FORMATS.get(path.suffix.lower())
+    if container_format is None:
+        raise MediaError(f"unsupported video output {str(path)!r}; accepted extensions: {sorted(_CONTAINER_FORMATS)}")
+    if not 0 <= crf <= 51:
+        raise ValueError(f"crf must be in 0..51; got {crf}")
+    rate = fps_fraction(fps)
+    waveform = None
+    if audio is not None:
+        if audio_sample_rate is None or audio_sample_rate <= 0:
+            raise ValueError(f"audio needs a positive audio_sample_rate; got {audio_sample_rate}")
+        waveform = _stereo_waveform(audio)
+
+    chunks: Iterator[torch.Tensor] = iter([frames]) if isinstance(frames, torch.Tensor) else iter(frames)
+    with atomic_output(path, overwrite=overwrite) as tmp:
+        first = next(chunks, None)
+        if first is None:
+            raise MediaError("no video frames to write: the frame iterator was empty")
+        height, width = _check_chunk(first, None)
+
+        container = av.open(str(tmp), mode="w", format=container_format)
+        encoder: _BackgroundVideoEncoder | None = None
+        try:
+            stream = container.add_stream("libx264", rate=rate, options={"crf": str(crf), "preset": preset})
+            stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+            cc = stream.codec_context
+            cc.colorspace, cc.color_primaries, cc.color_trc = _AVCOL_BT709, _AVCOL_BT709, _AVCOL_BT709
+            cc.color_range = _AVCOL_RANGE_MPEG
+            feeder = _AudioFeeder(container, waveform, audio_sample_rate) if waveform is not None else None
+            encoder = _BackgroundVideoEncoder(container, stream, feeder)
+
+            def all_chunks() -> Iterator[torch.Tensor]:
+                yield first
+                yield from chunks
+
+            for chunk in progress(all_chunks(), desc="encode video", total=total_chunks, unit="chunk"):
+                _check_chunk(chunk, (height, width))
+                encoder.submit(rgb_to_yuv420p_bt709(chunk).cpu().numpy())
+            encoder.finish()
+            if expected_frames is not None and encoder.frames != expected_frames:
+                raise MediaError(f"expected {expected_frames} video frames but the iterator gave {encoder.frames}")
+        except BaseException:
+            if encoder is not None:
+                encoder.stop()
+            try:
+                container.close()
+            except Exception as close_error:  # the original error matters more
+                logger.debug("closing the failed output raised %s", close_error)
+            raise
+        container.close()
+
+    audio_samples = 0 if waveform is None else int(waveform.shape[1])
+    logger.info(
+        "wrote %s: %d frames %dx%d at %s fps%s",
+        path,
+        encoder.frames,
+        width,
+        height,
+        rate,
+        f", {audio_samples} audio samples at {audio_sample_rate} Hz" if audio_samples else "",
+    )
+    return WrittenVideo(
+        path=path.expanduser().absolute(),
+        frames=encoder.frames,
+        width=width,
+        height=height,
+        fps=rate,
+        audio_samples=audio_samples,
+        audio_sample_rate=audio_sample_rate if waveform is not None else None,
+    )
+
+
+def write_audio(output_path: str | Path, audio: torch.Tensor, sample_rate: int, *, overwrite: bool = False) -> Path:
+    """Write a stereo waveform as 16-bit PCM `.wav` (the audio-only pipelines' output), atomically."""
+    path = Path(output_path)
+    if path.suffix.lower() != ".wav":
+        raise MediaError(f"audio output must be a .wav file; got {str(path)!r}")
+    if sample_rate <= 0:
+        raise ValueError(f"sample_rate must be positive; got {sample_rate}")
+    waveform = _stereo_waveform(audio)
+    samples = np.ascontiguousarray((waveform.T * 32767.0).round().astype(np.int16).reshape(1, -1))
+    with atomic_output(path, overwrite=overwrite) as tmp:
+        container = av.open(str(tmp), mode="w", format="wav")
+        try:
+            stream = container.add_stream("pcm_s16le", rate=sample_rate)
+            stream.codec_context.layout = "stereo"
+            frame = av.AudioFrame.from_ndarray(samples, format="s16", layout="stereo")
+            frame.sample_rate = sample_rate
+            frame.pts = 0
+            container.mux(stream.encode(frame))
+            container.mux(stream.encode(None))
+        finally:
+            container.close()
+    logger.info("wrote %s: %d samples at %d Hz", path, waveform.shape[1], sample_rate)
+    return path.expanduser().absolute()

@@ -1,0 +1,432 @@
+"""Checking parsed command-line arguments before any model is loaded, into one frozen run config.
+
+`validate_args(parser, args)` checks cheap things first (numbers, local files, the output path),
+then resolves hf:// paths (which may download), then reads the model files' headers to check each
+is the kind its flag expects. Every problem ends the program through `parser.error` (exit code 2)
+with a message naming the flag, the value and what is accepted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+import torch
+from PIL import Image, UnidentifiedImageError
+
+from ltx_core.devices import default_device, parse_dtype
+from ltx_core.loader import CheckpointError
+from ltx_pipelines.utils.atomic_files import check_output_path, sidecar_path
+from ltx_pipelines.utils.checkpoint_kind import ExpectedKind, check_checkpoint_kind
+from ltx_pipelines.utils.defaults import GuidanceParams, default_image_crf, normalize_model_version
+from ltx_pipelines.utils.hf_paths import HfPathError, is_hf_path, resolve_model_path
+
+logger = logging.getLogger(__name__)
+
+_MAX_CRF = 51
+_SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch.Generator.manual_seed accepts
+
+
+@dataclass(frozen=True)
+class ImageConditioningInput:
+    """`--image PATH FRAME_IDX STRENGTH [CRF]`; `crf=None` until resolved from the model version."""
+
+    path: Path
+    frame_idx: int
+    strength: float
+    crf: int | None = None
+
+
+@dataclass(frozen=True)
+class LoraInput:
+    """`--lora PATH [STRENGTH]`; `path` stays a string until validation (it may be an hf:// path)."""
+
+    path: str | Path
+    strength: float = 1.0
+
+
+@dataclass(frozen=True)
+class ValidationRules:
+    """What a pipeline accepts beyond the flags it declares.
+
+    `spatial_multiple=None` means 64 for two-stage parsers (they have `--spatial-upsampler-path`,
+    stage 1 runs at half size) and 32 otherwise. `writes_sidecar` also protects the `.json` beside
+    the output. `check_kinds=False` skips reading model headers (tests of other rules).
+    """
+
+    spatial_multiple: int | None = None
+    output_suffixes: tuple[str, ...] = (".mp4",)
+    writes_sidecar: bool = False
+    check_kinds: bool = True
+    hf_cache_dir: str | Path | None = None
+    hf_offline: bool | None = None
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything a pipeline run needs from the command line, checked. Fields of flags a parser
+    does not declare are None (or empty)."""
+
+    prompt: str
+    output_path: Path
+    seed: int
+    device: torch.device
+    dtype: torch.dtype
+    overwrite: bool
+    demo: bool
+    log_level: str
+    enhance_prompt: bool = False
+    checkpoint_path: Path | None = None
+    distilled_checkpoint: bool = False
+    """True when the checkpoint came from --distilled-checkpoint-path."""
+    model_version: tuple[int, ...] = ()
+    gemma_root: Path | None = None
+    spatial_upsampler_path: Path | None = None
+    loras: tuple[LoraInput, ...] = ()
+    distilled_lora: LoraInput | None = None
+    negative_prompt: str | None = None
+    height: int | None = None
+    width: int | None = None
+    num_frames: int | None = None
+    frame_rate: float | None = None
+    num_inference_steps: int | None = None
+    images: tuple[ImageConditioningInput, ...] = ()
+    video_guidance: GuidanceParams | None = None
+    audio_guidance: GuidanceParams | None = None
+
+
+class _Checker:
+    """Collects the namespace and the parser's error channel for the individual checks."""
+
+    def __init__(self, parser: argparse.ArgumentParser, args: argparse.Namespace, rules: ValidationRules) -> None:
+        self.parser = parser
+        self.args = args
+        self.rules = rules
+
+    def fail(self, message: str) -> NoReturn:
+        self.parser.error(message)
+
+    def has(self, name: str) -> bool:
+        return hasattr(self.args, name)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return getattr(self.args, name, default)
+
+    # ---- numbers -------------------------------------------------------------------------------
+
+    def finite(self, flag: str, value: float) -> float:
+        if not math.isfinite(value):
+            self.fail(f"{flag} {value} is not a finite number")
+        return float(value)
+
+    def size(self, multiple: int) -> tuple[int | None, int | None]:
+        if not self.has("height"):
+            return None, None
+        values = []
+        for flag, value in (("--height", self.args.height), ("--width", self.args.width)):
+            if value < multiple or value % multiple:
+                self.fail(
+                    f"{flag} {value} is not accepted: it must be a positive multiple of {multiple} "
+                    f"(e.g. {max(multiple, value // multiple * multiple)} or {(value // multiple + 1) * multiple})"
+                )
+            values.append(int(value))
+        return values[0], values[1]
+
+    def num_frames(self) -> int | None:
+        if not self.has("num_frames"):
+            return None
+        n = self.args.num_frames
+        if n < 1 or (n - 1) % 8:
+            lower = max(1, (n - 1) // 8 * 8 + 1)
+            self.fail(
+                f"--num-frames {n} is not accepted: it must be 8k+1 (1, 9, 17, ..., 121, ...), "
+                f"e.g. {lower} or {lower + 8}"
+            )
+        return int(n)
+
+    def frame_rate(self) -> float | None:
+        if not self.has("frame_rate"):
+            return None
+        fps = self.args.frame_rate
+        if not math.isfinite(fps) or fps <= 0:
+            self.fail(f"--frame-rate {fps} is not accepted: it must be a positive number of frames per second")
+        return float(fps)
+
+    def steps(self) -> int | None:
+        if not self.has("num_inference_steps"):
+            return None
+        steps = self.args.num_inference_steps
+        if steps < 1:
+            self.fail(f"--num-inference-steps {steps} is not accepted: it must be at least 1")
+        return int(steps)
+
+    def seed(self) -> int:
+        seed = self.get("seed", 0)
+        if not _SEED_RANGE[0] <= seed <= _SEED_RANGE[1]:
+            self.fail(f"--seed {seed} is out of range [{_SEED_RANGE[0]}, {_SEED_RANGE[1]}]")
+        return int(seed)
+
+    def guidance(self, modality: str, cross_flag: str) -> GuidanceParams | None:
+        prefix = f"{modality}_"
+        if not self.has(f"{prefix}cfg_guidance_scale"):
+            return None
+        cross = cross_flag.lstrip("-").replace("-", "_")
+        skip = self.get(f"{prefix}skip_step")
+        if skip < 0:
+            self.fail(f"--{modality}-skip-step {skip} is not accepted: it must be >= 0 (0 guides every step)")
+        blocks = tuple(int(b) for b in self.get(f"{prefix}stg_blocks"))
+        if any(b < 0 for b in blocks):
+            self.fail(f"--{modality}-stg-blocks {list(blocks)}: block indices must be >= 0")
+        return GuidanceParams(
+            cfg_scale=self.finite(f"--{modality}-cfg-guidance-scale", self.get(f"{prefix}cfg_guidance_scale")),
+            stg_scale=self.finite(f"--{modality}-stg-guidance-scale", self.get(f"{prefix}stg_guidance_scale")),
+            rescale_scale=self.finite(f"--{modality}-rescale-scale", self.get(f"{prefix}rescale_scale")),
+            modality_scale=self.finite(cross_flag, self.get(cross)),
+            skip_step=int(skip),
+            stg_blocks=blocks,
+        )
+
+    # ---- runtime ---------------------------------------------------------------------------------
+
+    def device(self) -> torch.device:
+        name = self.get("device")
+        if name is None:
+            return default_device()
+        try:
+            device = torch.device(name)
+        except (RuntimeError, ValueError):
+            self.fail(f"--device {name!r} is not a device; accepted: cpu, cuda, cuda:N, mps")
+        if device.type == "cuda":
+            count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+            if count == 0:
+                self.fail(f"--device {name!r}: CUDA is not available on this machine; use --device cpu")
+            if device.index is not None and device.index >= count:
+                self.fail(f"--device {name!r}: there are only {count} CUDA device(s) (cuda:0..cuda:{count - 1})")
+        elif device.type == "mps":
+            mps = getattr(torch.backends, "mps", None)
+            if mps is None or not mps.is_available():
+                self.fail(f"--device {name!r}: Apple MPS is not available on this machine; use --device cpu")
+        elif device.type != "cpu":
+            self.fail(f"--device {name!r} is not supported; accepted: cpu, cuda, cuda:N, mps")
+        return device
+
+    def dtype(self) -> torch.dtype:
+        name = self.get("dtype", "bfloat16")
+        try:
+            return parse_dtype(name)
+        except ValueError as e:
+            self.fail(f"--dtype: {e}")
+
+    # ---- files -------------------------------------------------------------------------------------
+
+    def output(self, suffixes: tuple[str, ...]) -> Path:
+        raw = self.args.output_path
+        path = Path(raw).expanduser()
+        if suffixes and path.suffix.lower() not in suffixes:
+            self.fail(f"--output-path {raw!r}: the file name must end in {' or '.join(suffixes)}")
+        overwrite = bool(self.get("overwrite", False))
+        try:
+            path = check_output_path(path, overwrite=overwrite)
+            if self.rules.writes_sidecar:
+                check_output_path(sidecar_path(path), overwrite=overwrite)
+        except FileExistsError as e:
+            self.fail(f"--output-path: {e}")
+        except OSError as e:
+            self.fail(f"--output-path {raw!r}: {e}")
+        return path
+
+    def local_file(self, flag: str, value: str | Path) -> None:
+        """Existence of a local (non-hf://) file; hf:// paths are checked when resolved."""
+        if is_hf_path(value):
+            return
+        p = Path(value).expanduser()
+        if not p.exists():
+            self.fail(f"{flag} {str(value)!r}: no such file")
+        if not p.is_file():
+            self.fail(f"{flag} {str(value)!r} is not a file")
+
+    def images(self, num_frames: int | None) -> list[ImageConditioningInput]:
+        checked = []
+        for image in self.get("images") or []:
+            where = f"--image {str(image.path)!r}"
+            if not image.path.is_file():
+                self.fail(f"{where}: no such file" if not image.path.exists() else f"{where} is not a file")
+            try:
+                with Image.open(image.path) as im:
+                    im.size  # noqa: B018 - opening reads the header; a non-image raises here
+            except (UnidentifiedImageError, OSError) as e:
+                self.fail(f"{where} is not an image Pillow can read (PNG, JPEG, WebP, ...): {e}")
+            if image.frame_idx < 0:
+                self.fail(f"{where}: FRAME_IDX {image.frame_idx} must be >= 0")
+            if num_frames is not None and image.frame_idx >= num_frames:
+                self.fail(f"{where}: FRAME_IDX {image.frame_idx} is outside the video's frames 0..{num_frames - 1}")
+            if not (math.isfinite(image.strength) and 0.0 <= image.strength <= 1.0):
+                self.fail(f"{where}: STRENGTH {image.strength} must be in [0, 1]")
+            if image.crf is not None and not 0 <= image.crf <= _MAX_CRF:
+                self.fail(f"{where}: CRF {image.crf} must be in 0..{_MAX_CRF} (0 skips the re-compression)")
+            checked.append(image)
+        return checked
+
+    def loras(self, flag: str, entries: list[LoraInput]) -> None:
+        for lora in entries:
+            self.finite(f"{flag} {str(lora.path)!r} STRENGTH", lora.strength)
+            self.local_file(flag, lora.path)
+
+    def gemma_root_shape(self, flag: str, root: Path) -> None:
+        if not root.is_dir():
+            self.fail(f"{flag} {str(root)!r} is not a folder (expected a Hugging Face Gemma folder)")
+        for pattern, what in (("config.json", "config.json"), ("*.safetensors", "*.safetensors weights")):
+            if next(root.rglob(pattern), None) is None:
+                self.fail(f"{flag} {str(root)!r} has no {what}; expected a Hugging Face Gemma 3 folder")
+        if next(root.rglob("tokenizer.json"), None) is None and next(root.rglob("tokenizer.model"), None) is None:
+            self.fail(f"{flag} {str(root)!r} has no tokenizer.json / tokenizer.model")
+
+    def resolve(self, flag: str, value: str | Path, *, folder: bool = False) -> Path:
+        try:
+            return resolve_model_path(
+                value, folder=folder, cache_dir=self.rules.hf_cache_dir, offline=self.rules.hf_offline
+            )
+        except HfPathError as e:
+            self.fail(f"{flag}: {e}")
+
+    def lora_file(self, flag: str, lora: LoraInput) -> LoraInput:
+        path = self.resolve(flag, lora.path)
+        self.kind(flag, path, "lora")
+        return LoraInput(path, lora.strength)
+
+    def kind(self, flag: str, path: Path, expected: ExpectedKind) -> dict[str, Any]:
+        if not self.rules.check_kinds:
+            return {}
+        try:
+            return check_checkpoint_kind(path, expected).header.metadata
+        except CheckpointError as e:
+            self.fail(f"{flag}: {e}")
+
+
+def _model_flag(args: argparse.Namespace) -> tuple[str, str] | None:
+    if hasattr(args, "distilled_checkpoint_path"):
+        return "--distilled-checkpoint-path", "distilled_checkpoint_path"
+    if hasattr(args, "checkpoint_path"):
+        return "--checkpoint-path", "checkpoint_path"
+    return None
+
+
+def validate_args(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, rules: ValidationRules | None = None
+) -> RunConfig:
+    """Check `args` (from a parser built with `ltx_pipelines.utils.args`) and return the run config.
+
+    Model-path flags the parser declares are required unless `--demo` is given (the pipeline then
+    substitutes its demo models). Image CRFs left unset are filled in from the checkpoint's version.
+    """
+    rules = rules or ValidationRules()
+    c = _Checker(parser, args, rules)
+    demo = bool(c.get("demo", False))
+
+    # 1. Values that need no file access.
+    two_stage = c.has("spatial_upsampler_path")
+    multiple = rules.spatial_multiple or (64 if two_stage else 32)
+    height, width = c.size(multiple)
+    num_frames = c.num_frames()
+    frame_rate = c.frame_rate()
+    steps = c.steps()
+    seed = c.seed()
+    video_guidance = c.guidance("video", "--a2v-guidance-scale")
+    audio_guidance = c.guidance("audio", "--v2a-guidance-scale")
+    device = c.device()
+    dtype = c.dtype()
+    prompt = c.get("prompt")
+    if prompt is None or not str(prompt).strip():
+        c.fail("--prompt is empty; describe the video to generate")
+
+    # 2. Local files and the output.
+    images = c.images(num_frames)
+    loras = list(c.get("lora") or [])
+    c.loras("--lora", loras)
+    distilled_lora = c.get("distilled_lora")
+    if isinstance(distilled_lora, list):  # the shared LoRA action appends
+        if len(distilled_lora) > 1:
+            c.fail(f"--distilled-lora was given {len(distilled_lora)} times; pass it once")
+        distilled_lora = distilled_lora[0] if distilled_lora else None
+    if distilled_lora is not None:
+        c.loras("--distilled-lora", [distilled_lora])
+    elif c.has("distilled_lora") and not demo:
+        c.fail("--distilled-lora PATH [STRENGTH] is required by this pipeline (or pass --demo)")
+
+    model_flag = _model_flag(args)
+    required = [model_flag] if model_flag else []
+    if c.has("gemma_root"):
+        required.append(("--gemma-root", "gemma_root"))
+    if two_stage:
+        required.append(("--spatial-upsampler-path", "spatial_upsampler_path"))
+    for flag, dest in required:
+        value = c.get(dest)
+        if value is None:
+            if not demo:
+                c.fail(f"{flag} is required (a local path or hf://<org>/<repo>/<file>), or pass --demo")
+            continue
+        if dest == "gemma_root":
+            if not is_hf_path(value):
+                c.gemma_root_shape(flag, Path(value).expanduser())
+        else:
+            c.local_file(flag, value)
+    output_path = c.output(rules.output_suffixes)
+
+    # 3. Remote files (may download), then 4. what each file is.
+    checkpoint_path = None
+    model_version: tuple[int, ...] = ()
+    if model_flag and c.get(model_flag[1]) is not None:
+        checkpoint_path = c.resolve(model_flag[0], c.get(model_flag[1]))
+        metadata = c.kind(model_flag[0], checkpoint_path, "ltx_checkpoint")
+        model_version = normalize_model_version(metadata.get("model_version"))
+    gemma_root = None
+    if c.get("gemma_root") is not None:
+        gemma_root = c.resolve("--gemma-root", c.get("gemma_root"), folder=True)
+        if is_hf_path(c.get("gemma_root")):
+            c.gemma_root_shape("--gemma-root", gemma_root)
+    upsampler_path = None
+    if c.get("spatial_upsampler_path") is not None:
+        upsampler_path = c.resolve("--spatial-upsampler-path", c.get("spatial_upsampler_path"))
+        config = c.kind("--spatial-upsampler-path", upsampler_path, "upsampler").get("config", {})
+        if config and not config.get("spatial_upsample", False):
+            c.fail(f"--spatial-upsampler-path {str(upsampler_path)!r} is a temporal-only upsampler; pass a spatial one")
+    loras = [c.lora_file("--lora", lora) for lora in loras]
+    if distilled_lora is not None:
+        distilled_lora = c.lora_file("--distilled-lora", distilled_lora)
+
+    crf = default_image_crf(model_version)
+    images = [
+        im if im.crf is not None else ImageConditioningInput(im.path, im.frame_idx, im.strength, crf) for im in images
+    ]
+
+    return RunConfig(
+        prompt=str(prompt),
+        output_path=output_path,
+        seed=seed,
+        device=device,
+        dtype=dtype,
+        overwrite=bool(c.get("overwrite", False)),
+        demo=demo,
+        log_level=str(c.get("log_level", "INFO")),
+        enhance_prompt=bool(c.get("enhance_prompt", False)),
+        checkpoint_path=checkpoint_path,
+        distilled_checkpoint=bool(model_flag and model_flag[1] == "distilled_checkpoint_path"),
+        model_version=model_version,
+        gemma_root=gemma_root,
+        spatial_upsampler_path=upsampler_path,
+        loras=tuple(loras),
+        distilled_lora=distilled_lora,
+        negative_prompt=c.get("negative_prompt"),
+        height=height,
+        width=width,
+        num_frames=num_frames,
+        frame_rate=frame_rate,
+        num_inference_steps=steps,
+        images=tuple(images),
+        video_guidance=video_guidance,
+        audio_guidance=audio_guidance,
+    )
