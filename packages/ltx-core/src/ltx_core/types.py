@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 # Audio latents: 16 kHz mel frames with hop 160 (100 mel frames/s), compressed 4x in time.
 AUDIO_SAMPLE_RATE = 16_000
@@ -123,3 +127,36 @@ class AudioLatentShape:
     @property
     def dims(self) -> tuple[int, int, int, int]:
         return (self.batch, self.channels, self.frames, self.mel_bins)
+
+
+@dataclass(frozen=True, eq=False)
+class LatentState:
+    """One modality's token sequence during sampling.
+
+    The first tokens are the target grid (patchified, in the tools' token order); conditioning items
+    may append more tokens after them, never before, so `LatentTools.clear_conditioning` can cut
+    them off again by count.
+
+    latent: (B, T, C) current noisy tokens.
+    denoise_mask: (B, T, 1) float32, 1 = token is generated, 0 = token is kept at `clean_latent`;
+        in between it is a partial strength (timesteps = mask * sigma).
+    positions: (B, n_axes, T, 2) float32 [start, end) extents in the transformer's units.
+    clean_latent: (B, T, C) what masked tokens are pulled back to after every step.
+    attention_mask: optional (B, T, T) self-attention weights in [0, 1]; None = full attention.
+    frozen: the whole stream is held fixed (its per-sample sigma is reported as 0 to the model).
+    """
+
+    latent: torch.Tensor
+    denoise_mask: torch.Tensor
+    positions: torch.Tensor
+    clean_latent: torch.Tensor
+    attention_mask: torch.Tensor | None = None
+    frozen: bool = False
+
+    @property
+    def batch_size(self) -> int:
+        return int(self.latent.shape[0])
+
+    @property
+    def token_count(self) -> int:
+        return int(self.latent.shape[1])

@@ -1,0 +1,246 @@
+"""Sampling loops over a sigma schedule for the joint audio-video state.
+
+Every loop takes a denoiser `denoiser(video_state, audio_state, sigma, step_index) -> (video_x0, audio_x0)`
+(see `components.denoisers`), the sigmas, and the states (either may be None), and returns the final
+states. After every model call the x0 prediction is pulled back to the clean latent where the denoise
+mask says so:  x0 <- x0 * mask + clean * (1 - mask).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+import torch
+from tqdm.auto import tqdm
+
+from ltx_core.components.denoisers import Denoiser
+from ltx_core.components.diffusion_steps import (
+    DiffusionStep,
+    EulerAncestralStep,
+    EulerStep,
+    GradientEstimationEulerStep,
+    Res2sStep,
+    res2s_coefficients,
+)
+from ltx_core.types import LatentState
+
+States = tuple[LatentState | None, LatentState | None]
+NoiseFn = Callable[[torch.Tensor, torch.Generator], torch.Tensor]
+
+# res2s replaces a final 0 sigma by this small value for its last full step (then one plain x0 call).
+RES2S_FINAL_SIGMA = 0.0011
+
+
+def blend_with_clean(denoised: torch.Tensor, state: LatentState) -> torch.Tensor:
+    """x0 * mask + clean * (1 - mask): tokens with mask 0 are pinned to their clean (conditioning) value."""
+    mask = state.denoise_mask
+    return (denoised * mask + state.clean_latent.float() * (1 - mask)).to(denoised.dtype)
+
+
+def _check(sigmas: torch.Tensor, video: LatentState | None, audio: LatentState | None) -> None:
+    if video is None and audio is None:
+        raise ValueError("sampling needs at least one of the video and audio states")
+    if sigmas.dim() != 1 or len(sigmas) < 2:
+        raise ValueError(f"sigmas must be a 1-D schedule with at least 2 values, got shape {tuple(sigmas.shape)}")
+
+
+def _steps(n: int, progress: bool, desc: str) -> range | tqdm:
+    return tqdm(range(n), desc=desc, disable=not progress)
+
+
+def euler_denoising_loop(
+    denoiser: Denoiser,
+    sigmas: torch.Tensor,
+    video: LatentState | None = None,
+    audio: LatentState | None = None,
+    step: DiffusionStep | None = None,
+    progress: bool = False,
+) -> States:
+    """One denoiser call per step, x0 blended with the clean latent, then `step` (Euler by default).
+
+    With `SimpleDenoiser` this is the distilled loop; with `GuidedDenoiser` the guided one.
+    """
+    _check(sigmas, video, audio)
+    step = step or EulerStep()
+    for i in _steps(len(sigmas) - 1, progress, "denoising"):
+        video_x0, audio_x0 = denoiser(video, audio, sigmas[i], i)
+        if video is not None and video_x0 is not None:
+            video = replace(video, latent=step.step(video.latent, blend_with_clean(video_x0, video), sigmas, i))
+        if audio is not None and audio_x0 is not None:
+            audio = replace(audio, latent=step.step(audio.latent, blend_with_clean(audio_x0, audio), sigmas, i))
+    return video, audio
+
+
+def plain_noise(like: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    return torch.randn(like.shape, generator=generator, dtype=like.dtype, device=like.device)
+
+
+def euler_ancestral_denoising_loop(
+    denoiser: Denoiser,
+    sigmas: torch.Tensor,
+    video: LatentState | None = None,
+    audio: LatentState | None = None,
+    step: EulerAncestralStep | None = None,
+    generator: torch.Generator | None = None,
+    noise_fn: NoiseFn = plain_noise,
+    progress: bool = False,
+) -> States:
+    """Ancestral Euler loop: fresh noise each step (video drawn before audio from one generator), the
+    re-noised sample pulled back to the clean latent by the mask; the last step returns x0."""
+    _check(sigmas, video, audio)
+    step = step or EulerAncestralStep()
+    if step.eta > 0 and generator is None:
+        raise ValueError("ancestral sampling with eta > 0 needs a seeded torch.Generator")
+    for i in _steps(len(sigmas) - 1, progress, "ancestral denoising"):
+        x0s = denoiser(video, audio, sigmas[i], i)
+        new: list[LatentState | None] = []
+        for state, x0 in zip((video, audio), x0s):
+            if state is None or x0 is None:
+                new.append(state)
+                continue
+            x0 = blend_with_clean(x0.float(), state)
+            if sigmas[i + 1] == 0:
+                new.append(replace(state, latent=x0.to(state.latent.dtype)))
+                continue
+            noise = noise_fn(state.latent, generator) if step.eta > 0 else None
+            x_next = step.step(state.latent.float(), x0, sigmas, i, noise)
+            if noise is not None:
+                x_next = blend_with_clean(x_next, state)
+            new.append(replace(state, latent=x_next.to(state.latent.dtype)))
+        video, audio = new
+    return video, audio
+
+
+def gradient_estimation_denoising_loop(
+    denoiser: Denoiser,
+    sigmas: torch.Tensor,
+    video: LatentState | None = None,
+    audio: LatentState | None = None,
+    step: GradientEstimationEulerStep | None = None,
+    progress: bool = False,
+) -> States:
+    """Euler loop with the gradient-estimation velocity correction (each modality keeps its last velocity)."""
+    _check(sigmas, video, audio)
+    step = step or GradientEstimationEulerStep()
+    velocities: list[torch.Tensor | None] = [None, None]
+    for i in _steps(len(sigmas) - 1, progress, "denoising (gradient estimation)"):
+        x0s = denoiser(video, audio, sigmas[i], i)
+        new: list[LatentState | None] = []
+        for k, (state, x0) in enumerate(zip((video, audio), x0s)):
+            if state is None or x0 is None:
+                new.append(state)
+                continue
+            x_next, velocities[k] = step.step(state.latent, blend_with_clean(x0, state), sigmas, i, velocities[k])
+            new.append(replace(state, latent=x_next))
+        video, audio = new
+    return video, audio
+
+
+def normalized_noise(like: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """Standard-normal noise drawn in float64 (float32 on MPS) on the generator's device, normalised to
+    zero mean / unit std over the whole tensor, then again over the last two dims."""
+    dtype = torch.float32 if generator.device.type == "mps" else torch.float64
+    noise = torch.randn(like.shape, generator=generator, dtype=dtype, device=generator.device)
+    noise = (noise - noise.mean()) / noise.std()
+    return (noise - noise.mean(dim=(-2, -1), keepdim=True)) / noise.std(dim=(-2, -1), keepdim=True)
+
+
+def res2s_denoising_loop(
+    denoiser: Denoiser,
+    sigmas: torch.Tensor,
+    video: LatentState | None = None,
+    audio: LatentState | None = None,
+    noise_seed: int = 0,
+    substep_noise_seed: int | None = None,
+    eta: float = 0.5,
+    bongmath: bool = True,
+    bongmath_max_iter: int = 100,
+    noise_fn: NoiseFn = normalized_noise,
+    progress: bool = False,
+) -> States:
+    """res_2s: second-order exponential Runge-Kutta with SDE noise, two denoiser calls per step.
+
+    Per step i with h = log(sigma_i / sigma_{i+1}) and (a21, b1, b2) = res2s_coefficients(h):
+        x0_1 = D(x, sigma_i);  x_mid = x + h a21 (x0_1 - x), re-noised by `Res2sStep(0.5)` to
+               sub_sigma = sqrt(sigma_i sigma_{i+1}) (substep noise generator)
+        (bongmath: when h < 0.5 and sigma_i > 0.03, refine the anchor x so that x_mid is consistent)
+        x0_2 = D(x_mid, sub_sigma);  x_next = x + h (b1 (x0_1 - x) + b2 (x0_2 - x)),
+               re-noised by `Res2sStep(eta)` to sigma_{i+1} (step noise generator)
+    A final 0 sigma is replaced by 0.0011 for the last full step, followed by one plain x0 call.
+    The RK arithmetic runs in float64 (float32 on MPS); states keep their dtype.
+    """
+    _check(sigmas, video, audio)
+    present = video if video is not None else audio
+    device = present.latent.device
+    hp = torch.float32 if device.type == "mps" else torch.float64
+    step_gen = torch.Generator(device=device).manual_seed(noise_seed)
+    sub_gen = torch.Generator(device=device).manual_seed(
+        noise_seed + 10000 if substep_noise_seed is None else substep_noise_seed
+    )
+    step_sde, sub_sde = Res2sStep(eta), Res2sStep(0.5)
+
+    n_full = len(sigmas) - 1
+    ends_at_zero = bool(sigmas[-1] == 0)
+    if ends_at_zero:
+        sigmas = torch.cat([sigmas[:-1], sigmas.new_tensor([RES2S_FINAL_SIGMA, 0.0])])
+    sig_hp = sigmas.to(hp)
+    hs = -torch.log(sig_hp[1:].cpu() / sig_hp[:-1].cpu())
+
+    def renoise(
+        state: LatentState,
+        anchor: torch.Tensor,
+        target: torch.Tensor,
+        pair: torch.Tensor,
+        sde: Res2sStep,
+        gen: torch.Generator,
+    ) -> torch.Tensor:
+        x = sde.step(anchor, target, pair, 0, noise_fn(state.latent, gen).to(device=device, dtype=hp))
+        return blend_with_clean(x, state)
+
+    names = ("video", "audio")
+    states: dict[str, LatentState | None] = {"video": video, "audio": audio}
+    for i in _steps(n_full, progress, "res2s denoising"):
+        sigma, sigma_next = sig_hp[i], sig_hp[i + 1]
+        h = float(hs[i])
+        a21, b1, b2 = res2s_coefficients(h)
+        sub_sigma = torch.sqrt(sigma * sigma_next)
+        sub_pair = torch.stack([sigma, sub_sigma])
+
+        x0_first = dict(zip(names, denoiser(states["video"], states["audio"], sigmas[i], i)))
+        anchors: dict[str, torch.Tensor] = {}
+        eps1: dict[str, torch.Tensor] = {}
+        mids: dict[str, LatentState | None] = {"video": None, "audio": None}
+        for name in names:
+            state, x0 = states[name], x0_first[name]
+            if state is None or x0 is None:
+                continue
+            x0_first[name] = x0 = blend_with_clean(x0, state).to(hp)
+            anchor = state.latent.to(hp)
+            eps = x0 - anchor
+            x_mid = renoise(state, anchor, anchor + h * a21 * eps, sub_pair, sub_sde, sub_gen)
+            if bongmath and h < 0.5 and float(sigma) > 0.03:
+                # Fixed point: find the anchor whose first-stage update lands exactly on x_mid.
+                for _ in range(bongmath_max_iter):
+                    anchor = x_mid - h * a21 * eps
+                    eps = x0 - anchor
+            anchors[name], eps1[name] = anchor, eps
+            mids[name] = replace(state, latent=x_mid.to(state.latent.dtype))
+
+        x0_second = dict(zip(names, denoiser(mids["video"], mids["audio"], sub_sigma.float(), 0)))
+        for name in anchors:
+            state, x0 = states[name], x0_second[name]
+            if x0 is None:
+                continue
+            eps2 = blend_with_clean(x0, state).to(hp) - anchors[name]
+            x_next = anchors[name] + h * (b1 * eps1[name] + b2 * eps2)
+            x_next = renoise(state, anchors[name], x_next, sig_hp[i : i + 2], step_sde, step_gen)
+            states[name] = replace(state, latent=x_next.to(state.latent.dtype))
+
+    if ends_at_zero:
+        final = dict(zip(names, denoiser(states["video"], states["audio"], sigmas[n_full], n_full)))
+        for name in names:
+            state, x0 = states[name], final[name]
+            if state is not None and x0 is not None:
+                states[name] = replace(state, latent=blend_with_clean(x0, state).to(state.latent.dtype))
+    return states["video"], states["audio"]

@@ -1,0 +1,1 @@
+"""Model architectures (transformer, VAEs, vocoder, upsamplers), each in its own subpackage."""

@@ -1,0 +1,47 @@
+"""Building the video VAE encoder and decoder out of an LTX-2 checkpoint file."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ltx_core.loader import VIDEO_DECODER_KEYS, VIDEO_ENCODER_KEYS, CheckpointError, ComponentSpec
+from ltx_core.model.video_vae.config import VideoVAEConfig
+from ltx_core.model.video_vae.decoder import VideoDecoder
+from ltx_core.model.video_vae.encoder import VideoEncoder
+
+
+def _vae_config(config: Mapping[str, Any]) -> VideoVAEConfig:
+    section = config.get("vae")
+    if not isinstance(section, Mapping):
+        raise CheckpointError("the checkpoint config has no 'vae' section; expected an LTX-2 single-file checkpoint")
+    return VideoVAEConfig.from_checkpoint_config(section)
+
+
+def video_encoder_from_config(config: Mapping[str, Any]) -> VideoEncoder:
+    """Configurator: the encoder described by a checkpoint's whole `config` metadata."""
+    return VideoEncoder(_vae_config(config))
+
+
+def video_decoder_from_config(config: Mapping[str, Any]) -> VideoDecoder:
+    """Configurator: the decoder described by a checkpoint's whole `config` metadata."""
+    return VideoDecoder(_vae_config(config))
+
+
+_KIND = "an LTX-2 single-file checkpoint (or a video VAE file) with a 'vae' config section"
+
+VIDEO_ENCODER = ComponentSpec(
+    name="video VAE encoder",
+    ops=VIDEO_ENCODER_KEYS,
+    configurator=video_encoder_from_config,
+    config_section="vae",
+    expected_kind=_KIND,
+)
+
+VIDEO_DECODER = ComponentSpec(
+    name="video VAE decoder",
+    ops=VIDEO_DECODER_KEYS,
+    configurator=video_decoder_from_config,
+    config_section="vae",
+    expected_kind=_KIND,
+)

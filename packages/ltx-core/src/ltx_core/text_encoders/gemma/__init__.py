@@ -1,0 +1,71 @@
+"""Gemma 3 text encoder, prompt enhancement, feature extraction and the embeddings connectors.
+
+Names from the text embeddings stage (`embeddings_processor`) and from modules that import it
+are loaded on first access, so the Gemma wrapper is usable on its own.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from ltx_core.text_encoders.gemma.folder import GemmaFolder, locate_gemma_folder
+from ltx_core.text_encoders.gemma.prompt_enhancer import (
+    DEFAULT_ENHANCE_SEED,
+    EnhancementSettings,
+    clean_enhanced_prompt,
+    enhance_prompt,
+)
+from ltx_core.text_encoders.gemma.system_prompts import IMAGE_TO_VIDEO, TEXT_TO_VIDEO
+from ltx_core.text_encoders.gemma.text_encoder import GemmaHiddenStates, GemmaTextEncoder
+from ltx_core.text_encoders.gemma.tiny import build_tiny_gemma_folder
+from ltx_core.text_encoders.gemma.tokenizer import DEFAULT_MAX_LENGTH, GemmaPromptTokenizer, TokenizedPrompts
+
+_LAZY = {
+    "EmbeddingsProcessor": "embeddings_processor",
+    "TextContexts": "embeddings_processor",
+    "TEXT_EMBEDDINGS": "embeddings_processor",
+    "text_embeddings_spec": "embeddings_processor",
+    "EncodedPrompts": "prompt_encoding",
+    "PromptEnhancement": "prompt_encoding",
+    "build_text_embeddings": "prompt_encoding",
+    "context_row": "prompt_encoding",
+    "contexts_from_hidden_states": "prompt_encoding",
+    "encode_prompts": "prompt_encoding",
+    "encode_text_prompts": "prompt_encoding",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
+
+__all__ = [
+    "DEFAULT_ENHANCE_SEED",
+    "DEFAULT_MAX_LENGTH",
+    "IMAGE_TO_VIDEO",
+    "TEXT_EMBEDDINGS",
+    "TEXT_TO_VIDEO",
+    "EmbeddingsProcessor",
+    "EncodedPrompts",
+    "EnhancementSettings",
+    "GemmaFolder",
+    "GemmaHiddenStates",
+    "GemmaPromptTokenizer",
+    "GemmaTextEncoder",
+    "PromptEnhancement",
+    "TextContexts",
+    "TokenizedPrompts",
+    "build_text_embeddings",
+    "build_tiny_gemma_folder",
+    "clean_enhanced_prompt",
+    "context_row",
+    "contexts_from_hidden_states",
+    "encode_prompts",
+    "encode_text_prompts",
+    "enhance_prompt",
+    "locate_gemma_folder",
+]

@@ -1,0 +1,116 @@
+"""Prompts -> the text contexts the transformer cross-attends to.
+
+Gemma produces all hidden states for the batch of prompts in one forward; the checkpoint's text
+embeddings stage (feature extractor + connectors, `EmbeddingsProcessor`) turns them into the
+video and audio contexts.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from ltx_core.loader import build_model, free_model_weights
+from ltx_core.text_encoders.gemma.embeddings_processor import EmbeddingsProcessor, TextContexts, text_embeddings_spec
+from ltx_core.text_encoders.gemma.prompt_enhancer import DEFAULT_ENHANCE_SEED, EnhancementSettings, enhance_prompt
+from ltx_core.text_encoders.gemma.text_encoder import GemmaHiddenStates, GemmaTextEncoder
+from ltx_core.text_encoders.gemma.tokenizer import DEFAULT_MAX_LENGTH
+
+logger = logging.getLogger(__name__)
+
+
+def _placement(module: nn.Module) -> tuple[torch.device, torch.dtype]:
+    for tensor in (*module.parameters(), *module.buffers()):
+        if tensor.is_floating_point():
+            return tensor.device, tensor.dtype
+    return torch.device("cpu"), torch.float32
+
+
+def contexts_from_hidden_states(hidden: GemmaHiddenStates, embeddings_processor: EmbeddingsProcessor) -> TextContexts:
+    """Run the text embeddings stage on Gemma's output, moved to the stage's device and dtype."""
+    device, dtype = _placement(embeddings_processor)
+    hidden_states = [h.to(device=device, dtype=dtype) for h in hidden.hidden_states]
+    with torch.inference_mode():
+        return embeddings_processor(hidden_states, hidden.attention_mask.to(device))
+
+
+def encode_prompts(
+    prompts: Sequence[str], gemma: GemmaTextEncoder, embeddings_processor: EmbeddingsProcessor
+) -> TextContexts:
+    """Contexts for every prompt (row i = prompts[i]), e.g. [positive, negative] in one Gemma forward."""
+    return contexts_from_hidden_states(gemma.encode(prompts), embeddings_processor)
+
+
+def build_text_embeddings(
+    checkpoint: str | Path,
+    gemma: GemmaTextEncoder,
+    *,
+    dtype: torch.dtype = torch.float32,
+    device: str | torch.device | None = None,
+) -> EmbeddingsProcessor:
+    """The checkpoint's text embeddings stage, sized for this Gemma's hidden width and state count."""
+    spec = text_embeddings_spec(gemma.hidden_size, gemma.num_hidden_states)
+    return build_model(spec, checkpoint, dtype=dtype, device=device)
+
+
+def context_row(contexts: TextContexts, index: int) -> TextContexts:
+    """The contexts of one prompt of a batch, keeping the batch axis (1, S, D)."""
+    batch = contexts.video.shape[0]
+    if not -batch <= index < batch:
+        raise IndexError(f"prompt index {index} is out of range for {batch} encoded prompts")
+    rows = slice(index % batch, index % batch + 1)
+    audio = contexts.audio[rows] if contexts.audio is not None else None
+    return TextContexts(video=contexts.video[rows], audio=audio, mask=contexts.mask[rows])
+
+
+@dataclass(frozen=True)
+class PromptEnhancement:
+    """Ask Gemma to rewrite the first prompt before encoding (optionally looking at `image`)."""
+
+    image: Any = None
+    seed: int = DEFAULT_ENHANCE_SEED
+    settings: EnhancementSettings = field(default_factory=EnhancementSettings)
+
+
+@dataclass(frozen=True)
+class EncodedPrompts:
+    contexts: TextContexts
+    prompts: tuple[str, ...]
+    """The prompts actually encoded (the first one enhanced when enhancement was asked for)."""
+
+
+def encode_text_prompts(
+    prompts: Sequence[str],
+    *,
+    gemma_root: str | Path,
+    checkpoint: str | Path,
+    dtype: torch.dtype = torch.bfloat16,
+    device: str | torch.device | None = None,
+    enhancement: PromptEnhancement | None = None,
+    max_length: int = DEFAULT_MAX_LENGTH,
+) -> EncodedPrompts:
+    """Load Gemma, optionally enhance prompts[0], encode all prompts in one forward, free Gemma, then
+    run the checkpoint's text embeddings stage (itself freed afterwards)."""
+    prompts = [prompts] if isinstance(prompts, str) else list(prompts)
+    if not prompts:
+        raise ValueError("no prompts to encode")
+    with GemmaTextEncoder.from_folder(gemma_root, dtype=dtype, device=device, max_length=max_length) as gemma:
+        if enhancement is not None:
+            prompts[0] = enhance_prompt(
+                gemma, prompts[0], enhancement.image, seed=enhancement.seed, settings=enhancement.settings
+            )
+        hidden = gemma.encode(prompts)
+        spec = text_embeddings_spec(gemma.hidden_size, gemma.num_hidden_states)
+    processor = build_model(spec, checkpoint, dtype=dtype, device=device)
+    try:
+        contexts = contexts_from_hidden_states(hidden, processor)
+    finally:
+        free_model_weights(processor)
+    logger.info("encoded %d prompt(s) into contexts of %d tokens", len(prompts), contexts.video.shape[1])
+    return EncodedPrompts(contexts=contexts, prompts=tuple(prompts))

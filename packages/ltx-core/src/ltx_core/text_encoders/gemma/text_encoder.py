@@ -1,0 +1,175 @@
+"""The Gemma 3 text encoder: a user's Hugging Face folder loaded through `transformers`.
+
+The multimodal class is loaded (not the text-only one) so the same weights serve image-aware
+prompt enhancement. Encoding keeps every hidden state - the embedding output and each decoder
+layer's output - because the LTX feature extractor mixes all of them.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ltx_core.devices import resolve_device
+from ltx_core.loader.errors import CheckpointError
+from ltx_core.text_encoders.gemma.folder import GemmaFolder, locate_gemma_folder
+from ltx_core.text_encoders.gemma.tokenizer import DEFAULT_MAX_LENGTH, GemmaPromptTokenizer
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class GemmaHiddenStates:
+    """One Gemma forward: `hidden_states` (L tensors (B, S, H), embedding output first) and the
+    tokenizer's `attention_mask` (B, S) int64, 1 = real token."""
+
+    hidden_states: tuple[torch.Tensor, ...]
+    attention_mask: torch.Tensor
+
+
+def _load_model(folder: GemmaFolder, dtype: torch.dtype, device: torch.device) -> Any:
+    from transformers import Gemma3ForConditionalGeneration
+
+    model, info = Gemma3ForConditionalGeneration.from_pretrained(
+        folder.root,
+        dtype=dtype,
+        device_map={"": device},
+        local_files_only=True,
+        output_loading_info=True,
+    )
+    # transformers fills absent weights with random values and only logs it; that would silently
+    # give random prompts, so any missing or mismatched tensor is an error here.
+    problems = {k: sorted(info.get(k) or ()) for k in ("missing_keys", "mismatched_keys")}
+    problems = {k: v for k, v in problems.items() if v}
+    if problems:
+        listed = "; ".join(f"{k}: {v[:10]}{' ...' if len(v) > 10 else ''}" for k, v in problems.items())
+        raise CheckpointError(f"Gemma weights in {str(folder.root)!r} do not fit its config.json ({listed})")
+    return model.eval().requires_grad_(False)
+
+
+class GemmaTextEncoder:
+    """Holds the Gemma model, its prompt tokenizer and (loaded on first use) its image processor.
+
+    Call `release()` (or use it as a context manager) once prompts are encoded: the pipelines
+    encode first and then need the memory for the diffusion model.
+    """
+
+    def __init__(self, model: Any, tokenizer: GemmaPromptTokenizer, folder: GemmaFolder | None = None) -> None:
+        self._model = model
+        self.tokenizer = tokenizer
+        self.folder = folder
+        self._processor: Any = None
+
+    @classmethod
+    def from_folder(
+        cls,
+        path: str | Path,
+        *,
+        dtype: torch.dtype = torch.bfloat16,
+        device: str | torch.device | None = None,
+        max_length: int = DEFAULT_MAX_LENGTH,
+    ) -> GemmaTextEncoder:
+        """Load tokenizer and model from a Gemma 3 folder, checking its files first."""
+        from transformers import AutoTokenizer
+
+        folder = locate_gemma_folder(path)
+        device = resolve_device(device)
+        try:
+            hf_tokenizer = AutoTokenizer.from_pretrained(folder.root, local_files_only=True)
+        except (OSError, ValueError) as e:
+            raise CheckpointError(f"cannot load the Gemma tokenizer from {str(folder.root)!r}: {e}") from e
+        tokenizer = GemmaPromptTokenizer(hf_tokenizer, max_length=max_length)
+        logger.info("loading Gemma from %s (%s, %s)", folder.root, dtype, device)
+        model = _load_model(folder, dtype, device)
+        return cls(model, tokenizer, folder)
+
+    # -- properties ----------------------------------------------------------------------------
+    @property
+    def model(self) -> Any:
+        if self._model is None:
+            raise RuntimeError("this Gemma text encoder was released; load it again to encode prompts")
+        return self._model
+
+    @property
+    def is_released(self) -> bool:
+        return self._model is None
+
+    @property
+    def text_config(self) -> Any:
+        return self.model.config.get_text_config()
+
+    @property
+    def hidden_size(self) -> int:
+        return int(self.text_config.hidden_size)
+
+    @property
+    def num_hidden_states(self) -> int:
+        """Hidden states one forward returns: the embedding output plus one per decoder layer."""
+        return int(self.text_config.num_hidden_layers) + 1
+
+    @property
+    def device(self) -> torch.device:
+        return self.model.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.model.dtype
+
+    def processor(self) -> Any:
+        """The multimodal processor (tokenizer + image preprocessing), loaded from the folder once."""
+        if self._processor is None:
+            from transformers import AutoProcessor
+
+            if self.folder is None or not self.folder.has_image_processor:
+                where = repr(str(self.folder.root)) if self.folder is not None else "this encoder"
+                raise CheckpointError(
+                    f"Gemma folder {where} has no processor_config.json / preprocessor_config.json; "
+                    "image-aware prompt enhancement needs the image processor of the Gemma 3 release"
+                )
+            self._processor = AutoProcessor.from_pretrained(self.folder.root, local_files_only=True)
+        return self._processor
+
+    # -- encoding ------------------------------------------------------------------------------
+    @torch.inference_mode()
+    def encode(self, prompts: Sequence[str]) -> GemmaHiddenStates:
+        """All hidden states for a batch of prompts in a single forward (e.g. positive and negative)."""
+        tokens = self.tokenizer(prompts)
+        device = self.device
+        input_ids = tokens.input_ids.to(device)
+        attention_mask = tokens.attention_mask.to(device)
+        # The inner multimodal model skips the vocabulary projection, which encoding does not need.
+        outputs = self.model.model(
+            input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True, use_cache=False
+        )
+        hidden_states = tuple(outputs.hidden_states)
+        if len(hidden_states) != self.num_hidden_states:
+            raise RuntimeError(f"Gemma returned {len(hidden_states)} hidden states, expected {self.num_hidden_states}")
+        return GemmaHiddenStates(hidden_states=hidden_states, attention_mask=attention_mask)
+
+    # -- memory --------------------------------------------------------------------------------
+    def release(self) -> None:
+        """Free the model's weights now, even where other references to the module remain."""
+        if self._model is None:
+            return
+        device = self._model.device
+        self._model.to(torch.device("meta"))
+        self._model = None
+        self._processor = None
+        gc.collect()
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        elif device.type == "mps":
+            torch.mps.empty_cache()
+        logger.info("released Gemma (%s)", device)
+
+    def __enter__(self) -> GemmaTextEncoder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()

@@ -1,0 +1,109 @@
+"""Prompts -> transformer text contexts: a tiny Gemma sized like the golden Gemma config, plus the golden
+checkpoint's text embeddings stage (the same EmbeddingsProcessor the fx_text_embeddings parity test uses)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ltx_core.loader import CheckpointError, read_checkpoint_config
+from ltx_core.text_encoders.gemma import (
+    EnhancementSettings,
+    GemmaTextEncoder,
+    PromptEnhancement,
+    build_text_embeddings,
+    build_tiny_gemma_folder,
+    context_row,
+    encode_prompts,
+    encode_text_prompts,
+)
+
+PROMPTS = ["Waves roll onto a pebble beach while gulls call overhead.", "blurry, distorted, low quality"]
+
+
+@pytest.fixture(scope="module")
+def golden_gemma(golden_sized_gemma_dir):
+    """Default (1024-token) contexts, like the pipelines."""
+    return GemmaTextEncoder.from_folder(golden_sized_gemma_dir, dtype=torch.float32, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def embeddings(golden_checkpoint, golden_gemma):
+    return build_text_embeddings(golden_checkpoint, golden_gemma, dtype=torch.float32, device="cpu")
+
+
+def _expected_widths(checkpoint) -> tuple[int, int]:
+    """Context widths = connector widths (audio connector fields fall back to the video ones)."""
+    t = read_checkpoint_config(checkpoint, "transformer")
+    video = t["connector_num_attention_heads"] * t["connector_attention_head_dim"]
+    audio_heads = t.get("audio_connector_num_attention_heads", t["connector_num_attention_heads"])
+    audio_dim = t.get("audio_connector_attention_head_dim", t["connector_attention_head_dim"])
+    return video, audio_heads * audio_dim
+
+
+@pytest.mark.golden
+@pytest.mark.slow
+def test_contexts_for_positive_and_negative_prompts(golden_gemma, embeddings, golden_checkpoint):
+    contexts = encode_prompts(PROMPTS, golden_gemma, embeddings)
+    length = golden_gemma.tokenizer.max_length
+    video_width, audio_width = _expected_widths(golden_checkpoint)
+    assert contexts.video.shape == (len(PROMPTS), length, video_width)
+    assert contexts.audio is not None and contexts.audio.shape == (len(PROMPTS), length, audio_width)
+    assert contexts.mask.shape == (len(PROMPTS), length) and contexts.mask.dtype == torch.int64
+    assert torch.isfinite(contexts.video).all() and torch.isfinite(contexts.audio).all()
+    registers = read_checkpoint_config(golden_checkpoint, "transformer").get("connector_num_learnable_registers", 0)
+    if registers:  # padded slots hold learnable registers, so every slot is visible
+        assert contexts.mask.eq(1).all()
+    # Different prompts give different contexts.
+    assert not torch.allclose(contexts.video[0], contexts.video[1])
+
+    # The same code path as feeding Gemma's hidden states to the embeddings stage by hand.
+    hidden = golden_gemma.encode(PROMPTS)
+    with torch.no_grad():
+        by_hand = embeddings(list(hidden.hidden_states), hidden.attention_mask)
+    torch.testing.assert_close(contexts.video, by_hand.video, atol=0, rtol=0)
+    torch.testing.assert_close(contexts.audio, by_hand.audio, atol=0, rtol=0)
+
+    # Batching positive and negative together changes nothing for either row.
+    single = encode_prompts(PROMPTS[1:], golden_gemma, embeddings)
+    row = context_row(contexts, 1)
+    torch.testing.assert_close(row.video, single.video, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(row.audio, single.audio, atol=1e-5, rtol=1e-5)
+    assert torch.equal(row.mask, single.mask)
+
+
+@pytest.mark.golden
+def test_context_row_bounds(golden_gemma, embeddings):
+    contexts = encode_prompts(PROMPTS[:1], golden_gemma, embeddings)
+    assert context_row(contexts, -1).video.shape == contexts.video.shape
+    with pytest.raises(IndexError, match="out of range"):
+        context_row(contexts, 1)
+
+
+@pytest.mark.golden
+def test_gemma_of_the_wrong_width_does_not_fit_the_checkpoint(golden_checkpoint, golden_gemma_sizes, tmp_path):
+    hidden, layers = golden_gemma_sizes
+    folder = build_tiny_gemma_folder(tmp_path / "narrow", hidden_size=hidden + 8, num_layers=layers)
+    gemma = GemmaTextEncoder.from_folder(folder, dtype=torch.float32, device="cpu", max_length=128)
+    with pytest.raises(CheckpointError, match="shape"):
+        build_text_embeddings(golden_checkpoint, gemma, device="cpu")
+
+
+@pytest.mark.golden
+@pytest.mark.slow
+def test_one_call_encoding_with_enhancement(golden_sized_gemma_dir, golden_checkpoint):
+    result = encode_text_prompts(
+        PROMPTS,
+        gemma_root=golden_sized_gemma_dir,
+        checkpoint=golden_checkpoint,
+        dtype=torch.float32,
+        device="cpu",
+        enhancement=PromptEnhancement(seed=1, settings=EnhancementSettings(max_new_tokens=4)),
+        max_length=128,
+    )
+    assert len(result.prompts) == 2
+    assert result.prompts[1] == PROMPTS[1]
+    assert result.prompts[0] != PROMPTS[0] and result.prompts[0]
+    video_width, audio_width = _expected_widths(golden_checkpoint)
+    assert result.contexts.video.shape == (2, 128, video_width)
+    assert result.contexts.audio.shape == (2, 128, audio_width)

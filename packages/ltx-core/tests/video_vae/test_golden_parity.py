@@ -1,0 +1,105 @@
+"""Parity with the reference video VAE (`fx_video_vae`), loaded through `build_model` like the pipelines.
+
+Every shape, flag, tiling and optional tensor comes from the fixture file, so the same tests check
+other fixture sets (causal or timestep-conditioned decoders, reflect padding, ...).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from ltx_core.loader import VIDEO_DECODER_KEYS, VIDEO_ENCODER_KEYS, build_model
+from ltx_core.model.video_vae import VIDEO_DECODER, VIDEO_ENCODER, TilingConfig, VideoDecoder, VideoEncoder
+
+pytestmark = pytest.mark.golden
+
+
+@pytest.fixture(scope="module")
+def fx(golden_fixture):
+    return golden_fixture("fx_video_vae")
+
+
+@pytest.fixture(scope="module")
+def encoder(golden_checkpoint) -> VideoEncoder:
+    return build_model(VIDEO_ENCODER, golden_checkpoint, dtype=torch.float32, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def decoder(golden_checkpoint) -> VideoDecoder:
+    return build_model(VIDEO_DECODER, golden_checkpoint, dtype=torch.float32, device="cpu")
+
+
+def _slices_as_lists(slices: tuple[slice, ...]) -> list[list[int | None]]:
+    return [[s.start, s.stop] for s in slices]
+
+
+def test_checkpoint_flags_match_fixture(decoder, fx):
+    assert decoder.timestep_conditioning == fx.params["timestep_conditioning"]
+
+
+@pytest.mark.parametrize("case, pixels", [("encode", "video"), ("encode_image", "image")])
+def test_encode(encoder, fx, assert_golden_close, case, pixels):
+    got = encoder(fx[f"{case}.{pixels}"])
+    assert_golden_close(got, fx[f"{case}.latent"], name=f"{case}.latent")
+
+
+def test_shared_statistics(encoder, decoder):
+    for name in ("std-of-means", "mean-of-means"):
+        assert torch.equal(
+            encoder.per_channel_statistics.get_buffer(name), decoder.per_channel_statistics.get_buffer(name)
+        )
+
+
+def test_decode(decoder, fx, assert_golden_close):
+    noise = fx["decode.noise"] if fx.params["timestep_conditioning"] else None
+    assert ("decode.noise" in fx) == fx.params["timestep_conditioning"]
+    got = decoder(fx["decode.latent"], noise=noise)
+    assert_golden_close(got, fx["decode.video"], name="decode.video")
+
+
+def test_decode_with_timestep(decoder, fx, assert_golden_close):
+    if not fx.params["timestep_conditioning"]:
+        assert "decode_t.video" not in fx
+        pytest.skip("this fixture set's decoder is not timestep-conditioned (no decode_t case)")
+    latent = fx["decode_t.latent"] if "decode_t.latent" in fx else fx["decode.latent"]
+    noise = fx["decode_t.noise"] if "decode_t.noise" in fx else fx["decode.noise"]
+    got = decoder(latent, timestep=fx["decode_t.timestep"], noise=noise)
+    assert_golden_close(got, fx["decode_t.video"], name="decode_t.video")
+
+
+def test_tile_layout(decoder, fx):
+    tiling = TilingConfig.from_dict(fx.params["tiling"])
+    tiles = decoder.tile_layout(fx["tiled.latent"].shape, tiling)
+    assert [_slices_as_lists(t.source) for t in tiles] == fx.params["tiles_latent_slices_fhw"]
+    assert [_slices_as_lists(t.target) for t in tiles] == fx.params["tiles_pixel_slices_fhw"]
+
+
+def test_tiled_decode(decoder, fx, assert_golden_close):
+    tiling = TilingConfig.from_dict(fx.params["tiling"])
+    latent = fx["tiled.latent"]
+    noises = None
+    if fx.params["timestep_conditioning"]:
+        count = len(decoder.tile_layout(latent.shape, tiling))
+        noises = [fx[f"tiled.noise.{i}"] for i in range(count)]
+        assert f"tiled.noise.{count}" not in fx
+    chunks = list(decoder.decode_video(latent, tiling, noise=noises))
+    assert [c.shape[0] for c in chunks] == fx.params["tiled_chunk_frames"]
+    assert_golden_close(torch.cat(chunks), fx["tiled.rgb"], name="tiled.rgb")
+
+
+@pytest.mark.parametrize("spec, rules", [(VIDEO_ENCODER, VIDEO_ENCODER_KEYS), (VIDEO_DECODER, VIDEO_DECODER_KEYS)])
+def test_released_22b_key_manifest(golden_dir, spec, rules):
+    manifest = json.loads((golden_dir / "ltx-2.3-22b-keys.json").read_text())
+    with torch.device("meta"):
+        module = spec.configurator(manifest["config"])
+    want = {}
+    for file_key, (shape, _dtype) in manifest["keys"].items():
+        module_key = rules.rename(file_key)
+        if module_key is not None:
+            want[module_key] = tuple(shape)
+    got = {k: tuple(v.shape) for k, v in module.state_dict().items()}
+    assert sorted(set(got) ^ set(want)) == []
+    assert got == want
