@@ -1,0 +1,320 @@
+"""Tiny, randomly initialised model files in the released formats, for `--demo` runs.
+
+The demo exercises the real pipeline code end to end on a machine with no downloads and no GPU:
+a single-file LTX checkpoint (all components under their released prefixes, config metadata), an
+x2 spatial upsampler file and a tiny Gemma 3 folder with a locally built tokenizer. The weights
+are random, so the output is noise; the point is that every code path a real run takes is taken.
+Files are built once and cached under the user cache directory.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import save_file
+from torch import nn
+
+logger = logging.getLogger(__name__)
+
+DEMO_VERSION = "1"  # bump when the demo configs change so stale caches are rebuilt
+DEMO_MODEL_VERSION = "2.3.0"
+DEMO_GEMMA_HIDDEN = 24
+DEMO_GEMMA_LAYERS = 3
+
+_BLOCK = {"num_layers": 1}
+
+DEMO_CONFIG: dict[str, Any] = {
+    "transformer": {
+        "_class_name": "AVTransformer3DModel",
+        "activation_fn": "gelu-approximate",
+        "attention_bias": True,
+        "norm_elementwise_affine": False,
+        "norm_eps": 1e-6,
+        "positional_embedding_max_pos": [20, 2048, 2048],
+        "positional_embedding_theta": 10000.0,
+        "positional_embedding_type": "rope",
+        "qk_norm": "rms_norm",
+        "standardization_norm": "rms_norm",
+        "timestep_scale_multiplier": 1000,
+        "use_middle_indices_grid": True,
+        "use_audio_video_cross_attention": True,
+        "audio_positional_embedding_max_pos": [20],
+        "connector_positional_embedding_max_pos": [4096],
+        "connector_num_learnable_registers": 128,
+        "use_embeddings_connector": True,
+        "causal_temporal_positioning": True,
+        "in_channels": 128,
+        "out_channels": 128,
+        "audio_in_channels": 128,
+        "audio_out_channels": 128,
+        "num_layers": 2,
+        "num_attention_heads": 2,
+        "attention_head_dim": 16,
+        "cross_attention_dim": 32,
+        "audio_num_attention_heads": 2,
+        "audio_attention_head_dim": 8,
+        "audio_cross_attention_dim": 16,
+        "apply_gated_attention": True,
+        "cross_attention_adaln": True,
+        "av_ca_timestep_scale_multiplier": 1000.0,
+        "caption_channels": DEMO_GEMMA_HIDDEN,
+        "caption_proj_before_connector": True,
+        "caption_proj_input_norm": False,
+        "caption_projection_first_linear": False,
+        "caption_projection_second_linear": False,
+        "connector_apply_gated_attention": True,
+        "connector_num_layers": 1,
+        "connector_num_attention_heads": 2,
+        "connector_attention_head_dim": 16,
+        "audio_connector_num_attention_heads": 2,
+        "audio_connector_attention_head_dim": 8,
+        "frequencies_precision": "float64",
+        "rope_type": "split",
+        "text_encoder_norm_type": "per_token_rms",
+    },
+    "vae": {
+        "_class_name": "CausalVideoAutoencoder",
+        "dims": 3,
+        "in_channels": 3,
+        "out_channels": 3,
+        "latent_channels": 128,
+        "patch_size": 4,
+        "norm_layer": "pixel_norm",
+        "latent_log_var": "uniform",
+        "spatial_padding_mode": "zeros",
+        "timestep_conditioning": False,
+        "causal_decoder": False,
+        "decoder_base_channels": 4,
+        "encoder_blocks": [
+            ["res_x", _BLOCK],
+            ["compress_space_res", {"multiplier": 1}],
+            ["compress_time_res", {"multiplier": 1}],
+            ["compress_all_res", {"multiplier": 1}],
+            ["compress_all_res", {"multiplier": 2}],
+        ],
+        "decoder_blocks": [
+            ["res_x", _BLOCK],
+            ["compress_space", {"multiplier": 2}],
+            ["res_x", _BLOCK],
+            ["compress_time", {"multiplier": 2}],
+            ["res_x", _BLOCK],
+            ["compress_all", {"multiplier": 1}],
+            ["res_x", _BLOCK],
+            ["compress_all", {"multiplier": 2}],
+            ["res_x", _BLOCK],
+        ],
+    },
+    "audio_vae": {
+        "model": {
+            "params": {
+                "ddconfig": {
+                    "double_z": True,
+                    "mel_bins": 64,
+                    "z_channels": 8,
+                    "resolution": 256,
+                    "downsample_time": False,
+                    "in_channels": 2,
+                    "out_ch": 2,
+                    "ch": 16,
+                    "ch_mult": [1, 1, 1],
+                    "num_res_blocks": 1,
+                    "attn_resolutions": [],
+                    "dropout": 0.0,
+                    "mid_block_add_attention": False,
+                    "norm_type": "pixel",
+                    "causality_axis": "height",
+                },
+                "sampling_rate": 16000,
+            }
+        },
+        "preprocessing": {"audio": {"sampling_rate": 16000}, "stft": {"hop_length": 160}},
+    },
+    "vocoder": {
+        "vocoder": {
+            "resblock": "AMP1",
+            "resblock_kernel_sizes": [3, 7, 11],
+            "resblock_dilation_sizes": [[1, 3, 5], [1, 3, 5], [1, 3, 5]],
+            "stereo": True,
+            "use_tanh_at_final": False,
+            "activation": "snakebeta",
+            "use_bias_at_final": False,
+            "upsample_initial_channel": 16,
+            "upsample_rates": [10, 4, 2, 2],
+            "upsample_kernel_sizes": [20, 8, 4, 4],
+        },
+        "bwe": {
+            "resblock": "AMP1",
+            "resblock_kernel_sizes": [3, 7, 11],
+            "resblock_dilation_sizes": [[1, 3, 5], [1, 3, 5], [1, 3, 5]],
+            "stereo": True,
+            "use_tanh_at_final": False,
+            "activation": "snakebeta",
+            "use_bias_at_final": False,
+            "upsample_initial_channel": 16,
+            "upsample_rates": [6, 5, 8],
+            "upsample_kernel_sizes": [12, 11, 16],
+            "apply_final_activation": False,
+            "input_sampling_rate": 16000,
+            "output_sampling_rate": 48000,
+            "hop_length": 80,
+            "n_fft": 512,
+            "win_size": 512,
+            "num_mels": 64,
+        },
+    },
+}
+
+DEMO_UPSAMPLER_CONFIG: dict[str, Any] = {
+    "_class_name": "LatentUpsampler",
+    "in_channels": 128,
+    "mid_channels": 32,
+    "num_blocks_per_stage": 1,
+    "dims": 3,
+    "spatial_upsample": True,
+    "temporal_upsample": False,
+    "spatial_scale": 2.0,
+    "rational_resampler": False,
+}
+
+
+@dataclass(frozen=True)
+class DemoAssets:
+    checkpoint: Path
+    spatial_upsampler: Path
+    gemma_root: Path
+
+
+def default_demo_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "ltx2-demo" / f"v{DEMO_VERSION}"
+
+
+def _file_keys_of(component: str, module: nn.Module) -> dict[str, torch.Tensor]:
+    """Map a component's module keys to the released single-file keys (the inverse of our key rules)."""
+
+    def file_key(key: str) -> str:
+        if component == "transformer":
+            return "model.diffusion_model." + key
+        if component == "text_embeddings":
+            for ours, theirs in (
+                ("video_connector.", "model.diffusion_model.video_embeddings_connector."),
+                ("audio_connector.", "model.diffusion_model.audio_embeddings_connector."),
+                ("feature_extractor.", "text_embedding_projection."),
+            ):
+                if key.startswith(ours):
+                    return theirs + key[len(ours) :]
+            raise ValueError(f"unexpected text-embeddings key {key!r}")
+        if component == "vocoder":
+            return "vocoder." + key
+        vae_prefix, part = {
+            "video_encoder": ("vae.", "encoder."),
+            "video_decoder": ("vae.", "decoder."),
+            "audio_encoder": ("audio_vae.", "encoder."),
+            "audio_decoder": ("audio_vae.", "decoder."),
+        }[component]
+        if key.startswith("per_channel_statistics."):
+            return vae_prefix + key
+        return vae_prefix + part + key
+
+    return {file_key(k): v for k, v in module.state_dict().items()}
+
+
+def _randomise_latent_statistics(tensors: dict[str, torch.Tensor], generator: torch.Generator) -> None:
+    # Freshly initialised statistics may be zeros; the VAEs divide by std-of-means.
+    for key, value in tensors.items():
+        if key.endswith("per_channel_statistics.std-of-means"):
+            tensors[key] = 0.5 + torch.rand(value.shape, generator=generator)
+        elif key.endswith("per_channel_statistics.mean-of-means"):
+            tensors[key] = 0.1 * torch.randn(value.shape, generator=generator)
+
+
+def _save_atomically(tensors: dict[str, torch.Tensor], metadata: dict[str, str], path: Path) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
+    os.close(fd)
+    try:
+        save_file({k: v.contiguous() for k, v in tensors.items()}, tmp, metadata=metadata)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def _to_storage_dtype(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    # The released files store floating tensors as bfloat16.
+    return {k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in tensors.items()}
+
+
+def write_demo_checkpoint(path: Path, seed: int = 0) -> None:
+    from ltx_core.model.audio_vae import AUDIO_DECODER, AUDIO_ENCODER, VOCODER
+    from ltx_core.model.transformer import AV_TRANSFORMER
+    from ltx_core.model.video_vae import VIDEO_DECODER, VIDEO_ENCODER
+    from ltx_core.text_encoders.gemma.embeddings_processor import text_embeddings_spec
+
+    torch.manual_seed(seed)
+    generator = torch.Generator().manual_seed(seed)
+    components = {
+        "transformer": AV_TRANSFORMER,
+        "text_embeddings": text_embeddings_spec(DEMO_GEMMA_HIDDEN, DEMO_GEMMA_LAYERS + 1),
+        "video_encoder": VIDEO_ENCODER,
+        "video_decoder": VIDEO_DECODER,
+        "audio_encoder": AUDIO_ENCODER,
+        "audio_decoder": AUDIO_DECODER,
+        "vocoder": VOCODER,
+    }
+    tensors: dict[str, torch.Tensor] = {}
+    for name, spec in components.items():
+        with torch.device("cpu"):
+            module = spec.configurator(DEMO_CONFIG)
+        for key, value in _file_keys_of(name, module).items():
+            # Encoder and decoder share the latent statistics; keep the first copy.
+            tensors.setdefault(key, value.detach().clone())
+    _randomise_latent_statistics(tensors, generator)
+    metadata = {"config": json.dumps(DEMO_CONFIG), "model_version": DEMO_MODEL_VERSION}
+    _save_atomically(_to_storage_dtype(tensors), metadata, path)
+
+
+def write_demo_upsampler(path: Path, seed: int = 0) -> None:
+    from ltx_core.model.upsampler import LATENT_UPSAMPLER
+
+    torch.manual_seed(seed + 1)
+    with torch.device("cpu"):
+        module = LATENT_UPSAMPLER.configurator(DEMO_UPSAMPLER_CONFIG)
+    tensors = {k: v.detach().clone() for k, v in module.state_dict().items()}
+    _save_atomically(_to_storage_dtype(tensors), {"config": json.dumps(DEMO_UPSAMPLER_CONFIG)}, path)
+
+
+def ensure_demo_assets(root: Path | None = None) -> DemoAssets:
+    """Build the demo model set under `root` (default: the user cache) unless it is already there."""
+    from ltx_core.text_encoders.gemma import build_tiny_gemma_folder
+
+    root = Path(root) if root is not None else default_demo_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    assets = DemoAssets(
+        checkpoint=root / "ltx-demo-distilled.safetensors",
+        spatial_upsampler=root / "ltx-demo-spatial-upscaler-x2.safetensors",
+        gemma_root=root / "gemma-3-demo",
+    )
+    if not assets.checkpoint.is_file():
+        logger.info("building demo checkpoint at %s", assets.checkpoint)
+        write_demo_checkpoint(assets.checkpoint)
+    if not assets.spatial_upsampler.is_file():
+        write_demo_upsampler(assets.spatial_upsampler)
+    if not (assets.gemma_root / "config.json").is_file():
+        tmp = Path(tempfile.mkdtemp(dir=root, prefix=".gemma-"))
+        try:
+            build_tiny_gemma_folder(tmp, hidden_size=DEMO_GEMMA_HIDDEN, num_layers=DEMO_GEMMA_LAYERS, seed=0)
+            if assets.gemma_root.exists():
+                shutil.rmtree(assets.gemma_root)
+            os.replace(tmp, assets.gemma_root)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp)
+    return assets

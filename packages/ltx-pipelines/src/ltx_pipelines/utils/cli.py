@@ -1,0 +1,222 @@
+"""The command-line flow every pipeline shares: parse, validate (before any model loads), substitute
+the demo models when asked, encode the prompt, and write the outputs."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ltx_core.loader import LoraSpec
+from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
+from ltx_pipelines.utils.args import (
+    add_common_args,
+    add_guidance_args,
+    add_lora_args,
+    add_model_args,
+    add_sampling_args,
+    add_two_stage_args,
+    add_video_args,
+    configure_logging,
+    defaults_from_argv,
+    make_parser,
+)
+from ltx_pipelines.utils.defaults import PipelineDefaults
+from ltx_pipelines.utils.generation import Generation, write_generation
+from ltx_pipelines.utils.media_io import read_image_rgb
+from ltx_pipelines.utils.model_loading import Placement
+from ltx_pipelines.utils.run_config import RunConfig, ValidationRules, validate_args
+from ltx_pipelines.utils.stages import ImageCondition
+
+logger = logging.getLogger(__name__)
+
+# The demo's random tiny models give noise at any size: keep it small so it runs in seconds on a CPU.
+DEMO_SIZE = {"--height": 128, "--width": 192, "--num-frames": 17}
+
+REAL_WEIGHTS_HELP = """\
+Demo weights are random: the output is noise. For real videos, download the released files, e.g.
+  hf download Lightricks/LTX-2.3 ltx-2.3-22b-distilled-1.1.safetensors \
+      ltx-2.3-spatial-upscaler-x2-1.1.safetensors --local-dir models/ltx-2.3
+  hf download google/gemma-3-12b-it-qat-q4_0-unquantized --local-dir models/gemma-3-12b
+and pass them with --distilled-checkpoint-path, --spatial-upsampler-path and --gemma-root
+(hf://<org>/<repo>/<file> paths work too)."""
+
+
+@dataclass(frozen=True)
+class ParsedRun:
+    """A validated command line with everything resolved to local files."""
+
+    config: RunConfig
+    defaults: PipelineDefaults
+    parameters: dict[str, Any]
+
+    @property
+    def checkpoint_path(self) -> Path:
+        assert self.config.checkpoint_path is not None
+        return self.config.checkpoint_path
+
+    @property
+    def spatial_upsampler_path(self) -> Path:
+        assert self.config.spatial_upsampler_path is not None
+        return self.config.spatial_upsampler_path
+
+    @property
+    def gemma_root(self) -> Path | None:
+        return self.config.gemma_root
+
+    @property
+    def lora_specs(self) -> tuple[LoraSpec, ...]:
+        return tuple(LoraSpec(Path(lora.path), lora.strength) for lora in self.config.loras)
+
+    @property
+    def distilled_lora_spec(self) -> LoraSpec | None:
+        lora = self.config.distilled_lora
+        return None if lora is None else LoraSpec(Path(lora.path), lora.strength)
+
+    @property
+    def image_conditions(self) -> tuple[ImageCondition, ...]:
+        return tuple(
+            ImageCondition(frame_idx=i.frame_idx, strength=i.strength, path=Path(i.path), crf=int(i.crf or 0))
+            for i in self.config.images
+        )
+
+
+class PipelineCli:
+    """Builds a pipeline's parser from the shared flag groups and runs the shared checks."""
+
+    def __init__(
+        self,
+        *,
+        prog: str,
+        description: str | None,
+        distilled: bool,
+        two_stage: bool,
+        guidance: bool,
+        distilled_lora: bool,
+        sampling_steps: bool,
+    ) -> None:
+        self.prog = prog
+        self.description = description
+        self.distilled = distilled
+        self.two_stage = two_stage
+        self.guidance = guidance
+        self.distilled_lora = distilled_lora
+        self.sampling_steps = sampling_steps
+
+    def build_parser(self, defaults: PipelineDefaults) -> argparse.ArgumentParser:
+        parser = make_parser(self.prog, self.description)
+        add_common_args(parser, defaults)
+        add_model_args(parser, distilled=self.distilled)
+        if self.two_stage:
+            add_two_stage_args(parser, distilled_lora=self.distilled_lora)
+        add_lora_args(parser)
+        add_video_args(parser, defaults, two_stage=self.two_stage)
+        if self.sampling_steps:
+            add_sampling_args(parser, defaults)
+        if self.guidance:
+            add_guidance_args(parser, defaults)
+        return parser
+
+    def parse(self, argv: Sequence[str] | None = None) -> ParsedRun:
+        import sys
+
+        argv = list(sys.argv[1:] if argv is None else argv)
+        defaults = defaults_from_argv(argv, distilled=self.distilled)
+        parser = self.build_parser(defaults)
+        args = parser.parse_args(argv)
+        configure_logging(args.log_level)
+        if args.demo:
+            self._use_demo_models(args, argv)
+        config = validate_args(parser, args, ValidationRules(writes_sidecar=True))
+        parameters = {k: v for k, v in vars(args).items() if k not in ("log_level",)}
+        return ParsedRun(config=config, defaults=defaults, parameters=parameters)
+
+    def _use_demo_models(self, args: argparse.Namespace, argv: Sequence[str]) -> None:
+        from ltx_pipelines.demo_assets import ensure_demo_assets
+
+        logger.warning(REAL_WEIGHTS_HELP)
+        assets = ensure_demo_assets()
+        checkpoint_dest = "distilled_checkpoint_path" if self.distilled else "checkpoint_path"
+        if getattr(args, checkpoint_dest, None) is None:
+            setattr(args, checkpoint_dest, str(assets.checkpoint))
+        if getattr(args, "gemma_root", None) is None:
+            args.gemma_root = str(assets.gemma_root)
+        if self.two_stage and getattr(args, "spatial_upsampler_path", None) is None:
+            args.spatial_upsampler_path = str(assets.spatial_upsampler)
+        if self.distilled_lora and getattr(args, "distilled_lora", None) is None:
+            args.distilled_lora = None  # the demo's stage 2 runs without the distilled LoRA
+        given = set(argv)
+        for flag, value in DEMO_SIZE.items():
+            if flag not in given:
+                setattr(args, flag.lstrip("-").replace("-", "_"), value)
+        if "--dtype" not in given:
+            args.dtype = "float32"  # bfloat16 matmuls are slow on most CPUs
+
+    def write(self, run: ParsedRun, generation: Generation) -> Path:
+        files = {
+            "checkpoint": run.config.checkpoint_path,
+            "spatial_upsampler": run.config.spatial_upsampler_path,
+            "gemma_root": run.config.gemma_root,
+        }
+        for i, lora in enumerate(run.config.loras):
+            files[f"lora_{i}"] = Path(lora.path)
+        if run.config.distilled_lora is not None:
+            files["distilled_lora"] = Path(run.config.distilled_lora.path)
+        parameters = dict(run.parameters)
+        parameters["model_version"] = ".".join(map(str, run.config.model_version))
+        if run.config.demo:
+            parameters["demo_weights"] = "random (demo)"
+        path = write_generation(
+            generation,
+            run.config.output_path,
+            parameters=parameters,
+            model_files=files,
+            overwrite=run.config.overwrite,
+        )
+        if run.config.demo:
+            logger.warning("demo output written to %s. %s", path, REAL_WEIGHTS_HELP)
+        return path
+
+
+def encode_prompt(
+    prompts: Sequence[str],
+    *,
+    gemma_root: Path,
+    checkpoint: Path,
+    placement: Placement,
+    enhance: bool = False,
+    images: Sequence[ImageCondition] = (),
+    seed: int = 0,
+) -> tuple[TextContexts, str]:
+    """Encode prompts with Gemma (freed afterwards) and the checkpoint's text stage.
+
+    With `enhance`, Gemma first rewrites prompts[0] (looking at the first conditioning image, if any).
+    Returns the contexts (one row per prompt) and the prompt actually used.
+    """
+    from ltx_core.text_encoders.gemma.prompt_encoding import PromptEnhancement, encode_text_prompts
+
+    enhancement = None
+    if enhance:
+        first = min(images, key=lambda i: i.frame_idx) if images else None
+        image = read_image_rgb(first.path) if first is not None and first.path is not None else None
+        enhancement = PromptEnhancement(image=image, seed=seed)
+    encoded = encode_text_prompts(
+        list(prompts),
+        gemma_root=gemma_root,
+        checkpoint=checkpoint,
+        dtype=placement.dtype,
+        device=placement.device,
+        enhancement=enhancement,
+    )
+    if enhance:
+        logger.info("enhanced prompt: %s", encoded.prompts[0])
+    return encoded.contexts, encoded.prompts[0]
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")

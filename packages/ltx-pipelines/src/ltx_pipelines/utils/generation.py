@@ -1,0 +1,96 @@
+"""What a pipeline returns, and writing it to disk (video + sidecar) without leaving partial files."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+import platform
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ltx_pipelines.utils.atomic_files import sidecar_path, write_json_atomic
+from ltx_pipelines.utils.media_io import write_video
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Generation:
+    """Decoded output of a run: frames as an iterator of (f, H, W, 3) float chunks in [0, 1] (decoded
+    lazily, so consuming them is when the VAE runs), the stereo waveform, and the latents of each stage."""
+
+    frames: Iterator[torch.Tensor]
+    num_frames: int
+    height: int
+    width: int
+    frame_rate: float
+    audio: torch.Tensor | None
+    audio_sample_rate: int | None
+    prompt: str
+    latents: dict[str, torch.Tensor] = field(default_factory=dict)
+
+
+def _package_versions() -> dict[str, str]:
+    versions = {"python": platform.python_version()}
+    for name in ("ltx-core", "ltx-pipelines", "torch", "transformers", "av"):
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def describe_model_files(files: Mapping[str, Path | None]) -> dict[str, dict[str, Any] | None]:
+    """Name and size of each model file (folders: total size), for the sidecar."""
+    out: dict[str, dict[str, Any] | None] = {}
+    for role, path in files.items():
+        if path is None:
+            out[role] = None
+            continue
+        p = Path(path)
+        size = sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) if p.is_dir() else p.stat().st_size
+        out[role] = {"name": p.name, "path": str(p), "bytes": size}
+    return out
+
+
+def write_generation(
+    generation: Generation,
+    output_path: Path,
+    *,
+    parameters: Mapping[str, Any],
+    model_files: Mapping[str, Path | None],
+    overwrite: bool = False,
+) -> Path:
+    """Encode the video with its audio, then the `.json` sidecar; both appear only when complete."""
+    written = write_video(
+        output_path,
+        generation.frames,
+        fps=generation.frame_rate,
+        audio=generation.audio,
+        audio_sample_rate=generation.audio_sample_rate,
+        overwrite=overwrite,
+        expected_frames=generation.num_frames,
+    )
+    sidecar = {
+        "output": str(Path(output_path).name),
+        "prompt": generation.prompt,
+        "parameters": dict(parameters),
+        "video": {
+            "num_frames": generation.num_frames,
+            "height": generation.height,
+            "width": generation.width,
+            "frame_rate": generation.frame_rate,
+        },
+        "audio": None
+        if generation.audio is None
+        else {"sample_rate": generation.audio_sample_rate, "samples": int(generation.audio.shape[-1])},
+        "model_files": describe_model_files(model_files),
+        "versions": _package_versions(),
+    }
+    write_json_atomic(sidecar_path(output_path), sidecar, overwrite=overwrite)
+    logger.info("wrote %s (%s)", output_path, written)
+    return Path(output_path)

@@ -1,0 +1,53 @@
+"""Loading a model for the span of a stage and giving its memory back afterwards."""
+
+from __future__ import annotations
+
+import gc
+import logging
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from ltx_core.loader import ComponentSpec, LoraSpec, StateDictCache, build_model, free_model_weights
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where models run and in which dtype."""
+
+    device: torch.device
+    dtype: torch.dtype
+
+
+def release(*models: nn.Module | None) -> None:
+    """Drop the weights of `models` and return cached accelerator memory."""
+    for model in models:
+        if model is not None:
+            free_model_weights(model)
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+@contextmanager
+def loaded(
+    spec: ComponentSpec,
+    path: str | Path,
+    placement: Placement,
+    *,
+    loras: Sequence[LoraSpec] = (),
+    cache: StateDictCache | None = None,
+    dtype: torch.dtype | None = None,
+) -> Iterator[nn.Module]:
+    """Build `spec` from `path` for the duration of a `with` block, then free it."""
+    model = build_model(spec, path, dtype=dtype or placement.dtype, device=placement.device, loras=loras, cache=cache)
+    try:
+        yield model
+    finally:
+        release(model)

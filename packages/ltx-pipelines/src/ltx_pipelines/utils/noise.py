@@ -1,0 +1,53 @@
+"""Where a pipeline's random draws come from: a seeded generator, or tensors replayed from a file.
+
+Every draw is named (`stage_1.video`, `stage_1.audio`, `stage_2.video`, ..., `decoder.<i>`) and
+made in a fixed order, so a run can be reproduced exactly from its seed, or replayed from stored
+noise (the golden fixtures) through the very same pipeline code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import torch
+
+
+class NoiseSource(Protocol):
+    def __call__(self, name: str, shape: Sequence[int], *, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+        """Standard normal noise of `shape` for the draw called `name`."""
+        ...
+
+
+@dataclass
+class SeededNoise:
+    """Draws from one CPU `torch.Generator`, so a seed gives the same noise on every device."""
+
+    seed: int
+    drawn: list[str] = field(default_factory=list)
+    _generator: torch.Generator | None = field(default=None, repr=False)
+
+    def __call__(self, name: str, shape: Sequence[int], *, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+        if self._generator is None:
+            self._generator = torch.Generator(device="cpu").manual_seed(self.seed)
+        self.drawn.append(name)
+        noise = torch.randn(tuple(shape), generator=self._generator, dtype=torch.float32)
+        return noise.to(device=device, dtype=dtype)
+
+
+@dataclass(frozen=True)
+class ReplayedNoise:
+    """Returns stored tensors by name (e.g. `t2v.noise.stage_1.video` with prefix `t2v.noise.`)."""
+
+    tensors: Mapping[str, torch.Tensor]
+    prefix: str = ""
+
+    def __call__(self, name: str, shape: Sequence[int], *, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+        key = self.prefix + name
+        if key not in self.tensors:
+            raise KeyError(f"no stored noise named {key!r}")
+        noise = self.tensors[key]
+        if tuple(noise.shape) != tuple(shape):
+            raise ValueError(f"stored noise {key!r} has shape {tuple(noise.shape)}, the pipeline needs {tuple(shape)}")
+        return noise.to(device=device, dtype=dtype)

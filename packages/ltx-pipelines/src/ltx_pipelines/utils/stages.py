@@ -1,0 +1,166 @@
+"""The building blocks pipelines are made of: conditioning, one denoising stage, upsampling, decoding.
+
+Each block is a plain function over already loaded models, so the pipelines decide what is resident
+when, and tests can drive a block with stored inputs.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from ltx_core.components.denoisers import Denoiser
+from ltx_core.components.noisers import add_noise
+from ltx_core.components.sampling import euler_denoising_loop
+from ltx_core.conditioning import (
+    ConditioningItem,
+    VideoConditionByKeyframeIndex,
+    VideoConditionByLatentIndex,
+    apply_conditionings,
+)
+from ltx_core.model.audio_vae import AudioDecoder, decode_audio
+from ltx_core.model.video_vae import VideoDecoder, VideoEncoder
+from ltx_core.model.video_vae.tiling import TilingConfig
+from ltx_core.tools import AudioLatentTools, VideoLatentTools
+from ltx_core.types import LatentState, VideoPixelShape
+from ltx_pipelines.utils.media_io import load_image_conditioning
+from ltx_pipelines.utils.noise import NoiseSource
+
+logger = logging.getLogger(__name__)
+
+# A sampling loop: (denoiser, sigmas, video state, audio state) -> final states.
+SamplingLoop = Callable[..., tuple[LatentState | None, LatentState | None]]
+
+
+@dataclass(frozen=True)
+class ImageCondition:
+    """One conditioning image: a file (resized per stage) or pixels already prepared per stage size.
+
+    `pixels` maps (height, width) to a (1, 3, 1, H, W) tensor in [-1, 1]; it lets callers that
+    preprocess images themselves (and the parity tests) skip the file path.
+    """
+
+    frame_idx: int
+    strength: float
+    path: Path | None = None
+    crf: int = 33
+    pixels: dict[tuple[int, int], torch.Tensor] = field(default_factory=dict)
+
+    def load(self, height: int, width: int) -> torch.Tensor:
+        if (height, width) in self.pixels:
+            return self.pixels[(height, width)]
+        if self.path is None:
+            raise ValueError(
+                f"image condition at frame {self.frame_idx} has no file and no pixels for {height}x{width}"
+            )
+        return load_image_conditioning(self.path, height, width, crf=self.crf)
+
+
+def image_conditionings(
+    images: Sequence[ImageCondition],
+    encoder: VideoEncoder,
+    shape: VideoPixelShape,
+    device: torch.device,
+    dtype: torch.dtype,
+) -> list[ConditioningItem]:
+    """VAE-encode each image at the stage size: frame 0 replaces the first latent frame's tokens,
+    any other frame is appended as a keyframe at that pixel-frame index."""
+    items: list[ConditioningItem] = []
+    for image in images:
+        pixels = image.load(shape.height, shape.width).to(device=device, dtype=dtype)
+        with torch.no_grad():
+            latent = encoder(pixels)
+        if image.frame_idx == 0:
+            items.append(VideoConditionByLatentIndex(latent, image.strength, 0))
+        else:
+            items.append(VideoConditionByKeyframeIndex(latent, image.frame_idx, image.strength))
+    return items
+
+
+@dataclass(frozen=True)
+class StageResult:
+    video_latent: torch.Tensor | None
+    audio_latent: torch.Tensor | None
+
+
+def run_denoising_stage(
+    denoiser: Denoiser,
+    shape: VideoPixelShape,
+    sigmas: torch.Tensor,
+    noise: NoiseSource,
+    stage: str,
+    device: torch.device,
+    dtype: torch.dtype,
+    *,
+    conditionings: Sequence[ConditioningItem] = (),
+    initial_video: torch.Tensor | None = None,
+    initial_audio: torch.Tensor | None = None,
+    with_video: bool = True,
+    with_audio: bool = True,
+    loop: SamplingLoop = euler_denoising_loop,
+    progress: bool = True,
+) -> StageResult:
+    """Build the initial states (noised to `sigmas[0]`), apply conditionings, run the loop.
+
+    Noise draws are named `<stage>.video` then `<stage>.audio`, in token layout; that order is part
+    of the reproducibility contract (`SeededNoise`) and of the golden replay (`ReplayedNoise`).
+    """
+    sigmas = sigmas.to(device=device, dtype=torch.float32)
+    noise_scale = float(sigmas[0])
+    video = audio = None
+    video_tools = VideoLatentTools.from_pixel_shape(shape) if with_video else None
+    audio_tools = AudioLatentTools.from_video(shape) if with_audio else None
+    if video_tools is not None:
+        video = video_tools.create_initial_state(
+            device=device, dtype=dtype, initial_latent=_to(initial_video, device, dtype)
+        )
+        video = apply_conditionings(video, list(conditionings), video_tools)
+        video = add_noise(video, noise(f"{stage}.video", video.latent.shape, device=device, dtype=dtype), noise_scale)
+    if audio_tools is not None:
+        audio = audio_tools.create_initial_state(
+            device=device, dtype=dtype, initial_latent=_to(initial_audio, device, dtype)
+        )
+        audio = add_noise(audio, noise(f"{stage}.audio", audio.latent.shape, device=device, dtype=dtype), noise_scale)
+    with torch.no_grad():
+        video, audio = loop(denoiser, sigmas, video, audio, progress=progress)
+    return StageResult(
+        video_latent=video_tools.state_to_latent(video) if video_tools is not None else None,
+        audio_latent=audio_tools.state_to_latent(audio) if audio_tools is not None else None,
+    )
+
+
+def _to(t: torch.Tensor | None, device: torch.device, dtype: torch.dtype) -> torch.Tensor | None:
+    return None if t is None else t.to(device=device, dtype=dtype)
+
+
+def decoder_noise(
+    decoder: VideoDecoder, latent: torch.Tensor, tiling: TilingConfig | None, noise: NoiseSource
+) -> list[torch.Tensor] | None:
+    """One noise per decoded tile for a timestep-conditioned decoder (drawn last, named decoder.<i>)."""
+    if not decoder.timestep_conditioning:
+        return None
+    draws = []
+    for i, tile in enumerate(decoder.tile_layout(latent.shape, tiling)):
+        tile_shape = latent[(slice(None), slice(None), *tile.source)].shape
+        draws.append(noise(f"decoder.{i}", tile_shape, device=latent.device, dtype=latent.dtype))
+    return draws
+
+
+def decode_video_frames(
+    decoder: VideoDecoder, latent: torch.Tensor, tiling: TilingConfig | None, noise: NoiseSource
+) -> Iterator[torch.Tensor]:
+    """Chunks of (f, H, W, 3) float frames in [0, 1], decoded tile band by tile band."""
+    tile_noise = decoder_noise(decoder, latent, tiling, noise)
+    with torch.no_grad():
+        yield from decoder.decode_video(latent, tiling, noise=tile_noise)
+
+
+def decode_audio_waveform(decoder: AudioDecoder, vocoder: torch.nn.Module, latent: torch.Tensor) -> torch.Tensor:
+    """(2, N) float32 waveform at the vocoder's output rate, for a batch-1 audio latent."""
+    with torch.no_grad():
+        waveform = decode_audio(latent.to(next(decoder.parameters()).dtype), decoder, vocoder)
+    return waveform[0].float()
