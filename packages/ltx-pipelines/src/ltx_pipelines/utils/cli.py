@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -99,6 +99,7 @@ class PipelineCli:
         guidance: bool,
         distilled_lora: bool,
         sampling_steps: bool,
+        extra_args: Callable[[argparse.ArgumentParser, PipelineDefaults], None] | None = None,
     ) -> None:
         self.prog = prog
         self.description = description
@@ -107,6 +108,7 @@ class PipelineCli:
         self.guidance = guidance
         self.distilled_lora = distilled_lora
         self.sampling_steps = sampling_steps
+        self.extra_args = extra_args
 
     def build_parser(self, defaults: PipelineDefaults) -> argparse.ArgumentParser:
         parser = make_parser(self.prog, self.description)
@@ -120,6 +122,8 @@ class PipelineCli:
             add_sampling_args(parser, defaults)
         if self.guidance:
             add_guidance_args(parser, defaults)
+        if self.extra_args is not None:
+            self.extra_args(parser, defaults)
         return parser
 
     def parse(self, argv: Sequence[str] | None = None) -> ParsedRun:
