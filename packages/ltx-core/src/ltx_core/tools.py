@@ -74,8 +74,38 @@ def _clear_conditioning(state: LatentState, token_count: int) -> LatentState:
     )
 
 
+class _GridStateMixin:
+    """State handling shared by the video and audio tools (each supplies its grid, patchifier, positions)."""
+
+    _modality: str
+
+    def create_initial_state(
+        self,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype = torch.float32,
+        initial_latent: torch.Tensor | None = None,
+    ) -> LatentState:
+        """State over the target grid: zeros (or `initial_latent`) as latent and clean latent, mask 1."""
+        dims = self.target_shape.dims  # type: ignore[attr-defined]
+        if initial_latent is None:
+            initial_latent = torch.zeros(dims, device=device, dtype=dtype)
+        elif tuple(initial_latent.shape) != dims:
+            raise ValueError(
+                f"initial {self._modality} latent has shape {tuple(initial_latent.shape)}, expected {dims}"
+            )
+        tokens = self.patchify(initial_latent.to(device=device, dtype=dtype))  # type: ignore[attr-defined]
+        return _initial_state(tokens, self.positions(tokens.device))  # type: ignore[attr-defined]
+
+    def clear_conditioning(self, state: LatentState) -> LatentState:
+        return _clear_conditioning(state, self.token_count)  # type: ignore[attr-defined]
+
+    def state_to_latent(self, state: LatentState) -> torch.Tensor:
+        """Drop appended conditioning tokens and return the target latent in its grid layout."""
+        return self.unpatchify(self.clear_conditioning(state).latent)  # type: ignore[attr-defined]
+
+
 @dataclass(frozen=True)
-class VideoLatentTools:
+class VideoLatentTools(_GridStateMixin):
     """Tools for a video target grid `target_shape` played at `fps`."""
 
     target_shape: VideoLatentShape
@@ -83,6 +113,7 @@ class VideoLatentTools:
     scale: SpatioTemporalScaleFactors = DEFAULT_SCALE_FACTORS
     causal_fix: bool = True
     patchifier: VideoPatchifier = field(default_factory=VideoPatchifier, repr=False)
+    _modality = "video"
 
     def __post_init__(self) -> None:
         if not self.fps > 0:
@@ -121,36 +152,14 @@ class VideoLatentTools:
     def positions(self, device: torch.device | str | None = None) -> torch.Tensor:
         return self.positions_for(self.target_shape, device)
 
-    def create_initial_state(
-        self,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype = torch.float32,
-        initial_latent: torch.Tensor | None = None,
-    ) -> LatentState:
-        """State over the target grid: zeros (or `initial_latent`) as latent and clean latent, mask 1."""
-        if initial_latent is None:
-            initial_latent = torch.zeros(self.target_shape.dims, device=device, dtype=dtype)
-        elif tuple(initial_latent.shape) != self.target_shape.dims:
-            raise ValueError(
-                f"initial video latent has shape {tuple(initial_latent.shape)}, expected {self.target_shape.dims}"
-            )
-        tokens = self.patchify(initial_latent.to(device=device, dtype=dtype))
-        return _initial_state(tokens, self.positions(tokens.device))
-
-    def clear_conditioning(self, state: LatentState) -> LatentState:
-        return _clear_conditioning(state, self.token_count)
-
-    def state_to_latent(self, state: LatentState) -> torch.Tensor:
-        """Drop appended conditioning tokens and return the target latent (B, C, F, H, W)."""
-        return self.unpatchify(self.clear_conditioning(state).latent)
-
 
 @dataclass(frozen=True)
-class AudioLatentTools:
+class AudioLatentTools(_GridStateMixin):
     """Tools for an audio target grid `target_shape` (25 latent steps per second by default)."""
 
     target_shape: AudioLatentShape
     patchifier: AudioPatchifier = field(default_factory=AudioPatchifier, repr=False)
+    _modality = "audio"
 
     @classmethod
     def from_duration(
@@ -185,28 +194,6 @@ class AudioLatentTools:
 
     def positions(self, device: torch.device | str | None = None) -> torch.Tensor:
         return self.positions_for(self.target_shape, device)
-
-    def create_initial_state(
-        self,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype = torch.float32,
-        initial_latent: torch.Tensor | None = None,
-    ) -> LatentState:
-        if initial_latent is None:
-            initial_latent = torch.zeros(self.target_shape.dims, device=device, dtype=dtype)
-        elif tuple(initial_latent.shape) != self.target_shape.dims:
-            raise ValueError(
-                f"initial audio latent has shape {tuple(initial_latent.shape)}, expected {self.target_shape.dims}"
-            )
-        tokens = self.patchify(initial_latent.to(device=device, dtype=dtype))
-        return _initial_state(tokens, self.positions(tokens.device))
-
-    def clear_conditioning(self, state: LatentState) -> LatentState:
-        return _clear_conditioning(state, self.token_count)
-
-    def state_to_latent(self, state: LatentState) -> torch.Tensor:
-        """Drop appended conditioning tokens and return the target latent (B, C, T, M)."""
-        return self.unpatchify(self.clear_conditioning(state).latent)
 
 
 def replace_latent(state: LatentState, latent: torch.Tensor) -> LatentState:
