@@ -4,16 +4,21 @@ The demo exercises the real pipeline code end to end on a machine with no downlo
 a single-file LTX checkpoint (all components under their released prefixes, config metadata), an
 x2 spatial upsampler file and a tiny Gemma 3 folder with a locally built tokenizer. The weights
 are random, so the output is noise; the point is that every code path a real run takes is taken.
-Files are built once and cached under the user cache directory.
+Files are built once and cached under the user cache directory, with a manifest of their sizes and
+hashes: a cache that is partial or corrupted (a killed build, a truncated copy) is rebuilt, and two
+processes that start at once build it only once (the build holds an advisory lock).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
 import shutil
-import tempfile
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -192,9 +197,67 @@ class DemoAssets:
     gemma_root: Path
 
 
+MANIFEST_NAME = "manifest.json"
+_LOCK_NAME = ".build.lock"
+_PARTIAL_MARK = ".partial"
+
+
 def default_demo_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "ltx2-demo" / f"v{DEMO_VERSION}"
+
+
+def demo_assets_at(root: Path) -> DemoAssets:
+    """Where the demo files live under `root` (whether or not they exist yet)."""
+    return DemoAssets(
+        checkpoint=root / "ltx-demo-distilled.safetensors",
+        spatial_upsampler=root / "ltx-demo-spatial-upscaler-x2.safetensors",
+        gemma_root=root / "gemma-3-demo",
+    )
+
+
+# ---- files as a plain open() would make them ------------------------------------------------------
+
+
+def _current_umask() -> int:
+    # /proc avoids briefly setting the process umask to 0, which other threads would see.
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _apply_umask(path: Path) -> None:
+    """safetensors and some transformers writers create files private (0600) whatever the umask says;
+    a shared cache needs the permissions the user's umask gives ordinary files and folders."""
+    umask = _current_umask()
+    for item in (path, *(path.rglob("*") if path.is_dir() else ())):
+        os.chmod(item, (0o777 if item.is_dir() else 0o666) & ~umask)
+
+
+def _partial_name(path: Path) -> Path:
+    # Unique per writer; the leading dot and the mark let a later build recognise and delete leftovers.
+    return path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}{_PARTIAL_MARK}")
+
+
+def _save_atomically(tensors: dict[str, torch.Tensor], metadata: dict[str, str], path: Path) -> None:
+    tmp = _partial_name(path)
+    try:
+        save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp), metadata=metadata)
+        _apply_umask(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _to_storage_dtype(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    # The released files store floating tensors as bfloat16.
+    return {k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in tensors.items()}
 
 
 def _file_keys_of(component: str, module: nn.Module) -> dict[str, torch.Tensor]:
@@ -236,30 +299,16 @@ def _randomise_latent_statistics(tensors: dict[str, torch.Tensor], generator: to
             tensors[key] = 0.1 * torch.randn(value.shape, generator=generator)
 
 
-def _save_atomically(tensors: dict[str, torch.Tensor], metadata: dict[str, str], path: Path) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
-    os.close(fd)
-    try:
-        save_file({k: v.contiguous() for k, v in tensors.items()}, tmp, metadata=metadata)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-
-
-def _to_storage_dtype(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    # The released files store floating tensors as bfloat16.
-    return {k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in tensors.items()}
+# ---- the three demo parts -------------------------------------------------------------------------
 
 
 def write_demo_checkpoint(path: Path, seed: int = 0) -> None:
+    """The single-file checkpoint: every component under its released key prefix, config metadata."""
     from ltx_core.model.audio_vae import AUDIO_DECODER, AUDIO_ENCODER, VOCODER
     from ltx_core.model.transformer import AV_TRANSFORMER
     from ltx_core.model.video_vae import VIDEO_DECODER, VIDEO_ENCODER
     from ltx_core.text_encoders.gemma.embeddings_processor import text_embeddings_spec
 
-    torch.manual_seed(seed)
-    generator = torch.Generator().manual_seed(seed)
     components = {
         "transformer": AV_TRANSFORMER,
         "text_embeddings": text_embeddings_spec(DEMO_GEMMA_HIDDEN, DEMO_GEMMA_LAYERS + 1),
@@ -270,51 +319,163 @@ def write_demo_checkpoint(path: Path, seed: int = 0) -> None:
         "vocoder": VOCODER,
     }
     tensors: dict[str, torch.Tensor] = {}
-    for name, spec in components.items():
-        with torch.device("cpu"):
-            module = spec.configurator(DEMO_CONFIG)
-        for key, value in _file_keys_of(name, module).items():
-            # Encoder and decoder share the latent statistics; keep the first copy.
-            tensors.setdefault(key, value.detach().clone())
-    _randomise_latent_statistics(tensors, generator)
+    # Module initialisers draw from the global generator: seed it for reproducible files, and give the
+    # caller's random state back afterwards.
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        generator = torch.Generator().manual_seed(seed)
+        for name, spec in components.items():
+            with torch.device("cpu"):
+                module = spec.configurator(DEMO_CONFIG)
+            for key, value in _file_keys_of(name, module).items():
+                # Encoder and decoder share the latent statistics; keep the first copy.
+                tensors.setdefault(key, value.detach().clone())
+        _randomise_latent_statistics(tensors, generator)
     metadata = {"config": json.dumps(DEMO_CONFIG), "model_version": DEMO_MODEL_VERSION}
     _save_atomically(_to_storage_dtype(tensors), metadata, path)
 
 
 def write_demo_upsampler(path: Path, seed: int = 0) -> None:
+    """The x2 spatial latent upsampler file (flat `config` metadata, keys as they are)."""
     from ltx_core.model.upsampler import LATENT_UPSAMPLER
 
-    torch.manual_seed(seed + 1)
-    with torch.device("cpu"):
-        module = LATENT_UPSAMPLER.configurator(DEMO_UPSAMPLER_CONFIG)
-    tensors = {k: v.detach().clone() for k, v in module.state_dict().items()}
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed + 1)
+        with torch.device("cpu"):
+            module = LATENT_UPSAMPLER.configurator(DEMO_UPSAMPLER_CONFIG)
+        tensors = {k: v.detach().clone() for k, v in module.state_dict().items()}
     _save_atomically(_to_storage_dtype(tensors), {"config": json.dumps(DEMO_UPSAMPLER_CONFIG)}, path)
 
 
-def ensure_demo_assets(root: Path | None = None) -> DemoAssets:
-    """Build the demo model set under `root` (default: the user cache) unless it is already there."""
+def write_demo_gemma(path: Path, seed: int = 0) -> None:
+    """The tiny Gemma 3 folder, built beside `path` and swapped in whole."""
     from ltx_core.text_encoders.gemma import build_tiny_gemma_folder
 
+    tmp = _partial_name(path)
+    old = path.with_name(tmp.name.replace(_PARTIAL_MARK, f".old{_PARTIAL_MARK}"))
+    try:
+        build_tiny_gemma_folder(tmp, hidden_size=DEMO_GEMMA_HIDDEN, num_layers=DEMO_GEMMA_LAYERS, seed=seed)
+        _apply_umask(tmp)
+        # A folder cannot replace a non-empty one in one step: move the old one aside first.
+        if path.exists():
+            os.replace(path, old)
+        os.replace(tmp, path)
+    finally:
+        for leftover in (tmp, old):
+            if leftover.exists():
+                shutil.rmtree(leftover)
+
+
+def _parts(assets: DemoAssets) -> dict[str, tuple[Path, Callable[[Path], None]]]:
+    return {
+        "checkpoint": (assets.checkpoint, write_demo_checkpoint),
+        "spatial_upsampler": (assets.spatial_upsampler, write_demo_upsampler),
+        "gemma": (assets.gemma_root, write_demo_gemma),
+    }
+
+
+# ---- the manifest: what a complete cache holds -----------------------------------------------------
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _describe(root: Path, part_path: Path) -> dict[str, dict[str, Any]]:
+    files = sorted(p for p in part_path.rglob("*") if p.is_file()) if part_path.is_dir() else [part_path]
+    return {str(f.relative_to(root)): {"bytes": f.stat().st_size, "sha256": _sha256(f)} for f in files}
+
+
+def _intact(root: Path, files: Any) -> bool:
+    if not isinstance(files, dict) or not files:
+        return False
+    for name, expected in files.items():
+        path = root / name
+        try:
+            if path.stat().st_size != expected["bytes"] or _sha256(path) != expected["sha256"]:
+                return False
+        except (OSError, KeyError, TypeError):
+            return False
+    return True
+
+
+def _stale_parts(root: Path, assets: DemoAssets) -> list[str]:
+    """Names of the parts that are missing, partial or differ from the manifest (all of them when the
+    manifest itself is missing or unreadable)."""
+    try:
+        manifest = json.loads((root / MANIFEST_NAME).read_text())
+        recorded = manifest["parts"] if manifest.get("demo_version") == DEMO_VERSION else {}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        recorded = {}
+    return [name for name in _parts(assets) if not _intact(root, recorded.get(name))]
+
+
+def _write_manifest(root: Path, assets: DemoAssets) -> None:
+    parts = {name: _describe(root, path) for name, (path, _) in _parts(assets).items()}
+    text = json.dumps({"demo_version": DEMO_VERSION, "parts": parts}, indent=2, sort_keys=True) + "\n"
+    target = root / MANIFEST_NAME
+    tmp = _partial_name(target)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _remove_leftovers(root: Path) -> None:
+    # Called with the build lock held: any partial file or folder is from a build that died.
+    for leftover in root.glob(f".*{_PARTIAL_MARK}"):
+        logger.info("removing %s, left by an interrupted demo build", leftover)
+        if leftover.is_dir():
+            shutil.rmtree(leftover, ignore_errors=True)
+        else:
+            leftover.unlink(missing_ok=True)
+
+
+@contextmanager
+def _build_lock(root: Path) -> Iterator[None]:
+    """An exclusive advisory lock on `root` (fcntl.flock; per open file, so threads exclude each other too)."""
+    try:
+        import fcntl
+    except ImportError:  # no flock (Windows): concurrent builds then only cost time, the renames stay atomic
+        yield
+        return
+    with (root / _LOCK_NAME).open("a") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            logger.info("waiting for another process that is building the demo models in %s", root)
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def ensure_demo_assets(root: Path | None = None) -> DemoAssets:
+    """The demo model set under `root` (default: the user cache), built or repaired where needed.
+
+    A complete cache is only verified (sizes and hashes against its manifest). Otherwise the missing
+    or damaged parts are rebuilt under a lock, so concurrent callers build once and never see a
+    half-written file; the manifest is written last.
+    """
     root = Path(root) if root is not None else default_demo_dir()
     root.mkdir(parents=True, exist_ok=True)
-    assets = DemoAssets(
-        checkpoint=root / "ltx-demo-distilled.safetensors",
-        spatial_upsampler=root / "ltx-demo-spatial-upscaler-x2.safetensors",
-        gemma_root=root / "gemma-3-demo",
-    )
-    if not assets.checkpoint.is_file():
-        logger.info("building demo checkpoint at %s", assets.checkpoint)
-        write_demo_checkpoint(assets.checkpoint)
-    if not assets.spatial_upsampler.is_file():
-        write_demo_upsampler(assets.spatial_upsampler)
-    if not (assets.gemma_root / "config.json").is_file():
-        tmp = Path(tempfile.mkdtemp(dir=root, prefix=".gemma-"))
-        try:
-            build_tiny_gemma_folder(tmp, hidden_size=DEMO_GEMMA_HIDDEN, num_layers=DEMO_GEMMA_LAYERS, seed=0)
-            if assets.gemma_root.exists():
-                shutil.rmtree(assets.gemma_root)
-            os.replace(tmp, assets.gemma_root)
-        finally:
-            if tmp.exists():
-                shutil.rmtree(tmp)
+    assets = demo_assets_at(root)
+    if not _stale_parts(root, assets):
+        return assets
+    with _build_lock(root):
+        stale = _stale_parts(root, assets)  # another process may have finished the build while we waited
+        if stale:
+            _remove_leftovers(root)
+            logger.info("building demo models (%s) in %s", ", ".join(stale), root)
+            parts = _parts(assets)
+            for name in stale:
+                path, write = parts[name]
+                write(path)
+            _write_manifest(root, assets)
     return assets

@@ -26,7 +26,7 @@ from ltx_core.model.video_vae import VIDEO_DECODER, VIDEO_ENCODER
 from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
-from ltx_pipelines.utils.cli import PipelineCli, encode_prompt
+from ltx_pipelines.utils.cli import PipelineCli, encode_prompt, gc_skips_loaded_modules
 from ltx_pipelines.utils.generation import Generation
 from ltx_pipelines.utils.model_loading import Placement, loaded, release
 from ltx_pipelines.utils.noise import NoiseSource, SeededNoise
@@ -199,17 +199,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         device=run.config.device,
         dtype=run.config.dtype,
     )
-    generation = pipeline(
-        run.config.prompt,
-        seed=run.config.seed,
-        height=run.config.height,
-        width=run.config.width,
-        num_frames=run.config.num_frames,
-        frame_rate=run.config.frame_rate,
-        images=run.image_conditions,
-        enhance_prompt=run.config.enhance_prompt,
-    )
-    cli.write(run, generation)
+    with gc_skips_loaded_modules():
+        generation = pipeline(
+            run.config.prompt,
+            seed=run.config.seed,
+            height=run.config.height,
+            width=run.config.width,
+            num_frames=run.config.num_frames,
+            frame_rate=run.config.frame_rate,
+            images=run.image_conditions,
+            enhance_prompt=run.config.enhance_prompt,
+        )
+        cli.write(run, generation)  # the video is decoded while it is written
     return 0
 
 

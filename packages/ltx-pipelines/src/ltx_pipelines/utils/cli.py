@@ -4,8 +4,10 @@ the demo models when asked, encode the prompt, and write the outputs."""
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,7 +38,7 @@ from ltx_pipelines.utils.stages import ImageCondition
 logger = logging.getLogger(__name__)
 
 # The demo's random tiny models give noise at any size: keep it small so it runs in seconds on a CPU.
-DEMO_SIZE = {"--height": 128, "--width": 192, "--num-frames": 17}
+DEMO_SIZE = {"height": 128, "width": 192, "num_frames": 17}
 
 REAL_WEIGHTS_HELP = """\
 Demo weights are random: the output is noise. For real videos, download the released files, e.g.
@@ -127,6 +129,8 @@ class PipelineCli:
         return parser
 
     def parse(self, argv: Sequence[str] | None = None) -> ParsedRun:
+        """Parse and check `argv`; a bad value ends the program (exit code 2) before any model is
+        built or written, the demo models included."""
         import sys
 
         argv = list(sys.argv[1:] if argv is None else argv)
@@ -134,13 +138,35 @@ class PipelineCli:
         parser = self.build_parser(defaults)
         args = parser.parse_args(argv)
         configure_logging(args.log_level)
+        rules = ValidationRules(writes_sidecar=True)
         if args.demo:
-            self._use_demo_models(args, argv)
-        config = validate_args(parser, args, ValidationRules(writes_sidecar=True))
-        parameters = {k: v for k, v in vars(args).items() if k not in ("log_level",)}
-        return ParsedRun(config=config, defaults=defaults, parameters=parameters)
+            self._use_demo_settings(args, self._given_flags(defaults, argv, args))
+            # What the user typed is checked before the demo models are built (seconds on a first run);
+            # the second pass checks the substituted demo files.
+            validate_args(parser, args, rules)
+            self._use_demo_models(args)
+        config = validate_args(parser, args, rules)
+        return ParsedRun(config=config, defaults=defaults, parameters=_recorded_parameters(args, config))
 
-    def _use_demo_models(self, args: argparse.Namespace, argv: Sequence[str]) -> None:
+    def _given_flags(self, defaults: PipelineDefaults, argv: Sequence[str], args: argparse.Namespace) -> set[str]:
+        """Destinations the command line set itself (in any spelling argparse accepts: `--height=256`,
+        abbreviations), found by parsing it again with every default suppressed."""
+        probe = self.build_parser(defaults)
+        # argparse has no public way to drop the defaults of existing arguments (set_defaults would
+        # store SUPPRESS as a value); its action list is stable across Python versions.
+        for action in probe._actions:
+            action.default = argparse.SUPPRESS
+        return set(vars(probe.parse_args(argv)))
+
+    def _use_demo_settings(self, args: argparse.Namespace, given: set[str]) -> None:
+        """The demo's small size and float32, where the user did not choose otherwise."""
+        for dest, value in DEMO_SIZE.items():
+            if dest not in given:
+                setattr(args, dest, value)
+        if "dtype" not in given:
+            args.dtype = "float32"  # bfloat16 matmuls are slow on most CPUs
+
+    def _use_demo_models(self, args: argparse.Namespace) -> None:
         from ltx_pipelines.demo_assets import ensure_demo_assets
 
         logger.warning(REAL_WEIGHTS_HELP)
@@ -152,14 +178,7 @@ class PipelineCli:
             args.gemma_root = str(assets.gemma_root)
         if self.two_stage and getattr(args, "spatial_upsampler_path", None) is None:
             args.spatial_upsampler_path = str(assets.spatial_upsampler)
-        if self.distilled_lora and getattr(args, "distilled_lora", None) is None:
-            args.distilled_lora = None  # the demo's stage 2 runs without the distilled LoRA
-        given = set(argv)
-        for flag, value in DEMO_SIZE.items():
-            if flag not in given:
-                setattr(args, flag.lstrip("-").replace("-", "_"), value)
-        if "--dtype" not in given:
-            args.dtype = "float32"  # bfloat16 matmuls are slow on most CPUs
+        # Pipelines with a distilled LoRA run the demo's stage 2 without one (validation allows it).
 
     def write(self, run: ParsedRun, generation: Generation) -> Path:
         files = {
@@ -172,7 +191,6 @@ class PipelineCli:
         if run.config.distilled_lora is not None:
             files["distilled_lora"] = Path(run.config.distilled_lora.path)
         parameters = dict(run.parameters)
-        parameters["model_version"] = ".".join(map(str, run.config.model_version))
         if run.config.demo:
             parameters["demo_weights"] = "random (demo)"
         path = write_generation(
@@ -185,6 +203,47 @@ class PipelineCli:
         if run.config.demo:
             logger.warning("demo output written to %s. %s", path, REAL_WEIGHTS_HELP)
         return path
+
+
+def _recorded_parameters(args: argparse.Namespace, config: RunConfig) -> dict[str, Any]:
+    """The run's parameters for the sidecar: every flag as given, with the values the run actually used
+    where validation resolved them (device, dtype, image CRFs, local LoRA files, the model version)."""
+    parameters = {k: v for k, v in vars(args).items() if k != "log_level"}
+    parameters.update(
+        seed=config.seed,
+        device=str(config.device),
+        dtype=dtype_name(config.dtype),
+        model_version=".".join(map(str, config.model_version)),
+    )
+    if "images" in parameters:
+        parameters["images"] = [
+            {"path": str(i.path), "frame_idx": i.frame_idx, "strength": i.strength, "crf": i.crf} for i in config.images
+        ]
+    if "lora" in parameters:
+        parameters["lora"] = [{"path": str(lora.path), "strength": lora.strength} for lora in config.loras]
+    if config.distilled_lora is not None:
+        lora = config.distilled_lora
+        parameters["distilled_lora"] = {"path": str(lora.path), "strength": lora.strength}
+    return parameters
+
+
+@contextmanager
+def gc_skips_loaded_modules() -> Iterator[None]:
+    """Within the block, full garbage collections skip every object that exists when it starts.
+
+    Pipelines free each model with a full collection; after torch and transformers are imported that
+    walks millions of long-lived objects each time (0.3 s per model on a 2-core test machine, seconds per
+    demo run). Moving them to the permanent generation first makes those collections cheap; they are
+    handed back on exit.
+    """
+    # The prompt encoder imports transformers' Gemma on first use; import it now so it is frozen too.
+    from transformers import Gemma3ForConditionalGeneration  # noqa: F401
+
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def encode_prompt(

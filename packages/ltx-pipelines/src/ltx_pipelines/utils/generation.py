@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from ltx_pipelines.utils.atomic_files import sidecar_path, write_json_atomic
+from ltx_pipelines.utils.atomic_files import atomic_output, check_output_path, sidecar_path, write_json_atomic
 from ltx_pipelines.utils.media_io import write_video
 
 logger = logging.getLogger(__name__)
@@ -59,38 +59,56 @@ def describe_model_files(files: Mapping[str, Path | None]) -> dict[str, dict[str
 
 def write_generation(
     generation: Generation,
-    output_path: Path,
+    output_path: str | Path,
     *,
     parameters: Mapping[str, Any],
     model_files: Mapping[str, Path | None],
     overwrite: bool = False,
 ) -> Path:
-    """Encode the video with its audio, then the `.json` sidecar; both appear only when complete."""
-    written = write_video(
-        output_path,
-        generation.frames,
-        fps=generation.frame_rate,
-        audio=generation.audio,
-        audio_sample_rate=generation.audio_sample_rate,
-        overwrite=overwrite,
-        expected_frames=generation.num_frames,
-    )
-    sidecar = {
-        "output": str(Path(output_path).name),
-        "prompt": generation.prompt,
-        "parameters": dict(parameters),
-        "video": {
-            "num_frames": generation.num_frames,
-            "height": generation.height,
-            "width": generation.width,
-            "frame_rate": generation.frame_rate,
-        },
-        "audio": None
-        if generation.audio is None
-        else {"sample_rate": generation.audio_sample_rate, "samples": int(generation.audio.shape[-1])},
-        "model_files": describe_model_files(model_files),
-        "versions": _package_versions(),
-    }
-    write_json_atomic(sidecar_path(output_path), sidecar, overwrite=overwrite)
-    logger.info("wrote %s (%s)", output_path, written)
-    return Path(output_path)
+    """Encode the video with its audio and write the `.json` sidecar beside it, as a pair.
+
+    Both are written under temporary names and renamed only once the video is complete, the sidecar
+    first: a failure while decoding or encoding leaves no new file and any existing ones unchanged,
+    and a video never appears without its sidecar. Existing files are refused unless `overwrite`.
+    """
+    video_path = check_output_path(output_path, overwrite=overwrite)
+    json_path = check_output_path(sidecar_path(video_path), overwrite=overwrite)
+    # Described before the long encode so the sidecar shows the files the run started with.
+    files = describe_model_files(model_files)
+    sidecar_published = False
+    try:
+        with atomic_output(video_path, overwrite=overwrite) as video_tmp:
+            written = write_video(
+                video_tmp,
+                generation.frames,
+                fps=generation.frame_rate,
+                audio=generation.audio,
+                audio_sample_rate=generation.audio_sample_rate,
+                overwrite=True,  # the temporary file atomic_output has just created
+                expected_frames=generation.num_frames,
+            )
+            sidecar = {
+                "output": video_path.name,
+                "prompt": generation.prompt,
+                "parameters": dict(parameters),
+                "video": {
+                    "num_frames": written.frames,
+                    "height": written.height,
+                    "width": written.width,
+                    "frame_rate": generation.frame_rate,
+                },
+                "audio": None
+                if generation.audio is None
+                else {"sample_rate": generation.audio_sample_rate, "samples": written.audio_samples},
+                "model_files": files,
+                "versions": _package_versions(),
+            }
+            write_json_atomic(json_path, sidecar, overwrite=overwrite)
+            sidecar_published = True
+        # Leaving the block renamed the video into place.
+    except BaseException:
+        if sidecar_published:  # its video could not be put in place: a sidecar alone would mislead
+            json_path.unlink(missing_ok=True)
+        raise
+    logger.info("wrote %s and %s", video_path, json_path.name)
+    return video_path

@@ -1,0 +1,88 @@
+"""Fixtures for the pipeline tests: a tiny Gemma folder matching the golden checkpoint's text path,
+the golden upsampler, and writers for small LoRAs and conditioning images."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from safetensors.torch import save_file
+
+from ltx_core.loader import read_safetensors_header
+
+# The prefix transformer keys have in a released checkpoint, and the one LoRA files use for them.
+_CHECKPOINT_TRANSFORMER_PREFIX = "model.diffusion_model."
+_LORA_PREFIX = "diffusion_model."
+
+
+@pytest.fixture(scope="session")
+def tiny_gemma_root(golden_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A random Gemma 3 folder sized like the golden set's `gemma_config.json` text model, so its
+    hidden states fit the golden checkpoint's text projection."""
+    from ltx_core.text_encoders.gemma import build_tiny_gemma_folder
+
+    text = json.loads((golden_dir / "gemma_config.json").read_text())["text_config"]
+    return build_tiny_gemma_folder(
+        tmp_path_factory.mktemp("gemma") / "gemma-3-tiny",
+        hidden_size=int(text["hidden_size"]),
+        num_layers=int(text["num_hidden_layers"]),
+        num_attention_heads=int(text["num_attention_heads"]),
+        seed=0,
+    )
+
+
+@pytest.fixture(scope="session")
+def golden_spatial_upsampler(golden_dir: Path, golden_manifest: dict) -> Path:
+    """The golden set's x2 spatial upsampler file."""
+    return golden_dir / golden_manifest["spatial_upsamplers"]["x2"]["file"]
+
+
+@pytest.fixture(scope="session")
+def write_tiny_lora() -> Callable[..., Path]:
+    """write_tiny_lora(checkpoint, path, rank=2, scale=0.5, seed=0) -> path.
+
+    A LoRA in the released naming (`diffusion_model.<module>.lora_A/B.weight`) with a random low-rank
+    pair for every 2-D weight of the checkpoint's transformer blocks; shapes come from the header.
+    """
+
+    def write(checkpoint: Path, path: Path, *, rank: int = 2, scale: float = 0.5, seed: int = 0) -> Path:
+        header = read_safetensors_header(checkpoint)
+        generator = torch.Generator().manual_seed(seed)
+        tensors: dict[str, torch.Tensor] = {}
+        for key, info in sorted(header.tensors.items()):
+            module_key = key.removeprefix(_CHECKPOINT_TRANSFORMER_PREFIX)
+            if module_key == key or not module_key.startswith("transformer_blocks.") or len(info.shape) != 2:
+                continue
+            if not module_key.endswith(".weight"):
+                continue
+            out_features, in_features = info.shape
+            base = _LORA_PREFIX + module_key.removesuffix(".weight")
+            tensors[f"{base}.lora_A.weight"] = torch.randn(rank, in_features, generator=generator) * scale
+            tensors[f"{base}.lora_B.weight"] = torch.randn(out_features, rank, generator=generator) * scale
+        if not tensors:
+            raise ValueError(f"{checkpoint} has no 2-D transformer block weights to adapt")
+        save_file(tensors, str(path))
+        return path
+
+    return write
+
+
+@pytest.fixture(scope="session")
+def write_test_image() -> Callable[..., Path]:
+    """write_test_image(path, width=96, height=80, seed=0) -> path: a smooth coloured PNG."""
+
+    def write(path: Path, width: int = 96, height: int = 80, seed: int = 0) -> Path:
+        rng = np.random.default_rng(seed)
+        ys = np.linspace(0.0, 1.0, height)[:, None, None]
+        xs = np.linspace(0.0, 1.0, width)[None, :, None]
+        phase = rng.uniform(0.0, 2 * np.pi, size=(1, 1, 3))
+        pixels = 0.5 + 0.45 * np.sin(5.0 * (ys + 2.0 * xs) + phase)
+        Image.fromarray((pixels * 255).round().astype(np.uint8), "RGB").save(path)
+        return path
+
+    return write
