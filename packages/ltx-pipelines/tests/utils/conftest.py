@@ -38,7 +38,7 @@ class ModelFiles:
 
 def write_ltx_checkpoint(path: Path, version: str | None = "2.3.0") -> Path:
     config = {
-        "transformer": {"_class_name": "AVTransformer3DModel", "num_layers": 2},
+        "transformer": {"_class_name": "AVTransformer3DModel", "num_layers": 48},
         "vae": {"_class_name": "CausalVideoAutoencoder"},
         "audio_vae": {"model": {}},
         "vocoder": {},

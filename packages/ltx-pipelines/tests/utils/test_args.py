@@ -9,6 +9,7 @@ import pytest
 import torch
 from PIL import Image
 
+from ltx_core.components.guiders import MultiModalGuiderParams
 from ltx_pipelines.utils.args import (
     ImageConditioningInput,
     LoraInput,
@@ -24,7 +25,7 @@ from ltx_pipelines.utils.args import (
     make_parser,
     validate_args,
 )
-from ltx_pipelines.utils.defaults import DEFAULT_NEGATIVE_PROMPT, LTX_2_DEFAULTS, GuidanceParams
+from ltx_pipelines.utils.defaults import DEFAULT_NEGATIVE_PROMPT, LTX_2_DEFAULTS
 
 
 def two_stage_parser(*, distilled: bool = False) -> argparse.ArgumentParser:
@@ -118,8 +119,12 @@ def test_defaults_and_a_valid_run(base_argv, model_files, tmp_path):
         ImageConditioningInput(model_files.image, 0, 1.0, 33),  # CRF from the checkpoint's version
         ImageConditioningInput(model_files.image, 120, 0.5, 20),
     )
-    assert config.video_guidance == GuidanceParams(3.0, 1.0, 0.7, 3.0, 0, (28,))
-    assert config.audio_guidance == GuidanceParams(7.0, 1.0, 0.7, 3.0, 0, (28,))
+    assert config.video_guidance == MultiModalGuiderParams(
+        cfg_scale=3.0, stg_scale=1.0, rescale_scale=0.7, modality_scale=3.0, skip_step=0, stg_blocks=(28,)
+    )
+    assert config.audio_guidance == MultiModalGuiderParams(
+        cfg_scale=7.0, stg_scale=1.0, rescale_scale=0.7, modality_scale=3.0, skip_step=0, stg_blocks=(28,)
+    )
     assert config.device == torch.device("cpu") and config.dtype == torch.bfloat16
     assert not (tmp_path / "out").exists()  # validation creates nothing
 
@@ -133,7 +138,10 @@ def test_generation_defaults_flow_into_the_parser_and_crf(base_argv, model_files
     add_common_args(parser, LTX_2_DEFAULTS)
     argv = ["--checkpoint-path", str(model_files.checkpoint_v24), "--gemma-root", str(model_files.gemma_root)]
     argv += ["--prompt", "p", "--output-path", base_argv[base_argv.index("--output-path") + 1]]
-    config = run(parser, [*argv, "--image", str(model_files.image), "3", "0.9", "--video-stg-blocks"])
+    config = run(
+        parser,
+        [*argv, "--image", str(model_files.image), "3", "0.9", "--video-stg-blocks", "--video-stg-guidance-scale", "0"],
+    )
     assert config.num_inference_steps == 40 and (config.height, config.width) == (512, 768)
     assert config.video_guidance.stg_blocks == () and config.audio_guidance is None
     assert config.images[0].crf == 18  # a 2.4 checkpoint re-compresses at CRF 18

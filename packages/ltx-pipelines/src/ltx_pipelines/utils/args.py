@@ -19,16 +19,19 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ltx_core.components.guiders import MultiModalGuiderParams
 from ltx_pipelines.utils.defaults import (
     DEFAULT_LORA_STRENGTH,
     DEFAULT_NEGATIVE_PROMPT,
+    HQ_DISTILLED_LORA_STRENGTH_STAGE_1,
+    HQ_DISTILLED_LORA_STRENGTH_STAGE_2,
     LTX_2_3_DEFAULTS,
-    GuidanceParams,
     PipelineDefaults,
     defaults_for_checkpoint,
 )
@@ -57,7 +60,9 @@ __all__ = [
     "ValidationRules",
     "add_common_args",
     "add_guidance_args",
+    "add_hq_lora_strength_args",
     "add_lora_args",
+    "add_max_batch_size_arg",
     "add_model_args",
     "add_sampling_args",
     "add_two_stage_args",
@@ -314,7 +319,7 @@ def add_sampling_args(
 
 
 def _add_modality_guidance(
-    group: Any, modality: str, cross_flag: str, cross_help: str, defaults: GuidanceParams
+    group: Any, modality: str, cross_flag: str, cross_help: str, defaults: MultiModalGuiderParams
 ) -> None:
     label = modality.capitalize()
     group.add_argument(
@@ -393,6 +398,64 @@ def add_guidance_args(
             "--v2a-guidance-scale",
             "Audio guidance away from the video-isolated prediction",
             defaults.audio_guidance,
+        )
+    return parser
+
+
+def positive_int(raw: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not accepted: it must be at least 1")
+    return value
+
+
+def finite_float(raw: str) -> float:
+    """argparse type: a finite number."""
+    try:
+        value = float(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a finite number")
+    return value
+
+
+def add_max_batch_size_arg(
+    parser: argparse.ArgumentParser, defaults: PipelineDefaults | None = None
+) -> argparse.ArgumentParser:
+    """`--max-batch-size N` (guided pipelines): how many guidance passes share one transformer call."""
+    parser.add_argument(
+        "--max-batch-size",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help=(
+            "Guidance runs up to 4 transformer passes per step (conditional, negative prompt, STG, modality "
+            "isolation); they are batched N at a time. Larger N is faster and needs more memory (default: 1)."
+        ),
+    )
+    return parser
+
+
+def add_hq_lora_strength_args(
+    parser: argparse.ArgumentParser, defaults: PipelineDefaults | None = None
+) -> argparse.ArgumentParser:
+    """The HQ pipeline's per-stage strengths of the distilled LoRA (fused into both stages)."""
+    group = parser.add_argument_group("distilled LoRA strengths (HQ)")
+    for stage, default in ((1, HQ_DISTILLED_LORA_STRENGTH_STAGE_1), (2, HQ_DISTILLED_LORA_STRENGTH_STAGE_2)):
+        group.add_argument(
+            f"--distilled-lora-strength-stage-{stage}",
+            type=finite_float,
+            default=default,
+            metavar="STRENGTH",
+            help=(
+                f"Strength of the distilled LoRA fused into the stage-{stage} transformer; replaces the "
+                f"STRENGTH of --distilled-lora (default: {default})."
+            ),
         )
     return parser
 

@@ -11,6 +11,7 @@ import logging
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ltx_core.components.guiders import MultiModalGuiderParams
 from ltx_core.loader import CheckpointError, parse_model_version, read_safetensors_header
 
 logger = logging.getLogger(__name__)
@@ -24,25 +25,12 @@ LTX_2_4_IMAGE_CRF = 18
 
 
 @dataclass(frozen=True)
-class GuidanceParams:
-    """Multi-modal guidance knobs for one modality (video or audio).
-
-    `modality_scale` is the cross-modal isolation scale (`--a2v-guidance-scale` for video,
-    `--v2a-guidance-scale` for audio); STG perturbs self-attention in `stg_blocks`, and a step is
-    guided only when `step_index % (skip_step + 1) == 0`.
-    """
-
-    cfg_scale: float = 1.0
-    stg_scale: float = 0.0
-    rescale_scale: float = 0.0
-    modality_scale: float = 1.0
-    skip_step: int = 0
-    stg_blocks: tuple[int, ...] = ()
-
-
-@dataclass(frozen=True)
 class PipelineDefaults:
-    """CLI defaults of one model generation. `height`/`width` are the one-stage (stage-1) size."""
+    """CLI defaults of one model generation. `height`/`width` are the one-stage (stage-1) size.
+
+    The guidance knobs are ltx-core's `MultiModalGuiderParams`: `modality_scale` is what the CLI calls
+    `--a2v-guidance-scale` (video) / `--v2a-guidance-scale` (audio).
+    """
 
     seed: int = 10
     height: int = 512
@@ -51,13 +39,13 @@ class PipelineDefaults:
     frame_rate: float = 24.0
     num_inference_steps: int = 40
     image_crf: int = LTX_2_IMAGE_CRF
-    video_guidance: GuidanceParams = field(
-        default_factory=lambda: GuidanceParams(
+    video_guidance: MultiModalGuiderParams = field(
+        default_factory=lambda: MultiModalGuiderParams(
             cfg_scale=3.0, stg_scale=1.0, rescale_scale=0.7, modality_scale=3.0, skip_step=0, stg_blocks=(29,)
         )
     )
-    audio_guidance: GuidanceParams = field(
-        default_factory=lambda: GuidanceParams(
+    audio_guidance: MultiModalGuiderParams = field(
+        default_factory=lambda: MultiModalGuiderParams(
             cfg_scale=7.0, stg_scale=1.0, rescale_scale=0.7, modality_scale=3.0, skip_step=0, stg_blocks=(29,)
         )
     )
@@ -89,13 +77,17 @@ LTX_2_3_HQ_DEFAULTS = PipelineDefaults(
     num_inference_steps=15,
     height=1088 // 2,
     width=1920 // 2,
-    video_guidance=GuidanceParams(
+    video_guidance=MultiModalGuiderParams(
         cfg_scale=3.0, stg_scale=0.0, rescale_scale=0.45, modality_scale=3.0, skip_step=0, stg_blocks=()
     ),
-    audio_guidance=GuidanceParams(
+    audio_guidance=MultiModalGuiderParams(
         cfg_scale=7.0, stg_scale=0.0, rescale_scale=1.0, modality_scale=3.0, skip_step=0, stg_blocks=()
     ),
 )
+
+# The HQ pipeline fuses the distilled LoRA into both stages, lightly into the guided first one.
+HQ_DISTILLED_LORA_STRENGTH_STAGE_1 = 0.25
+HQ_DISTILLED_LORA_STRENGTH_STAGE_2 = 0.5
 
 # Newest generation first: a checkpoint gets the preset of the newest generation it is at or above,
 # so an unknown newer version inherits the closest known one rather than the 2.0 values.

@@ -11,18 +11,19 @@ from __future__ import annotations
 import argparse
 import logging
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NoReturn
 
 import torch
 from PIL import Image, UnidentifiedImageError
 
+from ltx_core.components.guiders import MultiModalGuiderParams
 from ltx_core.devices import default_device, parse_dtype
 from ltx_core.loader import CheckpointError
 from ltx_pipelines.utils.atomic_files import check_output_path, sidecar_path
 from ltx_pipelines.utils.checkpoint_kind import ExpectedKind, check_checkpoint_kind
-from ltx_pipelines.utils.defaults import GuidanceParams, default_image_crf, normalize_model_version
+from ltx_pipelines.utils.defaults import default_image_crf, normalize_model_version
 from ltx_pipelines.utils.hf_paths import HfPathError, is_hf_path, resolve_model_path
 
 logger = logging.getLogger(__name__)
@@ -95,8 +96,8 @@ class RunConfig:
     frame_rate: float | None = None
     num_inference_steps: int | None = None
     images: tuple[ImageConditioningInput, ...] = ()
-    video_guidance: GuidanceParams | None = None
-    audio_guidance: GuidanceParams | None = None
+    video_guidance: MultiModalGuiderParams | None = None
+    audio_guidance: MultiModalGuiderParams | None = None
 
 
 class _Checker:
@@ -170,7 +171,7 @@ class _Checker:
             self.fail(f"--seed {seed} is out of range [{_SEED_RANGE[0]}, {_SEED_RANGE[1]}]")
         return int(seed)
 
-    def guidance(self, modality: str, cross_flag: str) -> GuidanceParams | None:
+    def guidance(self, modality: str, cross_flag: str) -> MultiModalGuiderParams | None:
         prefix = f"{modality}_"
         if not self.has(f"{prefix}cfg_guidance_scale"):
             return None
@@ -181,13 +182,47 @@ class _Checker:
         blocks = tuple(int(b) for b in self.get(f"{prefix}stg_blocks"))
         if any(b < 0 for b in blocks):
             self.fail(f"--{modality}-stg-blocks {list(blocks)}: block indices must be >= 0")
-        return GuidanceParams(
+        stg_scale = self.finite(f"--{modality}-stg-guidance-scale", self.get(f"{prefix}stg_guidance_scale"))
+        if stg_scale != 0 and not blocks:
+            self.fail(
+                f"--{modality}-stg-guidance-scale {stg_scale} needs at least one block in --{modality}-stg-blocks "
+                f"(or pass --{modality}-stg-guidance-scale 0 to turn STG off)"
+            )
+        return MultiModalGuiderParams(
             cfg_scale=self.finite(f"--{modality}-cfg-guidance-scale", self.get(f"{prefix}cfg_guidance_scale")),
-            stg_scale=self.finite(f"--{modality}-stg-guidance-scale", self.get(f"{prefix}stg_guidance_scale")),
+            stg_scale=stg_scale,
             rescale_scale=self.finite(f"--{modality}-rescale-scale", self.get(f"{prefix}rescale_scale")),
             modality_scale=self.finite(cross_flag, self.get(cross)),
             skip_step=int(skip),
             stg_blocks=blocks,
+        )
+
+    def stg_blocks_in_model(
+        self, modality: str, params: MultiModalGuiderParams | None, num_layers: int | None, demo: bool
+    ) -> MultiModalGuiderParams | None:
+        """STG blocks must exist in the checkpoint's transformer (a missing block would silently turn
+        STG into a no-op). The demo's tiny model has few blocks: there, out-of-range blocks move to its
+        last block instead of failing, so the default flags still run."""
+        if params is None or num_layers is None or not params.needs_perturbed:
+            return params
+        outside = [b for b in params.stg_blocks if b >= num_layers]
+        if not outside:
+            return params
+        if demo:
+            fitted = tuple(sorted({min(b, num_layers - 1) for b in params.stg_blocks}))
+            logger.warning(
+                "demo model has %d transformer blocks: --%s-stg-blocks %s -> %s",
+                num_layers,
+                modality,
+                list(params.stg_blocks),
+                list(fitted),
+            )
+            # Recorded on the namespace too, so the run's sidecar shows the blocks actually used.
+            setattr(self.args, f"{modality}_stg_blocks", list(fitted))
+            return replace(params, stg_blocks=fitted)
+        self.fail(
+            f"--{modality}-stg-blocks {list(params.stg_blocks)}: block(s) {outside} do not exist; the checkpoint's "
+            f"transformer has {num_layers} blocks (accepted: 0..{num_layers - 1})"
         )
 
     # ---- runtime ---------------------------------------------------------------------------------
@@ -315,6 +350,12 @@ def _model_flag(args: argparse.Namespace) -> tuple[str, str] | None:
     return None
 
 
+def _transformer_layers(metadata: dict[str, Any]) -> int | None:
+    transformer = (metadata.get("config") or {}).get("transformer") or {}
+    layers = transformer.get("num_layers")
+    return int(layers) if isinstance(layers, int) else None
+
+
 def validate_args(
     parser: argparse.ArgumentParser, args: argparse.Namespace, rules: ValidationRules | None = None
 ) -> RunConfig:
@@ -383,6 +424,9 @@ def validate_args(
         checkpoint_path = c.resolve(model_flag[0], c.get(model_flag[1]))
         metadata = c.kind(model_flag[0], checkpoint_path, "ltx_checkpoint")
         model_version = normalize_model_version(metadata.get("model_version"))
+        num_layers = _transformer_layers(metadata)
+        video_guidance = c.stg_blocks_in_model("video", video_guidance, num_layers, demo)
+        audio_guidance = c.stg_blocks_in_model("audio", audio_guidance, num_layers, demo)
     gemma_root = None
     if c.get("gemma_root") is not None:
         gemma_root = c.resolve("--gemma-root", c.get("gemma_root"), folder=True)

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import torch
 
-from ltx_core.components.denoisers import Denoiser
+from ltx_core.components.denoisers import Denoiser, GuidedDenoiser, X0Callable
+from ltx_core.components.guiders import MultiModalGuiderParams
 from ltx_core.components.noisers import add_noise
 from ltx_core.components.sampling import euler_denoising_loop
 from ltx_core.conditioning import (
@@ -25,6 +26,7 @@ from ltx_core.conditioning import (
 from ltx_core.model.audio_vae import AudioDecoder, decode_audio
 from ltx_core.model.video_vae import VideoDecoder, VideoEncoder
 from ltx_core.model.video_vae.tiling import TilingConfig
+from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.tools import AudioLatentTools, VideoLatentTools
 from ltx_core.types import LatentState, VideoPixelShape
 from ltx_pipelines.utils.media_io import load_image_conditioning
@@ -164,3 +166,35 @@ def decode_audio_waveform(decoder: AudioDecoder, vocoder: torch.nn.Module, laten
     with torch.no_grad():
         waveform = decode_audio(latent.to(next(decoder.parameters()).dtype), decoder, vocoder)
     return waveform[0].float()
+
+
+def guided_denoiser(
+    model: X0Callable,
+    contexts: TextContexts,
+    negative_contexts: TextContexts | None,
+    video_guidance: MultiModalGuiderParams,
+    audio_guidance: MultiModalGuiderParams,
+    *,
+    max_batch_size: int | None = None,
+) -> GuidedDenoiser:
+    """The multi-modal guided denoiser of a full-checkpoint stage: positive contexts, the negative
+    prompt's contexts for CFG (None when neither modality uses CFG), one params set per modality.
+
+    Contexts are used as given (no mask): the connectors already replaced padding by registers.
+    """
+    needs_negative = [name for name, p in (("video", video_guidance), ("audio", audio_guidance)) if p.needs_uncond_text]
+    if negative_contexts is None and needs_negative:
+        raise ValueError(
+            f"{' and '.join(needs_negative)} CFG (cfg_scale != 1) needs the negative prompt's contexts; "
+            "got negative_contexts=None"
+        )
+    return GuidedDenoiser(
+        model,
+        contexts.video,
+        contexts.audio,
+        negative_video_context=None if negative_contexts is None else negative_contexts.video,
+        negative_audio_context=None if negative_contexts is None else negative_contexts.audio,
+        video_guidance=video_guidance,
+        audio_guidance=audio_guidance,
+        max_batch_size=max_batch_size,
+    )

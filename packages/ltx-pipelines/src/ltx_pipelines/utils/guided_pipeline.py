@@ -1,0 +1,253 @@
+"""What the full-checkpoint (guided) text/image-to-video pipelines share.
+
+A guided pipeline encodes the prompt and the negative prompt in one Gemma batch (row 0 positive,
+row 1 negative), resolves its step count and guidance from the checkpoint's generation unless told
+otherwise, and hands contexts plus a noise source to `generate_from_contexts` - the seam that tests
+and parity replays drive directly. Decoding (audio eagerly, video frames lazily) is shared too.
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import torch
+
+from ltx_core.components.guiders import MultiModalGuiderParams
+from ltx_core.loader import LoraSpec
+from ltx_core.model.video_vae.tiling import TilingConfig
+from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
+from ltx_core.text_encoders.gemma.prompt_encoding import context_row
+from ltx_core.types import VideoPixelShape
+from ltx_pipelines.utils.cli import ParsedRun, PipelineCli, encode_prompt, gc_skips_loaded_modules
+from ltx_pipelines.utils.defaults import DEFAULT_NEGATIVE_PROMPT, PipelineDefaults, defaults_for_checkpoint
+from ltx_pipelines.utils.generation import Generation
+from ltx_pipelines.utils.loaded_stages import decode_audio_from_checkpoint, decoded_video_frames
+from ltx_pipelines.utils.model_loading import Placement
+from ltx_pipelines.utils.noise import NoiseSource, SeededNoise
+from ltx_pipelines.utils.stages import ImageCondition
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class GuidanceSettings:
+    """Steps of the guided stage and the guidance of each modality, as one run uses them."""
+
+    num_inference_steps: int
+    video: MultiModalGuiderParams
+    audio: MultiModalGuiderParams
+
+    def __post_init__(self) -> None:
+        if self.num_inference_steps < 1:
+            raise ValueError(f"num_inference_steps must be at least 1, got {self.num_inference_steps}")
+
+
+@dataclass(frozen=True)
+class PromptPair:
+    """Contexts of the prompt and of the negative prompt, each with a batch of one."""
+
+    positive: TextContexts
+    negative: TextContexts
+    prompt: str
+    """The prompt actually encoded (rewritten when enhancement was asked for)."""
+
+
+def encode_prompt_pair(
+    prompt: str,
+    negative_prompt: str,
+    *,
+    gemma_root: Path,
+    checkpoint: Path,
+    placement: Placement,
+    enhance: bool = False,
+    images: Sequence[ImageCondition] = (),
+    seed: int = 0,
+) -> PromptPair:
+    """Both prompts in one Gemma forward (only the positive one is ever enhanced)."""
+    contexts, final_prompt = encode_prompt(
+        [prompt, negative_prompt],
+        gemma_root=gemma_root,
+        checkpoint=checkpoint,
+        placement=placement,
+        enhance=enhance,
+        images=images,
+        seed=seed,
+    )
+    return PromptPair(positive=context_row(contexts, 0), negative=context_row(contexts, 1), prompt=final_prompt)
+
+
+class GuidedPipeline(ABC):
+    """Base of the pipelines whose (first) stage runs a full checkpoint under multi-modal guidance."""
+
+    spatial_multiple: ClassVar[int] = 32
+    """Output height and width must be multiples of this (64 when stage 1 runs at half size)."""
+
+    def __init__(
+        self,
+        checkpoint_path: str | Path,
+        gemma_root: str | Path | None,
+        *,
+        loras: Sequence[LoraSpec] = (),
+        device: torch.device | str | None = None,
+        dtype: torch.dtype = torch.bfloat16,
+        tiling: TilingConfig | None = None,
+        max_batch_size: int | None = None,
+        progress: bool = True,
+    ) -> None:
+        from ltx_core.devices import resolve_device
+
+        if max_batch_size is not None and max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be at least 1 (or None for one call), got {max_batch_size}")
+        self.checkpoint_path = Path(checkpoint_path)
+        self.gemma_root = Path(gemma_root) if gemma_root is not None else None
+        self.loras = tuple(loras)
+        self.placement = Placement(resolve_device(device), dtype)
+        self.tiling = tiling if tiling is not None else TilingConfig.default()
+        self.max_batch_size = max_batch_size
+        self.progress = progress
+
+    # ---- settings --------------------------------------------------------------------------------
+
+    def default_settings(self) -> PipelineDefaults:
+        """The defaults of the checkpoint's model generation (LTX-2.3: 30 steps, STG block 28, ...)."""
+        return defaults_for_checkpoint(self.checkpoint_path)
+
+    def guidance_settings(
+        self,
+        num_inference_steps: int | None = None,
+        video_guidance: MultiModalGuiderParams | None = None,
+        audio_guidance: MultiModalGuiderParams | None = None,
+    ) -> GuidanceSettings:
+        """The given values, with the generation defaults for those left as None."""
+        defaults = self.default_settings()
+        return GuidanceSettings(
+            num_inference_steps=defaults.num_inference_steps if num_inference_steps is None else num_inference_steps,
+            video=defaults.video_guidance if video_guidance is None else video_guidance,
+            audio=defaults.audio_guidance if audio_guidance is None else audio_guidance,
+        )
+
+    def output_shape(self, height: int, width: int, num_frames: int, frame_rate: float) -> VideoPixelShape:
+        shape = VideoPixelShape(1, num_frames, height, width, frame_rate)
+        shape.check(spatial_multiple=self.spatial_multiple)
+        return shape
+
+    # ---- running ---------------------------------------------------------------------------------
+
+    def __call__(
+        self,
+        prompt: str,
+        *,
+        seed: int,
+        height: int,
+        width: int,
+        num_frames: int,
+        frame_rate: float,
+        negative_prompt: str = DEFAULT_NEGATIVE_PROMPT,
+        num_inference_steps: int | None = None,
+        video_guidance: MultiModalGuiderParams | None = None,
+        audio_guidance: MultiModalGuiderParams | None = None,
+        images: Sequence[ImageCondition] = (),
+        enhance_prompt: bool = False,
+    ) -> Generation:
+        """Generate from a prompt. Steps and guidance left as None take the checkpoint's defaults."""
+        self.output_shape(height, width, num_frames, frame_rate)
+        settings = self.guidance_settings(num_inference_steps, video_guidance, audio_guidance)
+        if self.gemma_root is None:
+            raise ValueError("a Gemma folder (gemma_root) is needed to encode prompts")
+        prompts = encode_prompt_pair(
+            prompt,
+            negative_prompt,
+            gemma_root=self.gemma_root,
+            checkpoint=self.checkpoint_path,
+            placement=self.placement,
+            enhance=enhance_prompt,
+            images=images,
+            seed=seed,
+        )
+        generation = self.generate_from_contexts(
+            prompts.positive,
+            prompts.negative,
+            height=height,
+            width=width,
+            num_frames=num_frames,
+            frame_rate=frame_rate,
+            noise=SeededNoise(seed),
+            images=images,
+            num_inference_steps=settings.num_inference_steps,
+            video_guidance=settings.video,
+            audio_guidance=settings.audio,
+        )
+        generation.prompt = prompts.prompt
+        return generation
+
+    @abstractmethod
+    def generate_from_contexts(
+        self,
+        contexts: TextContexts,
+        negative_contexts: TextContexts | None,
+        *,
+        height: int,
+        width: int,
+        num_frames: int,
+        frame_rate: float,
+        noise: NoiseSource,
+        images: Sequence[ImageCondition] = (),
+        num_inference_steps: int | None = None,
+        video_guidance: MultiModalGuiderParams | None = None,
+        audio_guidance: MultiModalGuiderParams | None = None,
+    ) -> Generation:
+        """All stages and decoding from given contexts (batch 1 each) and a noise source.
+
+        `negative_contexts` may be None only when neither modality uses CFG.
+        """
+
+    def decoded(
+        self,
+        shape: VideoPixelShape,
+        video_latent: torch.Tensor,
+        audio_latent: torch.Tensor,
+        noise: NoiseSource,
+        latents: dict[str, torch.Tensor],
+    ) -> Generation:
+        """The Generation of a finished run: audio decoded now, video frames decoded as consumed."""
+        waveform, sample_rate = decode_audio_from_checkpoint(self.checkpoint_path, self.placement, audio_latent)
+        return Generation(
+            frames=decoded_video_frames(self.checkpoint_path, self.placement, video_latent, self.tiling, noise),
+            num_frames=shape.frames,
+            height=shape.height,
+            width=shape.width,
+            frame_rate=shape.fps,
+            audio=waveform,
+            audio_sample_rate=sample_rate,
+            prompt="",
+            latents=latents,
+        )
+
+
+def run_guided_cli(cli: PipelineCli, argv: Sequence[str] | None, build: Callable[[ParsedRun], GuidedPipeline]) -> int:
+    """The `main()` of a guided pipeline: parse and validate, build, generate, write video + sidecar."""
+    run = cli.parse(argv)
+    pipeline = build(run)
+    config = run.config
+    with gc_skips_loaded_modules():
+        generation = pipeline(
+            config.prompt,
+            seed=config.seed,
+            height=config.height,
+            width=config.width,
+            num_frames=config.num_frames,
+            frame_rate=config.frame_rate,
+            negative_prompt=config.negative_prompt if config.negative_prompt is not None else DEFAULT_NEGATIVE_PROMPT,
+            num_inference_steps=config.num_inference_steps,
+            video_guidance=config.video_guidance,
+            audio_guidance=config.audio_guidance,
+            images=run.image_conditions,
+            enhance_prompt=config.enhance_prompt,
+        )
+        cli.write(run, generation)  # the video is decoded while it is written
+    return 0

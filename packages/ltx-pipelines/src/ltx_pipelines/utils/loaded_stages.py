@@ -1,0 +1,108 @@
+"""Stage blocks run straight from the model files: each loads the model it needs, runs, and frees it.
+
+These wrap the plain blocks of `stages` with the load/release policy every pipeline uses, so a
+pipeline module reads as its sequence of stages and holds at most one large model at a time.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from ltx_core.conditioning import ConditioningItem
+from ltx_core.loader import build_model
+from ltx_core.model.audio_vae import AUDIO_DECODER, VOCODER
+from ltx_core.model.upsampler import LATENT_UPSAMPLER, upsample_video_latent
+from ltx_core.model.video_vae import VIDEO_DECODER, VIDEO_ENCODER
+from ltx_core.model.video_vae.tiling import TilingConfig
+from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
+from ltx_core.types import VideoPixelShape
+from ltx_pipelines.utils.model_loading import Placement, loaded, release
+from ltx_pipelines.utils.noise import NoiseSource
+from ltx_pipelines.utils.stages import (
+    ImageCondition,
+    decode_audio_waveform,
+    decode_video_frames,
+    image_conditionings,
+)
+
+
+@dataclass(frozen=True)
+class StageConditionings:
+    """Image conditionings per requested stage size, and (when asked for) the VAE latent statistics
+    the x2 upsampler needs between the stages."""
+
+    per_stage: tuple[list[ConditioningItem], ...]
+    latent_statistics: nn.Module | None = None
+
+
+def encode_conditioning_images(
+    images: Sequence[ImageCondition],
+    checkpoint: Path,
+    placement: Placement,
+    shapes: Sequence[VideoPixelShape],
+    *,
+    keep_latent_statistics: bool = False,
+) -> StageConditionings:
+    """VAE-encode the conditioning images once per stage size with one encoder load. Without images
+    and without a need for the statistics, the encoder is not loaded at all."""
+    if not images and not keep_latent_statistics:
+        return StageConditionings(per_stage=tuple([] for _ in shapes))
+    device, dtype = placement.device, placement.dtype
+    with loaded(VIDEO_ENCODER, checkpoint, placement) as encoder:
+        per_stage = tuple(image_conditionings(images, encoder, shape, device, dtype) for shape in shapes)
+        # A copy: the encoder's own weights go back to the meta device when it is released.
+        statistics = copy.deepcopy(encoder.per_channel_statistics) if keep_latent_statistics else None
+    return StageConditionings(per_stage=per_stage, latent_statistics=statistics)
+
+
+def upsample_between_stages(
+    video_latent: torch.Tensor, upsampler_path: Path, latent_statistics: nn.Module, placement: Placement
+) -> torch.Tensor:
+    """The stage-1 video latent upsampled by the latent upsampler file (through the VAE statistics)."""
+    with loaded(LATENT_UPSAMPLER, upsampler_path, placement) as upsampler, torch.no_grad():
+        return upsample_video_latent(video_latent, upsampler, latent_statistics)
+
+
+def decode_audio_from_checkpoint(
+    checkpoint: Path, placement: Placement, audio_latent: torch.Tensor
+) -> tuple[torch.Tensor, int]:
+    """(2, N) float32 waveform and its sample rate; the vocoder always runs in float32."""
+    with (
+        loaded(AUDIO_DECODER, checkpoint, placement) as audio_decoder,
+        loaded(VOCODER, checkpoint, placement, dtype=torch.float32) as vocoder,
+    ):
+        waveform = decode_audio_waveform(audio_decoder, vocoder, audio_latent)
+        return waveform, int(vocoder.output_sample_rate)
+
+
+def decoded_video_frames(
+    checkpoint: Path,
+    placement: Placement,
+    video_latent: torch.Tensor,
+    tiling: TilingConfig | None,
+    noise: NoiseSource,
+) -> Iterator[torch.Tensor]:
+    """Frame chunks decoded lazily: the decoder loads when the first chunk is asked for and is freed
+    after the last (or when the consumer stops early)."""
+    decoder = None
+    try:
+        decoder = build_model(VIDEO_DECODER, checkpoint, dtype=placement.dtype, device=placement.device)
+        yield from decode_video_frames(decoder, video_latent, tiling, noise)
+    finally:
+        release(decoder)
+
+
+def contexts_on(contexts: TextContexts, placement: Placement) -> TextContexts:
+    """Text contexts moved to where (and in the dtype) the transformer runs."""
+    device, dtype = placement.device, placement.dtype
+    return TextContexts(
+        video=contexts.video.to(device=device, dtype=dtype),
+        audio=None if contexts.audio is None else contexts.audio.to(device=device, dtype=dtype),
+        mask=contexts.mask.to(device),
+    )
