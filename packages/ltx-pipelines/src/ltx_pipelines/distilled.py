@@ -8,10 +8,9 @@ transformer call per step. The transformer is loaded once for both stages.
 
 from __future__ import annotations
 
-import copy
 import logging
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -19,24 +18,21 @@ import torch
 from ltx_core.components.denoisers import SimpleDenoiser
 from ltx_core.components.schedulers import distilled_sigmas, stage_2_distilled_sigmas
 from ltx_core.loader import LoraSpec
-from ltx_core.model.audio_vae import AUDIO_DECODER, VOCODER
 from ltx_core.model.transformer import AV_TRANSFORMER, X0Model
-from ltx_core.model.upsampler import LATENT_UPSAMPLER, upsample_video_latent
-from ltx_core.model.video_vae import VIDEO_DECODER, VIDEO_ENCODER
 from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
-from ltx_pipelines.utils.cli import PipelineCli, encode_prompt, gc_skips_loaded_modules
+from ltx_pipelines.utils.cli import DISTILLED_LAYOUT, PipelineCli, encode_prompt, gc_skips_loaded_modules
 from ltx_pipelines.utils.generation import Generation
-from ltx_pipelines.utils.model_loading import Placement, loaded, release
-from ltx_pipelines.utils.noise import NoiseSource, SeededNoise
-from ltx_pipelines.utils.stages import (
-    ImageCondition,
-    decode_audio_waveform,
-    decode_video_frames,
-    image_conditionings,
-    run_denoising_stage,
+from ltx_pipelines.utils.loaded_stages import (
+    contexts_on,
+    decoded_generation,
+    encode_conditioning_images,
+    upsample_between_stages,
 )
+from ltx_pipelines.utils.model_loading import Placement, loaded
+from ltx_pipelines.utils.noise import NoiseSource, SeededNoise
+from ltx_pipelines.utils.stages import ImageCondition, run_denoising_stage
 
 logger = logging.getLogger(__name__)
 
@@ -118,25 +114,26 @@ class DistilledPipeline:
         full.check(spatial_multiple=64)
         half = VideoPixelShape(1, num_frames, height // 2, width // 2, frame_rate)
         device, dtype = self.placement.device, self.placement.dtype
-        video_context = contexts.video.to(device=device, dtype=dtype)
-        audio_context = contexts.audio.to(device=device, dtype=dtype) if contexts.audio is not None else None
-
-        with loaded(VIDEO_ENCODER, self.checkpoint_path, self.placement) as encoder:
-            stage_1_items = image_conditionings(images, encoder, half, device, dtype)
-            stage_2_items = image_conditionings(images, encoder, full, device, dtype)
-            latent_stats = copy.deepcopy(encoder.per_channel_statistics)
+        positive = contexts_on(contexts, self.placement)
+        encoded = encode_conditioning_images(
+            images, self.checkpoint_path, self.placement, [half, full], keep_latent_statistics=True
+        )
+        stage_1_items, stage_2_items = encoded.per_stage
+        assert encoded.latent_statistics is not None
 
         latents: dict[str, torch.Tensor] = {}
         with loaded(AV_TRANSFORMER, self.checkpoint_path, self.placement, loras=self.loras) as transformer:
-            denoiser = SimpleDenoiser(X0Model(transformer), video_context, audio_context)
+            denoiser = SimpleDenoiser(X0Model(transformer), positive.video, positive.audio)
             stage_1 = run_denoising_stage(
                 denoiser, half, distilled_sigmas(), noise, "stage_1", device, dtype,
                 conditionings=stage_1_items, progress=self.progress,
             )  # fmt: skip
             latents["stage_1.video_latent"] = stage_1.video_latent
             latents["stage_1.audio_latent"] = stage_1.audio_latent
-            with loaded(LATENT_UPSAMPLER, self.spatial_upsampler_path, self.placement) as upsampler, torch.no_grad():
-                upsampled = upsample_video_latent(stage_1.video_latent, upsampler, latent_stats)
+            # The transformer stays loaded across the upsampling: both stages use the same model.
+            upsampled = upsample_between_stages(
+                stage_1.video_latent, self.spatial_upsampler_path, encoded.latent_statistics, self.placement
+            )
             latents["upsampled_video_latent"] = upsampled
             stage_2 = run_denoising_stage(
                 denoiser, full, stage_2_distilled_sigmas(), noise, "stage_2", device, dtype,
@@ -146,49 +143,23 @@ class DistilledPipeline:
             latents["stage_2.video_latent"] = stage_2.video_latent
             latents["stage_2.audio_latent"] = stage_2.audio_latent
 
-        # The vocoder always runs in float32.
-        with (
-            loaded(AUDIO_DECODER, self.checkpoint_path, self.placement) as audio_decoder,
-            loaded(VOCODER, self.checkpoint_path, self.placement, dtype=torch.float32) as vocoder,
-        ):
-            waveform = decode_audio_waveform(audio_decoder, vocoder, stage_2.audio_latent)
-            sample_rate = int(vocoder.output_sample_rate)
-
-        return Generation(
-            frames=self._decode(stage_2.video_latent, noise),
-            num_frames=num_frames,
-            height=height,
-            width=width,
-            frame_rate=frame_rate,
-            audio=waveform,
-            audio_sample_rate=sample_rate,
-            prompt="",
+        return decoded_generation(
+            self.checkpoint_path,
+            self.placement,
+            full,
+            stage_2.video_latent,
+            stage_2.audio_latent,
+            tiling=self.tiling,
+            noise=noise,
             latents=latents,
         )
-
-    def _decode(self, latent: torch.Tensor, noise: NoiseSource) -> Iterator[torch.Tensor]:
-        # Decoding is lazy: the decoder is loaded when the first chunk is asked for and freed after the last.
-        decoder = None
-        try:
-            from ltx_core.loader import build_model
-
-            decoder = build_model(
-                VIDEO_DECODER, self.checkpoint_path, dtype=self.placement.dtype, device=self.placement.device
-            )
-            yield from decode_video_frames(decoder, latent, self.tiling, noise)
-        finally:
-            release(decoder)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     cli = PipelineCli(
         prog="python -m ltx_pipelines.distilled",
         description=__doc__.splitlines()[0] if __doc__ else None,
-        distilled=True,
-        two_stage=True,
-        guidance=False,
-        distilled_lora=False,
-        sampling_steps=False,
+        layout=DISTILLED_LAYOUT,
     )
     run = cli.parse(argv)
     pipeline = DistilledPipeline(

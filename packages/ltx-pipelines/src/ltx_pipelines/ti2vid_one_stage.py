@@ -14,16 +14,16 @@ import torch
 
 from ltx_core.components.guiders import MultiModalGuiderParams
 from ltx_core.components.schedulers import LTX2Scheduler
-from ltx_core.model.transformer import AV_TRANSFORMER, X0Model
+from ltx_core.model.transformer import AV_TRANSFORMER
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_pipelines.utils.args import add_max_batch_size_arg
-from ltx_pipelines.utils.cli import ParsedRun, PipelineCli
+from ltx_pipelines.utils.cli import ONE_STAGE_LAYOUT, ParsedRun, PipelineCli
 from ltx_pipelines.utils.generation import Generation
 from ltx_pipelines.utils.guided_pipeline import GuidedPipeline, run_guided_cli
-from ltx_pipelines.utils.loaded_stages import contexts_on, encode_conditioning_images
+from ltx_pipelines.utils.loaded_stages import encode_conditioning_images
 from ltx_pipelines.utils.model_loading import loaded
 from ltx_pipelines.utils.noise import NoiseSource
-from ltx_pipelines.utils.stages import ImageCondition, guided_denoiser, run_denoising_stage
+from ltx_pipelines.utils.stages import ImageCondition, run_denoising_stage
 
 
 class TI2VidOneStagePipeline(GuidedPipeline):
@@ -53,25 +53,16 @@ class TI2VidOneStagePipeline(GuidedPipeline):
     ) -> Generation:
         """The stage and decoding; `sigmas` overrides the scheduler (then the step count is its length - 1)."""
         shape = self.output_shape(height, width, num_frames, frame_rate)
-        settings = self.guidance_settings(num_inference_steps, video_guidance, audio_guidance)
+        inputs = self.guided_inputs(contexts, negative_contexts, num_inference_steps, video_guidance, audio_guidance)
         if sigmas is None:
             # No latent is passed to the scheduler here (as in the reference): the shift is the one
             # of the default token count, whatever the resolution.
-            sigmas = LTX2Scheduler().sigmas(settings.num_inference_steps)
+            sigmas = LTX2Scheduler().sigmas(inputs.settings.num_inference_steps)
         device, dtype = self.placement.device, self.placement.dtype
-        positive = contexts_on(contexts, self.placement)
-        negative = contexts_on(negative_contexts, self.placement) if negative_contexts is not None else None
         (conditionings,) = encode_conditioning_images(images, self.checkpoint_path, self.placement, [shape]).per_stage
 
         with loaded(AV_TRANSFORMER, self.checkpoint_path, self.placement, loras=self.loras) as transformer:
-            denoiser = guided_denoiser(
-                X0Model(transformer),
-                positive,
-                negative,
-                settings.video,
-                settings.audio,
-                max_batch_size=self.max_batch_size,
-            )
+            denoiser = self.guided_stage_denoiser(transformer, inputs)
             result = run_denoising_stage(
                 denoiser, shape, sigmas, noise, "stage_1", device, dtype,
                 conditionings=conditionings, progress=self.progress,
@@ -85,11 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cli = PipelineCli(
         prog="python -m ltx_pipelines.ti2vid_one_stage",
         description=__doc__.splitlines()[0] if __doc__ else None,
-        distilled=False,
-        two_stage=False,
-        guidance=True,
-        distilled_lora=False,
-        sampling_steps=True,
+        layout=ONE_STAGE_LAYOUT,
         extra_args=add_max_batch_size_arg,
     )
 

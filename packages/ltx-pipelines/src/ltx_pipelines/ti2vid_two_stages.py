@@ -26,13 +26,13 @@ from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
 from ltx_pipelines.utils.args import add_max_batch_size_arg
-from ltx_pipelines.utils.cli import ParsedRun, PipelineCli
+from ltx_pipelines.utils.cli import TWO_STAGE_LAYOUT, ParsedRun, PipelineCli
 from ltx_pipelines.utils.generation import Generation
 from ltx_pipelines.utils.guided_pipeline import GuidanceSettings, GuidedPipeline, run_guided_cli
-from ltx_pipelines.utils.loaded_stages import contexts_on, encode_conditioning_images, upsample_between_stages
+from ltx_pipelines.utils.loaded_stages import encode_conditioning_images, upsample_between_stages
 from ltx_pipelines.utils.model_loading import loaded
 from ltx_pipelines.utils.noise import NoiseSource
-from ltx_pipelines.utils.stages import ImageCondition, SamplingLoop, guided_denoiser, run_denoising_stage
+from ltx_pipelines.utils.stages import ImageCondition, SamplingLoop, run_denoising_stage
 
 logger = logging.getLogger(__name__)
 
@@ -113,14 +113,12 @@ class TI2VidTwoStagesPipeline(GuidedPipeline):
         """Both stages and decoding. `stage_1_sigmas` / `stage_2_sigmas` override the schedules."""
         full = self.output_shape(height, width, num_frames, frame_rate)
         half = VideoPixelShape(1, num_frames, height // 2, width // 2, frame_rate)
-        settings = self.guidance_settings(num_inference_steps, video_guidance, audio_guidance)
+        inputs = self.guided_inputs(contexts, negative_contexts, num_inference_steps, video_guidance, audio_guidance)
         if stage_1_sigmas is None:
-            stage_1_sigmas = self.default_stage_1_sigmas(settings, half)
+            stage_1_sigmas = self.default_stage_1_sigmas(inputs.settings, half)
         if stage_2_sigmas is None:
             stage_2_sigmas = stage_2_distilled_sigmas()
         device, dtype = self.placement.device, self.placement.dtype
-        positive = contexts_on(contexts, self.placement)
-        negative = contexts_on(negative_contexts, self.placement) if negative_contexts is not None else None
         loras_1, loras_2 = self.stage_loras()
         loop = self.sampling_loop()
 
@@ -135,14 +133,7 @@ class TI2VidTwoStagesPipeline(GuidedPipeline):
         cache = StateDictCache()
         latents: dict[str, torch.Tensor] = {}
         with loaded(AV_TRANSFORMER, self.checkpoint_path, self.placement, loras=loras_1, cache=cache) as transformer:
-            denoiser = guided_denoiser(
-                X0Model(transformer),
-                positive,
-                negative,
-                settings.video,
-                settings.audio,
-                max_batch_size=self.max_batch_size,
-            )
+            denoiser = self.guided_stage_denoiser(transformer, inputs)
             stage_1 = run_denoising_stage(
                 denoiser, half, stage_1_sigmas, noise, "stage_1", device, dtype,
                 conditionings=stage_1_items, loop=loop, progress=self.progress,
@@ -157,7 +148,7 @@ class TI2VidTwoStagesPipeline(GuidedPipeline):
 
         with loaded(AV_TRANSFORMER, self.checkpoint_path, self.placement, loras=loras_2, cache=cache) as transformer:
             cache.clear()  # the stage-2 model holds every weight it needs
-            denoiser = SimpleDenoiser(X0Model(transformer), positive.video, positive.audio)
+            denoiser = SimpleDenoiser(X0Model(transformer), inputs.positive.video, inputs.positive.audio)
             stage_2 = run_denoising_stage(
                 denoiser, full, stage_2_sigmas, noise, "stage_2", device, dtype,
                 conditionings=stage_2_items, initial_video=upsampled, initial_audio=stage_1.audio_latent,
@@ -174,11 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cli = PipelineCli(
         prog="python -m ltx_pipelines.ti2vid_two_stages",
         description=__doc__.splitlines()[0] if __doc__ else None,
-        distilled=False,
-        two_stage=True,
-        guidance=True,
-        distilled_lora=True,
-        sampling_steps=True,
+        layout=TWO_STAGE_LAYOUT,
         extra_args=add_max_batch_size_arg,
     )
 

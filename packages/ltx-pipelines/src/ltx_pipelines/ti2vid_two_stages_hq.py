@@ -25,7 +25,7 @@ from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.types import VideoLatentShape, VideoPixelShape
 from ltx_pipelines.ti2vid_two_stages import TI2VidTwoStagesPipeline
 from ltx_pipelines.utils.args import add_hq_lora_strength_args, add_max_batch_size_arg
-from ltx_pipelines.utils.cli import ParsedRun, PipelineCli
+from ltx_pipelines.utils.cli import TWO_STAGE_LAYOUT, ParsedRun, PipelineCli
 from ltx_pipelines.utils.defaults import (
     DEFAULT_LORA_STRENGTH,
     HQ_DISTILLED_LORA_STRENGTH_STAGE_1,
@@ -106,28 +106,19 @@ class TI2VidTwoStagesHQPipeline(TI2VidTwoStagesPipeline):
         return functools.partial(res2s_denoising_loop, noise_seed=self.sde_noise_seed)
 
 
-class _HQPipelineCli(PipelineCli):
-    """The HQ command line always shows and uses the HQ preset, whatever the checkpoint's generation."""
-
-    def build_parser(self, defaults: PipelineDefaults) -> argparse.ArgumentParser:
-        return super().build_parser(LTX_2_3_HQ_DEFAULTS)
-
-
 def _add_hq_args(parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
     add_max_batch_size_arg(parser, defaults)
     add_hq_lora_strength_args(parser, defaults)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    cli = _HQPipelineCli(
+    cli = PipelineCli(
         prog="python -m ltx_pipelines.ti2vid_two_stages_hq",
         description=__doc__.splitlines()[0] if __doc__ else None,
-        distilled=False,
-        two_stage=True,
-        guidance=True,
-        distilled_lora=True,
-        sampling_steps=True,
+        layout=TWO_STAGE_LAYOUT,
         extra_args=_add_hq_args,
+        # The HQ command line always shows and uses the HQ preset, whatever the checkpoint's generation.
+        fixed_defaults=LTX_2_3_HQ_DEFAULTS,
     )
 
     def build(run: ParsedRun) -> TI2VidTwoStagesHQPipeline:

@@ -21,6 +21,7 @@ import pytest
 import torch
 
 import ltx_pipelines.distilled as distilled
+import ltx_pipelines.utils.loaded_stages as loaded_stages
 from ltx_core.loader import read_safetensors_header
 from ltx_pipelines.distilled import DistilledPipeline, main
 from ltx_pipelines.utils.generation import Generation
@@ -388,7 +389,7 @@ def test_failure_while_decoding_leaves_existing_outputs_untouched(runner, workdi
     video.write_bytes(b"the previous video")
     sidecar.write_text('{"previous": true}')
     before = files_under(workdir)
-    real_decode = distilled.decode_video_frames
+    real_decode = loaded_stages.decode_video_frames
     chunks_given = []
 
     def decode_then_fail(*args: Any, **kwargs: Any) -> Iterator[torch.Tensor]:
@@ -397,7 +398,7 @@ def test_failure_while_decoding_leaves_existing_outputs_untouched(runner, workdi
             yield chunk
             raise RuntimeError("decoder failed part-way")
 
-    monkeypatch.setattr(distilled, "decode_video_frames", decode_then_fail)
+    monkeypatch.setattr(loaded_stages, "decode_video_frames", decode_then_fail)
     with pytest.raises(RuntimeError, match="part-way"):
         main(runner.argv(video, "--overwrite"))
     assert chunks_given, "the failure should come after the first decoded chunk reached the writer"

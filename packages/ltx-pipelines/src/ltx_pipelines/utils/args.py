@@ -94,10 +94,11 @@ def _number(action: argparse.Action, name: str, raw: str, kind: type) -> Any:
         raise argparse.ArgumentError(action, f"{name} must be {what}; got {raw!r}") from None
 
 
-class ImageAction(argparse.Action):
-    """`--image PATH FRAME_IDX STRENGTH [CRF]`, repeatable; appends an ImageConditioningInput."""
+class _RepeatedValuesAction(argparse.Action):
+    """A repeatable flag with several values: each use appends the item `parse_values` makes of them."""
 
-    display_metavar = "PATH FRAME_IDX STRENGTH [CRF]"
+    def parse_values(self, values: list[str]) -> Any:
+        raise NotImplementedError
 
     def __call__(
         self,
@@ -106,38 +107,41 @@ class ImageAction(argparse.Action):
         values: Any,
         option_string: str | None = None,
     ) -> None:
+        item = self.parse_values(values)
+        setattr(namespace, self.dest, [*(getattr(namespace, self.dest, None) or []), item])
+
+
+class ImageAction(_RepeatedValuesAction):
+    """`--image PATH FRAME_IDX STRENGTH [CRF]`, repeatable; appends an ImageConditioningInput."""
+
+    display_metavar = "PATH FRAME_IDX STRENGTH [CRF]"
+
+    def parse_values(self, values: list[str]) -> ImageConditioningInput:
         if len(values) not in (3, 4):
             raise argparse.ArgumentError(
                 self, f"takes 3 or 4 values (PATH FRAME_IDX STRENGTH [CRF]); got {len(values)}: {values}"
             )
-        image = ImageConditioningInput(
+        return ImageConditioningInput(
             path=Path(values[0]).expanduser(),
             frame_idx=_number(self, "FRAME_IDX", values[1], int),
             strength=_number(self, "STRENGTH", values[2], float),
             crf=_number(self, "CRF", values[3], int) if len(values) == 4 else None,
         )
-        setattr(namespace, self.dest, [*(getattr(namespace, self.dest, None) or []), image])
 
 
-class LoraAction(argparse.Action):
+class LoraAction(_RepeatedValuesAction):
     """`--lora PATH [STRENGTH]`, repeatable; appends a LoraInput (strength defaults to 1.0)."""
 
     display_metavar = "PATH [STRENGTH]"
 
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: Any,
-        option_string: str | None = None,
-    ) -> None:
+    def parse_values(self, values: list[str]) -> LoraInput:
         if len(values) not in (1, 2):
             raise argparse.ArgumentError(
                 self, f"takes PATH and an optional STRENGTH; got {len(values)} values: {values}"
             )
         strength = _number(self, "STRENGTH", values[1], float) if len(values) == 2 else DEFAULT_LORA_STRENGTH
         path = values[0] if is_hf_path(values[0]) else Path(values[0]).expanduser()
-        setattr(namespace, self.dest, [*(getattr(namespace, self.dest, None) or []), LoraInput(path, strength)])
+        return LoraInput(path, strength)
 
 
 def add_model_args(parser: argparse.ArgumentParser, *, distilled: bool) -> argparse.ArgumentParser:

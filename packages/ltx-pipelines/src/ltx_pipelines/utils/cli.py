@@ -40,13 +40,46 @@ logger = logging.getLogger(__name__)
 # The demo's random tiny models give noise at any size: keep it small so it runs in seconds on a CPU.
 DEMO_SIZE = {"height": 128, "width": 192, "num_frames": 17}
 
-REAL_WEIGHTS_HELP = """\
-Demo weights are random: the output is noise. For real videos, download the released files, e.g.
-  hf download Lightricks/LTX-2.3 ltx-2.3-22b-distilled-1.1.safetensors \
-      ltx-2.3-spatial-upscaler-x2-1.1.safetensors --local-dir models/ltx-2.3
-  hf download google/gemma-3-12b-it-qat-q4_0-unquantized --local-dir models/gemma-3-12b
-and pass them with --distilled-checkpoint-path, --spatial-upsampler-path and --gemma-root
-(hf://<org>/<repo>/<file> paths work too)."""
+@dataclass(frozen=True)
+class CliLayout:
+    """Which shared flag groups a pipeline's command line has (and so which model files it takes)."""
+
+    distilled: bool
+    """The checkpoint flag is `--distilled-checkpoint-path` (else `--checkpoint-path`)."""
+    two_stage: bool
+    """`--spatial-upsampler-path`, and output sizes in multiples of 64."""
+    guidance: bool
+    distilled_lora: bool
+    sampling_steps: bool
+
+    def real_weights_help(self) -> str:
+        """What to download (the released file names) and pass instead of the demo's random weights."""
+        if self.distilled:
+            files = ["ltx-2.3-22b-distilled-1.1.safetensors"]
+            flags = ["--distilled-checkpoint-path"]
+        else:
+            files = ["ltx-2.3-22b-dev.safetensors"]
+            flags = ["--checkpoint-path"]
+        if self.two_stage:
+            files.append("ltx-2.3-spatial-upscaler-x2-1.1.safetensors")
+            flags.append("--spatial-upsampler-path")
+        if self.distilled_lora:
+            files.append("ltx-2.3-22b-distilled-lora-384-1.1.safetensors")
+            flags.append("--distilled-lora")
+        flags.append("--gemma-root")
+        names = " \\\n      ".join(files)
+        return (
+            "Demo weights are random: the output is noise. For real videos, download the released files, e.g.\n"
+            f"  hf download Lightricks/LTX-2.3 {names} --local-dir models/ltx-2.3\n"
+            "  hf download google/gemma-3-12b-it-qat-q4_0-unquantized --local-dir models/gemma-3-12b\n"
+            f"and pass them with {', '.join(flags[:-1])} and {flags[-1]}\n"
+            "(hf://<org>/<repo>/<file> paths work too)."
+        )
+
+
+DISTILLED_LAYOUT = CliLayout(distilled=True, two_stage=True, guidance=False, distilled_lora=False, sampling_steps=False)
+ONE_STAGE_LAYOUT = CliLayout(distilled=False, two_stage=False, guidance=True, distilled_lora=False, sampling_steps=True)
+TWO_STAGE_LAYOUT = CliLayout(distilled=False, two_stage=True, guidance=True, distilled_lora=True, sampling_steps=True)
 
 
 @dataclass(frozen=True)
@@ -96,33 +129,30 @@ class PipelineCli:
         *,
         prog: str,
         description: str | None,
-        distilled: bool,
-        two_stage: bool,
-        guidance: bool,
-        distilled_lora: bool,
-        sampling_steps: bool,
+        layout: CliLayout,
         extra_args: Callable[[argparse.ArgumentParser, PipelineDefaults], None] | None = None,
+        fixed_defaults: PipelineDefaults | None = None,
     ) -> None:
+        """`fixed_defaults`: the defaults the flags show and use whatever the checkpoint's generation
+        (else those of the generation the checkpoint flag names)."""
         self.prog = prog
         self.description = description
-        self.distilled = distilled
-        self.two_stage = two_stage
-        self.guidance = guidance
-        self.distilled_lora = distilled_lora
-        self.sampling_steps = sampling_steps
+        self.layout = layout
         self.extra_args = extra_args
+        self.fixed_defaults = fixed_defaults
 
     def build_parser(self, defaults: PipelineDefaults) -> argparse.ArgumentParser:
+        layout = self.layout
         parser = make_parser(self.prog, self.description)
         add_common_args(parser, defaults)
-        add_model_args(parser, distilled=self.distilled)
-        if self.two_stage:
-            add_two_stage_args(parser, distilled_lora=self.distilled_lora)
+        add_model_args(parser, distilled=layout.distilled)
+        if layout.two_stage:
+            add_two_stage_args(parser, distilled_lora=layout.distilled_lora)
         add_lora_args(parser)
-        add_video_args(parser, defaults, two_stage=self.two_stage)
-        if self.sampling_steps:
+        add_video_args(parser, defaults, two_stage=layout.two_stage)
+        if layout.sampling_steps:
             add_sampling_args(parser, defaults)
-        if self.guidance:
+        if layout.guidance:
             add_guidance_args(parser, defaults)
         if self.extra_args is not None:
             self.extra_args(parser, defaults)
@@ -134,7 +164,7 @@ class PipelineCli:
         import sys
 
         argv = list(sys.argv[1:] if argv is None else argv)
-        defaults = defaults_from_argv(argv, distilled=self.distilled)
+        defaults = self.fixed_defaults or defaults_from_argv(argv, distilled=self.layout.distilled)
         parser = self.build_parser(defaults)
         args = parser.parse_args(argv)
         configure_logging(args.log_level)
@@ -169,23 +199,25 @@ class PipelineCli:
     def _use_demo_models(self, args: argparse.Namespace) -> None:
         from ltx_pipelines.demo_assets import ensure_demo_assets
 
-        logger.warning(REAL_WEIGHTS_HELP)
+        logger.warning(self.layout.real_weights_help())
         assets = ensure_demo_assets()
-        checkpoint_dest = "distilled_checkpoint_path" if self.distilled else "checkpoint_path"
+        checkpoint_dest = "distilled_checkpoint_path" if self.layout.distilled else "checkpoint_path"
         if getattr(args, checkpoint_dest, None) is None:
             setattr(args, checkpoint_dest, str(assets.checkpoint))
         if getattr(args, "gemma_root", None) is None:
             args.gemma_root = str(assets.gemma_root)
-        if self.two_stage and getattr(args, "spatial_upsampler_path", None) is None:
+        if self.layout.two_stage and getattr(args, "spatial_upsampler_path", None) is None:
             args.spatial_upsampler_path = str(assets.spatial_upsampler)
         # Pipelines with a distilled LoRA run the demo's stage 2 without one (validation allows it).
 
     def write(self, run: ParsedRun, generation: Generation) -> Path:
-        files = {
+        # Only the files this run used: a pipeline without an upsampler does not list one as null.
+        given = {
             "checkpoint": run.config.checkpoint_path,
             "spatial_upsampler": run.config.spatial_upsampler_path,
             "gemma_root": run.config.gemma_root,
         }
+        files = {role: path for role, path in given.items() if path is not None}
         for i, lora in enumerate(run.config.loras):
             files[f"lora_{i}"] = Path(lora.path)
         if run.config.distilled_lora is not None:
@@ -201,7 +233,7 @@ class PipelineCli:
             overwrite=run.config.overwrite,
         )
         if run.config.demo:
-            logger.warning("demo output written to %s. %s", path, REAL_WEIGHTS_HELP)
+            logger.warning("demo output written to %s. %s", path, self.layout.real_weights_help())
         return path
 
 

@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import ClassVar
 
 import torch
+from torch import nn
 
 from ltx_core.components.guiders import MultiModalGuiderParams
 from ltx_core.loader import LoraSpec
+from ltx_core.model.transformer import X0Model
 from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.text_encoders.gemma.prompt_encoding import context_row
@@ -26,10 +28,10 @@ from ltx_core.types import VideoPixelShape
 from ltx_pipelines.utils.cli import ParsedRun, PipelineCli, encode_prompt, gc_skips_loaded_modules
 from ltx_pipelines.utils.defaults import DEFAULT_NEGATIVE_PROMPT, PipelineDefaults, defaults_for_checkpoint
 from ltx_pipelines.utils.generation import Generation
-from ltx_pipelines.utils.loaded_stages import decode_audio_from_checkpoint, decoded_video_frames
+from ltx_pipelines.utils.loaded_stages import contexts_on, decoded_generation
 from ltx_pipelines.utils.model_loading import Placement
 from ltx_pipelines.utils.noise import NoiseSource, SeededNoise
-from ltx_pipelines.utils.stages import ImageCondition
+from ltx_pipelines.utils.stages import GuidedDenoiser, ImageCondition, guided_denoiser
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +47,16 @@ class GuidanceSettings:
     def __post_init__(self) -> None:
         if self.num_inference_steps < 1:
             raise ValueError(f"num_inference_steps must be at least 1, got {self.num_inference_steps}")
+
+
+@dataclass(frozen=True)
+class GuidedInputs:
+    """What a guided stage takes besides the model: the run's settings and both prompts' contexts,
+    already where (and in the dtype) the transformer runs."""
+
+    settings: GuidanceSettings
+    positive: TextContexts
+    negative: TextContexts | None
 
 
 @dataclass(frozen=True)
@@ -131,6 +143,32 @@ class GuidedPipeline(ABC):
             audio=defaults.audio_guidance if audio_guidance is None else audio_guidance,
         )
 
+    def guided_inputs(
+        self,
+        contexts: TextContexts,
+        negative_contexts: TextContexts | None,
+        num_inference_steps: int | None,
+        video_guidance: MultiModalGuiderParams | None,
+        audio_guidance: MultiModalGuiderParams | None,
+    ) -> GuidedInputs:
+        """The run's settings (None: the generation defaults) and both contexts placed for the transformer."""
+        return GuidedInputs(
+            settings=self.guidance_settings(num_inference_steps, video_guidance, audio_guidance),
+            positive=contexts_on(contexts, self.placement),
+            negative=None if negative_contexts is None else contexts_on(negative_contexts, self.placement),
+        )
+
+    def guided_stage_denoiser(self, transformer: nn.Module, inputs: GuidedInputs) -> GuidedDenoiser:
+        """The guided denoiser of a stage over `transformer` (an x0 model is made of it)."""
+        return guided_denoiser(
+            X0Model(transformer),
+            inputs.positive,
+            inputs.negative,
+            inputs.settings.video,
+            inputs.settings.audio,
+            max_batch_size=self.max_batch_size,
+        )
+
     def output_shape(self, height: int, width: int, num_frames: int, frame_rate: float) -> VideoPixelShape:
         shape = VideoPixelShape(1, num_frames, height, width, frame_rate)
         shape.check(spatial_multiple=self.spatial_multiple)
@@ -215,16 +253,14 @@ class GuidedPipeline(ABC):
         latents: dict[str, torch.Tensor],
     ) -> Generation:
         """The Generation of a finished run: audio decoded now, video frames decoded as consumed."""
-        waveform, sample_rate = decode_audio_from_checkpoint(self.checkpoint_path, self.placement, audio_latent)
-        return Generation(
-            frames=decoded_video_frames(self.checkpoint_path, self.placement, video_latent, self.tiling, noise),
-            num_frames=shape.frames,
-            height=shape.height,
-            width=shape.width,
-            frame_rate=shape.fps,
-            audio=waveform,
-            audio_sample_rate=sample_rate,
-            prompt="",
+        return decoded_generation(
+            self.checkpoint_path,
+            self.placement,
+            shape,
+            video_latent,
+            audio_latent,
+            tiling=self.tiling,
+            noise=noise,
             latents=latents,
         )
 

@@ -22,6 +22,7 @@ from ltx_core.model.video_vae import VIDEO_DECODER, VIDEO_ENCODER
 from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
+from ltx_pipelines.utils.generation import Generation
 from ltx_pipelines.utils.model_loading import Placement, loaded, release
 from ltx_pipelines.utils.noise import NoiseSource
 from ltx_pipelines.utils.stages import (
@@ -96,6 +97,32 @@ def decoded_video_frames(
         yield from decode_video_frames(decoder, video_latent, tiling, noise)
     finally:
         release(decoder)
+
+
+def decoded_generation(
+    checkpoint: Path,
+    placement: Placement,
+    shape: VideoPixelShape,
+    video_latent: torch.Tensor,
+    audio_latent: torch.Tensor,
+    *,
+    tiling: TilingConfig | None,
+    noise: NoiseSource,
+    latents: dict[str, torch.Tensor],
+) -> Generation:
+    """The Generation of a finished run: audio decoded now, video frames decoded as they are consumed."""
+    waveform, sample_rate = decode_audio_from_checkpoint(checkpoint, placement, audio_latent)
+    return Generation(
+        frames=decoded_video_frames(checkpoint, placement, video_latent, tiling, noise),
+        num_frames=shape.frames,
+        height=shape.height,
+        width=shape.width,
+        frame_rate=shape.fps,
+        audio=waveform,
+        audio_sample_rate=sample_rate,
+        prompt="",
+        latents=latents,
+    )
 
 
 def contexts_on(contexts: TextContexts, placement: Placement) -> TextContexts:
