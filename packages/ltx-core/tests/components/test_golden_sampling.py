@@ -118,6 +118,7 @@ def test_diffusion_steps(fx, assert_golden_close):
         assert int(index) in indices, f"{key}: index not in params.step_indices"
         found.append((name, int(index), key))
     assert found, "no step outputs in the fixture"
+    assert {index for _, index, _ in found} == indices, "some params.step_indices have no step outputs"
     sigmas, sample, denoised, noise = (fx[f"step.{k}"] for k in ("sigmas", "sample", "denoised", "noise"))
     for name, index, key in sorted(found):
         got = _parse_step_name(name).step(sample, denoised, sigmas, index, noise)

@@ -33,12 +33,12 @@ def embeddings(golden_checkpoint, golden_gemma):
 
 
 def _expected_widths(checkpoint) -> tuple[int, int]:
-    """Context widths = connector widths (audio connector fields fall back to the video ones)."""
+    """Context widths the transformer takes: the attention widths when the text stage projects them
+    (LTX-2.3 path, `caption_proj_before_connector`), else `caption_channels` for both modalities."""
     t = read_checkpoint_config(checkpoint, "transformer")
-    video = t["connector_num_attention_heads"] * t["connector_attention_head_dim"]
-    audio_heads = t.get("audio_connector_num_attention_heads", t["connector_num_attention_heads"])
-    audio_dim = t.get("audio_connector_attention_head_dim", t["connector_attention_head_dim"])
-    return video, audio_heads * audio_dim
+    if t.get("caption_proj_before_connector"):
+        return t["cross_attention_dim"], t["audio_cross_attention_dim"]
+    return t["caption_channels"], t["caption_channels"]
 
 
 @pytest.mark.golden
@@ -85,7 +85,8 @@ def test_gemma_of_the_wrong_width_does_not_fit_the_checkpoint(golden_checkpoint,
     hidden, layers = golden_gemma_sizes
     folder = build_tiny_gemma_folder(tmp_path / "narrow", hidden_size=hidden + 8, num_layers=layers)
     gemma = GemmaTextEncoder.from_folder(folder, dtype=torch.float32, device="cpu", max_length=128)
-    with pytest.raises(CheckpointError, match="shape"):
+    # Either the connector width check (LTX-2 text path) or the loader's shape check (LTX-2.3) names it.
+    with pytest.raises(CheckpointError, match="does not fit|do not fit"):
         build_text_embeddings(golden_checkpoint, gemma, device="cpu")
 
 

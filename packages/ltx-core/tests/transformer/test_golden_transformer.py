@@ -24,6 +24,8 @@ pytestmark = pytest.mark.golden
 
 # What each case of the fixture schema does (shapes, blocks and flags come from the fixture itself).
 _MASKED_CASES = {"mid"}
+_PLAIN_CASES = {"full", "video_only", "audio_only"}
+_KNOWN_CASES = _MASKED_CASES | _PLAIN_CASES | {"stg", "isolated"}
 
 
 def _case_perturbations(case: str, params: dict, batch: int) -> BatchedPerturbationConfig | None:
@@ -66,6 +68,8 @@ def test_every_case_matches_reference(golden_fixture, av_model, assert_golden_cl
     fx = golden_fixture("fx_transformer")
     cases = list(fx.params["cases"])
     assert cases, "fixture lists no cases"
+    # A case this test does not know would otherwise run unperturbed and unmasked, and fail obscurely.
+    assert set(cases) <= _KNOWN_CASES, f"unknown transformer cases {sorted(set(cases) - _KNOWN_CASES)}"
     assert av_model.num_blocks == fx.params["num_blocks"]
     x0_model = X0Model(av_model)
     for case in cases:

@@ -27,19 +27,33 @@ def tiny_gemma_root(golden_dir: Path, tmp_path_factory: pytest.TempPathFactory) 
     from ltx_core.text_encoders.gemma import build_tiny_gemma_folder
 
     text = json.loads((golden_dir / "gemma_config.json").read_text())["text_config"]
+    # Only the hidden size and layer count must match the checkpoint; the head count is optional there.
+    heads = {"num_attention_heads": int(text["num_attention_heads"])} if "num_attention_heads" in text else {}
     return build_tiny_gemma_folder(
         tmp_path_factory.mktemp("gemma") / "gemma-3-tiny",
         hidden_size=int(text["hidden_size"]),
         num_layers=int(text["num_hidden_layers"]),
-        num_attention_heads=int(text["num_attention_heads"]),
         seed=0,
+        **heads,
     )
 
 
 @pytest.fixture(scope="session")
 def golden_spatial_upsampler(golden_dir: Path, golden_manifest: dict) -> Path:
-    """The golden set's x2 spatial upsampler file."""
-    return golden_dir / golden_manifest["spatial_upsamplers"]["x2"]["file"]
+    """The golden set's x2 spatial upsampler file (the one the two-stage pipelines use between stages),
+    picked by its config rather than by its name in the manifest."""
+    upsamplers = golden_manifest["spatial_upsamplers"]
+
+    def is_spatial_x2(config: dict) -> bool:  # the upsampler config defaults: spatial, scale 2
+        spatial = config.get("spatial_upsample", True) and not config.get("temporal_upsample", False)
+        return bool(spatial) and float(config.get("spatial_scale", 2.0)) == 2.0
+
+    x2 = {name: entry["file"] for name, entry in upsamplers.items() if is_spatial_x2(entry["config"])}
+    assert x2, f"the golden set has no x2 spatial upsampler: {sorted(upsamplers)}"
+    if len(x2) > 1:  # several x2 files: the one named x2 is the pipeline's
+        assert "x2" in x2, f"several x2 spatial upsamplers and none named 'x2': {sorted(x2)}"
+        return golden_dir / x2["x2"]
+    return golden_dir / next(iter(x2.values()))
 
 
 @pytest.fixture(scope="session")

@@ -7,6 +7,8 @@ and the waveform are compared. Shapes, sigmas and tiling come from the fixture i
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import pytest
 import torch
 
@@ -36,23 +38,35 @@ def test_distilled_sigma_constants_match_the_fixture(fx):
     torch.testing.assert_close(stage_2_distilled_sigmas(), torch.tensor(fx.params["stage_2_sigmas"]), rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("run_index", [0, 1])
-def test_distilled_pipeline_replays_the_reference(fx, golden_dir, golden_manifest, assert_golden_close, run_index):
-    runs = _runs(fx)
-    if run_index >= len(runs):
-        pytest.skip(f"fixture has {len(runs)} run(s)")
-    run = runs[run_index]
+@dataclass
+class RecordingNoise:
+    """Replays the stored noise and records which draws the pipeline made, in order."""
+
+    replay: ReplayedNoise
+    drawn: list[str] = field(default_factory=list)
+
+    def __call__(self, name: str, shape, *, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+        self.drawn.append(name)
+        return self.replay(name, shape, device=device, dtype=dtype)
+
+
+def test_distilled_pipeline_replays_the_reference(fx, golden_dir, golden_spatial_upsampler, assert_golden_close):
+    """Every run of the set (however many, with or without an image) in one test, so none is left out."""
     p = fx.params
-    upsampler = golden_dir / golden_manifest["spatial_upsamplers"]["x2"]["file"]
     pipeline = DistilledPipeline(
         golden_dir / "checkpoint.safetensors",
-        upsampler,
+        golden_spatial_upsampler,
         gemma_root=None,
         device="cpu",
         dtype=torch.float32,
         tiling=TilingConfig.from_dict(p["tiling_config"]),
         progress=False,
     )
+    for run in _runs(fx):
+        _check_run(fx, p, pipeline, run, assert_golden_close)
+
+
+def _check_run(fx, p, pipeline, run, assert_golden_close) -> None:
     images = []
     if f"{run}.image_stage_1" in fx:
         stage_1, stage_2 = fx[f"{run}.image_stage_1"], fx[f"{run}.image_stage_2"]
@@ -67,7 +81,8 @@ def test_distilled_pipeline_replays_the_reference(fx, golden_dir, golden_manifes
     contexts = TextContexts(
         video=video_context, audio=audio_context, mask=torch.ones(video_context.shape[:2], dtype=torch.int64)
     )
-    noise = ReplayedNoise(fx.tensors, prefix=f"{run}.noise.")
+    prefix = f"{run}.noise."
+    noise = RecordingNoise(ReplayedNoise(fx.tensors, prefix=prefix))
     generation = pipeline.generate_from_contexts(
         contexts,
         height=p["height"],
@@ -92,3 +107,12 @@ def test_distilled_pipeline_replays_the_reference(fx, golden_dir, golden_manifes
         assert list(frames.shape) == p[f"{run}.video_frames_shape"]
     assert generation.audio_sample_rate == p[f"{run}.audio_sampling_rate"]
     assert_golden_close(generation.audio, fx[f"{run}.audio_waveform"], name=f"{run}.audio_waveform")
+
+    # Every stored draw was used exactly once (e.g. `decoder.<i>` of a timestep-conditioned decoder),
+    # in the reference's order, the decoder's last.
+    stored = {k[len(prefix) :] for k in fx.tensors if k.startswith(prefix)}
+    assert sorted(noise.drawn) == sorted(stored), f"{run}: drew {noise.drawn}, stored {sorted(stored)}"
+    listed = p[f"{run}.generator_draws"]
+    assert [d for d in noise.drawn if d in listed] == [d for d in listed if d in stored], f"{run}: draw order"
+    decoder = [i for i, d in enumerate(noise.drawn) if d.startswith("decoder.")]
+    assert decoder == list(range(len(noise.drawn) - len(decoder), len(noise.drawn))), f"{run}: decoder noise last"

@@ -22,7 +22,7 @@ MAINS = {
 
 
 @pytest.fixture
-def files(tmp_path, golden_dir, golden_checkpoint, golden_manifest) -> dict[str, Path]:
+def files(tmp_path, golden_checkpoint, golden_spatial_upsampler) -> dict[str, Path]:
     """Golden model files, a Gemma-shaped folder (validation only looks at its file names) and a LoRA."""
     gemma = tmp_path / "gemma"
     gemma.mkdir()
@@ -38,7 +38,7 @@ def files(tmp_path, golden_dir, golden_checkpoint, golden_manifest) -> dict[str,
     )
     return {
         "checkpoint": golden_checkpoint,
-        "upsampler": golden_dir / golden_manifest["spatial_upsamplers"]["x2"]["file"],
+        "upsampler": golden_spatial_upsampler,
         "gemma": gemma,
         "lora": lora,
         "out": tmp_path / "out" / "video.mp4",

@@ -65,9 +65,11 @@ def test_unrecognised_files(tmp_path, model_files):
 
 
 @pytest.mark.golden
-def test_released_layout_files(golden_dir, golden_checkpoint):
+def test_released_layout_files(golden_dir, golden_checkpoint, golden_manifest):
     assert detect_checkpoint_kind(golden_checkpoint).kind == "ltx_checkpoint"
-    for upsampler in sorted(golden_dir.glob("spatial_upsampler_*.safetensors")):
+    upsamplers = [golden_dir / entry["file"] for entry in golden_manifest["spatial_upsamplers"].values()]
+    assert upsamplers, "the golden manifest lists no spatial upsampler"
+    for upsampler in upsamplers:
         info = check_checkpoint_kind(upsampler, "upsampler")
         assert "spatial" in info.description
     with pytest.raises(CheckpointError, match="single-file model checkpoint"):

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ltx_core.loader import TEXT_EMBEDDINGS_KEYS, ComponentSpec
+from ltx_core.loader import TEXT_EMBEDDINGS_KEYS, CheckpointError, ComponentSpec
 from ltx_core.model.transformer.config import rope_settings, uses_v2_text_path
 from ltx_core.text_encoders.gemma.connector import ConnectorConfig, EmbeddingsConnector
 from ltx_core.text_encoders.gemma.feature_extractor import (
@@ -177,9 +177,11 @@ def configure_embeddings_processor(
         if (name == "audio" and not with_audio) or width == cfg.dim:
             continue
         prefix = "connector_" if name == "video" else "audio_connector_"
-        raise ValueError(
-            f"the {name} connector is {cfg.heads} heads x {cfg.head_dim} = {cfg.dim} wide ({prefix}num_attention_heads"
-            f" x {prefix}attention_head_dim) but its features are {width} wide"
+        # Usually a Gemma folder of another size than the one the checkpoint was trained with.
+        raise CheckpointError(
+            f"the text features do not fit the checkpoint: the {name} connector is {cfg.heads} heads x "
+            f"{cfg.head_dim} = {cfg.dim} wide ({prefix}num_attention_heads x {prefix}attention_head_dim) but the "
+            f"features are {width} wide (Gemma hidden size {gemma_hidden_size})"
         )
     return EmbeddingsProcessor(
         extractor, EmbeddingsConnector(video_cfg), EmbeddingsConnector(audio_cfg) if with_audio else None
