@@ -81,3 +81,13 @@ def test_timestep_shape_is_checked(make_vae):
         decoder(torch.zeros(1, 8, 1, 1, 1), timestep=torch.tensor([0.1, 0.2]))
     with pytest.raises(ValueError, match="latent's shape \\(1, 8, 1, 1, 1\\), got \\(1, 8, 2, 1, 1\\)"):
         decoder(torch.zeros(1, 8, 1, 1, 1), noise=torch.zeros(1, 8, 2, 1, 1))
+
+
+def test_reflect_padding_needs_two_latent_cells_per_axis(make_vae):
+    encoder, decoder = make_vae(spatial_padding_mode="reflect")
+    with pytest.raises(ValueError, match="height must be at least 64 .*reflect.*got 32"):
+        encoder(torch.zeros(1, 3, 9, 32, 64))
+    with pytest.raises(ValueError, match="at least 2 x 2"):
+        decoder(torch.zeros(1, decoder.config.latent_channels, 2, 1, 2))
+    # Two cells per axis are enough.
+    assert encoder(torch.zeros(1, 3, 9, 64, 64)).shape[-2:] == (2, 2)

@@ -86,6 +86,10 @@ class VideoDecoder(nn.Module):
             raise ValueError(f"video decoder input must be a non-empty (B, C, F', H', W') latent, got {tuple(shape)}")
         if shape[1] != self.config.latent_channels:
             raise ValueError(f"video decoder input must have {self.config.latent_channels} channels, got {shape[1]}")
+        if self.config.decoder_padding == "reflect" and min(shape[3:]) < 2:
+            raise ValueError(
+                f"this video decoder pads by reflection and needs a latent at least 2 x 2 in space, got {tuple(shape)}"
+            )
 
     def pixel_shape(self, latent_shape: Sequence[int]) -> tuple[int, int, int, int, int]:
         batch, _, frames, height, width = latent_shape

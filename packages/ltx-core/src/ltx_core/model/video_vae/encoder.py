@@ -67,6 +67,9 @@ class VideoEncoder(nn.Module):
         for name, value, factor in (("height", height, self.scale.height), ("width", width, self.scale.width)):
             if value < factor or value % factor:
                 raise ValueError(f"{name} must be a positive multiple of {factor}, got {value}")
+            # Reflect padding needs at least 2 cells on the smallest (latent) grid.
+            if self.config.encoder_padding == "reflect" and value < 2 * factor:
+                raise ValueError(f"{name} must be at least {2 * factor} for this VAE (reflect padding), got {value}")
 
     def forward(self, pixels: torch.Tensor) -> torch.Tensor:
         """Pixels in [-1, 1] -> normalized latent means, in the input's dtype."""
