@@ -496,3 +496,15 @@ def test_demo_writes_a_video_marked_random_and_reuses_its_cache(tmp_path, monkey
     assert main(["--demo", "--prompt", "a cat", "--output-path", str(second), "--log-level", "WARNING"]) == 0
     assert {p: p.stat().st_mtime_ns for p in cache.rglob("*") if p.is_file()} == stamps
     np.testing.assert_array_equal(decode_mp4(second).frames, decoded.frames)
+
+
+@pytest.mark.golden
+@pytest.mark.slow
+def test_enhance_prompt_encodes_and_records_gemmas_rewrite(base_run, runner):
+    enhanced = runner.run("enhanced", "--enhance-prompt")
+    assert enhanced.sidecar["parameters"]["enhance_prompt"] is True
+    rewritten = enhanced.sidecar["prompt"]
+    assert isinstance(rewritten, str) and rewritten.strip()
+    assert rewritten != PROMPT
+    # The rewritten prompt is what was encoded, so the video differs from the plain prompt's.
+    assert _mean_abs_difference(enhanced.decoded, base_run.decoded) > 0
