@@ -15,13 +15,13 @@ import torch
 _REPO_ROOT = Path(__file__).resolve().parent
 
 
-def find_golden_dir() -> Path | None:
-    """`LTX_GOLDEN_DIR` when set, else `<repo>/../shared/golden`, else None."""
+VENDORED_GOLDEN_DIR = _REPO_ROOT / "tests" / "golden"
+
+
+def find_golden_dir() -> Path:
+    """`LTX_GOLDEN_DIR` when set (another fixture set of the same schema), else the vendored set."""
     env = os.environ.get("LTX_GOLDEN_DIR")
-    if env:
-        return Path(env)
-    candidate = _REPO_ROOT.parent / "shared" / "golden"
-    return candidate if candidate.is_dir() else None
+    return Path(env) if env else VENDORED_GOLDEN_DIR
 
 
 @dataclass(frozen=True)
@@ -72,8 +72,9 @@ def assert_close_to_golden(
 @pytest.fixture(scope="session")
 def golden_dir() -> Path:
     d = find_golden_dir()
-    if d is None or not d.is_dir():
-        pytest.skip("golden fixtures not found: set LTX_GOLDEN_DIR or place them at <repo>/../shared/golden")
+    if not (d / "manifest.json").is_file():
+        # A wrong LTX_GOLDEN_DIR must fail loudly, not turn every parity test into a skip.
+        pytest.fail(f"golden fixture folder {d} has no manifest.json (set by LTX_GOLDEN_DIR, else tests/golden)", pytrace=False)
     return d
 
 

@@ -40,7 +40,7 @@ MODES = {
 
 def _keys_json() -> Path:
     golden = os.environ.get("LTX_GOLDEN_DIR")
-    root = Path(golden) if golden else Path(__file__).resolve().parents[1].parent / "shared" / "golden"
+    root = Path(golden) if golden else Path(__file__).resolve().parents[1] / "tests" / "golden"
     return root / "ltx-2.3-22b-keys.json"
 
 
