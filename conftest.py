@@ -74,7 +74,7 @@ def golden_dir() -> Path:
     d = find_golden_dir()
     if not (d / "manifest.json").is_file():
         # A wrong LTX_GOLDEN_DIR must fail loudly, not turn every parity test into a skip.
-        pytest.fail(f"golden fixture folder {d} has no manifest.json (set by LTX_GOLDEN_DIR, else tests/golden)", pytrace=False)
+        pytest.fail(f"golden fixture folder {d} has no manifest.json (LTX_GOLDEN_DIR or tests/golden)", pytrace=False)
     return d
 
 

@@ -22,17 +22,18 @@ from ltx_core.model.transformer import AV_TRANSFORMER, X0Model
 from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
-from ltx_pipelines.utils.cli import DISTILLED_LAYOUT, PipelineCli, encode_prompt, gc_skips_loaded_modules
-from ltx_pipelines.utils.generation import Generation
-from ltx_pipelines.utils.loaded_stages import (
+from ltx_pipelines.cli.runner import DISTILLED_LAYOUT, PipelineCli, gc_skips_loaded_modules
+from ltx_pipelines.engine.generation import Generation
+from ltx_pipelines.engine.loaded_stages import (
     contexts_on,
     decoded_generation,
     encode_conditioning_images,
     upsample_between_stages,
 )
-from ltx_pipelines.utils.model_loading import Placement, loaded
-from ltx_pipelines.utils.noise import NoiseSource, SeededNoise
-from ltx_pipelines.utils.stages import ImageCondition, run_denoising_stage
+from ltx_pipelines.engine.model_loading import Placement, loaded
+from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
+from ltx_pipelines.engine.prompts import encode_prompt
+from ltx_pipelines.engine.stages import ImageCondition, run_denoising_stage
 
 logger = logging.getLogger(__name__)
 

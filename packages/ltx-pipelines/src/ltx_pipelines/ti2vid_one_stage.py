@@ -16,14 +16,14 @@ from ltx_core.components.guiders import MultiModalGuiderParams
 from ltx_core.components.schedulers import LTX2Scheduler
 from ltx_core.model.transformer import AV_TRANSFORMER
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
-from ltx_pipelines.utils.args import add_max_batch_size_arg
-from ltx_pipelines.utils.cli import ONE_STAGE_LAYOUT, ParsedRun, PipelineCli
-from ltx_pipelines.utils.generation import Generation
-from ltx_pipelines.utils.guided_pipeline import GuidedPipeline, run_guided_cli
-from ltx_pipelines.utils.loaded_stages import encode_conditioning_images
-from ltx_pipelines.utils.model_loading import loaded
-from ltx_pipelines.utils.noise import NoiseSource
-from ltx_pipelines.utils.stages import ImageCondition, run_denoising_stage
+from ltx_pipelines.cli.args import add_max_batch_size_arg
+from ltx_pipelines.cli.runner import ONE_STAGE_LAYOUT, ParsedRun, PipelineCli, run_guided_cli
+from ltx_pipelines.engine.generation import Generation
+from ltx_pipelines.engine.guided import GuidedPipeline
+from ltx_pipelines.engine.loaded_stages import encode_conditioning_images
+from ltx_pipelines.engine.model_loading import loaded
+from ltx_pipelines.engine.noise import NoiseSource
+from ltx_pipelines.engine.stages import ImageCondition, run_denoising_stage
 
 
 class TI2VidOneStagePipeline(GuidedPipeline):

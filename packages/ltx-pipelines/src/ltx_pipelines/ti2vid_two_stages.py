@@ -25,14 +25,14 @@ from ltx_core.model.transformer import AV_TRANSFORMER, X0Model
 from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
-from ltx_pipelines.utils.args import add_max_batch_size_arg
-from ltx_pipelines.utils.cli import TWO_STAGE_LAYOUT, ParsedRun, PipelineCli
-from ltx_pipelines.utils.generation import Generation
-from ltx_pipelines.utils.guided_pipeline import GuidanceSettings, GuidedPipeline, run_guided_cli
-from ltx_pipelines.utils.loaded_stages import encode_conditioning_images, upsample_between_stages
-from ltx_pipelines.utils.model_loading import loaded
-from ltx_pipelines.utils.noise import NoiseSource
-from ltx_pipelines.utils.stages import ImageCondition, SamplingLoop, run_denoising_stage
+from ltx_pipelines.cli.args import add_max_batch_size_arg
+from ltx_pipelines.cli.runner import TWO_STAGE_LAYOUT, ParsedRun, PipelineCli, run_guided_cli
+from ltx_pipelines.engine.generation import Generation
+from ltx_pipelines.engine.guided import GuidanceSettings, GuidedPipeline
+from ltx_pipelines.engine.loaded_stages import encode_conditioning_images, upsample_between_stages
+from ltx_pipelines.engine.model_loading import loaded
+from ltx_pipelines.engine.noise import NoiseSource
+from ltx_pipelines.engine.stages import ImageCondition, SamplingLoop, run_denoising_stage
 
 logger = logging.getLogger(__name__)
 

@@ -23,18 +23,18 @@ from ltx_core.components.schedulers import LTX2Scheduler
 from ltx_core.loader import LoraSpec
 from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.types import VideoLatentShape, VideoPixelShape
-from ltx_pipelines.ti2vid_two_stages import TI2VidTwoStagesPipeline
-from ltx_pipelines.utils.args import add_hq_lora_strength_args, add_max_batch_size_arg
-from ltx_pipelines.utils.cli import TWO_STAGE_LAYOUT, ParsedRun, PipelineCli
-from ltx_pipelines.utils.defaults import (
+from ltx_pipelines.cli.args import add_hq_lora_strength_args, add_max_batch_size_arg
+from ltx_pipelines.cli.runner import TWO_STAGE_LAYOUT, ParsedRun, PipelineCli, run_guided_cli
+from ltx_pipelines.engine.defaults import (
     DEFAULT_LORA_STRENGTH,
     HQ_DISTILLED_LORA_STRENGTH_STAGE_1,
     HQ_DISTILLED_LORA_STRENGTH_STAGE_2,
     LTX_2_3_HQ_DEFAULTS,
     PipelineDefaults,
 )
-from ltx_pipelines.utils.guided_pipeline import GuidanceSettings, run_guided_cli
-from ltx_pipelines.utils.stages import SamplingLoop
+from ltx_pipelines.engine.guided import GuidanceSettings
+from ltx_pipelines.engine.stages import SamplingLoop
+from ltx_pipelines.ti2vid_two_stages import TI2VidTwoStagesPipeline
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from safetensors.torch import load_file
 
 import ltx_pipelines.demo_assets as demo_assets
 from ltx_pipelines.demo_assets import DemoAssets, ensure_demo_assets
-from ltx_pipelines.utils.checkpoint_kind import check_checkpoint_kind
+from ltx_pipelines.engine.checkpoint_kind import check_checkpoint_kind
 
 pytestmark = pytest.mark.slow
 

@@ -21,10 +21,10 @@ import pytest
 import torch
 
 import ltx_pipelines.distilled as distilled
-import ltx_pipelines.utils.loaded_stages as loaded_stages
+import ltx_pipelines.engine.loaded_stages as loaded_stages
 from ltx_core.loader import read_safetensors_header
 from ltx_pipelines.distilled import DistilledPipeline, main
-from ltx_pipelines.utils.generation import Generation
+from ltx_pipelines.engine.generation import Generation
 
 HEIGHT, WIDTH, FRAMES, FPS, SEED = 128, 128, 9, 25, 7
 PROMPT = "A red fox trots across a snowy field while wind hisses through the pines."
@@ -240,7 +240,7 @@ def no_model_building(monkeypatch) -> None:
         raise ModelBuilt("a model was built before the input was validated")
 
     monkeypatch.setattr(distilled, "DistilledPipeline", refuse)
-    monkeypatch.setattr("ltx_pipelines.utils.model_loading.build_model", refuse)
+    monkeypatch.setattr("ltx_pipelines.engine.model_loading.build_model", refuse)
     monkeypatch.setattr("ltx_core.loader.build_model", refuse)
     monkeypatch.setattr("ltx_core.loader.builder.build_model", refuse)
     monkeypatch.setattr("ltx_core.text_encoders.gemma.text_encoder.GemmaTextEncoder.from_folder", refuse)
@@ -447,7 +447,7 @@ def test_failed_sidecar_write_leaves_no_video(runner, workdir, fake_pipeline, mo
     def disk_full(*args: Any, **kwargs: Any) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("ltx_pipelines.utils.generation.write_json_atomic", disk_full)
+    monkeypatch.setattr("ltx_pipelines.engine.generation.write_json_atomic", disk_full)
     with pytest.raises(OSError, match="No space"):
         main(runner.argv(workdir / "out" / "clip.mp4"))
     assert not any((workdir / "out").iterdir())

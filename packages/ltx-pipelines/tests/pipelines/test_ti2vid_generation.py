@@ -22,15 +22,14 @@ from ltx_core.model.video_vae import VIDEO_ENCODER
 from ltx_core.text_encoders.gemma.prompt_encoding import context_row
 from ltx_core.types import VideoLatentShape, VideoPixelShape
 from ltx_pipelines import ti2vid_one_stage, ti2vid_two_stages, ti2vid_two_stages_hq
+from ltx_pipelines.engine.defaults import LTX_2_3_HQ_DEFAULTS, defaults_for_checkpoint
+from ltx_pipelines.engine.model_loading import Placement
+from ltx_pipelines.engine.noise import SeededNoise
+from ltx_pipelines.engine.prompts import PromptPair, encode_prompt, encode_prompt_pair
+from ltx_pipelines.engine.stages import ImageCondition
 from ltx_pipelines.ti2vid_one_stage import TI2VidOneStagePipeline
 from ltx_pipelines.ti2vid_two_stages import TI2VidTwoStagesPipeline
 from ltx_pipelines.ti2vid_two_stages_hq import TI2VidTwoStagesHQPipeline
-from ltx_pipelines.utils.cli import encode_prompt
-from ltx_pipelines.utils.defaults import LTX_2_3_HQ_DEFAULTS, defaults_for_checkpoint
-from ltx_pipelines.utils.guided_pipeline import PromptPair, encode_prompt_pair
-from ltx_pipelines.utils.model_loading import Placement
-from ltx_pipelines.utils.noise import SeededNoise
-from ltx_pipelines.utils.stages import ImageCondition
 
 pytestmark = [pytest.mark.golden, pytest.mark.slow]
 

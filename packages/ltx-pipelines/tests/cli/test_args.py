@@ -10,7 +10,7 @@ import torch
 from PIL import Image
 
 from ltx_core.components.guiders import MultiModalGuiderParams
-from ltx_pipelines.utils.args import (
+from ltx_pipelines.cli.args import (
     ImageConditioningInput,
     LoraInput,
     RunConfig,
@@ -25,7 +25,7 @@ from ltx_pipelines.utils.args import (
     make_parser,
     validate_args,
 )
-from ltx_pipelines.utils.defaults import DEFAULT_NEGATIVE_PROMPT, LTX_2_DEFAULTS
+from ltx_pipelines.engine.defaults import DEFAULT_NEGATIVE_PROMPT, LTX_2_DEFAULTS
 
 
 def two_stage_parser(*, distilled: bool = False) -> argparse.ArgumentParser:

@@ -21,10 +21,10 @@ from PIL import Image, UnidentifiedImageError
 from ltx_core.components.guiders import MultiModalGuiderParams
 from ltx_core.devices import default_device, parse_dtype
 from ltx_core.loader import CheckpointError
-from ltx_pipelines.utils.atomic_files import check_output_path, sidecar_path
-from ltx_pipelines.utils.checkpoint_kind import ExpectedKind, check_checkpoint_kind
-from ltx_pipelines.utils.defaults import default_image_crf, normalize_model_version
-from ltx_pipelines.utils.hf_paths import HfPathError, is_hf_path, resolve_model_path
+from ltx_pipelines.cli.hf_paths import HfPathError, is_hf_path, resolve_model_path
+from ltx_pipelines.engine.checkpoint_kind import ExpectedKind, check_checkpoint_kind
+from ltx_pipelines.engine.defaults import default_image_crf, normalize_model_version
+from ltx_pipelines.media.atomic_files import check_output_path, sidecar_path
 
 logger = logging.getLogger(__name__)
 
@@ -359,7 +359,7 @@ def _transformer_layers(metadata: dict[str, Any]) -> int | None:
 def validate_args(
     parser: argparse.ArgumentParser, args: argparse.Namespace, rules: ValidationRules | None = None
 ) -> RunConfig:
-    """Check `args` (from a parser built with `ltx_pipelines.utils.args`) and return the run config.
+    """Check `args` (from a parser built with `ltx_pipelines.cli.args`) and return the run config.
 
     Model-path flags the parser declares are required unless `--demo` is given (the pipeline then
     substitutes its demo models). Image CRFs left unset are filled in from the checkpoint's version.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ltx_pipelines.utils.media_io import (
+from ltx_pipelines.media import (
     MediaError,
     frames_to_model_input,
     iter_video_frames,

@@ -22,10 +22,10 @@ from ltx_core.model.video_vae import VIDEO_DECODER, VIDEO_ENCODER
 from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
-from ltx_pipelines.utils.generation import Generation
-from ltx_pipelines.utils.model_loading import Placement, loaded, release
-from ltx_pipelines.utils.noise import NoiseSource
-from ltx_pipelines.utils.stages import (
+from ltx_pipelines.engine.generation import Generation
+from ltx_pipelines.engine.model_loading import Placement, loaded, release
+from ltx_pipelines.engine.noise import NoiseSource
+from ltx_pipelines.engine.stages import (
     ImageCondition,
     decode_audio_waveform,
     decode_video_frames,

@@ -20,10 +20,10 @@ import av
 import numpy as np
 import torch
 
-from ltx_pipelines.utils.atomic_files import atomic_output
-from ltx_pipelines.utils.media_io.errors import MediaError
-from ltx_pipelines.utils.media_io.yuv import rgb_to_yuv420p_bt709
-from ltx_pipelines.utils.progress import progress
+from ltx_pipelines.engine.progress import progress
+from ltx_pipelines.media.atomic_files import atomic_output
+from ltx_pipelines.media.errors import MediaError
+from ltx_pipelines.media.yuv import rgb_to_yuv420p_bt709
 
 logger = logging.getLogger(__name__)
 

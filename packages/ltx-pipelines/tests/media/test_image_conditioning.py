@@ -7,7 +7,7 @@ import pytest
 import torch
 from PIL import Image
 
-from ltx_pipelines.utils.media_io import (
+from ltx_pipelines.media import (
     MediaError,
     load_image_conditioning,
     read_image_rgb,

@@ -15,8 +15,7 @@ from typing import Any
 import torch
 
 from ltx_core.loader import LoraSpec
-from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
-from ltx_pipelines.utils.args import (
+from ltx_pipelines.cli.args import (
     add_common_args,
     add_guidance_args,
     add_lora_args,
@@ -28,12 +27,11 @@ from ltx_pipelines.utils.args import (
     defaults_from_argv,
     make_parser,
 )
-from ltx_pipelines.utils.defaults import PipelineDefaults
-from ltx_pipelines.utils.generation import Generation, write_generation
-from ltx_pipelines.utils.media_io import read_image_rgb
-from ltx_pipelines.utils.model_loading import Placement
-from ltx_pipelines.utils.run_config import RunConfig, ValidationRules, validate_args
-from ltx_pipelines.utils.stages import ImageCondition
+from ltx_pipelines.cli.run_config import RunConfig, ValidationRules, validate_args
+from ltx_pipelines.engine.defaults import DEFAULT_NEGATIVE_PROMPT, PipelineDefaults
+from ltx_pipelines.engine.generation import Generation, write_generation
+from ltx_pipelines.engine.guided import GuidedPipeline
+from ltx_pipelines.engine.stages import ImageCondition
 
 logger = logging.getLogger(__name__)
 
@@ -278,40 +276,29 @@ def gc_skips_loaded_modules() -> Iterator[None]:
         gc.unfreeze()
 
 
-def encode_prompt(
-    prompts: Sequence[str],
-    *,
-    gemma_root: Path,
-    checkpoint: Path,
-    placement: Placement,
-    enhance: bool = False,
-    images: Sequence[ImageCondition] = (),
-    seed: int = 0,
-) -> tuple[TextContexts, str]:
-    """Encode prompts with Gemma (freed afterwards) and the checkpoint's text stage.
-
-    With `enhance`, Gemma first rewrites prompts[0] (looking at the first conditioning image, if any).
-    Returns the contexts (one row per prompt) and the prompt actually used.
-    """
-    from ltx_core.text_encoders.gemma.prompt_encoding import PromptEnhancement, encode_text_prompts
-
-    enhancement = None
-    if enhance:
-        first = min(images, key=lambda i: i.frame_idx) if images else None
-        image = read_image_rgb(first.path) if first is not None and first.path is not None else None
-        enhancement = PromptEnhancement(image=image, seed=seed)
-    encoded = encode_text_prompts(
-        list(prompts),
-        gemma_root=gemma_root,
-        checkpoint=checkpoint,
-        dtype=placement.dtype,
-        device=placement.device,
-        enhancement=enhancement,
-    )
-    if enhance:
-        logger.info("enhanced prompt: %s", encoded.prompts[0])
-    return encoded.contexts, encoded.prompts[0]
-
-
 def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
+
+
+def run_guided_cli(cli: PipelineCli, argv: Sequence[str] | None, build: Callable[[ParsedRun], GuidedPipeline]) -> int:
+    """The `main()` of a guided pipeline: parse and validate, build, generate, write video + sidecar."""
+    run = cli.parse(argv)
+    pipeline = build(run)
+    config = run.config
+    with gc_skips_loaded_modules():
+        generation = pipeline(
+            config.prompt,
+            seed=config.seed,
+            height=config.height,
+            width=config.width,
+            num_frames=config.num_frames,
+            frame_rate=config.frame_rate,
+            negative_prompt=config.negative_prompt if config.negative_prompt is not None else DEFAULT_NEGATIVE_PROMPT,
+            num_inference_steps=config.num_inference_steps,
+            video_guidance=config.video_guidance,
+            audio_guidance=config.audio_guidance,
+            images=run.image_conditions,
+            enhance_prompt=config.enhance_prompt,
+        )
+        cli.write(run, generation)  # the video is decoded while it is written
+    return 0

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ltx_pipelines.utils.args import defaults_from_argv
-from ltx_pipelines.utils.defaults import (
+from ltx_pipelines.cli.args import defaults_from_argv
+from ltx_pipelines.engine.defaults import (
     DEFAULT_NEGATIVE_PROMPT,
     LTX_2_3_DEFAULTS,
     LTX_2_3_HQ_DEFAULTS,

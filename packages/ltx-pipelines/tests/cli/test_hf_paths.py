@@ -9,7 +9,7 @@ import pytest
 from huggingface_hub import constants as hub_constants
 from huggingface_hub.errors import RepositoryNotFoundError
 
-from ltx_pipelines.utils.hf_paths import (
+from ltx_pipelines.cli.hf_paths import (
     HfPath,
     HfPathError,
     cached_hf_file,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -23,15 +23,14 @@ from ltx_core.loader import LoraSpec
 from ltx_core.model.transformer import X0Model
 from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
-from ltx_core.text_encoders.gemma.prompt_encoding import context_row
 from ltx_core.types import VideoPixelShape
-from ltx_pipelines.utils.cli import ParsedRun, PipelineCli, encode_prompt, gc_skips_loaded_modules
-from ltx_pipelines.utils.defaults import DEFAULT_NEGATIVE_PROMPT, PipelineDefaults, defaults_for_checkpoint
-from ltx_pipelines.utils.generation import Generation
-from ltx_pipelines.utils.loaded_stages import contexts_on, decoded_generation
-from ltx_pipelines.utils.model_loading import Placement
-from ltx_pipelines.utils.noise import NoiseSource, SeededNoise
-from ltx_pipelines.utils.stages import GuidedDenoiser, ImageCondition, guided_denoiser
+from ltx_pipelines.engine.defaults import DEFAULT_NEGATIVE_PROMPT, PipelineDefaults, defaults_for_checkpoint
+from ltx_pipelines.engine.generation import Generation
+from ltx_pipelines.engine.loaded_stages import contexts_on, decoded_generation
+from ltx_pipelines.engine.model_loading import Placement
+from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
+from ltx_pipelines.engine.prompts import encode_prompt_pair
+from ltx_pipelines.engine.stages import GuidedDenoiser, ImageCondition, guided_denoiser
 
 logger = logging.getLogger(__name__)
 
@@ -57,40 +56,6 @@ class GuidedInputs:
     settings: GuidanceSettings
     positive: TextContexts
     negative: TextContexts | None
-
-
-@dataclass(frozen=True)
-class PromptPair:
-    """Contexts of the prompt and of the negative prompt, each with a batch of one."""
-
-    positive: TextContexts
-    negative: TextContexts
-    prompt: str
-    """The prompt actually encoded (rewritten when enhancement was asked for)."""
-
-
-def encode_prompt_pair(
-    prompt: str,
-    negative_prompt: str,
-    *,
-    gemma_root: Path,
-    checkpoint: Path,
-    placement: Placement,
-    enhance: bool = False,
-    images: Sequence[ImageCondition] = (),
-    seed: int = 0,
-) -> PromptPair:
-    """Both prompts in one Gemma forward (only the positive one is ever enhanced)."""
-    contexts, final_prompt = encode_prompt(
-        [prompt, negative_prompt],
-        gemma_root=gemma_root,
-        checkpoint=checkpoint,
-        placement=placement,
-        enhance=enhance,
-        images=images,
-        seed=seed,
-    )
-    return PromptPair(positive=context_row(contexts, 0), negative=context_row(contexts, 1), prompt=final_prompt)
 
 
 class GuidedPipeline(ABC):
@@ -263,27 +228,3 @@ class GuidedPipeline(ABC):
             noise=noise,
             latents=latents,
         )
-
-
-def run_guided_cli(cli: PipelineCli, argv: Sequence[str] | None, build: Callable[[ParsedRun], GuidedPipeline]) -> int:
-    """The `main()` of a guided pipeline: parse and validate, build, generate, write video + sidecar."""
-    run = cli.parse(argv)
-    pipeline = build(run)
-    config = run.config
-    with gc_skips_loaded_modules():
-        generation = pipeline(
-            config.prompt,
-            seed=config.seed,
-            height=config.height,
-            width=config.width,
-            num_frames=config.num_frames,
-            frame_rate=config.frame_rate,
-            negative_prompt=config.negative_prompt if config.negative_prompt is not None else DEFAULT_NEGATIVE_PROMPT,
-            num_inference_steps=config.num_inference_steps,
-            video_guidance=config.video_guidance,
-            audio_guidance=config.audio_guidance,
-            images=run.image_conditions,
-            enhance_prompt=config.enhance_prompt,
-        )
-        cli.write(run, generation)  # the video is decoded while it is written
-    return 0

@@ -12,8 +12,8 @@ from typing import Any
 
 import torch
 
-from ltx_pipelines.utils.atomic_files import atomic_output, check_output_path, sidecar_path, write_json_atomic
-from ltx_pipelines.utils.media_io import write_video
+from ltx_pipelines.media import write_video
+from ltx_pipelines.media.atomic_files import atomic_output, check_output_path, sidecar_path, write_json_atomic
 
 logger = logging.getLogger(__name__)
 

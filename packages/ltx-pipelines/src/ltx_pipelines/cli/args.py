@@ -26,7 +26,15 @@ from pathlib import Path
 from typing import Any
 
 from ltx_core.components.guiders import MultiModalGuiderParams
-from ltx_pipelines.utils.defaults import (
+from ltx_pipelines.cli.hf_paths import cached_hf_file, is_hf_path
+from ltx_pipelines.cli.run_config import (
+    ImageConditioningInput,
+    LoraInput,
+    RunConfig,
+    ValidationRules,
+    validate_args,
+)
+from ltx_pipelines.engine.defaults import (
     DEFAULT_LORA_STRENGTH,
     DEFAULT_NEGATIVE_PROMPT,
     HQ_DISTILLED_LORA_STRENGTH_STAGE_1,
@@ -34,14 +42,6 @@ from ltx_pipelines.utils.defaults import (
     LTX_2_3_DEFAULTS,
     PipelineDefaults,
     defaults_for_checkpoint,
-)
-from ltx_pipelines.utils.hf_paths import cached_hf_file, is_hf_path
-from ltx_pipelines.utils.run_config import (
-    ImageConditioningInput,
-    LoraInput,
-    RunConfig,
-    ValidationRules,
-    validate_args,
 )
 
 logger = logging.getLogger(__name__)

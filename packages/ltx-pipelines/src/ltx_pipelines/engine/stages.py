@@ -29,8 +29,8 @@ from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.tools import AudioLatentTools, VideoLatentTools
 from ltx_core.types import LatentState, VideoPixelShape
-from ltx_pipelines.utils.media_io import load_image_conditioning
-from ltx_pipelines.utils.noise import NoiseSource
+from ltx_pipelines.engine.noise import NoiseSource
+from ltx_pipelines.media import load_image_conditioning
 
 logger = logging.getLogger(__name__)
 

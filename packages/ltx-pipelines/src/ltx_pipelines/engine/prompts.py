@@ -1,0 +1,85 @@
+"""Prompt encoding as the pipelines use it: Gemma (freed afterwards), then the checkpoint's text stage."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
+from ltx_core.text_encoders.gemma.prompt_encoding import context_row
+from ltx_pipelines.engine.model_loading import Placement
+from ltx_pipelines.engine.stages import ImageCondition
+from ltx_pipelines.media import read_image_rgb
+
+logger = logging.getLogger(__name__)
+
+
+def encode_prompt(
+    prompts: Sequence[str],
+    *,
+    gemma_root: Path,
+    checkpoint: Path,
+    placement: Placement,
+    enhance: bool = False,
+    images: Sequence[ImageCondition] = (),
+    seed: int = 0,
+) -> tuple[TextContexts, str]:
+    """Encode prompts with Gemma (freed afterwards) and the checkpoint's text stage.
+
+    With `enhance`, Gemma first rewrites prompts[0] (looking at the first conditioning image, if any).
+    Returns the contexts (one row per prompt) and the prompt actually used.
+    """
+    from ltx_core.text_encoders.gemma.prompt_encoding import PromptEnhancement, encode_text_prompts
+
+    enhancement = None
+    if enhance:
+        first = min(images, key=lambda i: i.frame_idx) if images else None
+        image = read_image_rgb(first.path) if first is not None and first.path is not None else None
+        enhancement = PromptEnhancement(image=image, seed=seed)
+    encoded = encode_text_prompts(
+        list(prompts),
+        gemma_root=gemma_root,
+        checkpoint=checkpoint,
+        dtype=placement.dtype,
+        device=placement.device,
+        enhancement=enhancement,
+    )
+    if enhance:
+        logger.info("enhanced prompt: %s", encoded.prompts[0])
+    return encoded.contexts, encoded.prompts[0]
+
+
+@dataclass(frozen=True)
+class PromptPair:
+    """Contexts of the prompt and of the negative prompt, each with a batch of one."""
+
+    positive: TextContexts
+    negative: TextContexts
+    prompt: str
+    """The prompt actually encoded (rewritten when enhancement was asked for)."""
+
+
+def encode_prompt_pair(
+    prompt: str,
+    negative_prompt: str,
+    *,
+    gemma_root: Path,
+    checkpoint: Path,
+    placement: Placement,
+    enhance: bool = False,
+    images: Sequence[ImageCondition] = (),
+    seed: int = 0,
+) -> PromptPair:
+    """Both prompts in one Gemma forward (only the positive one is ever enhanced)."""
+    contexts, final_prompt = encode_prompt(
+        [prompt, negative_prompt],
+        gemma_root=gemma_root,
+        checkpoint=checkpoint,
+        placement=placement,
+        enhance=enhance,
+        images=images,
+        seed=seed,
+    )
+    return PromptPair(positive=context_row(contexts, 0), negative=context_row(contexts, 1), prompt=final_prompt)

@@ -1,1 +1,0 @@
-"""Model-independent helpers shared by the pipelines: CLI arguments, media I/O, hf:// paths, progress."""
