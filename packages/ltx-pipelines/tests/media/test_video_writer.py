@@ -201,3 +201,18 @@ def test_wav_round_trip(tmp_path, stereo_tone):
     assert np.abs(decoded / 32767.0 - wave.numpy()).max() < 1e-4
     with pytest.raises(OutputExistsError):
         write_audio(out, wave, 16000)
+
+
+def test_the_same_frames_always_encode_to_the_same_file(tmp_path):
+    # x264's macroblock tree made about one encode in ten differ (on the writer's worker thread) before
+    # it was turned off; twelve encodes of textured, moving frames would catch that most of the time.
+    generator = torch.Generator().manual_seed(3)
+    base = torch.rand(1, 64, 96, 3, generator=generator)
+    frames = torch.cat([torch.roll(base, shifts=2 * i, dims=2) for i in range(17)]) * 0.8 + 0.1
+    audio = torch.sin(torch.arange(24_000 * 17 // 24) / 7.0).expand(2, -1) * 0.3
+    written = []
+    for i in range(12):
+        path = tmp_path / f"run{i}.mp4"
+        write_video(path, iter([frames[:9], frames[9:]]), fps=24, audio=audio, audio_sample_rate=24_000)
+        written.append(path.read_bytes())
+    assert all(data == written[0] for data in written[1:])
