@@ -23,6 +23,7 @@ from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
 from ltx_pipelines.cli.runner import DISTILLED_LAYOUT, PipelineCli, gc_skips_loaded_modules
+from ltx_pipelines.engine.defaults import TWO_STAGE_SPATIAL_MULTIPLE
 from ltx_pipelines.engine.generation import Generation
 from ltx_pipelines.engine.loaded_stages import (
     contexts_on,
@@ -60,7 +61,7 @@ class DistilledPipeline:
         self.gemma_root = Path(gemma_root) if gemma_root is not None else None
         self.loras = tuple(loras)
         self.placement = Placement(resolve_device(device), dtype)
-        self.tiling = tiling if tiling is not None else TilingConfig.default()
+        self.tiling = tiling  # None: the automatic layout for each output size
         self.progress = progress
 
     def __call__(
@@ -75,7 +76,7 @@ class DistilledPipeline:
         images: Sequence[ImageCondition] = (),
         enhance_prompt: bool = False,
     ) -> Generation:
-        VideoPixelShape(1, num_frames, height, width, frame_rate).check(spatial_multiple=64)
+        VideoPixelShape(1, num_frames, height, width, frame_rate).check(spatial_multiple=TWO_STAGE_SPATIAL_MULTIPLE)
         if self.gemma_root is None:
             raise ValueError("a Gemma folder (gemma_root) is needed to encode prompts")
         contexts, final_prompt = encode_prompt(
@@ -112,7 +113,7 @@ class DistilledPipeline:
     ) -> Generation:
         """Both stages and decoding from given text contexts and a noise source (the parity seam)."""
         full = VideoPixelShape(1, num_frames, height, width, frame_rate)
-        full.check(spatial_multiple=64)
+        full.check(spatial_multiple=TWO_STAGE_SPATIAL_MULTIPLE)
         half = VideoPixelShape(1, num_frames, height // 2, width // 2, frame_rate)
         device, dtype = self.placement.device, self.placement.dtype
         positive = contexts_on(contexts, self.placement)
@@ -170,6 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         loras=run.lora_specs,
         device=run.config.device,
         dtype=run.config.dtype,
+        tiling=run.config.tiling,
     )
     with gc_skips_loaded_modules():
         generation = pipeline(

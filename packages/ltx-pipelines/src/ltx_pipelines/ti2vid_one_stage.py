@@ -33,7 +33,6 @@ class TI2VidOneStagePipeline(GuidedPipeline):
     prompt (see `GuidedPipeline.__call__`) or drive `generate_from_contexts` directly.
     """
 
-    spatial_multiple = 32
 
     def generate_from_contexts(
         self,
@@ -87,7 +86,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             loras=run.lora_specs,
             device=run.config.device,
             dtype=run.config.dtype,
-            max_batch_size=run.parameters["max_batch_size"],
+            tiling=run.config.tiling,
+            max_batch_size=run.config.max_batch_size,
         )
 
     return run_guided_cli(cli, argv, build)

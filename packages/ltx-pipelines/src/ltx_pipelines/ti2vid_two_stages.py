@@ -27,6 +27,7 @@ from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
 from ltx_pipelines.cli.args import add_max_batch_size_arg
 from ltx_pipelines.cli.runner import TWO_STAGE_LAYOUT, ParsedRun, PipelineCli, run_guided_cli
+from ltx_pipelines.engine.defaults import TWO_STAGE_SPATIAL_MULTIPLE
 from ltx_pipelines.engine.generation import Generation
 from ltx_pipelines.engine.guided import GuidanceSettings, GuidedPipeline
 from ltx_pipelines.engine.loaded_stages import encode_conditioning_images, upsample_between_stages
@@ -46,7 +47,7 @@ class TI2VidTwoStagesPipeline(GuidedPipeline):
     `sampling_loop`, `default_stage_1_sigmas` and `stage_loras`.
     """
 
-    spatial_multiple = 64
+    spatial_multiple = TWO_STAGE_SPATIAL_MULTIPLE
 
     def __init__(
         self,
@@ -181,7 +182,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             loras=run.lora_specs,
             device=run.config.device,
             dtype=run.config.dtype,
-            max_batch_size=run.parameters["max_batch_size"],
+            tiling=run.config.tiling,
+            max_batch_size=run.config.max_batch_size,
         )
 
     return run_guided_cli(cli, argv, build)

@@ -134,12 +134,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             run.spatial_upsampler_path,
             run.gemma_root,
             distilled_lora=distilled,
-            distilled_lora_strength_stage_1=run.parameters["distilled_lora_strength_stage_1"],
-            distilled_lora_strength_stage_2=run.parameters["distilled_lora_strength_stage_2"],
+            distilled_lora_strength_stage_1=run.config.distilled_lora_strength_stage_1,
+            distilled_lora_strength_stage_2=run.config.distilled_lora_strength_stage_2,
             loras=run.lora_specs,
             device=run.config.device,
             dtype=run.config.dtype,
-            max_batch_size=run.parameters["max_batch_size"],
+            tiling=run.config.tiling,
+            max_batch_size=run.config.max_batch_size,
         )
 
     return run_guided_cli(cli, argv, build)

@@ -36,12 +36,14 @@ from ltx_pipelines.cli.run_config import (
 )
 from ltx_pipelines.engine.defaults import (
     DEFAULT_LORA_STRENGTH,
+    DEFAULT_MAX_BATCH_SIZE,
     DEFAULT_NEGATIVE_PROMPT,
     HQ_DISTILLED_LORA_STRENGTH_STAGE_1,
     HQ_DISTILLED_LORA_STRENGTH_STAGE_2,
     LTX_2_3_DEFAULTS,
     PipelineDefaults,
     defaults_for_checkpoint,
+    spatial_multiple,
 )
 
 logger = logging.getLogger(__name__)
@@ -245,8 +247,8 @@ def add_common_args(
     group.add_argument(
         "--dtype",
         choices=DTYPE_CHOICES,
-        default="bfloat16",
-        help="Precision of the model weights and activations (default: bfloat16).",
+        default=defaults.dtype,
+        help=f"Precision of the model weights and activations (default: {defaults.dtype}).",
     )
     group.add_argument(
         "--overwrite", action="store_true", help="Replace the output file if it exists (refused otherwise)."
@@ -267,7 +269,7 @@ def add_video_args(
 ) -> argparse.ArgumentParser:
     """Output size, length, frame rate and image conditionings."""
     group = parser.add_argument_group("video")
-    multiple = 64 if two_stage else 32
+    multiple = spatial_multiple(two_stage)
     height = defaults.two_stage_height if two_stage else defaults.height
     width = defaults.two_stage_width if two_stage else defaults.width
     group.add_argument(
@@ -435,12 +437,61 @@ def add_max_batch_size_arg(
     parser.add_argument(
         "--max-batch-size",
         type=positive_int,
-        default=1,
+        default=DEFAULT_MAX_BATCH_SIZE,
         metavar="N",
         help=(
             "Guidance runs up to 4 transformer passes per step (conditional, negative prompt, STG, modality "
-            "isolation); they are batched N at a time. Larger N is faster and needs more memory (default: 1)."
+            "isolation); they are batched N at a time. Larger N is faster and needs more memory "
+            f"(default: {DEFAULT_MAX_BATCH_SIZE})."
         ),
+    )
+    return parser
+
+
+def non_negative_int(raw: str) -> int:
+    """argparse type: an integer >= 0."""
+    try:
+        value = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is not accepted: it must be 0 or more")
+    return value
+
+
+def add_tiling_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """How the video VAE decode is tiled. Without flags the layout follows the output size (768-pixel
+    tiles on its long side, as many on the short side, 80-frame tiles); the sidecar records it."""
+    group = parser.add_argument_group("VAE decode tiling")
+    group.add_argument(
+        "--tile-size",
+        type=non_negative_int,
+        default=None,
+        metavar="PIXELS",
+        help="Square spatial tiles of this size (a multiple of 32, at least 64); 0 decodes each frame whole "
+        "(default: automatic, from the output size).",
+    )
+    group.add_argument(
+        "--tile-overlap",
+        type=non_negative_int,
+        default=64,
+        metavar="PIXELS",
+        help="Pixels shared by neighbouring spatial tiles (a multiple of 32; default: 64).",
+    )
+    group.add_argument(
+        "--tile-frames",
+        type=non_negative_int,
+        default=80,
+        metavar="FRAMES",
+        help="Temporal tiles of this many frames (a multiple of 8, at least 16); 0 decodes all frames at once "
+        "(default: 80).",
+    )
+    group.add_argument(
+        "--tile-frame-overlap",
+        type=non_negative_int,
+        default=24,
+        metavar="FRAMES",
+        help="Frames shared by neighbouring temporal tiles (a multiple of 8; default: 24).",
     )
     return parser
 

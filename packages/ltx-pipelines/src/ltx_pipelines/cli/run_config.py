@@ -21,9 +21,11 @@ from PIL import Image, UnidentifiedImageError
 from ltx_core.components.guiders import MultiModalGuiderParams
 from ltx_core.devices import default_device, parse_dtype
 from ltx_core.loader import CheckpointError
+from ltx_core.model.video_vae.tiling import AxisTiling, TilingConfig
+from ltx_core.types import DEFAULT_SCALE_FACTORS
 from ltx_pipelines.cli.hf_paths import HfPathError, is_hf_path, resolve_model_path
 from ltx_pipelines.engine.checkpoint_kind import ExpectedKind, check_checkpoint_kind
-from ltx_pipelines.engine.defaults import default_image_crf, normalize_model_version
+from ltx_pipelines.engine.defaults import default_image_crf, normalize_model_version, spatial_multiple
 from ltx_pipelines.media.atomic_files import check_output_path, sidecar_path
 
 logger = logging.getLogger(__name__)
@@ -98,6 +100,11 @@ class RunConfig:
     images: tuple[ImageConditioningInput, ...] = ()
     video_guidance: MultiModalGuiderParams | None = None
     audio_guidance: MultiModalGuiderParams | None = None
+    tiling: TilingConfig | None = None
+    """The VAE decode layout the tiling flags ask for; None: the automatic layout for the output size."""
+    max_batch_size: int | None = None
+    distilled_lora_strength_stage_1: float | None = None
+    distilled_lora_strength_stage_2: float | None = None
 
 
 class _Checker:
@@ -217,13 +224,43 @@ class _Checker:
                 list(params.stg_blocks),
                 list(fitted),
             )
-            # Recorded on the namespace too, so the run's sidecar shows the blocks actually used.
-            setattr(self.args, f"{modality}_stg_blocks", list(fitted))
             return replace(params, stg_blocks=fitted)
         self.fail(
             f"--{modality}-stg-blocks {list(params.stg_blocks)}: block(s) {outside} do not exist; the checkpoint's "
             f"transformer has {num_layers} blocks (accepted: 0..{num_layers - 1})"
         )
+
+    def tiling(self, height: int | None, width: int | None) -> TilingConfig | None:
+        """The tiling flags as a layout (None when they are all at their defaults: automatic)."""
+        if not self.has("tile_size"):
+            return None
+        size, overlap = self.args.tile_size, self.args.tile_overlap
+        frames, frame_overlap = self.args.tile_frames, self.args.tile_frame_overlap
+        scale = DEFAULT_SCALE_FACTORS
+        checks = [("--tile-frames", "--tile-frame-overlap", frames, frame_overlap, scale.time, 2 * scale.time)]
+        if size:
+            checks.append(("--tile-size", "--tile-overlap", size, overlap, scale.height, 2 * scale.height))
+        elif overlap % scale.height:
+            self.fail(f"--tile-overlap {overlap} is not accepted: it must be a multiple of {scale.height}")
+        for size_flag, overlap_flag, tile, shared, factor, minimum in checks:
+            if tile == 0:
+                continue
+            if tile < minimum or tile % factor:
+                self.fail(f"{size_flag} {tile} is not accepted: use 0 (off) or a multiple of {factor}, >= {minimum}")
+            if shared % factor or shared >= tile:
+                self.fail(
+                    f"{overlap_flag} {shared} is not accepted: it must be a multiple of {factor} smaller than "
+                    f"{size_flag} {tile}"
+                )
+        if size is None and (overlap, frames, frame_overlap) == (64, 80, 24):
+            return None
+        temporal = AxisTiling(frames, frame_overlap if frames else 0)
+        if size is None:
+            if height is None or width is None:
+                return TilingConfig(temporal, TilingConfig().height, TilingConfig().width)
+            return TilingConfig.for_output(height, width, scale, long_side=AxisTiling(768, overlap), frames=temporal)
+        spatial = AxisTiling(size, overlap if size else 0)
+        return TilingConfig(temporal, spatial, spatial)
 
     # ---- runtime ---------------------------------------------------------------------------------
 
@@ -370,12 +407,13 @@ def validate_args(
 
     # 1. Values that need no file access.
     two_stage = c.has("spatial_upsampler_path")
-    multiple = rules.spatial_multiple or (64 if two_stage else 32)
+    multiple = rules.spatial_multiple or spatial_multiple(two_stage)
     height, width = c.size(multiple)
     num_frames = c.num_frames()
     frame_rate = c.frame_rate()
     steps = c.steps()
     seed = c.seed()
+    tiling = c.tiling(height, width)
     video_guidance = c.guidance("video", "--a2v-guidance-scale")
     audio_guidance = c.guidance("audio", "--v2a-guidance-scale")
     device = c.device()
@@ -473,4 +511,8 @@ def validate_args(
         images=tuple(images),
         video_guidance=video_guidance,
         audio_guidance=audio_guidance,
+        tiling=tiling,
+        max_batch_size=c.get("max_batch_size"),
+        distilled_lora_strength_stage_1=c.get("distilled_lora_strength_stage_1"),
+        distilled_lora_strength_stage_2=c.get("distilled_lora_strength_stage_2"),
     )

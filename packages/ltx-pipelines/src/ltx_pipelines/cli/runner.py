@@ -6,9 +6,10 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from ltx_pipelines.cli.args import (
     add_lora_args,
     add_model_args,
     add_sampling_args,
+    add_tiling_args,
     add_two_stage_args,
     add_video_args,
     configure_logging,
@@ -37,6 +39,28 @@ logger = logging.getLogger(__name__)
 
 # The demo's random tiny models give noise at any size: keep it small so it runs in seconds on a CPU.
 DEMO_SIZE = {"height": 128, "width": 192, "num_frames": 17}
+
+
+def demo_requested(argv: Sequence[str]) -> bool:
+    """Whether the command line asks for `--demo` (read before the real parser is built, since the
+    demo changes that parser's defaults)."""
+    probe = argparse.ArgumentParser(add_help=False)
+    probe.add_argument("--demo", action="store_true")
+    known, _ = probe.parse_known_args(argv)
+    return bool(known.demo)
+
+
+def demo_defaults(defaults: PipelineDefaults, *, two_stage: bool) -> PipelineDefaults:
+    """The demo's small output size and float32 (bfloat16 matmuls are slow on most CPUs) as defaults;
+    flags the user gives still win. Two-stage defaults hold the stage-1 (half) size."""
+    halve = 2 if two_stage else 1
+    return replace(
+        defaults,
+        height=DEMO_SIZE["height"] // halve,
+        width=DEMO_SIZE["width"] // halve,
+        num_frames=DEMO_SIZE["num_frames"],
+        dtype="float32",
+    )
 
 @dataclass(frozen=True)
 class CliLayout:
@@ -114,7 +138,7 @@ class ParsedRun:
     @property
     def image_conditions(self) -> tuple[ImageCondition, ...]:
         return tuple(
-            ImageCondition(frame_idx=i.frame_idx, strength=i.strength, path=Path(i.path), crf=int(i.crf or 0))
+            ImageCondition(frame_idx=i.frame_idx, strength=i.strength, path=Path(i.path), crf=i.crf)
             for i in self.config.images
         )
 
@@ -148,6 +172,7 @@ class PipelineCli:
             add_two_stage_args(parser, distilled_lora=layout.distilled_lora)
         add_lora_args(parser)
         add_video_args(parser, defaults, two_stage=layout.two_stage)
+        add_tiling_args(parser)
         if layout.sampling_steps:
             add_sampling_args(parser, defaults)
         if layout.guidance:
@@ -159,54 +184,38 @@ class PipelineCli:
     def parse(self, argv: Sequence[str] | None = None) -> ParsedRun:
         """Parse and check `argv`; a bad value ends the program (exit code 2) before any model is
         built or written, the demo models included."""
-        import sys
-
         argv = list(sys.argv[1:] if argv is None else argv)
+        demo = demo_requested(argv)
         defaults = self.fixed_defaults or defaults_from_argv(argv, distilled=self.layout.distilled)
+        if demo:
+            defaults = demo_defaults(defaults, two_stage=self.layout.two_stage)
         parser = self.build_parser(defaults)
         args = parser.parse_args(argv)
         configure_logging(args.log_level)
         rules = ValidationRules(writes_sidecar=True)
-        if args.demo:
-            self._use_demo_settings(args, self._given_flags(defaults, argv, args))
-            # What the user typed is checked before the demo models are built (seconds on a first run);
-            # the second pass checks the substituted demo files.
-            validate_args(parser, args, rules)
-            self._use_demo_models(args)
+        # What the user typed is checked before the demo models are built (seconds on a first run);
+        # the second pass checks the substituted demo files.
         config = validate_args(parser, args, rules)
+        if demo:
+            args = self._with_demo_models(args)
+            config = validate_args(parser, args, rules)
         return ParsedRun(config=config, defaults=defaults, parameters=_recorded_parameters(args, config))
 
-    def _given_flags(self, defaults: PipelineDefaults, argv: Sequence[str], args: argparse.Namespace) -> set[str]:
-        """Destinations the command line set itself (in any spelling argparse accepts: `--height=256`,
-        abbreviations), found by parsing it again with every default suppressed."""
-        probe = self.build_parser(defaults)
-        # argparse has no public way to drop the defaults of existing arguments (set_defaults would
-        # store SUPPRESS as a value); its action list is stable across Python versions.
-        for action in probe._actions:
-            action.default = argparse.SUPPRESS
-        return set(vars(probe.parse_args(argv)))
-
-    def _use_demo_settings(self, args: argparse.Namespace, given: set[str]) -> None:
-        """The demo's small size and float32, where the user did not choose otherwise."""
-        for dest, value in DEMO_SIZE.items():
-            if dest not in given:
-                setattr(args, dest, value)
-        if "dtype" not in given:
-            args.dtype = "float32"  # bfloat16 matmuls are slow on most CPUs
-
-    def _use_demo_models(self, args: argparse.Namespace) -> None:
+    def _with_demo_models(self, args: argparse.Namespace) -> argparse.Namespace:
+        """A copy of `args` with the demo model files wherever the user gave none."""
         from ltx_pipelines.demo_assets import ensure_demo_assets
 
         logger.warning(self.layout.real_weights_help())
         assets = ensure_demo_assets()
         checkpoint_dest = "distilled_checkpoint_path" if self.layout.distilled else "checkpoint_path"
-        if getattr(args, checkpoint_dest, None) is None:
-            setattr(args, checkpoint_dest, str(assets.checkpoint))
-        if getattr(args, "gemma_root", None) is None:
-            args.gemma_root = str(assets.gemma_root)
-        if self.layout.two_stage and getattr(args, "spatial_upsampler_path", None) is None:
-            args.spatial_upsampler_path = str(assets.spatial_upsampler)
+        substitutes = {checkpoint_dest: assets.checkpoint, "gemma_root": assets.gemma_root}
+        if self.layout.two_stage:
+            substitutes["spatial_upsampler_path"] = assets.spatial_upsampler
         # Pipelines with a distilled LoRA run the demo's stage 2 without one (validation allows it).
+        given = vars(args)
+        return argparse.Namespace(
+            **{**given, **{dest: str(path) for dest, path in substitutes.items() if given.get(dest) is None}}
+        )
 
     def write(self, run: ParsedRun, generation: Generation) -> Path:
         # Only the files this run used: a pipeline without an upsampler does not list one as null.
@@ -245,6 +254,10 @@ def _recorded_parameters(args: argparse.Namespace, config: RunConfig) -> dict[st
         dtype=dtype_name(config.dtype),
         model_version=".".join(map(str, config.model_version)),
     )
+    # The values validation settled on (e.g. the demo's STG blocks fitted to its few transformer blocks).
+    for modality, guidance in (("video", config.video_guidance), ("audio", config.audio_guidance)):
+        if guidance is not None:
+            parameters[f"{modality}_stg_blocks"] = list(guidance.stg_blocks)
     if "images" in parameters:
         parameters["images"] = [
             {"path": str(i.path), "frame_idx": i.frame_idx, "strength": i.strength, "crf": i.crf} for i in config.images

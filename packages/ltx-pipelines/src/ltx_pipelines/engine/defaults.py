@@ -18,6 +18,19 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_LORA_STRENGTH = 1.0
 
+# Output height and width must be multiples of these: one latent cell is 32 pixels, and the two-stage
+# pipelines run stage 1 at half the output size.
+ONE_STAGE_SPATIAL_MULTIPLE = 32
+TWO_STAGE_SPATIAL_MULTIPLE = 64
+
+# How many guidance passes (conditional, negative, STG, isolation) share one transformer call. One at a
+# time, as the reference runs them: the lowest memory and bit-level parity; larger is faster.
+DEFAULT_MAX_BATCH_SIZE = 1
+
+
+def spatial_multiple(two_stage: bool) -> int:
+    return TWO_STAGE_SPATIAL_MULTIPLE if two_stage else ONE_STAGE_SPATIAL_MULTIPLE
+
 # H.264 CRF of the image re-compression; it reproduces the artefacts of the training data, so it is
 # a property of the model generation.
 LTX_2_IMAGE_CRF = 33
@@ -39,6 +52,7 @@ class PipelineDefaults:
     frame_rate: float = 24.0
     num_inference_steps: int = 40
     image_crf: int = LTX_2_IMAGE_CRF
+    dtype: str = "bfloat16"
     video_guidance: MultiModalGuiderParams = field(
         default_factory=lambda: MultiModalGuiderParams(
             cfg_scale=3.0, stg_scale=1.0, rescale_scale=0.7, modality_scale=3.0, skip_step=0, stg_blocks=(29,)

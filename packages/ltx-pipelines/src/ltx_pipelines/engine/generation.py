@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_pipelines.media import write_video
 from ltx_pipelines.media.atomic_files import atomic_output, check_output_path, sidecar_path, write_json_atomic
 
@@ -32,6 +33,8 @@ class Generation:
     audio_sample_rate: int | None
     prompt: str
     latents: dict[str, torch.Tensor] = field(default_factory=dict)
+    tiling: TilingConfig | None = None
+    """The VAE decode layout the frames are decoded with (None: untiled), recorded in the sidecar."""
 
 
 def _package_versions() -> dict[str, str]:
@@ -100,6 +103,7 @@ def write_generation(
                 "audio": None
                 if generation.audio is None
                 else {"sample_rate": generation.audio_sample_rate, "samples": written.audio_samples},
+                "decode_tiling": None if generation.tiling is None else generation.tiling.to_dict(),
                 "model_files": files,
                 "versions": _package_versions(),
             }

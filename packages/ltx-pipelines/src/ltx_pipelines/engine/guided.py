@@ -24,7 +24,13 @@ from ltx_core.model.transformer import X0Model
 from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
-from ltx_pipelines.engine.defaults import DEFAULT_NEGATIVE_PROMPT, PipelineDefaults, defaults_for_checkpoint
+from ltx_pipelines.engine.defaults import (
+    DEFAULT_MAX_BATCH_SIZE,
+    DEFAULT_NEGATIVE_PROMPT,
+    ONE_STAGE_SPATIAL_MULTIPLE,
+    PipelineDefaults,
+    defaults_for_checkpoint,
+)
 from ltx_pipelines.engine.generation import Generation
 from ltx_pipelines.engine.loaded_stages import contexts_on, decoded_generation
 from ltx_pipelines.engine.model_loading import Placement
@@ -61,7 +67,7 @@ class GuidedInputs:
 class GuidedPipeline(ABC):
     """Base of the pipelines whose (first) stage runs a full checkpoint under multi-modal guidance."""
 
-    spatial_multiple: ClassVar[int] = 32
+    spatial_multiple: ClassVar[int] = ONE_STAGE_SPATIAL_MULTIPLE
     """Output height and width must be multiples of this (64 when stage 1 runs at half size)."""
 
     def __init__(
@@ -73,7 +79,7 @@ class GuidedPipeline(ABC):
         device: torch.device | str | None = None,
         dtype: torch.dtype = torch.bfloat16,
         tiling: TilingConfig | None = None,
-        max_batch_size: int | None = None,
+        max_batch_size: int | None = DEFAULT_MAX_BATCH_SIZE,
         progress: bool = True,
     ) -> None:
         from ltx_core.devices import resolve_device
@@ -84,7 +90,7 @@ class GuidedPipeline(ABC):
         self.gemma_root = Path(gemma_root) if gemma_root is not None else None
         self.loras = tuple(loras)
         self.placement = Placement(resolve_device(device), dtype)
-        self.tiling = tiling if tiling is not None else TilingConfig.default()
+        self.tiling = tiling  # None: the automatic layout for each output size
         self.max_batch_size = max_batch_size
         self.progress = progress
 

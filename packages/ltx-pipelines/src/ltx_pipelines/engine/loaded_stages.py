@@ -21,7 +21,8 @@ from ltx_core.model.upsampler import LATENT_UPSAMPLER, upsample_video_latent
 from ltx_core.model.video_vae import VIDEO_DECODER, VIDEO_ENCODER
 from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
-from ltx_core.types import VideoPixelShape
+from ltx_core.types import DEFAULT_SCALE_FACTORS, VideoPixelShape
+from ltx_pipelines.engine.defaults import defaults_for_checkpoint
 from ltx_pipelines.engine.generation import Generation
 from ltx_pipelines.engine.model_loading import Placement, loaded, release
 from ltx_pipelines.engine.noise import NoiseSource
@@ -55,6 +56,8 @@ def encode_conditioning_images(
     if not images and not keep_latent_statistics:
         return StageConditionings(per_stage=tuple([] for _ in shapes))
     device, dtype = placement.device, placement.dtype
+    crf = defaults_for_checkpoint(checkpoint).image_crf
+    images = [image.with_default_crf(crf) for image in images]
     with loaded(VIDEO_ENCODER, checkpoint, placement) as encoder:
         per_stage = tuple(image_conditionings(images, encoder, shape, device, dtype) for shape in shapes)
         # A copy: the encoder's own weights go back to the meta device when it is released.
@@ -110,7 +113,10 @@ def decoded_generation(
     noise: NoiseSource,
     latents: dict[str, torch.Tensor],
 ) -> Generation:
-    """The Generation of a finished run: audio decoded now, video frames decoded as they are consumed."""
+    """The Generation of a finished run: audio decoded now, video frames decoded as they are consumed.
+
+    `tiling` None picks the automatic layout for the output size (`decode_tiling_for`)."""
+    tiling = decode_tiling_for(shape, tiling)
     waveform, sample_rate = decode_audio_from_checkpoint(checkpoint, placement, audio_latent)
     return Generation(
         frames=decoded_video_frames(checkpoint, placement, video_latent, tiling, noise),
@@ -122,7 +128,14 @@ def decoded_generation(
         audio_sample_rate=sample_rate,
         prompt="",
         latents=latents,
+        tiling=tiling,
     )
+
+
+def decode_tiling_for(shape: VideoPixelShape, tiling: TilingConfig | None) -> TilingConfig:
+    """`tiling` itself, or (None) the automatic layout: 768-pixel tiles on the output's long side, the
+    short side split as often, 80-frame temporal tiles (the reference's choice for these VAEs)."""
+    return tiling if tiling is not None else TilingConfig.for_output(shape.height, shape.width, DEFAULT_SCALE_FACTORS)
 
 
 def contexts_on(contexts: TextContexts, placement: Placement) -> TextContexts:

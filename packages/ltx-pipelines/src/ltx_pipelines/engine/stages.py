@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -49,7 +49,8 @@ class ImageCondition:
     frame_idx: int
     strength: float
     path: Path | None = None
-    crf: int = 33
+    crf: int | None = None
+    """H.264 CRF the image is re-compressed at; None: the checkpoint generation's (see `with_default_crf`)."""
     pixels: dict[tuple[int, int], torch.Tensor] = field(default_factory=dict)
 
     def load(self, height: int, width: int) -> torch.Tensor:
@@ -59,7 +60,13 @@ class ImageCondition:
             raise ValueError(
                 f"image condition at frame {self.frame_idx} has no file and no pixels for {height}x{width}"
             )
+        if self.crf is None:
+            raise ValueError(f"image condition at frame {self.frame_idx} has no CRF; resolve it with with_default_crf")
         return load_image_conditioning(self.path, height, width, crf=self.crf)
+
+    def with_default_crf(self, crf: int) -> ImageCondition:
+        """This condition with `crf` where it has none."""
+        return self if self.crf is not None else replace(self, crf=crf)
 
 
 def image_conditionings(

@@ -88,6 +88,48 @@ class TilingConfig:
             for name, axis in (("frames", self.frames), ("height", self.height), ("width", self.width))
         }
 
+    @classmethod
+    def for_output(
+        cls,
+        height: int,
+        width: int,
+        scale: SpatioTemporalScaleFactors,
+        *,
+        long_side: AxisTiling = AxisTiling(768, 64),
+        frames: AxisTiling = AxisTiling(80, 24),
+    ) -> TilingConfig:
+        """The automatic decode layout for an output of `height` x `width` pixels (the reference's
+        choice for convolutional VAEs): the longer side gets `long_side.tile_size`, the shorter side
+        the same fraction of its length, so both axes split into about as many tiles. Sizes are
+        rounded on the latent grid and never fall below what a blend with `long_side.overlap` needs.
+        An untiled `long_side` gives no spatial tiling.
+        """
+        if height < 1 or width < 1:
+            raise ValueError(f"height and width must be >= 1, got {height}x{width}")
+        if not long_side.tiled:
+            return cls(frames, AxisTiling(), AxisTiling())
+        longest = max(height, width)
+
+        def axis(length: int, factor: int) -> AxisTiling:
+            if long_side.overlap % factor or long_side.tile_size % factor:
+                raise ValueError(
+                    f"tile size {long_side.tile_size} and overlap {long_side.overlap} must be multiples of {factor}"
+                )
+            overlap_cells = long_side.overlap // factor
+            cells = round(long_side.tile_size // factor * (length // factor) / (longest // factor))
+            cells = max(cells, overlap_cells + 1, 2)
+            size = max(cells * factor, 2 * factor, long_side.overlap + factor)
+            return AxisTiling(size, long_side.overlap)
+
+        return cls(frames, axis(height, scale.height), axis(width, scale.width))
+
+    def describe(self) -> str:
+        """`frames 80/24, height 512/64, width 768/64` (tile size / overlap; `off` for an untiled axis)."""
+        parts = []
+        for name, axis in (("frames", self.frames), ("height", self.height), ("width", self.width)):
+            parts.append(f"{name} {axis.tile_size}/{axis.overlap}" if axis.tiled else f"{name} off")
+        return ", ".join(parts)
+
 
 @dataclass(frozen=True)
 class Span:
