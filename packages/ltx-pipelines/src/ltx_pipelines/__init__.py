@@ -1,1 +1,47 @@
-"""LTX-2 pipelines: each module is runnable with `python -m ltx_pipelines.<name>`."""
+"""LTX-2 pipelines: each module is runnable with `python -m ltx_pipelines.<name>`, and each has a class
+for use from Python::
+
+    from ltx_pipelines import DistilledPipeline, demo_assets
+
+    assets = demo_assets.ensure_demo_assets()  # tiny random weights, or pass the released files
+    pipeline = DistilledPipeline(assets.checkpoint, assets.spatial_upsampler, assets.gemma_root, dtype=torch.float32)
+    generation = pipeline("A red fox in the snow", seed=10, height=128, width=192, num_frames=17, frame_rate=24)
+    generation.save("fox.mp4")
+
+Names load on first use, so running one pipeline does not import the others.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS: dict[str, str] = {
+    "DistilledPipeline": "ltx_pipelines.distilled",
+    "TI2VidOneStagePipeline": "ltx_pipelines.ti2vid_one_stage",
+    "TI2VidTwoStagesPipeline": "ltx_pipelines.ti2vid_two_stages",
+    "TI2VidTwoStagesHQPipeline": "ltx_pipelines.ti2vid_two_stages_hq",
+    "Generation": "ltx_pipelines.engine.generation",
+    "ImageCondition": "ltx_pipelines.engine.stages",
+    "SeededNoise": "ltx_pipelines.engine.noise",
+    "LoraSpec": "ltx_core.loader",
+    "TilingConfig": "ltx_core.model.video_vae",
+}
+_SUBMODULES = ("demo_assets",)
+
+__all__ = sorted([*_EXPORTS, *_SUBMODULES])
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        value = importlib.import_module(f"ltx_pipelines.{name}")
+    elif name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    else:
+        raise AttributeError(f"module 'ltx_pipelines' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS, *_SUBMODULES])
