@@ -1,0 +1,182 @@
+"""Video (and reference video) -> VAE latents under `.precomputed/latents/` (`reference_latents/`)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+from ltx_pipelines.utils.media_io import MediaError
+from ltx_trainer.buckets import Bucket, choose_bucket, reference_bucket
+from ltx_trainer.dataset_file import DatasetFile
+from ltx_trainer.drop_report import RunReport
+from ltx_trainer.media import Crop, frames_to_vae_input, plan_crop, probe_media, read_frames
+from ltx_trainer.models import LazyModels, encode_video
+from ltx_trainer.precomputed import load_sample, sample_path, save_sample, video_latent_tensors
+from ltx_trainer.sample_loop import rows_with, sample_generator
+from ltx_trainer.sharding import Shard
+
+logger = logging.getLogger(__name__)
+
+
+def _encode(
+    models: LazyModels,
+    media: Path,
+    bucket: Bucket,
+    *,
+    stride: int,
+    crop_mode: str,
+    seed: int,
+    key: Path,
+    tiled: bool,
+) -> tuple:
+    info = probe_media(media)
+    crop = plan_crop(info.height, info.width, bucket.height, bucket.width, crop_mode, sample_generator(seed, key))
+    frames = read_frames(media, bucket.frames, stride)
+    pixels = frames_to_vae_input(frames, crop, bucket.height, bucket.width)
+    latents = encode_video(models.video_encoder(), pixels, tiled=tiled)
+    return info, crop, latents
+
+
+def _metadata(source: str, bucket: Bucket, info, crop: Crop, stride: int, fps: float) -> dict:  # noqa: ANN001
+    return {
+        "source": source,
+        "bucket": str(bucket),
+        "pixel_frames": bucket.frames,
+        "pixel_height": bucket.height,
+        "pixel_width": bucket.width,
+        "source_height": info.height,
+        "source_width": info.width,
+        "source_fps": info.fps,
+        "is_image": info.is_image,
+        "crop": crop.as_dict(),
+        "temporal_stride": stride,
+        "fps": fps,
+    }
+
+
+def compute_video_latents(
+    dataset: DatasetFile,
+    video_column: str,
+    buckets: Sequence[Bucket],
+    output_dir: str | Path,
+    models: LazyModels,
+    *,
+    report: RunReport,
+    vae_tiling: bool = False,
+    crop_mode: str = "center",
+    seed: int = 0,
+    overwrite: bool = False,
+    shard: Shard | None = None,
+    stage: str = "video",
+) -> None:
+    """Encode every clip of `video_column` in its bucket; clips shorter than every bucket, unreadable
+    files and images without a 1-frame bucket are dropped and reported."""
+    out_root = Path(output_dir)
+    for item in rows_with(dataset, video_column, shard=shard, desc=f"{stage} latents"):
+        target = sample_path(out_root, "", item.key)
+        if target.exists() and not overwrite:
+            report.skip(stage)
+            continue
+        media = dataset.media_path(item.value)
+        try:
+            info = probe_media(media)
+        except MediaError as e:
+            report.drop(stage, item.value, f"unreadable: {e}")
+            continue
+        bucket = choose_bucket(buckets, info.width, info.height, info.frames)
+        if bucket is None:
+            smallest = min(b.frames for b in buckets)
+            what = "an image, and no bucket has 1 frame" if info.is_image else f"{info.frames} frames"
+            report.drop(stage, item.value, f"too short: {what} (the shortest bucket needs {smallest} frames)")
+            continue
+        try:
+            info, crop, latents = _encode(
+                models, media, bucket, stride=1, crop_mode=crop_mode, seed=seed, key=item.key, tiled=vae_tiling
+            )
+        except MediaError as e:
+            report.drop(stage, item.value, f"unreadable: {e}")
+            continue
+        meta = _metadata(item.value, bucket, info, crop, 1, info.fps)
+        save_sample(target, video_latent_tensors(latents, info.fps), meta)
+        report.wrote(stage)
+
+
+def compute_reference_latents(
+    dataset: DatasetFile,
+    reference_column: str,
+    key_column: str,
+    latents_dir: str | Path,
+    output_dir: str | Path,
+    models: LazyModels,
+    *,
+    report: RunReport,
+    downscale_factor: int = 1,
+    temporal_scale_factor: int = 1,
+    vae_tiling: bool = False,
+    crop_mode: str = "center",
+    seed: int = 0,
+    overwrite: bool = False,
+    shard: Shard | None = None,
+    stage: str = "reference video",
+) -> None:
+    """Encode each row's reference clip in its target's bucket, divided in space by `downscale_factor`
+    and subsampled in time by `temporal_scale_factor` (frame 0, then every S-th frame).
+
+    Both factors are recorded in every reference file's metadata, beside the latents the trainer reads.
+    Rows whose target clip has no latents (it was dropped) are skipped: the drop is already reported.
+    """
+    out_root = Path(output_dir)
+    for item in rows_with(dataset, reference_column, key_column=key_column, shard=shard, desc=f"{stage} latents"):
+        target = sample_path(out_root, "", item.key)
+        if target.exists() and not overwrite:
+            report.skip(stage)
+            continue
+        target_latents = sample_path(latents_dir, "", item.key)
+        if not target_latents.exists():
+            logger.info("no target latents for %s; skipping its reference", item.key)
+            continue
+        target_bucket = Bucket(*_bucket_of(target_latents))
+        ref_bucket = reference_bucket(target_bucket, downscale_factor, temporal_scale_factor)
+        media = dataset.media_path(item.value)
+        try:
+            info = probe_media(media)
+            needed = 1 + (ref_bucket.frames - 1) * temporal_scale_factor
+            if info.frames < needed:
+                report.drop(
+                    stage,
+                    item.value,
+                    f"too short: {info.frames} frames; the reference of bucket {target_bucket} needs {needed}",
+                )
+                continue
+            info, crop, latents = _encode(
+                models,
+                media,
+                ref_bucket,
+                stride=temporal_scale_factor,
+                crop_mode=crop_mode,
+                seed=seed,
+                key=item.key,
+                tiled=vae_tiling,
+            )
+        except MediaError as e:
+            report.drop(stage, item.value, f"unreadable: {e}")
+            continue
+        fps = info.fps / temporal_scale_factor
+        meta = _metadata(item.value, ref_bucket, info, crop, temporal_scale_factor, fps)
+        meta.update(
+            reference_downscale_factor=downscale_factor,
+            reference_temporal_scale_factor=temporal_scale_factor,
+            target_bucket=str(target_bucket),
+        )
+        save_sample(target, video_latent_tensors(latents, fps), meta)
+        report.wrote(stage)
+
+
+def _bucket_of(latents_file: Path) -> tuple[int, int, int]:
+    sample = load_sample(latents_file)
+    return (
+        int(sample.meta_json("pixel_width")),
+        int(sample.meta_json("pixel_height")),
+        int(sample.meta_json("pixel_frames")),
+    )
