@@ -70,14 +70,22 @@ def parse_buckets(spec: str) -> list[Bucket]:
     return buckets
 
 
-def choose_bucket(buckets: Sequence[Bucket], width: int, height: int, frames: int) -> Bucket | None:
+def choose_bucket(
+    buckets: Sequence[Bucket], width: int, height: int, frames: int, *, is_image: bool = False
+) -> Bucket | None:
     """The bucket for a clip of `width` x `height` with `frames` usable frames, or None when the clip is
     shorter than every bucket.
 
-    Among buckets with at most `frames` frames: the closest aspect ratio (in log space, so 2:1 and 1:2
-    are equally far from 1:1), then the most frames, then the largest area.
+    Images go to 1-frame buckets; videos to multi-frame buckets whenever there are any (so a clip
+    too short for them is dropped, not silently turned into a still). Among the buckets with at most
+    `frames` frames: the closest aspect ratio (in log space, so 2:1 and 1:2 are equally far from
+    1:1), then the most frames, then the largest area.
     """
-    fitting = [b for b in buckets if b.frames <= frames]
+    if is_image:
+        candidates = [b for b in buckets if b.frames == 1]
+    else:
+        candidates = [b for b in buckets if b.frames > 1] or list(buckets)
+    fitting = [b for b in candidates if b.frames <= frames]
     if not fitting:
         return None
     log_ar = math.log(width / height)

@@ -84,11 +84,13 @@ def compute_video_latents(
         except MediaError as e:
             report.drop(stage, item.value, f"unreadable: {e}")
             continue
-        bucket = choose_bucket(buckets, info.width, info.height, info.frames)
+        bucket = choose_bucket(buckets, info.width, info.height, info.frames, is_image=info.is_image)
         if bucket is None:
-            smallest = min(b.frames for b in buckets)
-            what = "an image, and no bucket has 1 frame" if info.is_image else f"{info.frames} frames"
-            report.drop(stage, item.value, f"too short: {what} (the shortest bucket needs {smallest} frames)")
+            if info.is_image:
+                report.drop(stage, item.value, "an image, but no resolution bucket has 1 frame (e.g. 512x512x1)")
+            else:
+                smallest = min((b.frames for b in buckets if b.frames > 1), default=1)
+                report.drop(stage, item.value, f"too short: {info.frames} frames, the shortest bucket needs {smallest}")
             continue
         try:
             info, crop, latents = _encode(
