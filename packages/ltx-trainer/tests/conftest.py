@@ -17,7 +17,8 @@ from PIL import Image
 
 from ltx_pipelines.utils.media_io import write_audio, write_video
 
-SCENE_COLOURS = ((200, 40, 40), (40, 180, 60), (40, 60, 200), (220, 200, 40), (160, 40, 200))
+SCENE_COLOURS = ((200, 40, 40), (230, 230, 230), (40, 60, 200), (30, 30, 30), (220, 200, 40))
+# Neighbours differ strongly in hue, saturation or brightness, so every cut is unambiguous.
 
 
 @dataclass(frozen=True)
