@@ -45,9 +45,7 @@ def sine(seconds: float, rate: int = 48_000, hz: float = 440.0, channels: int = 
     return wave.expand(channels, -1).contiguous()
 
 
-def clip_frames(
-    frames: int, height: int, width: int, cuts: Sequence[int] = (), square: int = 16
-) -> torch.Tensor:
+def clip_frames(frames: int, height: int, width: int, cuts: Sequence[int] = (), square: int = 16) -> torch.Tensor:
     """(F, H, W, 3) uint8: a white square moving right over a background whose colour changes at each cut."""
     out = torch.empty((frames, height, width, 3), dtype=torch.uint8)
     scene = 0

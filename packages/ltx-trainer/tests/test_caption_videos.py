@@ -30,7 +30,7 @@ class FakeServer:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - the http.server hook name
+            def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 outer.requests.append({"path": self.path, "body": body})
                 status, text = outer.answers(len(outer.requests), body)
@@ -94,7 +94,11 @@ def test_captions_through_a_local_server_incrementally_and_resumes(clips, tmp_pa
             assert w.getframerate() == 16000 and w.getnchannels() == 1 and w.getnframes() > 16000
 
         rows = {r["media_path"]: r["caption"] for r in map(json.loads, out.read_text().splitlines())}
-        assert rows == {"clips/c0.mp4": "caption 1", "clips/c1.mp4": 'A square "moves" right', "clips/c3.mp4": "caption 4"}
+        assert rows == {
+            "clips/c0.mp4": "caption 1",
+            "clips/c1.mp4": 'A square "moves" right',
+            "clips/c3.mp4": "caption 4",
+        }
         assert [d.path for d in report.drops] == ["clips/c2.mp4"] and "500" in report.drops[0].reason
 
         # A rerun asks only for the missing caption and keeps the others.

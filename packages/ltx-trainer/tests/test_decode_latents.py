@@ -49,6 +49,8 @@ def test_decodes_videos_images_and_audio_mirroring_names(precomputed, tiny_model
 
 
 def test_cli_reports_a_missing_folder_in_one_line(tmp_path, tiny_models):
-    result = CliRunner().invoke(app, [str(tmp_path / "nope"), str(tmp_path / "out"), "--model-path", str(tiny_models.checkpoint)])
+    result = CliRunner().invoke(
+        app, [str(tmp_path / "nope"), str(tmp_path / "out"), "--model-path", str(tiny_models.checkpoint)]
+    )
     assert result.exit_code == 2
     assert "latents folder" in result.output and "does not exist" in result.output

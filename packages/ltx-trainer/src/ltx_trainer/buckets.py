@@ -44,9 +44,7 @@ class Bucket:
             if value < SPATIAL_MULTIPLE or value % SPATIAL_MULTIPLE:
                 raise BucketError(f"bucket {self}: {name} {value} must be a positive multiple of {SPATIAL_MULTIPLE}")
         if self.frames < 1 or (self.frames - 1) % TEMPORAL_MULTIPLE:
-            raise BucketError(
-                f"bucket {self}: frames {self.frames} must be 8k+1 (1, 9, 17, 25, 33, 41, 49, ...)"
-            )
+            raise BucketError(f"bucket {self}: frames {self.frames} must be 8k+1 (1, 9, 17, 25, 33, 41, 49, ...)")
         return self
 
 
@@ -61,7 +59,9 @@ def parse_buckets(spec: str) -> list[Bucket]:
             continue
         parts = entry.lower().split("x")
         if len(parts) != 3 or not all(p.strip().isdigit() for p in parts):
-            raise BucketError(f"resolution bucket {entry!r} does not parse; expected WxHxF with integers, e.g. 768x448x89")
+            raise BucketError(
+                f"resolution bucket {entry!r} does not parse; expected WxHxF with integers, e.g. 768x448x89"
+            )
         bucket = Bucket(*(int(p) for p in parts)).check()
         if bucket not in buckets:
             buckets.append(bucket)

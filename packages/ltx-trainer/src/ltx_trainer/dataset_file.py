@@ -114,9 +114,7 @@ def read_dataset(path: str | Path) -> DatasetFile:
     return DatasetFile(path=p, rows=rows, columns=tuple(columns))
 
 
-def resolve_roles(
-    columns: Sequence[str], overrides: Mapping[str, str | None] | None = None
-) -> dict[str, str]:
+def resolve_roles(columns: Sequence[str], overrides: Mapping[str, str | None] | None = None) -> dict[str, str]:
     """Role -> column name: by convention (`video`, `caption`, ...; `media_path`/`ref_media_path` as
     legacy aliases), then the explicit `overrides` (role -> column), which must exist."""
     roles: dict[str, str] = {}

@@ -67,7 +67,9 @@ def main(
     seed: int = typer.Option(42, help="Seed of the decoder's noise (timestep-conditioned VAEs)"),
     with_audio: bool = typer.Option(False, help="Also decode audio latents to .wav"),
     audio_latents_dir: Path | None = typer.Option(None, help="Audio latents [default: audio_latents beside LATENTS]"),
-    audio_output_dir: Path | None = typer.Option(None, help="Folder for .wav files [default: decoded_audio beside OUT]"),
+    audio_output_dir: Path | None = typer.Option(
+        None, help="Folder for .wav files [default: decoded_audio beside OUT]"
+    ),
     device: str | None = typer.Option(None, help="Device [default: cuda if available, else cpu]"),
     overwrite: bool = typer.Option(False, help="Replace decoded files that already exist"),
     verbose: bool = typer.Option(False, help="Debug logging"),

@@ -19,7 +19,7 @@ from ltx_trainer.precomputed import find_samples, load_sample
 logger = logging.getLogger(__name__)
 
 
-def _video_latents(sample) -> tuple[torch.Tensor, float]:  # noqa: ANN001
+def _video_latents(sample) -> tuple[torch.Tensor, float]:
     latents = sample.tensors["latents"]
     if latents.ndim == 2:  # the reference's legacy patchified [seq, C] layout
         f, h, w = (int(sample.scalar(k)) for k in ("num_frames", "height", "width"))

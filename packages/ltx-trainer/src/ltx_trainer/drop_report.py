@@ -50,9 +50,7 @@ class RunReport:
         lines = ["stage             written  skipped  dropped"]
         for stage in stages:
             dropped = sum(1 for d in self.drops if d.stage == stage)
-            lines.append(
-                f"{stage:<17} {self.written.get(stage, 0):>7}  {self.skipped.get(stage, 0):>7}  {dropped:>7}"
-            )
+            lines.append(f"{stage:<17} {self.written.get(stage, 0):>7}  {self.skipped.get(stage, 0):>7}  {dropped:>7}")
         if self.drops:
             width = max(len("path"), *(len(d.path) for d in self.drops))
             lines += ["", f"{len(self.drops)} dropped sample(s):", f"{'path':<{width}}  {'stage':<16} reason"]

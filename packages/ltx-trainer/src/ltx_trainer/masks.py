@@ -27,7 +27,9 @@ from ltx_trainer.sharding import Shard
 logger = logging.getLogger(__name__)
 
 
-def pool_video_mask(mask: torch.Tensor, time_factor: int = TEMPORAL_MULTIPLE, cell: int = SPATIAL_MULTIPLE) -> torch.Tensor:
+def pool_video_mask(
+    mask: torch.Tensor, time_factor: int = TEMPORAL_MULTIPLE, cell: int = SPATIAL_MULTIPLE
+) -> torch.Tensor:
     """Pixel mask (F, H, W) with F = 1 + k * time_factor -> latent mask (1 + k, H / cell, W / cell) by max."""
     frames, height, width = mask.shape
     if (frames - 1) % time_factor or height % cell or width % cell:
@@ -48,7 +50,9 @@ def pool_audio_mask(mask: torch.Tensor, steps: int) -> torch.Tensor:
     return F.adaptive_max_pool1d(mask.float()[None, None], steps)[0, 0]
 
 
-def _read_video_mask(path: Path, frames: int, stride: int, source_hw: tuple[int, int], crop: Crop, size: tuple[int, int]) -> torch.Tensor:
+def _read_video_mask(
+    path: Path, frames: int, stride: int, source_hw: tuple[int, int], crop: Crop, size: tuple[int, int]
+) -> torch.Tensor:
     info = probe_media(path)
     if (info.height, info.width) != source_hw:
         raise ValueError(

@@ -78,7 +78,12 @@ class Crop:
     left: int
 
     def as_dict(self) -> dict[str, int]:
-        return {"scaled_height": self.scaled_height, "scaled_width": self.scaled_width, "top": self.top, "left": self.left}
+        return {
+            "scaled_height": self.scaled_height,
+            "scaled_width": self.scaled_width,
+            "top": self.top,
+            "left": self.left,
+        }
 
 
 def plan_crop(
@@ -93,7 +98,10 @@ def plan_crop(
         raise ValueError(f"crop mode {mode!r} is not one of {CROP_MODES}")
     scale = max(height / src_height, width / src_width)
     # Rounding up keeps the scaled frame at least as large as the target despite float error.
-    scaled_h, scaled_w = max(height, math.ceil(src_height * scale - 1e-6)), max(width, math.ceil(src_width * scale - 1e-6))
+    scaled_h, scaled_w = (
+        max(height, math.ceil(src_height * scale - 1e-6)),
+        max(width, math.ceil(src_width * scale - 1e-6)),
+    )
     if mode == "center":
         return Crop(scaled_h, scaled_w, (scaled_h - height) // 2, (scaled_w - width) // 2)
     top = int(torch.randint(0, scaled_h - height + 1, (1,), generator=generator))

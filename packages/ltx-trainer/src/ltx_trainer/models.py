@@ -51,7 +51,11 @@ class ModelSources:
         return path
 
     def check(self) -> ModelSources:
-        for name, path in (("--model-path", self.checkpoint), ("--video-vae-path", self.video_vae), ("--audio-vae-path", self.audio_vae)):
+        for name, path in (
+            ("--model-path", self.checkpoint),
+            ("--video-vae-path", self.video_vae),
+            ("--audio-vae-path", self.audio_vae),
+        ):
             if path is not None and not Path(path).is_file():
                 raise FileNotFoundError(f"{name} {str(path)!r} is not a file (expected a .safetensors checkpoint)")
         return self
@@ -60,13 +64,15 @@ class ModelSources:
 class LazyModels:
     """Builds each model on first use and frees them all on `release()` (or leaving a `with` block)."""
 
-    def __init__(self, sources: ModelSources, device: str | torch.device | None = None, dtype: torch.dtype | None = None):
+    def __init__(
+        self, sources: ModelSources, device: str | torch.device | None = None, dtype: torch.dtype | None = None
+    ):
         self.sources = sources
         self.device = resolve_device(device)
         self.dtype = dtype or default_dtype(self.device)
         self._models: dict[str, nn.Module] = {}
 
-    def _get(self, name: str, build) -> nn.Module:  # noqa: ANN001 - a zero-argument builder
+    def _get(self, name: str, build) -> nn.Module:
         if name not in self._models:
             self._models[name] = build()
         return self._models[name]

@@ -65,9 +65,7 @@ class PreprocessSettings:
 def preprocess_dataset(dataset_path: str | Path, settings: PreprocessSettings, shard: Shard | None = None) -> RunReport:
     """Run every stage the dataset's columns call for; returns the report (also printed by the CLI)."""
     dataset = read_dataset(dataset_path)
-    roles = resolve_roles(
-        dataset.columns, {"video": settings.video_column, "caption": settings.caption_column}
-    )
+    roles = resolve_roles(dataset.columns, {"video": settings.video_column, "caption": settings.caption_column})
     for role, column in sorted(roles.items()):
         logger.info("column %r -> %s", column, role)
     if "caption" not in roles:

@@ -40,7 +40,9 @@ def main(
     lora_trigger: str | None = typer.Option(None, help="Word prepended to every caption"),
     remove_llm_prefixes: bool = typer.Option(False, help="Strip 'This video shows', 'Caption:' ... from captions"),
     skip_audio: bool = typer.Option(False, help="Do not encode the audio tracks of videos"),
-    audio_durations: str | None = typer.Option(None, help="Duration buckets in seconds for audio-only rows, e.g. '2;4;8'"),
+    audio_durations: str | None = typer.Option(
+        None, help="Duration buckets in seconds for audio-only rows, e.g. '2;4;8'"
+    ),
     reference_downscale_factor: int = typer.Option(1, help="Reference videos at 1/N of the target's width and height"),
     reference_temporal_scale_factor: int = typer.Option(
         1, help="Reference videos keep frame 0 then every N-th frame (F_ref = (F-1)/N + 1)"
@@ -51,7 +53,7 @@ def main(
 ) -> None:
     configure_logging(verbose)
 
-    def work():  # noqa: ANN202
+    def work():
         if reshape_mode not in CROP_MODES:
             raise typer.BadParameter(f"--reshape-mode {reshape_mode!r}; accepted: {', '.join(CROP_MODES)}")
         settings = PreprocessSettings(

@@ -198,7 +198,11 @@ def split_scenes(
     info = probe_video(video)  # raises MediaError for a missing or unreadable file, before any work
     fps = info.fps or 24.0
     shorter = parse_length(filter_shorter_than, fps) if filter_shorter_than else 0
-    for name, value in (("--min-scene-length", min_scene_length), ("--skip-start", skip_start), ("--skip-end", skip_end)):
+    for name, value in (
+        ("--min-scene-length", min_scene_length),
+        ("--skip-start", skip_start),
+        ("--skip-end", skip_end),
+    ):
         if value < 0:
             raise ValueError(f"{name} must be >= 0; got {value}")
     scenes = detect_scenes(
@@ -213,11 +217,15 @@ def split_scenes(
         frame_skip=frame_skip,
         stats_file=stats_file,
     )
-    chosen = select_scenes(scenes, skip_start=skip_start, skip_end=skip_end, shorter_than=shorter, max_scenes=max_scenes)
+    chosen = select_scenes(
+        scenes, skip_start=skip_start, skip_end=skip_end, shorter_than=shorter, max_scenes=max_scenes
+    )
     logger.info("%s: %d scene(s) detected, %d kept", video.name, len(scenes), len(chosen))
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
-    for number, scene in progress(list(enumerate(chosen, start=1)), desc="write scenes", total=len(chosen), unit="scene"):
+    for number, scene in progress(
+        list(enumerate(chosen, start=1)), desc="write scenes", total=len(chosen), unit="scene"
+    ):
         target = out / f"{video.stem}-Scene-{number:03d}.mp4"
         if target.exists() and not overwrite:
             logger.info("keeping existing %s (pass --overwrite to replace it)", target.name)

@@ -38,7 +38,7 @@ def _encode(
     return info, crop, latents
 
 
-def _metadata(source: str, bucket: Bucket, info, crop: Crop, stride: int, fps: float) -> dict:  # noqa: ANN001
+def _metadata(source: str, bucket: Bucket, info, crop: Crop, stride: int, fps: float) -> dict:
     return {
         "source": source,
         "bucket": str(bucket),

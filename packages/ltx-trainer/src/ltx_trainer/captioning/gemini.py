@@ -65,6 +65,8 @@ class GeminiCaptioner:
         return self._client
 
     def caption(self, media: Path) -> str:
-        request = build_gemini_request(media, model=self.model, instruction=self.instruction, max_tokens=self.max_tokens)
+        request = build_gemini_request(
+            media, model=self.model, instruction=self.instruction, max_tokens=self.max_tokens
+        )
         response = self.client().models.generate_content(**request)
         return parse_caption(getattr(response, "text", None) or "")
