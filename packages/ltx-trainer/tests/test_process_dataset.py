@@ -214,3 +214,44 @@ def test_shards_split_rows_between_ranks(mixed_dataset, tiny_models, monkeypatch
     assert outputs[0] and outputs[1] and not outputs[0] & outputs[1]
     assert len(outputs[0] | outputs[1]) == 6
     assert os.environ["WORLD_SIZE"] == "2"
+
+
+def test_audio_only_rows_with_reference_audio_and_masks(tmp_path, make_wav, tiny_models):
+    from safetensors.torch import save_file
+
+    root = tmp_path / "a"
+    make_wav(root / "song.wav", seconds=2.3)
+    make_wav(root / "ref.wav", seconds=3.0, hz=220)
+    make_wav(root / "tiny.wav", seconds=0.3)
+    # Mask the second half of the song's 2 s window.
+    save_file({"mask": torch.cat([torch.zeros(50), torch.ones(50)])}, str(root / "song_mask.safetensors"))
+    rows = [
+        {"audio": "song.wav", "reference_audio": "ref.wav", "audio_mask": "song_mask.safetensors", "caption": "x"},
+        {"audio": "tiny.wav", "caption": "too short"},
+    ]
+    (root / "d.json").write_text(json.dumps(rows))
+    report = preprocess_dataset(
+        root / "d.json", _settings(tiny_models, resolution_buckets=(), audio_durations=(1.0, 2.0))
+    )
+    out = root / ".precomputed"
+    song = pc.load_sample(out / "audio_latents" / "song.safetensors").tensors
+    ref = pc.load_sample(out / "reference_audio_latents" / "song.safetensors").tensors
+    assert float(song["duration"]) == 2.0 and float(ref["duration"]) == 2.0
+    mask = pc.load_sample(out / "audio_masks" / "song.safetensors").tensors["mask"]
+    steps = song["latents"].shape[1]
+    assert mask.shape == (steps,) and mask[: steps // 2 - 1].max() == 0 and mask[steps // 2 + 1 :].min() == 1
+    assert [(d.path, d.stage) for d in report.drops] == [("tiny.wav", "audio")]
+    assert "too short: 0.30 s" in report.drops[0].reason
+
+
+def test_a_mask_that_does_not_match_its_clip_is_dropped_with_the_expected_size(tmp_path, make_clip, tiny_models):
+    root = tmp_path / "m"
+    make_clip(root / "clip.mp4", frames=9, height=64, width=64)
+    make_clip(root / "mask.mp4", frames=9, height=64, width=96)
+    rows = [{"video": "clip.mp4", "video_mask": "mask.mp4", "caption": "x"}]
+    (root / "d.json").write_text(json.dumps(rows))
+    settings = _settings(tiny_models, resolution_buckets=tuple(parse_buckets("64x64x9")), skip_audio=True, decode=True)
+    report = preprocess_dataset(root / "d.json", settings)
+    assert [(d.path, d.stage) for d in report.drops] == [("mask.mp4", "video mask")]
+    assert "mask is 96x64 but its clip is 64x64" in report.drops[0].reason
+    assert (root / ".precomputed" / "decoded_videos" / "clip.mp4").is_file()  # --decode previews
