@@ -124,3 +124,12 @@ def test_random_crop_is_reproducible_and_shards_are_disjoint():
     items = list(range(7))
     assert Shard(0, 2).take(items) + Shard(1, 2).take(items) == [0, 2, 4, 6, 1, 3, 5]
     assert json.dumps(pc.read_manifest(Path("/nonexistent"))) == "null"
+
+
+def test_reference_crop_sits_where_the_target_crop_sits():
+    from ltx_trainer.media import crop_like
+
+    target = plan_crop(100, 400, 64, 128, "random", torch.Generator().manual_seed(3))
+    ref = crop_like(target, 64, 128, 50, 200, 32, 64)  # half-size reference of the same scene
+    assert (ref.scaled_height, ref.scaled_width) == (32, 128)
+    assert ref.left / (ref.scaled_width - 64) == pytest.approx(target.left / (target.scaled_width - 128), abs=0.02)

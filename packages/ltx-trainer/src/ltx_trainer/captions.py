@@ -20,7 +20,7 @@ from ltx_pipelines.utils.progress import progress
 from ltx_trainer.dataset_file import DatasetFile
 from ltx_trainer.drop_report import RunReport
 from ltx_trainer.precomputed import sample_path, save_sample
-from ltx_trainer.sample_loop import RowItem, shard_items
+from ltx_trainer.sample_loop import Columns, RowItem, shard_items
 from ltx_trainer.sharding import Shard
 
 logger = logging.getLogger(__name__)
@@ -79,7 +79,7 @@ def prepare_caption(caption: str, *, lora_trigger: str | None, strip_prefixes: b
 def compute_caption_features(
     dataset: DatasetFile,
     caption_column: str,
-    key_column: str,
+    key_column: Columns,
     output_dir: str | Path,
     *,
     checkpoint: str | Path,

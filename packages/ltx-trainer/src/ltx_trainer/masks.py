@@ -21,7 +21,7 @@ from ltx_trainer.dataset_file import DatasetFile
 from ltx_trainer.drop_report import RunReport
 from ltx_trainer.media import Crop, apply_crop, is_image, probe_media, read_frames, read_stereo_audio
 from ltx_trainer.precomputed import LEGACY_SUFFIX, SAMPLE_SUFFIX, load_sample, sample_path, save_sample
-from ltx_trainer.sample_loop import rows_with
+from ltx_trainer.sample_loop import Columns, rows_with
 from ltx_trainer.sharding import Shard
 
 logger = logging.getLogger(__name__)
@@ -128,7 +128,7 @@ def _read_audio_mask(path: Path) -> torch.Tensor:
 def compute_audio_masks(
     dataset: DatasetFile,
     mask_column: str,
-    key_column: str,
+    key_column: Columns,
     audio_latents_dir: str | Path,
     output_dir: str | Path,
     *,

@@ -109,6 +109,20 @@ def plan_crop(
     return Crop(scaled_h, scaled_w, top, left)
 
 
+def crop_like(
+    reference: Crop, height: int, width: int, src_height: int, src_width: int, out_h: int, out_w: int
+) -> Crop:
+    """A crop of another source (e.g. a downscaled reference video) at the same relative position as
+    `reference`, which cut `height` x `width` out of its own scaled frame."""
+    target = plan_crop(src_height, src_width, out_h, out_w, "center")
+    spare_h, spare_w = reference.scaled_height - height, reference.scaled_width - width
+    frac_y = reference.top / spare_h if spare_h > 0 else 0.5
+    frac_x = reference.left / spare_w if spare_w > 0 else 0.5
+    top = round(frac_y * (target.scaled_height - out_h))
+    left = round(frac_x * (target.scaled_width - out_w))
+    return Crop(target.scaled_height, target.scaled_width, top, left)
+
+
 def apply_crop(frames: torch.Tensor, crop: Crop, height: int, width: int, mode: str = "bicubic") -> torch.Tensor:
     """(F, H, W, C) any numeric dtype -> float32 (F, C, height, width) in the input's value scale."""
     pixels = frames.permute(0, 3, 1, 2).to(torch.float32)

@@ -10,7 +10,7 @@ from ltx_pipelines.utils.media_io import MediaError
 from ltx_trainer.buckets import Bucket, choose_bucket, reference_bucket
 from ltx_trainer.dataset_file import DatasetFile
 from ltx_trainer.drop_report import RunReport
-from ltx_trainer.media import Crop, frames_to_vae_input, plan_crop, probe_media, read_frames
+from ltx_trainer.media import Crop, crop_like, frames_to_vae_input, plan_crop, probe_media, read_frames
 from ltx_trainer.models import LazyModels, encode_video
 from ltx_trainer.precomputed import load_sample, sample_path, save_sample, video_latent_tensors
 from ltx_trainer.sample_loop import rows_with, sample_generator
@@ -29,9 +29,14 @@ def _encode(
     seed: int,
     key: Path,
     tiled: bool,
+    align_to: tuple[Crop, int, int] | None = None,
 ) -> tuple:
     info = probe_media(media)
-    crop = plan_crop(info.height, info.width, bucket.height, bucket.width, crop_mode, sample_generator(seed, key))
+    if align_to is not None:  # a reference clip: cut where its target was cut
+        target_crop, target_h, target_w = align_to
+        crop = crop_like(target_crop, target_h, target_w, info.height, info.width, bucket.height, bucket.width)
+    else:
+        crop = plan_crop(info.height, info.width, bucket.height, bucket.width, crop_mode, sample_generator(seed, key))
     frames = read_frames(media, bucket.frames, stride)
     pixels = frames_to_vae_input(frames, crop, bucket.height, bucket.width)
     latents = encode_video(models.video_encoder(), pixels, tiled=tiled)
@@ -138,7 +143,9 @@ def compute_reference_latents(
         if not target_latents.exists():
             logger.info("no target latents for %s; skipping its reference", item.key)
             continue
+        target_meta = load_sample(target_latents)
         target_bucket = Bucket(*_bucket_of(target_latents))
+        align = (Crop(**target_meta.meta_json("crop")), target_bucket.height, target_bucket.width)
         ref_bucket = reference_bucket(target_bucket, downscale_factor, temporal_scale_factor)
         media = dataset.media_path(item.value)
         try:
@@ -160,6 +167,7 @@ def compute_reference_latents(
                 seed=seed,
                 key=item.key,
                 tiled=vae_tiling,
+                align_to=align,
             )
         except MediaError as e:
             report.drop(stage, item.value, f"unreadable: {e}")
