@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 
@@ -57,7 +58,7 @@ def _tree(root: Path) -> dict[str, dict[str, torch.Tensor]]:
     return {str(p.relative_to(root)): pc.load_sample(p).tensors for p in pc.find_samples(root)}
 
 
-def test_mixed_folder_writes_expected_files_and_reports_two_drops(mixed_dataset, tiny_models):
+def test_mixed_folder_writes_expected_files_and_reports_two_drops(mixed_dataset, tiny_models, caplog):
     report = preprocess_dataset(mixed_dataset, _settings(tiny_models))
     out = mixed_dataset.parent / ".precomputed"
     tree = _tree(out)
@@ -97,7 +98,9 @@ def test_mixed_folder_writes_expected_files_and_reports_two_drops(mixed_dataset,
 
     # A second run finds everything in place: it writes nothing and leaves every file untouched.
     stamps = {p: p.stat().st_mtime_ns for p in pc.find_samples(out)}
-    again = preprocess_dataset(mixed_dataset, _settings(tiny_models))
+    with caplog.at_level(logging.INFO):
+        again = preprocess_dataset(mixed_dataset, _settings(tiny_models))
+    assert not [r for r in caplog.records if "built" in r.getMessage() or "other settings" in r.getMessage()]
     assert again.total_written == 0
     assert {p: p.stat().st_mtime_ns for p in pc.find_samples(out)} == stamps
 

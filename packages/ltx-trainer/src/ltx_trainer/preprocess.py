@@ -8,6 +8,7 @@ by running it again.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -59,7 +60,8 @@ class PreprocessSettings:
         for name in ("device", "batch_size", "decode", "overwrite", "output_dir", "extra", "resolution_buckets"):
             data.pop(name)
         data["resolution_buckets"] = [str(b) for b in self.resolution_buckets]
-        return {k: (str(v) if isinstance(v, Path) else v) for k, v in data.items()}
+        # Through JSON, so tuples compare equal to the lists a previous run's file holds.
+        return json.loads(json.dumps(data, default=str))
 
 
 def preprocess_dataset(dataset_path: str | Path, settings: PreprocessSettings, shard: Shard | None = None) -> RunReport:
