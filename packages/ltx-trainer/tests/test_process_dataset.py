@@ -258,3 +258,51 @@ def test_a_mask_that_does_not_match_its_clip_is_dropped_with_the_expected_size(t
     assert [(d.path, d.stage) for d in report.drops] == [("mask.mp4", "video mask")]
     assert "mask is 96x64 but its clip is 64x64" in report.drops[0].reason
     assert (root / ".precomputed" / "decoded_videos" / "clip.mp4").is_file()  # --decode previews
+
+
+@pytest.mark.slow  # a second Python process (importing torch takes seconds on a busy machine)
+def test_a_killed_process_leaves_no_partial_sample_and_the_rerun_finishes(tmp_path, make_clip, tiny_models):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from ltx_trainer.process_videos import process_videos
+
+    root = tmp_path / "k"
+    rows = []
+    for i in range(6):
+        make_clip(root / f"c{i}.mp4", frames=17, height=64, width=96, hz=300 + 50 * i)
+        rows.append({"video": f"c{i}.mp4", "caption": f"clip {i}"})
+    (root / "d.json").write_text(json.dumps(rows))
+    latents = root / ".precomputed" / "latents"
+    options = {"resolution_buckets": "96x64x17", "model_path": tiny_models.checkpoint, "device": "cpu"}
+    args = ["--resolution-buckets", "96x64x17", "--output-dir", str(latents)]
+    args += ["--model-path", str(tiny_models.checkpoint), "--device", "cpu", "--with-audio"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ltx_trainer.process_videos", str(root / "d.json"), *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 120
+    try:
+        while not pc.find_samples(latents) and time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.005)
+        assert process.poll() is None, "the run finished before it could be killed"
+        process.send_signal(signal.SIGKILL)
+    finally:
+        process.wait(timeout=30)
+    done = len(pc.find_samples(latents))
+    assert 1 <= done < 6
+    for path in pc.find_samples(root / ".precomputed"):
+        pc.load_sample(path)  # every visible file is complete
+
+    report = process_videos(root / "d.json", output_dir=latents, with_audio=True, **options)
+    assert report.written["video"] == 6 - done and not report.drops
+    clean = tmp_path / "clean"
+    process_videos(root / "d.json", output_dir=clean / "latents", with_audio=True, **options)
+    a, b = _tree(clean), _tree(root / ".precomputed")
+    assert sorted(a) == sorted(b) and len(a) == 12
+    for name in a:
+        for key, value in a[name].items():
+            assert torch.allclose(value.float(), b[name][key].float(), atol=1e-5), (name, key)
