@@ -98,6 +98,7 @@ def test_mixed_folder_writes_expected_files_and_reports_two_drops(mixed_dataset,
 
     # A second run finds everything in place: it writes nothing and leaves every file untouched.
     stamps = {p: p.stat().st_mtime_ns for p in pc.find_samples(out)}
+    caplog.clear()
     with caplog.at_level(logging.INFO):
         again = preprocess_dataset(mixed_dataset, _settings(tiny_models))
     assert not [r for r in caplog.records if "built" in r.getMessage() or "other settings" in r.getMessage()]
