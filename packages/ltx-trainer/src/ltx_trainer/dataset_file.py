@@ -8,6 +8,7 @@ latents, audio latents, conditions and masks of one row share one relative name.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import logging
 from collections.abc import Mapping, Sequence
@@ -160,8 +161,6 @@ def write_records(path: str | Path, records: Sequence[Mapping[str, Any]], *, ove
         fields: dict[str, None] = {}
         for record in records:
             fields.update(dict.fromkeys(record))
-        import io
-
         buffer = io.StringIO()
         writer = csv.DictWriter(buffer, fieldnames=list(fields))
         writer.writeheader()

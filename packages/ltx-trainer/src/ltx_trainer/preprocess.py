@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ltx_trainer import precomputed as pc
@@ -52,12 +51,11 @@ class PreprocessSettings:
     reference_temporal_scale_factor: int = 1
     decode: bool = False
     overwrite: bool = False
-    extra: dict = field(default_factory=dict)
 
     def manifest(self) -> dict:
         """The parameters that decide what the outputs contain (recorded in preprocessing.json)."""
         data = asdict(self)
-        for name in ("device", "batch_size", "decode", "overwrite", "output_dir", "extra", "resolution_buckets"):
+        for name in ("device", "batch_size", "decode", "overwrite", "output_dir", "resolution_buckets"):
             data.pop(name)
         data["resolution_buckets"] = [str(b) for b in self.resolution_buckets]
         # Through JSON, so tuples compare equal to the lists a previous run's file holds.
@@ -219,6 +217,3 @@ def positive_factor(name: str, value: int) -> int:
     if value < 1:
         raise BucketError(f"{name} must be >= 1; got {value}")
     return value
-
-
-__all__: Sequence[str] = ("PreprocessSettings", "preprocess_dataset")

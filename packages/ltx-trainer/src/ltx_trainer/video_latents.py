@@ -6,11 +6,13 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
+import torch
+
 from ltx_pipelines.utils.media_io import MediaError
 from ltx_trainer.buckets import Bucket, choose_bucket, reference_bucket
 from ltx_trainer.dataset_file import DatasetFile
 from ltx_trainer.drop_report import RunReport
-from ltx_trainer.media import Crop, crop_like, frames_to_vae_input, plan_crop, probe_media, read_frames
+from ltx_trainer.media import Crop, MediaInfo, crop_like, frames_to_vae_input, plan_crop, probe_media, read_frames
 from ltx_trainer.models import LazyModels, encode_video
 from ltx_trainer.precomputed import load_sample, sample_path, save_sample, video_latent_tensors
 from ltx_trainer.sample_loop import rows_with, sample_generator
@@ -22,6 +24,7 @@ logger = logging.getLogger(__name__)
 def _encode(
     models: LazyModels,
     media: Path,
+    info: MediaInfo,
     bucket: Bucket,
     *,
     stride: int,
@@ -30,8 +33,8 @@ def _encode(
     key: Path,
     tiled: bool,
     align_to: tuple[Crop, int, int] | None = None,
-) -> tuple:
-    info = probe_media(media)
+) -> tuple[Crop, torch.Tensor]:
+    """Fit the clip's first frames (every `stride`-th) to `bucket` and encode them: (crop, latents)."""
     if align_to is not None:  # a reference clip: cut where its target was cut
         target_crop, target_h, target_w = align_to
         crop = crop_like(target_crop, target_h, target_w, info.height, info.width, bucket.height, bucket.width)
@@ -39,11 +42,10 @@ def _encode(
         crop = plan_crop(info.height, info.width, bucket.height, bucket.width, crop_mode, sample_generator(seed, key))
     frames = read_frames(media, bucket.frames, stride)
     pixels = frames_to_vae_input(frames, crop, bucket.height, bucket.width)
-    latents = encode_video(models.video_encoder(), pixels, tiled=tiled)
-    return info, crop, latents
+    return crop, encode_video(models.video_encoder(), pixels, tiled=tiled)
 
 
-def _metadata(source: str, bucket: Bucket, info, crop: Crop, stride: int, fps: float) -> dict:
+def _metadata(source: str, bucket: Bucket, info: MediaInfo, crop: Crop, stride: int, fps: float) -> dict:
     return {
         "source": source,
         "bucket": str(bucket),
@@ -98,8 +100,8 @@ def compute_video_latents(
                 report.drop(stage, item.value, f"too short: {info.frames} frames, the shortest bucket needs {smallest}")
             continue
         try:
-            info, crop, latents = _encode(
-                models, media, bucket, stride=1, crop_mode=crop_mode, seed=seed, key=item.key, tiled=vae_tiling
+            crop, latents = _encode(
+                models, media, info, bucket, stride=1, crop_mode=crop_mode, seed=seed, key=item.key, tiled=vae_tiling
             )
         except MediaError as e:
             report.drop(stage, item.value, f"unreadable: {e}")
@@ -158,9 +160,10 @@ def compute_reference_latents(
                     f"too short: {info.frames} frames; the reference of bucket {target_bucket} needs {needed}",
                 )
                 continue
-            info, crop, latents = _encode(
+            crop, latents = _encode(
                 models,
                 media,
+                info,
                 ref_bucket,
                 stride=temporal_scale_factor,
                 crop_mode=crop_mode,
