@@ -9,8 +9,6 @@ provenance (source path, bucket, crop, scale factors). See docs/data.md for ever
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +17,8 @@ from typing import Any
 import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
+
+from ltx_pipelines.utils.atomic_files import atomic_output
 
 FORMAT_VERSION = "1"
 SAMPLE_SUFFIX = ".safetensors"
@@ -58,34 +58,19 @@ class SampleFile:
         return default if value is None else json.loads(value)
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 def save_sample(
     path: str | Path, tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, Any] | None = None
 ) -> Path:
-    """Write one sample file atomically: a temporary file in the same folder, renamed when complete.
-
-    The temporary name starts with a dot and ends in `.partial`, so an interrupted run leaves nothing
-    that loaders or the skip-existing check mistake for a finished sample. Replaces an existing file
-    (callers decide about overwriting before doing the work).
-    """
+    """Write one sample file atomically (ltx_pipelines' `atomic_output`: a hidden temporary file in the
+    same folder, renamed when complete), so an interrupted run leaves nothing that loaders or the
+    skip-existing check mistake for a finished sample. Replaces an existing file: callers decide
+    about overwriting before doing the work."""
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
     meta = {"format_version": FORMAT_VERSION}
     for key, value in (metadata or {}).items():
         meta[key] = value if isinstance(value, str) else json.dumps(value)
-    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".partial")
-    os.close(fd)
-    try:
-        save_file({k: v.detach().to("cpu").contiguous() for k, v in tensors.items()}, tmp_name, metadata=meta)
-        os.chmod(tmp_name, 0o666 & ~_umask())
-        os.replace(tmp_name, target)
-    finally:
-        Path(tmp_name).unlink(missing_ok=True)
+    with atomic_output(target, overwrite=True) as tmp:
+        save_file({k: v.detach().to("cpu").contiguous() for k, v in tensors.items()}, str(tmp), metadata=meta)
     return target
 
 
@@ -143,13 +128,9 @@ def audio_latent_tensors(latents: torch.Tensor, duration: float) -> dict[str, to
 def write_manifest(root: str | Path, params: Mapping[str, Any]) -> Path:
     """Record the run parameters in `<root>/preprocessing.json` (atomically)."""
     target = Path(root) / MANIFEST
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".partial")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(dict(params), f, indent=2, sort_keys=True, default=str)
-        f.write("\n")
-    os.chmod(tmp_name, 0o666 & ~_umask())
-    os.replace(tmp_name, target)
+    text = json.dumps(dict(params), indent=2, sort_keys=True, default=str) + "\n"
+    with atomic_output(target, overwrite=True) as tmp:
+        tmp.write_text(text, encoding="utf-8")
     return target
 
 
