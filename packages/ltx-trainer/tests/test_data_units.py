@@ -133,3 +133,16 @@ def test_reference_crop_sits_where_the_target_crop_sits():
     ref = crop_like(target, 64, 128, 50, 200, 32, 64)  # half-size reference of the same scene
     assert (ref.scaled_height, ref.scaled_width) == (32, 128)
     assert ref.left / (ref.scaled_width - 64) == pytest.approx(target.left / (target.scaled_width - 128), abs=0.02)
+
+
+def test_each_rank_takes_its_own_gpu(monkeypatch):
+    from ltx_trainer.sharding import shard_device
+
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    assert shard_device("cuda") == "cuda" and shard_device(None) is None
+    monkeypatch.setenv("LOCAL_RANK", "3")
+    assert shard_device("cuda") == "cuda:3" and shard_device("cuda:1") == "cuda:1" and shard_device("cpu") == "cpu"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert shard_device(None) is None
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert shard_device(None) == "cuda:3"

@@ -38,8 +38,13 @@ def current_shard() -> Shard:
 
 
 def shard_device(device: str | None) -> str | None:
-    """On a multi-GPU launch each rank uses its own GPU (LOCAL_RANK) when the device is plain 'cuda'."""
+    """On a multi-GPU launch each rank uses its own GPU (`cuda:LOCAL_RANK`) when the device is plain
+    'cuda' or left to the default and CUDA is present; an explicit index or another device is kept."""
     local = os.environ.get("LOCAL_RANK")
-    if device == "cuda" and local is not None:
-        return f"cuda:{int(local)}"
-    return device
+    if local is None or device not in (None, "cuda"):
+        return device
+    import torch
+
+    if device is None and not torch.cuda.is_available():
+        return device
+    return f"cuda:{int(local)}"
