@@ -1,0 +1,1 @@
+"""LTX-2 trainer: dataset preparation and LoRA training."""

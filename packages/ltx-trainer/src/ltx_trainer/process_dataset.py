@@ -1,0 +1,90 @@
+"""`python -m ltx_trainer.process_dataset DATASET`: captions, latents, references, masks in one run.
+
+Columns are recognised by name: video (legacy media_path), audio, caption, reference_video (legacy
+ref_media_path), reference_audio, video_mask, audio_mask. Outputs go to `<dataset dir>/.precomputed/`.
+Under `accelerate launch` each process takes its own shard of the rows.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from ltx_trainer.buckets import parse_durations
+from ltx_trainer.cli_support import configure_logging, new_app, run_or_exit
+from ltx_trainer.media import CROP_MODES
+from ltx_trainer.preprocess import PreprocessSettings, parse_optional_buckets, positive_factor, preprocess_dataset
+
+app = new_app(__doc__.splitlines()[0].split(": ", 1)[1])
+
+
+@app.command()
+def main(
+    dataset: Path = typer.Argument(..., help="Metadata file (.csv, .json or .jsonl); media paths relative to it"),
+    model_path: Path = typer.Option(..., help="LTX-2 single-file checkpoint (.safetensors)"),
+    text_encoder_path: Path = typer.Option(..., help="Gemma 3 folder"),
+    resolution_buckets: str | None = typer.Option(
+        None, help="Buckets 'WxHxF;...' (W, H multiples of 32, F = 8k+1); required with a video column"
+    ),
+    video_vae_path: Path | None = typer.Option(None, help="Video VAE file when not in --model-path"),
+    audio_vae_path: Path | None = typer.Option(None, help="Audio VAE + vocoder file when not in --model-path"),
+    output_dir: Path | None = typer.Option(None, help="Output folder [default: <dataset dir>/.precomputed]"),
+    caption_column: str | None = typer.Option(None, help="Column to use as 'caption' [default: auto-detect]"),
+    video_column: str | None = typer.Option(None, help="Column to use as 'video' [default: video or media_path]"),
+    batch_size: int = typer.Option(1, help="Captions encoded per Gemma forward"),
+    device: str | None = typer.Option(None, help="Device, e.g. cuda, cuda:1, cpu [default: cuda if available]"),
+    vae_tiling: bool = typer.Option(False, help="Encode/decode in 512-pixel tiles (less memory)"),
+    reshape_mode: str = typer.Option("center", help=f"How frames are cropped to the bucket: {'|'.join(CROP_MODES)}"),
+    seed: int = typer.Option(0, help="Seed for random crops"),
+    lora_trigger: str | None = typer.Option(None, help="Word prepended to every caption"),
+    remove_llm_prefixes: bool = typer.Option(False, help="Strip 'This video shows', 'Caption:' ... from captions"),
+    skip_audio: bool = typer.Option(False, help="Do not encode the audio tracks of videos"),
+    audio_durations: str | None = typer.Option(
+        None, help="Duration buckets in seconds for audio-only rows, e.g. '2;4;8'"
+    ),
+    reference_downscale_factor: int = typer.Option(1, help="Reference videos at 1/N of the target's width and height"),
+    reference_temporal_scale_factor: int = typer.Option(
+        1, help="Reference videos keep frame 0 then every N-th frame (F_ref = (F-1)/N + 1)"
+    ),
+    decode: bool = typer.Option(False, help="Also write decoded previews to .precomputed/decoded_videos"),
+    overwrite: bool = typer.Option(False, help="Recompute outputs that already exist (after changing settings)"),
+    verbose: bool = typer.Option(False, help="Debug logging"),
+) -> None:
+    configure_logging(verbose)
+
+    def work():
+        if reshape_mode not in CROP_MODES:
+            raise typer.BadParameter(f"--reshape-mode {reshape_mode!r}; accepted: {', '.join(CROP_MODES)}")
+        settings = PreprocessSettings(
+            model_path=model_path,
+            text_encoder_path=text_encoder_path,
+            resolution_buckets=parse_optional_buckets(resolution_buckets),
+            video_vae_path=video_vae_path,
+            audio_vae_path=audio_vae_path,
+            output_dir=output_dir,
+            video_column=video_column,
+            caption_column=caption_column,
+            batch_size=batch_size,
+            device=device,
+            vae_tiling=vae_tiling,
+            crop_mode=reshape_mode,
+            seed=seed,
+            lora_trigger=lora_trigger,
+            remove_llm_prefixes=remove_llm_prefixes,
+            skip_audio=skip_audio,
+            audio_durations=tuple(parse_durations(audio_durations)) if audio_durations else (),
+            reference_downscale_factor=positive_factor("--reference-downscale-factor", reference_downscale_factor),
+            reference_temporal_scale_factor=positive_factor(
+                "--reference-temporal-scale-factor", reference_temporal_scale_factor
+            ),
+            decode=decode,
+            overwrite=overwrite,
+        )
+        return preprocess_dataset(dataset, settings)
+
+    run_or_exit(work).print()
+
+
+if __name__ == "__main__":
+    app()
