@@ -13,7 +13,7 @@ from PIL import Image
 from safetensors.torch import save_file
 
 from ltx_core.loader import read_safetensors_header
-from ltx_pipelines.demo_assets import DemoAssets, ensure_demo_assets
+from ltx_pipelines.demo_assets import DemoAssets, default_demo_dir, ensure_demo_assets
 
 # The prefix transformer keys have in a released checkpoint, and the one LoRA files use for them.
 _CHECKPOINT_TRANSFORMER_PREFIX = "model.diffusion_model."
@@ -21,10 +21,23 @@ _LORA_PREFIX = "diffusion_model."
 
 
 @pytest.fixture(scope="session")
-def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> DemoAssets:
+def demo_cache_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A test-owned `XDG_CACHE_HOME` whose demo model cache is already built, for `--demo` runs that
+    need not test the build itself (set it with monkeypatch)."""
+    home = tmp_path_factory.mktemp("xdg_cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(home))
+        ensure_demo_assets(default_demo_dir())
+    return home
+
+
+@pytest.fixture(scope="session")
+def tiny_models(demo_cache_home: Path) -> DemoAssets:
     """The demo model set (checkpoint, x2 spatial upsampler, Gemma folder), built in-process once per
     session under a test-owned folder: every behaviour test runs on these, never on the golden set."""
-    return ensure_demo_assets(tmp_path_factory.mktemp("tiny_models"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(demo_cache_home))
+        return ensure_demo_assets(default_demo_dir())
 
 
 @pytest.fixture(scope="session")

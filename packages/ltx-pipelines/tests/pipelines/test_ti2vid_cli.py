@@ -146,9 +146,9 @@ def test_stg_blocks_must_exist_in_the_checkpoints_transformer(capsys, files):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(MAINS))
-def test_demo_runs_on_random_weights_and_says_so(tmp_path_factory, monkeypatch, caplog, case):
-    # One demo model set for the three runs, built under a test-owned cache folder.
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "ti2vid_demo_cache"))
+def test_demo_runs_on_random_weights_and_says_so(tmp_path_factory, monkeypatch, caplog, demo_cache_home, case):
+    # The session's demo model set, already built under a test-owned cache folder, for the three runs.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(demo_cache_home))
     out = tmp_path_factory.mktemp(f"demo_{case}") / "demo.mp4"
     with caplog.at_level(logging.WARNING):
         argv = ["--demo", "--prompt", "a fox", "--output-path", str(out), "--num-inference-steps", "2"]
