@@ -1,4 +1,5 @@
-"""Shared pytest fixtures: the golden parity fixtures beside the repository."""
+"""Shared pytest fixtures: the golden parity fixtures beside the repository, and the guard that keeps
+them to parity tests (tests marked `golden`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from typing import Any
 
 import pytest
 import torch
+
+# `pytester` runs small inner suites under this conftest, to test the golden-marker guard below.
+pytest_plugins = ("pytester",)
 
 _REPO_ROOT = Path(__file__).resolve().parent
 
@@ -67,6 +71,27 @@ def assert_close_to_golden(
     bound = atol + rtol * want64.abs()
     worst = float((err - bound).max()) if err.numel() else 0.0
     assert worst <= 0, f"{name}: max |diff| {float(err.max()):.3e} exceeds atol {atol} + rtol {rtol}*|want|"
+
+
+# Every golden fixture reaches the folder through `golden_dir`, so it stands for all of them.
+GOLDEN_ROOT_FIXTURE = "golden_dir"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Refuse, before any fixture is set up, a test that needs the golden folder but is not marked `golden`.
+
+    `item.fixturenames` is the closure of everything the test requests, fixtures of fixtures included,
+    so a behaviour test cannot reach the golden files through a helper fixture either; it then fails
+    here, in every run, with or without a fixture folder. Hence `pytest -m "not golden"` never touches
+    the golden folder, and `LTX_GOLDEN_DIR=/nonexistent pytest -m "not golden"` passes.
+    """
+    if GOLDEN_ROOT_FIXTURE in getattr(item, "fixturenames", ()) and item.get_closest_marker("golden") is None:
+        pytest.fail(
+            f"{item.nodeid} uses the golden fixtures but is not marked golden: a behaviour test builds its "
+            "tiny models in-process; only a parity test (@pytest.mark.golden) reads the golden folder",
+            pytrace=False,
+        )
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,5 @@
-"""Prompts -> transformer text contexts: a tiny Gemma sized like the golden Gemma config, plus the golden
-checkpoint's text embeddings stage (the same EmbeddingsProcessor the fx_text_embeddings parity test uses)."""
+"""Prompts -> transformer text contexts: the tiny Gemma folder, plus a tiny checkpoint's text embeddings
+stage (the same EmbeddingsProcessor the fx_text_embeddings parity test uses), both built in-process."""
 
 from __future__ import annotations
 
@@ -22,14 +22,14 @@ PROMPTS = ["Waves roll onto a pebble beach while gulls call overhead.", "blurry,
 
 
 @pytest.fixture(scope="module")
-def golden_gemma(golden_sized_gemma_dir):
+def full_length_gemma(tiny_gemma_dir):
     """Default (1024-token) contexts, like the pipelines."""
-    return GemmaTextEncoder.from_folder(golden_sized_gemma_dir, dtype=torch.float32, device="cpu")
+    return GemmaTextEncoder.from_folder(tiny_gemma_dir, dtype=torch.float32, device="cpu")
 
 
 @pytest.fixture(scope="module")
-def embeddings(golden_checkpoint, golden_gemma):
-    return build_text_embeddings(golden_checkpoint, golden_gemma, dtype=torch.float32, device="cpu")
+def embeddings(tiny_text_checkpoint, full_length_gemma):
+    return build_text_embeddings(tiny_text_checkpoint, full_length_gemma, dtype=torch.float32, device="cpu")
 
 
 def _expected_widths(checkpoint) -> tuple[int, int]:
@@ -41,62 +41,58 @@ def _expected_widths(checkpoint) -> tuple[int, int]:
     return t["caption_channels"], t["caption_channels"]
 
 
-@pytest.mark.golden
 @pytest.mark.slow
-def test_contexts_for_positive_and_negative_prompts(golden_gemma, embeddings, golden_checkpoint):
-    contexts = encode_prompts(PROMPTS, golden_gemma, embeddings)
-    length = golden_gemma.tokenizer.max_length
-    video_width, audio_width = _expected_widths(golden_checkpoint)
+def test_contexts_for_positive_and_negative_prompts(full_length_gemma, embeddings, tiny_text_checkpoint):
+    contexts = encode_prompts(PROMPTS, full_length_gemma, embeddings)
+    length = full_length_gemma.tokenizer.max_length
+    video_width, audio_width = _expected_widths(tiny_text_checkpoint)
     assert contexts.video.shape == (len(PROMPTS), length, video_width)
     assert contexts.audio is not None and contexts.audio.shape == (len(PROMPTS), length, audio_width)
     assert contexts.mask.shape == (len(PROMPTS), length) and contexts.mask.dtype == torch.int64
     assert torch.isfinite(contexts.video).all() and torch.isfinite(contexts.audio).all()
-    registers = read_checkpoint_config(golden_checkpoint, "transformer").get("connector_num_learnable_registers", 0)
+    registers = read_checkpoint_config(tiny_text_checkpoint, "transformer").get("connector_num_learnable_registers", 0)
     if registers:  # padded slots hold learnable registers, so every slot is visible
         assert contexts.mask.eq(1).all()
     # Different prompts give different contexts.
     assert not torch.allclose(contexts.video[0], contexts.video[1])
 
     # The same code path as feeding Gemma's hidden states to the embeddings stage by hand.
-    hidden = golden_gemma.encode(PROMPTS)
+    hidden = full_length_gemma.encode(PROMPTS)
     with torch.no_grad():
         by_hand = embeddings(list(hidden.hidden_states), hidden.attention_mask)
     torch.testing.assert_close(contexts.video, by_hand.video, atol=0, rtol=0)
     torch.testing.assert_close(contexts.audio, by_hand.audio, atol=0, rtol=0)
 
     # Batching positive and negative together changes nothing for either row.
-    single = encode_prompts(PROMPTS[1:], golden_gemma, embeddings)
+    single = encode_prompts(PROMPTS[1:], full_length_gemma, embeddings)
     row = context_row(contexts, 1)
     torch.testing.assert_close(row.video, single.video, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(row.audio, single.audio, atol=1e-5, rtol=1e-5)
     assert torch.equal(row.mask, single.mask)
 
 
-@pytest.mark.golden
-def test_context_row_bounds(golden_gemma, embeddings):
-    contexts = encode_prompts(PROMPTS[:1], golden_gemma, embeddings)
+def test_context_row_bounds(full_length_gemma, embeddings):
+    contexts = encode_prompts(PROMPTS[:1], full_length_gemma, embeddings)
     assert context_row(contexts, -1).video.shape == contexts.video.shape
     with pytest.raises(IndexError, match="out of range"):
         context_row(contexts, 1)
 
 
-@pytest.mark.golden
-def test_gemma_of_the_wrong_width_does_not_fit_the_checkpoint(golden_checkpoint, golden_gemma_sizes, tmp_path):
-    hidden, layers = golden_gemma_sizes
+def test_gemma_of_the_wrong_width_does_not_fit_the_checkpoint(tiny_text_checkpoint, tiny_gemma_sizes, tmp_path):
+    hidden, layers = tiny_gemma_sizes
     folder = build_tiny_gemma_folder(tmp_path / "narrow", hidden_size=hidden + 8, num_layers=layers)
     gemma = GemmaTextEncoder.from_folder(folder, dtype=torch.float32, device="cpu", max_length=128)
     # Either the connector width check (LTX-2 text path) or the loader's shape check (LTX-2.3) names it.
     with pytest.raises(CheckpointError, match="does not fit|do not fit"):
-        build_text_embeddings(golden_checkpoint, gemma, device="cpu")
+        build_text_embeddings(tiny_text_checkpoint, gemma, device="cpu")
 
 
-@pytest.mark.golden
 @pytest.mark.slow
-def test_one_call_encoding_with_enhancement(golden_sized_gemma_dir, golden_checkpoint):
+def test_one_call_encoding_with_enhancement(tiny_gemma_dir, tiny_text_checkpoint):
     result = encode_text_prompts(
         PROMPTS,
-        gemma_root=golden_sized_gemma_dir,
-        checkpoint=golden_checkpoint,
+        gemma_root=tiny_gemma_dir,
+        checkpoint=tiny_text_checkpoint,
         dtype=torch.float32,
         device="cpu",
         enhancement=PromptEnhancement(seed=1, settings=EnhancementSettings(max_new_tokens=4)),
@@ -105,6 +101,6 @@ def test_one_call_encoding_with_enhancement(golden_sized_gemma_dir, golden_check
     assert len(result.prompts) == 2
     assert result.prompts[1] == PROMPTS[1]
     assert result.prompts[0] != PROMPTS[0] and result.prompts[0]
-    video_width, audio_width = _expected_widths(golden_checkpoint)
+    video_width, audio_width = _expected_widths(tiny_text_checkpoint)
     assert result.contexts.video.shape == (2, 128, video_width)
     assert result.contexts.audio.shape == (2, 128, audio_width)

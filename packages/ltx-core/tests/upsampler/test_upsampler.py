@@ -158,3 +158,16 @@ def test_build_from_a_saved_temporal_upsampler(tmp_path: Path):
     latent = torch.randn(1, 8, 2, 2, 2)
     with torch.no_grad():
         torch.testing.assert_close(loaded(latent), model(latent))
+
+
+def test_single_file_checkpoint_is_rejected_as_upsampler(tmp_path: Path):
+    # The sections of a single-file model checkpoint's `config` (released names), one tensor under its prefix.
+    config = {"transformer": {"num_layers": 2}, "vae": {"_class_name": "CausalVideoAutoencoder"}, "vocoder": {}}
+    path = tmp_path / "ltx-checkpoint.safetensors"
+    save_file(
+        {"model.diffusion_model.patchify_proj.weight": torch.zeros(4, 4)},
+        str(path),
+        metadata={"config": json.dumps(config)},
+    )
+    with pytest.raises(ValueError, match="single-file"):
+        build_model(LATENT_UPSAMPLER, path, device="cpu")

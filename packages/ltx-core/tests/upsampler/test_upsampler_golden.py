@@ -99,9 +99,3 @@ def test_bfloat16_build_runs_close_to_float32(golden_dir, golden_fixture):
     want = fx[f"{name}.raw"]
     assert out.shape == want.shape
     assert (out - want).abs().max() <= 0.1 * want.abs().max()
-
-
-@pytest.mark.golden
-def test_single_file_checkpoint_is_rejected_as_upsampler(golden_checkpoint):
-    with pytest.raises(ValueError, match="single-file"):
-        build_model(LATENT_UPSAMPLER, golden_checkpoint, device="cpu")

@@ -1,9 +1,8 @@
-"""Fixtures for the pipeline tests: a tiny Gemma folder matching the golden checkpoint's text path,
-the golden upsampler, and writers for small LoRAs and conditioning images."""
+"""Fixtures for the pipeline tests: the tiny in-process model set the behaviour tests run on, the golden
+upsampler for the parity tests, and writers for small LoRAs and conditioning images."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from PIL import Image
 from safetensors.torch import save_file
 
 from ltx_core.loader import read_safetensors_header
+from ltx_pipelines.demo_assets import DemoAssets, default_demo_dir, ensure_demo_assets
 
 # The prefix transformer keys have in a released checkpoint, and the one LoRA files use for them.
 _CHECKPOINT_TRANSFORMER_PREFIX = "model.diffusion_model."
@@ -21,21 +21,39 @@ _LORA_PREFIX = "diffusion_model."
 
 
 @pytest.fixture(scope="session")
-def tiny_gemma_root(golden_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A random Gemma 3 folder sized like the golden set's `gemma_config.json` text model, so its
-    hidden states fit the golden checkpoint's text projection."""
-    from ltx_core.text_encoders.gemma import build_tiny_gemma_folder
+def demo_cache_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A test-owned `XDG_CACHE_HOME` whose demo model cache is already built, for `--demo` runs that
+    need not test the build itself (set it with monkeypatch)."""
+    home = tmp_path_factory.mktemp("xdg_cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(home))
+        ensure_demo_assets(default_demo_dir())
+    return home
 
-    text = json.loads((golden_dir / "gemma_config.json").read_text())["text_config"]
-    # Only the hidden size and layer count must match the checkpoint; the head count is optional there.
-    heads = {"num_attention_heads": int(text["num_attention_heads"])} if "num_attention_heads" in text else {}
-    return build_tiny_gemma_folder(
-        tmp_path_factory.mktemp("gemma") / "gemma-3-tiny",
-        hidden_size=int(text["hidden_size"]),
-        num_layers=int(text["num_hidden_layers"]),
-        seed=0,
-        **heads,
-    )
+
+@pytest.fixture(scope="session")
+def tiny_models(demo_cache_home: Path) -> DemoAssets:
+    """The demo model set (checkpoint, x2 spatial upsampler, Gemma folder), built in-process once per
+    session under a test-owned folder: every behaviour test runs on these, never on the golden set."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(demo_cache_home))
+        return ensure_demo_assets(default_demo_dir())
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tiny_models: DemoAssets) -> Path:
+    return tiny_models.checkpoint
+
+
+@pytest.fixture(scope="session")
+def tiny_spatial_upsampler(tiny_models: DemoAssets) -> Path:
+    return tiny_models.spatial_upsampler
+
+
+@pytest.fixture(scope="session")
+def tiny_gemma_root(tiny_models: DemoAssets) -> Path:
+    """A random Gemma 3 folder whose hidden size and layer count fit the tiny checkpoint's text path."""
+    return tiny_models.gemma_root
 
 
 @pytest.fixture(scope="session")

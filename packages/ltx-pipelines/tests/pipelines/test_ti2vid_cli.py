@@ -22,8 +22,8 @@ MAINS = {
 
 
 @pytest.fixture
-def files(tmp_path, golden_checkpoint, golden_spatial_upsampler) -> dict[str, Path]:
-    """Golden model files, a Gemma-shaped folder (validation only looks at its file names) and a LoRA."""
+def files(tmp_path, tiny_checkpoint, tiny_spatial_upsampler) -> dict[str, Path]:
+    """The tiny model files, a Gemma-shaped folder (validation only looks at its file names) and a LoRA."""
     gemma = tmp_path / "gemma"
     gemma.mkdir()
     for name in ("config.json", "model.safetensors", "tokenizer.json"):
@@ -37,8 +37,8 @@ def files(tmp_path, golden_checkpoint, golden_spatial_upsampler) -> dict[str, Pa
         str(lora),
     )
     return {
-        "checkpoint": golden_checkpoint,
-        "upsampler": golden_spatial_upsampler,
+        "checkpoint": tiny_checkpoint,
+        "upsampler": tiny_spatial_upsampler,
         "gemma": gemma,
         "lora": lora,
         "out": tmp_path / "out" / "video.mp4",
@@ -96,14 +96,12 @@ BAD_INPUTS = [
 ]
 
 
-@pytest.mark.golden
 @pytest.mark.parametrize(("case", "overrides", "fragments"), BAD_INPUTS)
 def test_bad_values_are_refused(capsys, files, case, overrides, fragments):
     _fails(capsys, case, _argv(case, files, **overrides), *fragments)
     assert not files["out"].parent.exists()
 
 
-@pytest.mark.golden
 @pytest.mark.parametrize("case", sorted(MAINS))
 def test_files_of_the_wrong_kind_are_named(capsys, files, case):
     _fails(
@@ -133,7 +131,6 @@ def test_files_of_the_wrong_kind_are_named(capsys, files, case):
     assert not files["out"].parent.exists()
 
 
-@pytest.mark.golden
 def test_stg_blocks_must_exist_in_the_checkpoints_transformer(capsys, files):
     layers = int(read_checkpoint_config(files["checkpoint"], "transformer")["num_layers"])
     _fails(
@@ -149,9 +146,9 @@ def test_stg_blocks_must_exist_in_the_checkpoints_transformer(capsys, files):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(MAINS))
-def test_demo_runs_on_random_weights_and_says_so(tmp_path_factory, monkeypatch, caplog, case):
-    # One demo model set for the three runs, built under a test-owned cache folder.
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "ti2vid_demo_cache"))
+def test_demo_runs_on_random_weights_and_says_so(tmp_path_factory, monkeypatch, caplog, demo_cache_home, case):
+    # The session's demo model set, already built under a test-owned cache folder, for the three runs.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(demo_cache_home))
     out = tmp_path_factory.mktemp(f"demo_{case}") / "demo.mp4"
     with caplog.at_level(logging.WARNING):
         argv = ["--demo", "--prompt", "a fox", "--output-path", str(out), "--num-inference-steps", "2"]

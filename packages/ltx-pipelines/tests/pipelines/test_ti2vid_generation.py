@@ -1,9 +1,8 @@
-"""The three full-checkpoint pipelines end to end on the golden tiny checkpoint.
+"""The three full-checkpoint pipelines end to end on the tiny model set built in-process.
 
 Each `main()` writes an mp4 (checked with PyAV) and its sidecar; the Python API, driven through
 `generate_from_contexts` with contexts encoded once, is reproducible from the seed, and the
-LoRAs land in the stages they belong to. Sizes of the text stage come from the golden
-`gemma_config.json`, STG blocks from the checkpoint's transformer config.
+LoRAs land in the stages they belong to. STG blocks come from the checkpoint's transformer config.
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ from ltx_pipelines.ti2vid_one_stage import TI2VidOneStagePipeline
 from ltx_pipelines.ti2vid_two_stages import TI2VidTwoStagesPipeline
 from ltx_pipelines.ti2vid_two_stages_hq import TI2VidTwoStagesHQPipeline
 
-pytestmark = [pytest.mark.golden, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 AAC_FRAME = 1024  # samples per AAC frame: the encoder pads the stream to whole frames
 PROMPT = "a red fox trots through fresh snow, wind in the pines"
@@ -40,8 +39,8 @@ PLACEMENT = Placement(torch.device("cpu"), torch.float32)
 
 
 class Assets:
-    """Model files for the runs: the golden checkpoint and x2 upsampler, the tiny Gemma folder, a
-    tiny LoRA over the transformer blocks' linears and a conditioning image."""
+    """Model files for the runs: the tiny checkpoint, x2 upsampler and Gemma folder, a tiny LoRA over
+    the transformer blocks' linears and a conditioning image."""
 
     def __init__(self, checkpoint: Path, upsampler: Path, gemma: Path, lora: Path, image: Path) -> None:
         self.checkpoint = checkpoint
@@ -75,14 +74,14 @@ class Assets:
 
 @pytest.fixture(scope="module")
 def assets(
-    tmp_path_factory, golden_checkpoint, golden_spatial_upsampler, tiny_gemma_root, write_tiny_lora, write_test_image
+    tmp_path_factory, tiny_checkpoint, tiny_spatial_upsampler, tiny_gemma_root, write_tiny_lora, write_test_image
 ) -> Assets:
     root = tmp_path_factory.mktemp("ti2vid_assets")
     return Assets(
-        golden_checkpoint,
-        golden_spatial_upsampler,
+        tiny_checkpoint,
+        tiny_spatial_upsampler,
         tiny_gemma_root,
-        write_tiny_lora(golden_checkpoint, root / "distilled-lora.safetensors", rank=4, scale=0.5, seed=1234),
+        write_tiny_lora(tiny_checkpoint, root / "distilled-lora.safetensors", rank=4, scale=0.5, seed=1234),
         write_test_image(root / "first-frame.png", width=160, height=96),
     )
 
