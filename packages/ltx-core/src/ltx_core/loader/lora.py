@@ -188,6 +188,10 @@ def fuse_loras(
             base = weight.to(delta.device, rounding).float()
             fused[key] = (base + delta.float()).to(rounding).to(weight.device, weight.dtype)
     logger.info(
-        "fused %d LoRA(s) into %d weights of the %s (%s precision)", len(active), len(deltas), component, precision.value
+        "fused %d LoRA(s) into %d weights of the %s (%s precision)",
+        len(active),
+        len(deltas),
+        component,
+        precision.value,
     )
     return fused
