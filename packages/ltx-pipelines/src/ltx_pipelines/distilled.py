@@ -17,7 +17,7 @@ import torch
 
 from ltx_core.components.denoisers import SimpleDenoiser
 from ltx_core.components.schedulers import distilled_sigmas, stage_2_distilled_sigmas
-from ltx_core.loader import LoraSpec
+from ltx_core.loader import DEFAULT_LORA_FUSION, LoraFusionPrecision, LoraSpec
 from ltx_core.model.transformer import AV_TRANSFORMER, X0Model
 from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
@@ -51,8 +51,11 @@ class DistilledPipeline:
         device: torch.device | str | None = None,
         dtype: torch.dtype = torch.bfloat16,
         tiling: TilingConfig | None = None,
+        lora_fusion: LoraFusionPrecision | str = DEFAULT_LORA_FUSION,
         progress: bool = True,
     ) -> None:
+        """`lora_fusion`: `weight-dtype` (default, the reference's rounding in the checkpoint's stored
+        dtype) or `float32` accumulation when fusing `loras`."""
         from ltx_core.devices import resolve_device
 
         self.checkpoint_path = Path(checkpoint_path)
@@ -61,6 +64,7 @@ class DistilledPipeline:
         self.loras = tuple(loras)
         self.placement = Placement(resolve_device(device), dtype)
         self.tiling = tiling if tiling is not None else TilingConfig.default()
+        self.lora_fusion = LoraFusionPrecision.parse(lora_fusion)
         self.progress = progress
 
     def __call__(
@@ -123,7 +127,9 @@ class DistilledPipeline:
         assert encoded.latent_statistics is not None
 
         latents: dict[str, torch.Tensor] = {}
-        with loaded(AV_TRANSFORMER, self.checkpoint_path, self.placement, loras=self.loras) as transformer:
+        with loaded(
+            AV_TRANSFORMER, self.checkpoint_path, self.placement, loras=self.loras, lora_fusion=self.lora_fusion
+        ) as transformer:
             denoiser = SimpleDenoiser(X0Model(transformer), positive.video, positive.audio)
             stage_1 = run_denoising_stage(
                 denoiser, half, distilled_sigmas(), noise, "stage_1", device, dtype,

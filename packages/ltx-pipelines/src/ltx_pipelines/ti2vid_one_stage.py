@@ -10,20 +10,13 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-import torch
-
-from ltx_core.components.guiders import MultiModalGuiderParams
 from ltx_core.components.schedulers import LTX2Scheduler
-from ltx_core.model.transformer import AV_TRANSFORMER
-from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_pipelines.cli.args import add_max_batch_size_arg
 from ltx_pipelines.cli.runner import ONE_STAGE_LAYOUT, ParsedRun, PipelineCli, run_guided_cli
 from ltx_pipelines.engine.generation import Generation
-from ltx_pipelines.engine.guided import GuidedPipeline
+from ltx_pipelines.engine.guided import GuidedPipeline, GuidedRun
 from ltx_pipelines.engine.loaded_stages import encode_conditioning_images
-from ltx_pipelines.engine.model_loading import loaded
-from ltx_pipelines.engine.noise import NoiseSource
-from ltx_pipelines.engine.stages import ImageCondition, run_denoising_stage
+from ltx_pipelines.engine.stages import run_denoising_stage
 
 
 class TI2VidOneStagePipeline(GuidedPipeline):
@@ -35,41 +28,24 @@ class TI2VidOneStagePipeline(GuidedPipeline):
 
     spatial_multiple = 32
 
-    def generate_from_contexts(
-        self,
-        contexts: TextContexts,
-        negative_contexts: TextContexts | None,
-        *,
-        height: int,
-        width: int,
-        num_frames: int,
-        frame_rate: float,
-        noise: NoiseSource,
-        images: Sequence[ImageCondition] = (),
-        num_inference_steps: int | None = None,
-        video_guidance: MultiModalGuiderParams | None = None,
-        audio_guidance: MultiModalGuiderParams | None = None,
-        sigmas: torch.Tensor | None = None,
-    ) -> Generation:
-        """The stage and decoding; `sigmas` overrides the scheduler (then the step count is its length - 1)."""
-        shape = self.output_shape(height, width, num_frames, frame_rate)
-        inputs = self.guided_inputs(contexts, negative_contexts, num_inference_steps, video_guidance, audio_guidance)
-        if sigmas is None:
-            # No latent is passed to the scheduler here (as in the reference): the shift is the one
-            # of the default token count, whatever the resolution.
-            sigmas = LTX2Scheduler().sigmas(inputs.settings.num_inference_steps)
+    def run_stages(self, run: GuidedRun) -> Generation:
+        # No latent is passed to the scheduler here (as in the reference): the shift is the one of the
+        # default token count, whatever the resolution.
+        sigmas = run.sigmas("stage_1", lambda: LTX2Scheduler().sigmas(run.inputs.settings.num_inference_steps))
         device, dtype = self.placement.device, self.placement.dtype
-        (conditionings,) = encode_conditioning_images(images, self.checkpoint_path, self.placement, [shape]).per_stage
+        (conditionings,) = encode_conditioning_images(
+            run.images, self.checkpoint_path, self.placement, [run.shape]
+        ).per_stage
 
-        with loaded(AV_TRANSFORMER, self.checkpoint_path, self.placement, loras=self.loras) as transformer:
-            denoiser = self.guided_stage_denoiser(transformer, inputs)
+        with self.transformer(self.loras) as transformer:
+            denoiser = self.guided_stage_denoiser(transformer, run.inputs)
             result = run_denoising_stage(
-                denoiser, shape, sigmas, noise, "stage_1", device, dtype,
+                denoiser, run.shape, sigmas, run.noise, "stage_1", device, dtype,
                 conditionings=conditionings, progress=self.progress,
             )  # fmt: skip
 
         latents = {"stage_1.video_latent": result.video_latent, "stage_1.audio_latent": result.audio_latent}
-        return self.decoded(shape, result.video_latent, result.audio_latent, noise, latents)
+        return self.decoded(run.shape, result.video_latent, result.audio_latent, run.noise, latents)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

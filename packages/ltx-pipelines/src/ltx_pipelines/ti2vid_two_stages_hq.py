@@ -20,7 +20,7 @@ import torch
 
 from ltx_core.components.sampling import res2s_denoising_loop
 from ltx_core.components.schedulers import LTX2Scheduler
-from ltx_core.loader import LoraSpec
+from ltx_core.loader import DEFAULT_LORA_FUSION, LoraFusionPrecision, LoraSpec
 from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.types import VideoLatentShape, VideoPixelShape
 from ltx_pipelines.cli.args import add_hq_lora_strength_args, add_max_batch_size_arg
@@ -33,6 +33,7 @@ from ltx_pipelines.engine.defaults import (
     PipelineDefaults,
 )
 from ltx_pipelines.engine.guided import GuidanceSettings
+from ltx_pipelines.engine.noise import NoiseSource
 from ltx_pipelines.engine.stages import SamplingLoop
 from ltx_pipelines.ti2vid_two_stages import TI2VidTwoStagesPipeline
 
@@ -64,6 +65,7 @@ class TI2VidTwoStagesHQPipeline(TI2VidTwoStagesPipeline):
         dtype: torch.dtype = torch.bfloat16,
         tiling: TilingConfig | None = None,
         max_batch_size: int | None = None,
+        lora_fusion: LoraFusionPrecision | str = DEFAULT_LORA_FUSION,
         sde_noise_seed: int = RES2S_NOISE_SEED,
         progress: bool = True,
     ) -> None:
@@ -80,6 +82,7 @@ class TI2VidTwoStagesHQPipeline(TI2VidTwoStagesPipeline):
             dtype=dtype,
             tiling=tiling,
             max_batch_size=max_batch_size,
+            lora_fusion=lora_fusion,
             progress=progress,
         )
         self.distilled_lora_strengths = (float(distilled_lora_strength_stage_1), float(distilled_lora_strength_stage_2))
@@ -102,8 +105,12 @@ class TI2VidTwoStagesHQPipeline(TI2VidTwoStagesPipeline):
         latent_shape = VideoLatentShape.from_pixel_shape(stage_1_shape)
         return LTX2Scheduler().sigmas(settings.num_inference_steps, tokens=latent_shape.token_count)
 
-    def sampling_loop(self) -> SamplingLoop:
-        return functools.partial(res2s_denoising_loop, noise_seed=self.sde_noise_seed)
+    def sampling_loop(self, stage: str, sde_noise: NoiseSource | None) -> SamplingLoop:
+        # Fresh SDE generators per stage (seeded `sde_noise_seed`, as the reference), unless a
+        # noise source is given: its draws are named `<stage>.res2s.<step>.<substep|step>.<modality>`.
+        return functools.partial(
+            res2s_denoising_loop, noise_seed=self.sde_noise_seed, noise=sde_noise, noise_name_prefix=f"{stage}."
+        )
 
 
 def _add_hq_args(parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:

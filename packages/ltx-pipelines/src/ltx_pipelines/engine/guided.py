@@ -3,15 +3,19 @@
 A guided pipeline encodes the prompt and the negative prompt in one Gemma batch (row 0 positive,
 row 1 negative), resolves its step count and guidance from the checkpoint's generation unless told
 otherwise, and hands contexts plus a noise source to `generate_from_contexts` - the seam that tests
-and parity replays drive directly. Decoding (audio eagerly, video frames lazily) is shared too.
+and parity replays drive directly. That seam resolves the run (output shape, settings, contexts
+placed for the transformer) once into a `GuidedRun`; each pipeline only implements `run_stages`.
+Decoding (audio eagerly, video frames lazily) and building the stage transformers (with the
+pipeline's LoRA fusion rule) are shared too.
 """
 
 from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
@@ -19,15 +23,15 @@ import torch
 from torch import nn
 
 from ltx_core.components.guiders import MultiModalGuiderParams
-from ltx_core.loader import LoraSpec
-from ltx_core.model.transformer import X0Model
+from ltx_core.loader import DEFAULT_LORA_FUSION, LoraFusionPrecision, LoraSpec, StateDictCache
+from ltx_core.model.transformer import AV_TRANSFORMER, X0Model
 from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
 from ltx_pipelines.engine.defaults import DEFAULT_NEGATIVE_PROMPT, PipelineDefaults, defaults_for_checkpoint
 from ltx_pipelines.engine.generation import Generation
 from ltx_pipelines.engine.loaded_stages import contexts_on, decoded_generation
-from ltx_pipelines.engine.model_loading import Placement
+from ltx_pipelines.engine.model_loading import Placement, loaded
 from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
 from ltx_pipelines.engine.prompts import encode_prompt_pair
 from ltx_pipelines.engine.stages import GuidedDenoiser, ImageCondition, guided_denoiser
@@ -58,11 +62,33 @@ class GuidedInputs:
     negative: TextContexts | None
 
 
+@dataclass(frozen=True)
+class GuidedRun:
+    """One generation as a pipeline's stages see it, resolved once by `generate_from_contexts`."""
+
+    shape: VideoPixelShape
+    """The output video (batch 1)."""
+    inputs: GuidedInputs
+    noise: NoiseSource
+    """The pipeline's named draws (initial noise of each stage, decoder noise)."""
+    images: tuple[ImageCondition, ...] = ()
+    stage_sigmas: Mapping[str, torch.Tensor] = field(default_factory=dict)
+    """Schedules given for named stages (`stage_1`, `stage_2`), replacing the pipeline's own."""
+    sde_noise: NoiseSource | None = None
+    """Draws of samplers that inject noise during sampling (res2s); None: their own seeded generators."""
+
+    def sigmas(self, stage: str, default: Callable[[], torch.Tensor]) -> torch.Tensor:
+        given = self.stage_sigmas.get(stage)
+        return default() if given is None else given
+
+
 class GuidedPipeline(ABC):
     """Base of the pipelines whose (first) stage runs a full checkpoint under multi-modal guidance."""
 
     spatial_multiple: ClassVar[int] = 32
     """Output height and width must be multiples of this (64 when stage 1 runs at half size)."""
+    stage_names: ClassVar[tuple[str, ...]] = ("stage_1",)
+    """The denoising stages, as named in noise draws, latents and `stage_sigmas`."""
 
     def __init__(
         self,
@@ -74,8 +100,11 @@ class GuidedPipeline(ABC):
         dtype: torch.dtype = torch.bfloat16,
         tiling: TilingConfig | None = None,
         max_batch_size: int | None = None,
+        lora_fusion: LoraFusionPrecision | str = DEFAULT_LORA_FUSION,
         progress: bool = True,
     ) -> None:
+        """`lora_fusion`: how LoRAs are fused into the transformer - `weight-dtype` (default, the
+        reference's rounding in the checkpoint's stored dtype) or `float32` accumulation."""
         from ltx_core.devices import resolve_device
 
         if max_batch_size is not None and max_batch_size < 1:
@@ -86,6 +115,7 @@ class GuidedPipeline(ABC):
         self.placement = Placement(resolve_device(device), dtype)
         self.tiling = tiling if tiling is not None else TilingConfig.default()
         self.max_batch_size = max_batch_size
+        self.lora_fusion = LoraFusionPrecision.parse(lora_fusion)
         self.progress = progress
 
     # ---- settings --------------------------------------------------------------------------------
@@ -122,6 +152,14 @@ class GuidedPipeline(ABC):
             positive=contexts_on(contexts, self.placement),
             negative=None if negative_contexts is None else contexts_on(negative_contexts, self.placement),
         )
+
+    @contextmanager
+    def transformer(self, loras: Sequence[LoraSpec], cache: StateDictCache | None = None) -> Iterator[nn.Module]:
+        """The stage transformer with `loras` fused (by the pipeline's fusion rule), freed on exit."""
+        with loaded(
+            AV_TRANSFORMER, self.checkpoint_path, self.placement, loras=loras, cache=cache, lora_fusion=self.lora_fusion
+        ) as model:
+            yield model
 
     def guided_stage_denoiser(self, transformer: nn.Module, inputs: GuidedInputs) -> GuidedDenoiser:
         """The guided denoiser of a stage over `transformer` (an x0 model is made of it)."""
@@ -188,7 +226,6 @@ class GuidedPipeline(ABC):
         generation.prompt = prompts.prompt
         return generation
 
-    @abstractmethod
     def generate_from_contexts(
         self,
         contexts: TextContexts,
@@ -203,11 +240,34 @@ class GuidedPipeline(ABC):
         num_inference_steps: int | None = None,
         video_guidance: MultiModalGuiderParams | None = None,
         audio_guidance: MultiModalGuiderParams | None = None,
+        stage_sigmas: Mapping[str, torch.Tensor] | None = None,
+        sde_noise: NoiseSource | None = None,
     ) -> Generation:
         """All stages and decoding from given contexts (batch 1 each) and a noise source.
 
-        `negative_contexts` may be None only when neither modality uses CFG.
+        `negative_contexts` may be None only when neither modality uses CFG. `stage_sigmas` replaces
+        the schedule of the named stages (see `stage_names`; a stage's step count is then its length
+        - 1). `sde_noise` feeds samplers that draw noise while sampling (res2s) - by default they use
+        their own seeded generators, as the reference does.
         """
+        unknown = sorted(set(stage_sigmas or {}) - set(self.stage_names))
+        if unknown:
+            raise ValueError(
+                f"stage_sigmas names unknown stage(s) {unknown}; this pipeline has {list(self.stage_names)}"
+            )
+        run = GuidedRun(
+            shape=self.output_shape(height, width, num_frames, frame_rate),
+            inputs=self.guided_inputs(contexts, negative_contexts, num_inference_steps, video_guidance, audio_guidance),
+            noise=noise,
+            images=tuple(images),
+            stage_sigmas=dict(stage_sigmas or {}),
+            sde_noise=sde_noise,
+        )
+        return self.run_stages(run)
+
+    @abstractmethod
+    def run_stages(self, run: GuidedRun) -> Generation:
+        """The pipeline's stages and decoding for a resolved run."""
 
     def decoded(
         self,
