@@ -8,11 +8,10 @@ negative prompt, STG, modality isolation, rescaling) and Euler steps, then decod
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
 
 from ltx_core.components.schedulers import LTX2Scheduler
 from ltx_pipelines.cli.args import add_max_batch_size_arg
-from ltx_pipelines.cli.runner import ONE_STAGE_LAYOUT, ParsedRun, PipelineCli, run_guided_cli
+from ltx_pipelines.cli.runner import ONE_STAGE_LAYOUT, guided_main
 from ltx_pipelines.engine.generation import Generation
 from ltx_pipelines.engine.guided import GuidedPipeline, GuidedRun
 from ltx_pipelines.engine.loaded_stages import encode_conditioning_images
@@ -44,29 +43,10 @@ class TI2VidOneStagePipeline(GuidedPipeline):
                 conditionings=conditionings, progress=self.progress,
             )  # fmt: skip
 
-        latents = {"stage_1.video_latent": result.video_latent, "stage_1.audio_latent": result.audio_latent}
-        return self.decoded(run.shape, result.video_latent, result.audio_latent, run.noise, latents)
+        return self.decoded(run.shape, result.video_latent, result.audio_latent, run.noise, result.named("stage_1"))
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    cli = PipelineCli(
-        prog="python -m ltx_pipelines.ti2vid_one_stage",
-        description=__doc__.splitlines()[0] if __doc__ else None,
-        layout=ONE_STAGE_LAYOUT,
-        extra_args=add_max_batch_size_arg,
-    )
-
-    def build(run: ParsedRun) -> TI2VidOneStagePipeline:
-        return TI2VidOneStagePipeline(
-            run.checkpoint_path,
-            run.gemma_root,
-            loras=run.lora_specs,
-            device=run.config.device,
-            dtype=run.config.dtype,
-            max_batch_size=run.parameters["max_batch_size"],
-        )
-
-    return run_guided_cli(cli, argv, build)
+main = guided_main(TI2VidOneStagePipeline, ONE_STAGE_LAYOUT, extra_args=add_max_batch_size_arg)
 
 
 if __name__ == "__main__":

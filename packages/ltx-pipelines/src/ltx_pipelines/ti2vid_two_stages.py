@@ -11,25 +11,28 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from ltx_core.components.denoisers import SimpleDenoiser
 from ltx_core.components.sampling import euler_denoising_loop
 from ltx_core.components.schedulers import LTX2Scheduler, stage_2_distilled_sigmas
-from ltx_core.loader import DEFAULT_LORA_FUSION, LoraFusionPrecision, LoraSpec, StateDictCache
+from ltx_core.loader import LoraSpec, StateDictCache
 from ltx_core.model.transformer import X0Model
-from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.types import VideoPixelShape
 from ltx_pipelines.cli.args import add_max_batch_size_arg
-from ltx_pipelines.cli.runner import TWO_STAGE_LAYOUT, ParsedRun, PipelineCli, run_guided_cli
+from ltx_pipelines.cli.runner import TWO_STAGE_LAYOUT, guided_main
 from ltx_pipelines.engine.generation import Generation
 from ltx_pipelines.engine.guided import GuidanceSettings, GuidedPipeline, GuidedRun
 from ltx_pipelines.engine.loaded_stages import encode_conditioning_images, upsample_between_stages
 from ltx_pipelines.engine.noise import NoiseSource
+from ltx_pipelines.engine.prompt_pipeline import GuidedOptions
 from ltx_pipelines.engine.stages import SamplingLoop, run_denoising_stage
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 logger = logging.getLogger(__name__)
 
@@ -53,25 +56,11 @@ class TI2VidTwoStagesPipeline(GuidedPipeline):
         gemma_root: str | Path | None,
         *,
         distilled_lora: LoraSpec | None,
-        loras: Sequence[LoraSpec] = (),
-        device: torch.device | str | None = None,
-        dtype: torch.dtype = torch.bfloat16,
-        tiling: TilingConfig | None = None,
-        max_batch_size: int | None = None,
-        lora_fusion: LoraFusionPrecision | str = DEFAULT_LORA_FUSION,
-        progress: bool = True,
+        **options: Unpack[GuidedOptions],
     ) -> None:
-        super().__init__(
-            checkpoint_path,
-            gemma_root,
-            loras=loras,
-            device=device,
-            dtype=dtype,
-            tiling=tiling,
-            max_batch_size=max_batch_size,
-            lora_fusion=lora_fusion,
-            progress=progress,
-        )
+        """`options`: loras, device, dtype, tiling, max_batch_size, lora_fusion, progress (see
+        `GuidedPipeline`)."""
+        super().__init__(checkpoint_path, gemma_root, **options)
         self.spatial_upsampler_path = Path(spatial_upsampler_path)
         self.distilled_lora = distilled_lora
         if distilled_lora is None:
@@ -122,8 +111,7 @@ class TI2VidTwoStagesPipeline(GuidedPipeline):
                 conditionings=stage_1_items, loop=self.sampling_loop("stage_1", run.sde_noise),
                 progress=self.progress,
             )  # fmt: skip
-        latents["stage_1.video_latent"] = stage_1.video_latent
-        latents["stage_1.audio_latent"] = stage_1.audio_latent
+        latents.update(stage_1.named("stage_1"))
 
         upsampled = upsample_between_stages(
             stage_1.video_latent, self.spatial_upsampler_path, encoded.latent_statistics, self.placement
@@ -139,34 +127,13 @@ class TI2VidTwoStagesPipeline(GuidedPipeline):
                 conditionings=stage_2_items, initial_video=upsampled, initial_audio=stage_1.audio_latent,
                 loop=self.sampling_loop("stage_2", run.sde_noise), progress=self.progress,
             )  # fmt: skip
-        latents["stage_2.video_latent"] = stage_2.video_latent
-        latents["stage_2.audio_latent"] = stage_2.audio_latent
+        latents.update(stage_2.named("stage_2"))
 
         # Stage 2 only refines the video: its audio pass is discarded and the stage-1 audio shipped.
         return self.decoded(full, stage_2.video_latent, stage_1.audio_latent, run.noise, latents)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    cli = PipelineCli(
-        prog="python -m ltx_pipelines.ti2vid_two_stages",
-        description=__doc__.splitlines()[0] if __doc__ else None,
-        layout=TWO_STAGE_LAYOUT,
-        extra_args=add_max_batch_size_arg,
-    )
-
-    def build(run: ParsedRun) -> TI2VidTwoStagesPipeline:
-        return TI2VidTwoStagesPipeline(
-            run.checkpoint_path,
-            run.spatial_upsampler_path,
-            run.gemma_root,
-            distilled_lora=run.distilled_lora_spec,
-            loras=run.lora_specs,
-            device=run.config.device,
-            dtype=run.config.dtype,
-            max_batch_size=run.parameters["max_batch_size"],
-        )
-
-    return run_guided_cli(cli, argv, build)
+main = guided_main(TI2VidTwoStagesPipeline, TWO_STAGE_LAYOUT, extra_args=add_max_batch_size_arg)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from PIL import Image, UnidentifiedImageError
 
 from ltx_core.components.guiders import MultiModalGuiderParams
 from ltx_core.devices import default_device, parse_dtype
-from ltx_core.loader import CheckpointError
+from ltx_core.loader import DEFAULT_LORA_FUSION, CheckpointError, LoraFusionPrecision
 from ltx_pipelines.cli.hf_paths import HfPathError, is_hf_path, resolve_model_path
 from ltx_pipelines.engine.checkpoint_kind import ExpectedKind, check_checkpoint_kind
 from ltx_pipelines.engine.defaults import default_image_crf, normalize_model_version
@@ -89,6 +89,7 @@ class RunConfig:
     spatial_upsampler_path: Path | None = None
     loras: tuple[LoraInput, ...] = ()
     distilled_lora: LoraInput | None = None
+    lora_fusion: LoraFusionPrecision = DEFAULT_LORA_FUSION
     negative_prompt: str | None = None
     height: int | None = None
     width: int | None = None
@@ -464,6 +465,7 @@ def validate_args(
         spatial_upsampler_path=upsampler_path,
         loras=tuple(loras),
         distilled_lora=distilled_lora,
+        lora_fusion=LoraFusionPrecision.parse(c.get("lora_fusion_precision", DEFAULT_LORA_FUSION)),
         negative_prompt=c.get("negative_prompt"),
         height=height,
         width=width,

@@ -12,29 +12,28 @@ pipeline's LoRA fusion rule) are shared too.
 from __future__ import annotations
 
 import logging
-from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from abc import abstractmethod
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import nn
 
 from ltx_core.components.guiders import MultiModalGuiderParams
-from ltx_core.loader import DEFAULT_LORA_FUSION, LoraFusionPrecision, LoraSpec, StateDictCache
-from ltx_core.model.transformer import AV_TRANSFORMER, X0Model
-from ltx_core.model.video_vae.tiling import TilingConfig
+from ltx_core.model.transformer import X0Model
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
 from ltx_pipelines.engine.defaults import DEFAULT_NEGATIVE_PROMPT, PipelineDefaults, defaults_for_checkpoint
 from ltx_pipelines.engine.generation import Generation
-from ltx_pipelines.engine.loaded_stages import contexts_on, decoded_generation
-from ltx_pipelines.engine.model_loading import Placement, loaded
-from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
-from ltx_pipelines.engine.prompts import encode_prompt_pair
+from ltx_pipelines.engine.loaded_stages import contexts_on
+from ltx_pipelines.engine.noise import NoiseSource
+from ltx_pipelines.engine.prompt_pipeline import GuidanceRequest, PipelineOptions, PromptPipeline
 from ltx_pipelines.engine.stages import GuidedDenoiser, ImageCondition, guided_denoiser
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 logger = logging.getLogger(__name__)
 
@@ -82,11 +81,9 @@ class GuidedRun:
         return default() if given is None else given
 
 
-class GuidedPipeline(ABC):
+class GuidedPipeline(PromptPipeline):
     """Base of the pipelines whose (first) stage runs a full checkpoint under multi-modal guidance."""
 
-    spatial_multiple: ClassVar[int] = 32
-    """Output height and width must be multiples of this (64 when stage 1 runs at half size)."""
     stage_names: ClassVar[tuple[str, ...]] = ("stage_1",)
     """The denoising stages, as named in noise draws, latents and `stage_sigmas`."""
 
@@ -95,28 +92,15 @@ class GuidedPipeline(ABC):
         checkpoint_path: str | Path,
         gemma_root: str | Path | None,
         *,
-        loras: Sequence[LoraSpec] = (),
-        device: torch.device | str | None = None,
-        dtype: torch.dtype = torch.bfloat16,
-        tiling: TilingConfig | None = None,
         max_batch_size: int | None = None,
-        lora_fusion: LoraFusionPrecision | str = DEFAULT_LORA_FUSION,
-        progress: bool = True,
+        **options: Unpack[PipelineOptions],
     ) -> None:
-        """`lora_fusion`: how LoRAs are fused into the transformer - `weight-dtype` (default, the
-        reference's rounding in the checkpoint's stored dtype) or `float32` accumulation."""
-        from ltx_core.devices import resolve_device
-
+        """`max_batch_size`: how many guidance passes share one transformer call (None: all). The other
+        options are those of `PromptPipeline` (loras, device, dtype, tiling, lora_fusion, progress)."""
         if max_batch_size is not None and max_batch_size < 1:
             raise ValueError(f"max_batch_size must be at least 1 (or None for one call), got {max_batch_size}")
-        self.checkpoint_path = Path(checkpoint_path)
-        self.gemma_root = Path(gemma_root) if gemma_root is not None else None
-        self.loras = tuple(loras)
-        self.placement = Placement(resolve_device(device), dtype)
-        self.tiling = tiling if tiling is not None else TilingConfig.default()
+        super().__init__(checkpoint_path, gemma_root, **options)
         self.max_batch_size = max_batch_size
-        self.lora_fusion = LoraFusionPrecision.parse(lora_fusion)
-        self.progress = progress
 
     # ---- settings --------------------------------------------------------------------------------
 
@@ -153,14 +137,6 @@ class GuidedPipeline(ABC):
             negative=None if negative_contexts is None else contexts_on(negative_contexts, self.placement),
         )
 
-    @contextmanager
-    def transformer(self, loras: Sequence[LoraSpec], cache: StateDictCache | None = None) -> Iterator[nn.Module]:
-        """The stage transformer with `loras` fused (by the pipeline's fusion rule), freed on exit."""
-        with loaded(
-            AV_TRANSFORMER, self.checkpoint_path, self.placement, loras=loras, cache=cache, lora_fusion=self.lora_fusion
-        ) as model:
-            yield model
-
     def guided_stage_denoiser(self, transformer: nn.Module, inputs: GuidedInputs) -> GuidedDenoiser:
         """The guided denoiser of a stage over `transformer` (an x0 model is made of it)."""
         return guided_denoiser(
@@ -172,59 +148,18 @@ class GuidedPipeline(ABC):
             max_batch_size=self.max_batch_size,
         )
 
-    def output_shape(self, height: int, width: int, num_frames: int, frame_rate: float) -> VideoPixelShape:
-        shape = VideoPixelShape(1, num_frames, height, width, frame_rate)
-        shape.check(spatial_multiple=self.spatial_multiple)
-        return shape
-
     # ---- running ---------------------------------------------------------------------------------
 
-    def __call__(
-        self,
-        prompt: str,
-        *,
-        seed: int,
-        height: int,
-        width: int,
-        num_frames: int,
-        frame_rate: float,
-        negative_prompt: str = DEFAULT_NEGATIVE_PROMPT,
-        num_inference_steps: int | None = None,
-        video_guidance: MultiModalGuiderParams | None = None,
-        audio_guidance: MultiModalGuiderParams | None = None,
-        images: Sequence[ImageCondition] = (),
-        enhance_prompt: bool = False,
-    ) -> Generation:
-        """Generate from a prompt. Steps and guidance left as None take the checkpoint's defaults."""
-        self.output_shape(height, width, num_frames, frame_rate)
-        settings = self.guidance_settings(num_inference_steps, video_guidance, audio_guidance)
-        if self.gemma_root is None:
-            raise ValueError("a Gemma folder (gemma_root) is needed to encode prompts")
-        prompts = encode_prompt_pair(
-            prompt,
-            negative_prompt,
-            gemma_root=self.gemma_root,
-            checkpoint=self.checkpoint_path,
-            placement=self.placement,
-            enhance=enhance_prompt,
-            images=images,
-            seed=seed,
-        )
-        generation = self.generate_from_contexts(
-            prompts.positive,
-            prompts.negative,
-            height=height,
-            width=width,
-            num_frames=num_frames,
-            frame_rate=frame_rate,
-            noise=SeededNoise(seed),
-            images=images,
-            num_inference_steps=settings.num_inference_steps,
-            video_guidance=settings.video,
-            audio_guidance=settings.audio,
-        )
-        generation.prompt = prompts.prompt
-        return generation
+    def prompt_options(self, request: GuidanceRequest) -> tuple[list[str], dict[str, Any]]:
+        """The negative prompt (encoded with the prompt, its contexts drive CFG) and the settings, with
+        the checkpoint generation's defaults for those left as None, checked before Gemma runs."""
+        settings = self.guidance_settings(request.num_inference_steps, request.video_guidance, request.audio_guidance)
+        negative = DEFAULT_NEGATIVE_PROMPT if request.negative_prompt is None else request.negative_prompt
+        return [negative], {
+            "num_inference_steps": settings.num_inference_steps,
+            "video_guidance": settings.video,
+            "audio_guidance": settings.audio,
+        }
 
     def generate_from_contexts(
         self,
@@ -268,23 +203,3 @@ class GuidedPipeline(ABC):
     @abstractmethod
     def run_stages(self, run: GuidedRun) -> Generation:
         """The pipeline's stages and decoding for a resolved run."""
-
-    def decoded(
-        self,
-        shape: VideoPixelShape,
-        video_latent: torch.Tensor,
-        audio_latent: torch.Tensor,
-        noise: NoiseSource,
-        latents: dict[str, torch.Tensor],
-    ) -> Generation:
-        """The Generation of a finished run: audio decoded now, video frames decoded as consumed."""
-        return decoded_generation(
-            self.checkpoint_path,
-            self.placement,
-            shape,
-            video_latent,
-            audio_latent,
-            tiling=self.tiling,
-            noise=noise,
-            latents=latents,
-        )
