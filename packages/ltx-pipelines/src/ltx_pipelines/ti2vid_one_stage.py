@@ -21,8 +21,8 @@ from ltx_pipelines.engine.stages import run_denoising_stage
 class TI2VidOneStagePipeline(GuidedPipeline):
     """One guided stage at full resolution over a full (non-distilled) checkpoint and Gemma.
 
-    Construct with `(checkpoint_path, gemma_root, loras=..., device=..., dtype=...)`; call with a
-    prompt (see `GuidedPipeline.__call__`) or drive `generate_from_contexts` directly.
+    Construct with `(checkpoint_path, gemma_root, loras=..., device=..., dtype=..., lora_fusion=...)`;
+    call with a prompt (see `PromptPipeline.__call__`) or drive `generate_from_contexts` directly.
     """
 
     spatial_multiple = 32
@@ -36,11 +36,13 @@ class TI2VidOneStagePipeline(GuidedPipeline):
             run.images, self.checkpoint_path, self.placement, [run.shape]
         ).per_stage
 
-        with self.transformer(self.loras) as transformer:
+        (loras,) = self.stage_loras()
+        with self.transformer(loras) as transformer:
             denoiser = self.guided_stage_denoiser(transformer, run.inputs)
             result = run_denoising_stage(
                 denoiser, run.shape, sigmas, run.noise, "stage_1", device, dtype,
-                conditionings=conditionings, progress=self.progress,
+                conditionings=conditionings, loop=self.sampling_loop("stage_1", run.sde_noise),
+                progress=self.progress,
             )  # fmt: skip
 
         return self.decoded(run.shape, result.video_latent, result.audio_latent, run.noise, result.named("stage_1"))

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 import torch
 
 from ltx_core.components.denoisers import SimpleDenoiser
-from ltx_core.components.sampling import euler_denoising_loop
 from ltx_core.components.schedulers import LTX2Scheduler, stage_2_distilled_sigmas
 from ltx_core.loader import LoraSpec, StateDictCache
 from ltx_core.model.transformer import X0Model
@@ -27,9 +26,8 @@ from ltx_pipelines.cli.runner import TWO_STAGE_LAYOUT, guided_main
 from ltx_pipelines.engine.generation import Generation
 from ltx_pipelines.engine.guided import GuidanceSettings, GuidedPipeline, GuidedRun
 from ltx_pipelines.engine.loaded_stages import encode_conditioning_images, upsample_between_stages
-from ltx_pipelines.engine.noise import NoiseSource
 from ltx_pipelines.engine.prompt_pipeline import GuidedOptions
-from ltx_pipelines.engine.stages import SamplingLoop, run_denoising_stage
+from ltx_pipelines.engine.stages import run_denoising_stage
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -76,10 +74,6 @@ class TI2VidTwoStagesPipeline(GuidedPipeline):
     def default_stage_1_sigmas(self, settings: GuidanceSettings, stage_1_shape: VideoPixelShape) -> torch.Tensor:
         # As in the reference, the scheduler is not told the latent size: default token count.
         return LTX2Scheduler().sigmas(settings.num_inference_steps)
-
-    def sampling_loop(self, stage: str, sde_noise: NoiseSource | None) -> SamplingLoop:
-        """The loop of `stage`; `sde_noise` feeds a loop that draws noise while sampling (Euler draws none)."""
-        return euler_denoising_loop
 
     # ---- the flow ----------------------------------------------------------------------------------
 

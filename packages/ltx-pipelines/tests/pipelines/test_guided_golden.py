@@ -78,10 +78,16 @@ def _stage_loras(p: dict[str, Any], run: str) -> StageLoras:
     return StageLoras({s: [(f, float(w)) for f, w in p[f"{run}.{s}_loras"]] for s in _stages(p, run)})
 
 
-def _build(
-    p: dict[str, Any], run: str, golden_dir: Path, upsampler: Path, loras: StageLoras
-) -> GuidedPipeline:
-    """The run's pipeline class, constructed with the files and settings of its params."""
+@dataclass(frozen=True)
+class ModelFiles:
+    checkpoint: Path
+    upsampler: Path
+    folder: Path
+    """Where the LoRA files the params name are."""
+
+
+def _build(p: dict[str, Any], run: str, files: ModelFiles, loras: StageLoras, **overrides: Any) -> GuidedPipeline:
+    """The run's pipeline class, constructed with the files and settings of its params (and `overrides`)."""
     module, _, name = p[f"{run}.pipeline"].rpartition(".")
     cls = getattr(importlib.import_module(module), name)
     stages = _stages(p, run)
@@ -94,8 +100,9 @@ def _build(
         "tiling": TilingConfig.from_dict(p["tiling_config"]),
         "max_batch_size": batch.pop(),
         "progress": False,
+        **overrides,
     }
-    checkpoint = golden_dir / "checkpoint.safetensors"
+    checkpoint, upsampler, golden_dir = files.checkpoint, files.upsampler, files.folder
     if not issubclass(cls, TI2VidTwoStagesPipeline):
         # One stage: every LoRA of the stage is a user LoRA.
         (pairs,) = loras.per_stage.values()
@@ -117,20 +124,17 @@ def _build(
     return cls(checkpoint, upsampler, distilled_lora=spec, loras=user, **common)
 
 
-def _check_configuration(p: dict[str, Any], run: str, pipeline: GuidedPipeline, loras: StageLoras, golden_dir) -> None:
+def _check_configuration(p: dict[str, Any], run: str, pipeline: GuidedPipeline, loras: StageLoras) -> None:
     """What the params say of each stage is what the pipeline does: LoRAs, sampler, schedule."""
     stages = _stages(p, run)
     assert list(pipeline.stage_names) == stages, f"{run}: stages {pipeline.stage_names} vs params {stages}"
-    if isinstance(pipeline, TI2VidTwoStagesPipeline):
-        fused = dict(zip(stages, pipeline.stage_loras()))
-    else:
-        fused = {stages[0]: pipeline.loras}
+    fused = dict(zip(stages, pipeline.stage_loras()))
     for stage in stages:
         got = [(Path(spec.path).name, spec.strength) for spec in fused[stage] if spec.strength != 0.0]
         assert sorted(got) == sorted(loras.per_stage[stage]), f"{run}.{stage}: LoRAs {got}"
         want = SAMPLERS[p[f"{run}.{stage}_sampler"]]
-        loop = pipeline.sampling_loop(stage, None) if isinstance(pipeline, TI2VidTwoStagesPipeline) else None
-        got_loop = euler_denoising_loop if loop is None else getattr(loop, "func", loop)
+        loop = pipeline.sampling_loop(stage, None)
+        got_loop = getattr(loop, "func", loop)  # a functools.partial carries its settings
         assert got_loop is want, f"{run}.{stage}: sampler {got_loop.__name__}, params {want.__name__}"
     if f"{run}.res2s" in p:
         assert isinstance(pipeline, TI2VidTwoStagesHQPipeline)
@@ -206,16 +210,21 @@ def _replay(fx, p, run: str, pipeline: GuidedPipeline, assert_golden_close) -> R
     return report
 
 
-def test_guided_pipelines_replay_the_reference(fx, golden_dir, golden_spatial_upsampler, assert_golden_close):
+@pytest.fixture(scope="module")
+def files(golden_checkpoint, golden_spatial_upsampler, golden_dir) -> ModelFiles:
+    return ModelFiles(golden_checkpoint, golden_spatial_upsampler, golden_dir)
+
+
+def test_guided_pipelines_replay_the_reference(fx, files, assert_golden_close):
     """Every run of the set in one test, so none is left out; a run's failure does not hide the others'."""
     p = fx.params
     failures: list[str] = []
     missing: list[str] = []
     for run in _runs(fx):
         loras = _stage_loras(p, run)
-        pipeline = _build(p, run, golden_dir, golden_spatial_upsampler, loras)
+        pipeline = _build(p, run, files, loras)
         try:
-            _check_configuration(p, run, pipeline, loras, golden_dir)
+            _check_configuration(p, run, pipeline, loras)
             _check_schedules(p, run, pipeline)
             report = _replay(fx, p, run, pipeline, assert_golden_close)
         except AssertionError as e:
@@ -227,23 +236,21 @@ def test_guided_pipelines_replay_the_reference(fx, golden_dir, golden_spatial_up
         pytest.skip(f"every stored tensor matches; this fixture set lacks {missing}")
 
 
-def test_fusing_the_lora_in_float32_is_an_explicit_option(fx, golden_dir, golden_spatial_upsampler):
-    """`lora_fusion="float32"` really builds other stage weights than the reference's default rule."""
+def test_fusing_the_lora_in_float32_is_an_explicit_option(fx, files):
+    """The pipeline option reaches the builder: `lora_fusion="float32"` gives other stage weights than
+    the default (the reference's rule, which the replay above matches)."""
     p = fx.params
     run = next((r for r in _runs(fx) if _stage_loras(p, r).files()), None)
     if run is None:
         pytest.skip("no run of this fixture set fuses a LoRA")
     loras = _stage_loras(p, run)
     stage = next(s for s, pairs in loras.per_stage.items() if pairs)
-    pipeline = _build(p, run, golden_dir, golden_spatial_upsampler, loras)
-    specs = (
-        dict(zip(pipeline.stage_names, pipeline.stage_loras()))[stage]
-        if isinstance(pipeline, TI2VidTwoStagesPipeline)
-        else pipeline.loras
-    )
-    with pipeline.transformer(specs) as default:
-        reference = {k: v.clone() for k, v in default.state_dict().items()}
-    pipeline.lora_fusion = type(pipeline.lora_fusion)("float32")
-    with pipeline.transformer(specs) as accumulated:
-        diff = max(float((v - reference[k]).abs().max()) for k, v in accumulated.state_dict().items())
+    weights = {}
+    for fusion in ("weight-dtype", "float32"):
+        pipeline = _build(p, run, files, loras, lora_fusion=fusion)
+        assert pipeline.lora_fusion.value == fusion
+        stage_loras = dict(zip(pipeline.stage_names, pipeline.stage_loras()))
+        with pipeline.transformer(stage_loras[stage]) as transformer:
+            weights[fusion] = {k: v.clone() for k, v in transformer.state_dict().items()}
+    diff = max(float((v - weights["weight-dtype"][k]).abs().max()) for k, v in weights["float32"].items())
     assert diff > 0, "float32 accumulation gave the same weights as the stored-dtype rule"

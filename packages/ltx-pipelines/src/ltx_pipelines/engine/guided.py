@@ -22,6 +22,8 @@ import torch
 from torch import nn
 
 from ltx_core.components.guiders import MultiModalGuiderParams
+from ltx_core.components.sampling import euler_denoising_loop
+from ltx_core.loader import LoraSpec
 from ltx_core.model.transformer import X0Model
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
@@ -30,7 +32,7 @@ from ltx_pipelines.engine.generation import Generation
 from ltx_pipelines.engine.loaded_stages import contexts_on
 from ltx_pipelines.engine.noise import NoiseSource
 from ltx_pipelines.engine.prompt_pipeline import GuidanceRequest, PipelineOptions, PromptPipeline
-from ltx_pipelines.engine.stages import GuidedDenoiser, ImageCondition, guided_denoiser
+from ltx_pipelines.engine.stages import GuidedDenoiser, ImageCondition, SamplingLoop, guided_denoiser
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -136,6 +138,14 @@ class GuidedPipeline(PromptPipeline):
             positive=contexts_on(contexts, self.placement),
             negative=None if negative_contexts is None else contexts_on(negative_contexts, self.placement),
         )
+
+    def stage_loras(self) -> tuple[tuple[LoraSpec, ...], ...]:
+        """LoRAs fused into each stage's transformer, in `stage_names` order."""
+        return (self.loras,)
+
+    def sampling_loop(self, stage: str, sde_noise: NoiseSource | None) -> SamplingLoop:
+        """The loop of `stage`; `sde_noise` feeds a loop that draws noise while sampling (Euler draws none)."""
+        return euler_denoising_loop
 
     def guided_stage_denoiser(self, transformer: nn.Module, inputs: GuidedInputs) -> GuidedDenoiser:
         """The guided denoiser of a stage over `transformer` (an x0 model is made of it)."""
