@@ -126,6 +126,42 @@ def test_res2s_loop_two_calls_per_step_and_final_x0():
     assert again.latent.dtype == video.latent.dtype
 
 
+class GeneratorPairNoise:
+    """A noise source serving res2s draws from two CPU generators chosen by the draw's kind, as the
+    loop's own seeded generators do; records the names asked for."""
+
+    def __init__(self, seed: int) -> None:
+        self.generators = {
+            "step": torch.Generator().manual_seed(seed),
+            "substep": torch.Generator().manual_seed(seed + 10000),
+        }
+        self.names: list[str] = []
+
+    def __call__(self, name, shape, *, device, dtype):
+        self.names.append(name)
+        kind = name.split(".")[-2]
+        return torch.randn(tuple(shape), generator=self.generators[kind], dtype=dtype).to(device)
+
+
+def test_res2s_loop_takes_named_draws_from_a_noise_source_in_the_reference_order():
+    video, audio = _state(4, 0), _state(3, 1)
+    target = (torch.full((1, 4, 4), 2.0), torch.full((1, 3, 4), -0.5))
+    sigmas = torch.tensor([1.0, 0.8, 0.5, 0.2])
+    source = GeneratorPairNoise(3)
+    v, a = res2s_denoising_loop(Oracle(*target), sigmas, video, audio, noise=source, noise_name_prefix="stage_1.")
+    assert source.names == [
+        f"stage_1.res2s.{i}.{kind}.{modality}"
+        for i in range(3)
+        for kind in ("substep", "step")
+        for modality in ("video", "audio")
+    ]
+    # Served the same raw draws, the source reproduces the loop's own seeded generators bit for bit.
+    seeded_v, seeded_a = res2s_denoising_loop(Oracle(*target), sigmas, video, audio, noise_seed=3)
+    assert torch.equal(v.latent, seeded_v.latent) and torch.equal(a.latent, seeded_a.latent)
+    other, _ = res2s_denoising_loop(Oracle(*target), sigmas, video, audio, noise=GeneratorPairNoise(4))
+    assert not torch.equal(other.latent, v.latent)
+
+
 def test_normalized_noise_statistics():
     noise = normalized_noise(torch.zeros(2, 64, 8), torch.Generator().manual_seed(0))
     assert noise.dtype == torch.float64

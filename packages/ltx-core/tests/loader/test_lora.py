@@ -6,6 +6,7 @@ import torch
 from ltx_core.loader import (
     CheckpointError,
     ComponentSpec,
+    LoraFusionPrecision,
     LoraSpec,
     SDOps,
     StateDictCache,
@@ -33,13 +34,15 @@ def _lora_tensors(rank: int, seed: int, alpha: float | None = None, target: str 
     return t
 
 
-def test_fusion_formula_with_strengths_and_alpha(spec, tiny_checkpoint, write_safetensors):
+def test_float32_fusion_formula_with_strengths_and_alpha(spec, tiny_checkpoint, write_safetensors):
     path, weights = tiny_checkpoint
     t1 = _lora_tensors(rank=2, seed=1)
     t2 = _lora_tensors(rank=4, seed=2, alpha=2.0)
     l1 = write_safetensors("l1.safetensors", t1, {"reference_downscale_factor": 2})
     l2 = write_safetensors("l2.safetensors", t2)
-    model = build_model(spec, path, loras=[LoraSpec(l1, 0.5), LoraSpec(l2, -1.5)])
+    model = build_model(
+        spec, path, loras=[LoraSpec(l1, 0.5), LoraSpec(l2, -1.5)], lora_fusion=LoraFusionPrecision.FLOAT32
+    )
 
     w = weights["net.proj.weight"].float()
     d1 = t1["diffusion_model.proj.lora_B.weight"] @ t1["diffusion_model.proj.lora_A.weight"]
@@ -102,13 +105,69 @@ def test_fuse_loras_rejects_rank_mismatch(write_safetensors):
         fuse_loras({"proj.weight": torch.zeros(4, 4)}, [LoraSpec(lora)])
 
 
-def test_fuse_loras_in_bfloat16_on_request(write_safetensors):
+def _bf16_lora_tensors(seed: int) -> dict[str, torch.Tensor]:
+    """A rank-8 pair stored in bfloat16 (as released LoRAs are), large enough that rounding shows."""
+    g = torch.Generator().manual_seed(seed)
+    return {
+        "diffusion_model.proj.lora_A.weight": torch.randn(8, 4, generator=g).bfloat16(),
+        "diffusion_model.proj.lora_B.weight": (0.3 * torch.randn(4, 8, generator=g)).bfloat16(),
+    }
+
+
+def _reference_bf16_fusion(w: torch.Tensor, pairs: list[tuple[dict[str, torch.Tensor], float]]) -> torch.Tensor:
+    """The reference's rule written out step by step in bfloat16 arithmetic, as its fusion runs:
+    (B * s) @ A in bfloat16 for the first LoRA, addmm_ in bfloat16 for the others, then W + delta."""
+    delta = None
+    for t, s in pairs:
+        a, b = t["diffusion_model.proj.lora_A.weight"], t["diffusion_model.proj.lora_B.weight"]
+        delta = torch.matmul(b * s, a) if delta is None else delta.addmm_(b, a, alpha=s)
+    return (delta + w.bfloat16()).to(torch.bfloat16)
+
+
+def test_default_fusion_rounds_in_the_stored_bfloat16_like_the_reference(spec, tiny_checkpoint, write_safetensors):
+    """A float32 model from a bfloat16 file gets the weights the reference fuses in bfloat16, then cast."""
+    path, weights = tiny_checkpoint
+    assert weights["net.proj.weight"].dtype == torch.bfloat16
+    t1, t2 = _bf16_lora_tensors(11), _bf16_lora_tensors(12)
+    l1 = write_safetensors("b1.safetensors", t1)
+    l2 = write_safetensors("b2.safetensors", t2)
+    loras = [LoraSpec(l1, 0.5), LoraSpec(l2, 2.0)]
+
+    model = build_model(spec, path, dtype=torch.float32, loras=loras)
+    want = _reference_bf16_fusion(weights["net.proj.weight"], [(t1, 0.5), (t2, 2.0)]).float()
+    assert model.proj.weight.dtype == torch.float32
+    assert torch.equal(model.proj.weight, want)
+
+    # The float32 option keeps the update unrounded: a different (measurably) set of weights.
+    f32 = build_model(spec, path, dtype=torch.float32, loras=loras, lora_fusion="float32")
+    w = weights["net.proj.weight"].float()
+    exact = w + sum(
+        s * (t["diffusion_model.proj.lora_B.weight"].float() @ t["diffusion_model.proj.lora_A.weight"].float())
+        for t, s in ((t1, 0.5), (t2, 2.0))
+    )
+    torch.testing.assert_close(f32.proj.weight, exact, rtol=1e-6, atol=1e-6)
+    assert (f32.proj.weight - model.proj.weight).abs().max() > 1e-4
+
+
+def test_default_fusion_of_a_bfloat16_model_matches_the_reference_rule(spec, tiny_checkpoint, write_safetensors):
+    path, weights = tiny_checkpoint
+    t = _bf16_lora_tensors(13)
+    lora = write_safetensors("b.safetensors", t)
+    model = build_model(spec, path, dtype=torch.bfloat16, loras=[LoraSpec(lora, 0.25)])
+    assert torch.equal(model.proj.weight, _reference_bf16_fusion(weights["net.proj.weight"], [(t, 0.25)]))
+
+
+def test_fuse_loras_without_stored_dtypes_rounds_to_the_loaded_dtype(write_safetensors):
     t = _lora_tensors(rank=2, seed=8)
     lora = write_safetensors("l.safetensors", t)
-    base = {"proj.weight": torch.zeros(4, 4)}
-    out = fuse_loras(base, [LoraSpec(lora)], fuse_dtype=torch.bfloat16)
-    want = (
-        t["diffusion_model.proj.lora_B.weight"].bfloat16() @ t["diffusion_model.proj.lora_A.weight"].bfloat16()
-    ).float()
-    torch.testing.assert_close(out["proj.weight"], want)
-    assert torch.equal(base["proj.weight"], torch.zeros(4, 4))
+    base = {"proj.weight": torch.zeros(4, 4, dtype=torch.bfloat16)}
+    out = fuse_loras(base, [LoraSpec(lora)])
+    b, a = t["diffusion_model.proj.lora_B.weight"], t["diffusion_model.proj.lora_A.weight"]
+    torch.testing.assert_close(out["proj.weight"], (b.bfloat16().float() @ a.bfloat16().float()).bfloat16())
+    assert torch.equal(base["proj.weight"], torch.zeros(4, 4, dtype=torch.bfloat16))
+
+
+def test_unknown_fusion_precision_names_the_accepted_values(write_safetensors):
+    lora = write_safetensors("l.safetensors", _lora_tensors(rank=2, seed=9))
+    with pytest.raises(ValueError, match="'weight-dtype', 'float32'"):
+        fuse_loras({"proj.weight": torch.zeros(4, 4)}, [LoraSpec(lora)], precision="fp16")

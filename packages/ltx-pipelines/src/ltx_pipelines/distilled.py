@@ -12,93 +12,52 @@ import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from ltx_core.components.denoisers import SimpleDenoiser
 from ltx_core.components.schedulers import distilled_sigmas, stage_2_distilled_sigmas
-from ltx_core.loader import LoraSpec
-from ltx_core.model.transformer import AV_TRANSFORMER, X0Model
-from ltx_core.model.video_vae.tiling import TilingConfig
+from ltx_core.model.transformer import X0Model
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
-from ltx_pipelines.cli.runner import DISTILLED_LAYOUT, PipelineCli, gc_skips_loaded_modules
+from ltx_pipelines.cli.runner import DISTILLED_LAYOUT, ParsedRun, PipelineCli, run_pipeline_cli
 from ltx_pipelines.engine.defaults import TWO_STAGE_SPATIAL_MULTIPLE
 from ltx_pipelines.engine.generation import Generation
 from ltx_pipelines.engine.loaded_stages import (
     contexts_on,
-    decoded_generation,
     encode_conditioning_images,
     upsample_between_stages,
 )
-from ltx_pipelines.engine.model_loading import Placement, loaded
-from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
-from ltx_pipelines.engine.prompts import encode_prompt
+from ltx_pipelines.engine.noise import NoiseSource
+from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
 from ltx_pipelines.engine.stages import ImageCondition, run_denoising_stage
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 logger = logging.getLogger(__name__)
 
 
-class DistilledPipeline:
-    """The distilled pipeline over one distilled checkpoint, an x2 spatial upsampler and Gemma."""
+class DistilledPipeline(PromptPipeline):
+    """The distilled pipeline over one distilled checkpoint, an x2 spatial upsampler and Gemma.
+
+    Call it with a prompt (see `PromptPipeline.__call__`; no negative prompt or guidance) or drive
+    `generate_from_contexts` directly.
+    """
+
+    spatial_multiple = TWO_STAGE_SPATIAL_MULTIPLE
 
     def __init__(
         self,
         checkpoint_path: str | Path,
         spatial_upsampler_path: str | Path,
         gemma_root: str | Path | None,
-        *,
-        loras: Sequence[LoraSpec] = (),
-        device: torch.device | str | None = None,
-        dtype: torch.dtype = torch.bfloat16,
-        tiling: TilingConfig | None = None,
-        progress: bool = True,
+        **options: Unpack[PipelineOptions],
     ) -> None:
-        from ltx_core.devices import resolve_device
-
-        self.checkpoint_path = Path(checkpoint_path)
+        """`options`: loras, device, dtype, tiling, lora_fusion, progress (see `PromptPipeline`)."""
+        super().__init__(checkpoint_path, gemma_root, **options)
         self.spatial_upsampler_path = Path(spatial_upsampler_path)
-        self.gemma_root = Path(gemma_root) if gemma_root is not None else None
-        self.loras = tuple(loras)
-        self.placement = Placement(resolve_device(device), dtype)
-        self.tiling = tiling  # None: the automatic layout for each output size
-        self.progress = progress
-
-    def __call__(
-        self,
-        prompt: str,
-        *,
-        seed: int,
-        height: int,
-        width: int,
-        num_frames: int,
-        frame_rate: float,
-        images: Sequence[ImageCondition] = (),
-        enhance_prompt: bool = False,
-    ) -> Generation:
-        VideoPixelShape(1, num_frames, height, width, frame_rate).check(spatial_multiple=TWO_STAGE_SPATIAL_MULTIPLE)
-        if self.gemma_root is None:
-            raise ValueError("a Gemma folder (gemma_root) is needed to encode prompts")
-        contexts, final_prompt = encode_prompt(
-            [prompt],
-            gemma_root=self.gemma_root,
-            checkpoint=self.checkpoint_path,
-            placement=self.placement,
-            enhance=enhance_prompt,
-            images=images,
-            seed=seed,
-        )
-        generation = self.generate_from_contexts(
-            contexts,
-            height=height,
-            width=width,
-            num_frames=num_frames,
-            frame_rate=frame_rate,
-            noise=SeededNoise(seed),
-            images=images,
-        )
-        generation.prompt = final_prompt
-        return generation
 
     def generate_from_contexts(
         self,
@@ -112,8 +71,7 @@ class DistilledPipeline:
         images: Sequence[ImageCondition] = (),
     ) -> Generation:
         """Both stages and decoding from given text contexts and a noise source (the parity seam)."""
-        full = VideoPixelShape(1, num_frames, height, width, frame_rate)
-        full.check(spatial_multiple=TWO_STAGE_SPATIAL_MULTIPLE)
+        full = self.output_shape(height, width, num_frames, frame_rate)
         half = VideoPixelShape(1, num_frames, height // 2, width // 2, frame_rate)
         device, dtype = self.placement.device, self.placement.dtype
         positive = contexts_on(contexts, self.placement)
@@ -124,14 +82,13 @@ class DistilledPipeline:
         assert encoded.latent_statistics is not None
 
         latents: dict[str, torch.Tensor] = {}
-        with loaded(AV_TRANSFORMER, self.checkpoint_path, self.placement, loras=self.loras) as transformer:
+        with self.transformer(self.loras) as transformer:
             denoiser = SimpleDenoiser(X0Model(transformer), positive.video, positive.audio)
             stage_1 = run_denoising_stage(
                 denoiser, half, distilled_sigmas(), noise, "stage_1", device, dtype,
                 conditionings=stage_1_items, progress=self.progress,
             )  # fmt: skip
-            latents["stage_1.video_latent"] = stage_1.video_latent
-            latents["stage_1.audio_latent"] = stage_1.audio_latent
+            latents.update(stage_1.named("stage_1"))
             # The transformer stays loaded across the upsampling: both stages use the same model.
             upsampled = upsample_between_stages(
                 stage_1.video_latent, self.spatial_upsampler_path, encoded.latent_statistics, self.placement
@@ -142,19 +99,9 @@ class DistilledPipeline:
                 conditionings=stage_2_items, initial_video=upsampled, initial_audio=stage_1.audio_latent,
                 progress=self.progress,
             )  # fmt: skip
-            latents["stage_2.video_latent"] = stage_2.video_latent
-            latents["stage_2.audio_latent"] = stage_2.audio_latent
+            latents.update(stage_2.named("stage_2"))
 
-        return decoded_generation(
-            self.checkpoint_path,
-            self.placement,
-            full,
-            stage_2.video_latent,
-            stage_2.audio_latent,
-            tiling=self.tiling,
-            noise=noise,
-            latents=latents,
-        )
+        return self.decoded(full, stage_2.video_latent, stage_2.audio_latent, noise, latents)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -163,29 +110,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         description=__doc__.splitlines()[0] if __doc__ else None,
         layout=DISTILLED_LAYOUT,
     )
-    run = cli.parse(argv)
-    pipeline = DistilledPipeline(
-        run.checkpoint_path,
-        run.spatial_upsampler_path,
-        run.gemma_root,
-        loras=run.lora_specs,
-        device=run.config.device,
-        dtype=run.config.dtype,
-        tiling=run.config.tiling,
-    )
-    with gc_skips_loaded_modules():
-        generation = pipeline(
-            run.config.prompt,
-            seed=run.config.seed,
-            height=run.config.height,
-            width=run.config.width,
-            num_frames=run.config.num_frames,
-            frame_rate=run.config.frame_rate,
-            images=run.image_conditions,
-            enhance_prompt=run.config.enhance_prompt,
+
+    def build(run: ParsedRun) -> DistilledPipeline:
+        return DistilledPipeline(
+            run.checkpoint_path,
+            run.spatial_upsampler_path,
+            run.gemma_root,
+            loras=run.lora_specs,
+            device=run.config.device,
+            dtype=run.config.dtype,
+            lora_fusion=run.config.lora_fusion,
+            tiling=run.config.tiling,
         )
-        cli.write(run, generation)  # the video is decoded while it is written
-    return 0
+
+    return run_pipeline_cli(cli, argv, build)
 
 
 if __name__ == "__main__":

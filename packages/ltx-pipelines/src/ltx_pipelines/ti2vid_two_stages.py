@@ -11,29 +11,27 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from ltx_core.components.denoisers import SimpleDenoiser
-from ltx_core.components.guiders import MultiModalGuiderParams
-from ltx_core.components.sampling import euler_denoising_loop
 from ltx_core.components.schedulers import LTX2Scheduler, stage_2_distilled_sigmas
 from ltx_core.loader import LoraSpec, StateDictCache
-from ltx_core.model.transformer import AV_TRANSFORMER, X0Model
-from ltx_core.model.video_vae.tiling import TilingConfig
-from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
+from ltx_core.model.transformer import X0Model
 from ltx_core.types import VideoPixelShape
 from ltx_pipelines.cli.args import add_max_batch_size_arg
-from ltx_pipelines.cli.runner import TWO_STAGE_LAYOUT, ParsedRun, PipelineCli, run_guided_cli
+from ltx_pipelines.cli.runner import TWO_STAGE_LAYOUT, guided_main
 from ltx_pipelines.engine.defaults import TWO_STAGE_SPATIAL_MULTIPLE
 from ltx_pipelines.engine.generation import Generation
-from ltx_pipelines.engine.guided import GuidanceSettings, GuidedPipeline
+from ltx_pipelines.engine.guided import GuidanceSettings, GuidedPipeline, GuidedRun
 from ltx_pipelines.engine.loaded_stages import encode_conditioning_images, upsample_between_stages
-from ltx_pipelines.engine.model_loading import loaded
-from ltx_pipelines.engine.noise import NoiseSource
-from ltx_pipelines.engine.stages import ImageCondition, SamplingLoop, run_denoising_stage
+from ltx_pipelines.engine.prompt_pipeline import GuidedOptions
+from ltx_pipelines.engine.stages import run_denoising_stage
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +46,7 @@ class TI2VidTwoStagesPipeline(GuidedPipeline):
     """
 
     spatial_multiple = TWO_STAGE_SPATIAL_MULTIPLE
+    stage_names = ("stage_1", "stage_2")
 
     def __init__(
         self,
@@ -56,23 +55,11 @@ class TI2VidTwoStagesPipeline(GuidedPipeline):
         gemma_root: str | Path | None,
         *,
         distilled_lora: LoraSpec | None,
-        loras: Sequence[LoraSpec] = (),
-        device: torch.device | str | None = None,
-        dtype: torch.dtype = torch.bfloat16,
-        tiling: TilingConfig | None = None,
-        max_batch_size: int | None = None,
-        progress: bool = True,
+        **options: Unpack[GuidedOptions],
     ) -> None:
-        super().__init__(
-            checkpoint_path,
-            gemma_root,
-            loras=loras,
-            device=device,
-            dtype=dtype,
-            tiling=tiling,
-            max_batch_size=max_batch_size,
-            progress=progress,
-        )
+        """`options`: loras, device, dtype, tiling, max_batch_size, lora_fusion, progress (see
+        `GuidedPipeline`)."""
+        super().__init__(checkpoint_path, gemma_root, **options)
         self.spatial_upsampler_path = Path(spatial_upsampler_path)
         self.distilled_lora = distilled_lora
         if distilled_lora is None:
@@ -89,42 +76,19 @@ class TI2VidTwoStagesPipeline(GuidedPipeline):
         # As in the reference, the scheduler is not told the latent size: default token count.
         return LTX2Scheduler().sigmas(settings.num_inference_steps)
 
-    def sampling_loop(self) -> SamplingLoop:
-        return euler_denoising_loop
-
     # ---- the flow ----------------------------------------------------------------------------------
 
-    def generate_from_contexts(
-        self,
-        contexts: TextContexts,
-        negative_contexts: TextContexts | None,
-        *,
-        height: int,
-        width: int,
-        num_frames: int,
-        frame_rate: float,
-        noise: NoiseSource,
-        images: Sequence[ImageCondition] = (),
-        num_inference_steps: int | None = None,
-        video_guidance: MultiModalGuiderParams | None = None,
-        audio_guidance: MultiModalGuiderParams | None = None,
-        stage_1_sigmas: torch.Tensor | None = None,
-        stage_2_sigmas: torch.Tensor | None = None,
-    ) -> Generation:
-        """Both stages and decoding. `stage_1_sigmas` / `stage_2_sigmas` override the schedules."""
-        full = self.output_shape(height, width, num_frames, frame_rate)
-        half = VideoPixelShape(1, num_frames, height // 2, width // 2, frame_rate)
-        inputs = self.guided_inputs(contexts, negative_contexts, num_inference_steps, video_guidance, audio_guidance)
-        if stage_1_sigmas is None:
-            stage_1_sigmas = self.default_stage_1_sigmas(inputs.settings, half)
-        if stage_2_sigmas is None:
-            stage_2_sigmas = stage_2_distilled_sigmas()
+    def run_stages(self, run: GuidedRun) -> Generation:
+        full = run.shape
+        half = VideoPixelShape(1, full.frames, full.height // 2, full.width // 2, full.fps)
+        settings = run.inputs.settings
+        stage_1_sigmas = run.sigmas("stage_1", lambda: self.default_stage_1_sigmas(settings, half))
+        stage_2_sigmas = run.sigmas("stage_2", stage_2_distilled_sigmas)
         device, dtype = self.placement.device, self.placement.dtype
         loras_1, loras_2 = self.stage_loras()
-        loop = self.sampling_loop()
 
         encoded = encode_conditioning_images(
-            images, self.checkpoint_path, self.placement, [half, full], keep_latent_statistics=True
+            run.images, self.checkpoint_path, self.placement, [half, full], keep_latent_statistics=True
         )
         stage_1_items, stage_2_items = encoded.per_stage
         assert encoded.latent_statistics is not None
@@ -135,58 +99,36 @@ class TI2VidTwoStagesPipeline(GuidedPipeline):
         # in bf16) across stage 1, so stage 2 reads the file again (usually from the OS page cache).
         cache = StateDictCache() if device.type == "cpu" else None
         latents: dict[str, torch.Tensor] = {}
-        with loaded(AV_TRANSFORMER, self.checkpoint_path, self.placement, loras=loras_1, cache=cache) as transformer:
-            denoiser = self.guided_stage_denoiser(transformer, inputs)
+        with self.transformer(loras_1, cache) as transformer:
+            denoiser = self.guided_stage_denoiser(transformer, run.inputs)
             stage_1 = run_denoising_stage(
-                denoiser, half, stage_1_sigmas, noise, "stage_1", device, dtype,
-                conditionings=stage_1_items, loop=loop, progress=self.progress,
+                denoiser, half, stage_1_sigmas, run.noise, "stage_1", device, dtype,
+                conditionings=stage_1_items, loop=self.sampling_loop("stage_1", run.sde_noise),
+                progress=self.progress,
             )  # fmt: skip
-        latents["stage_1.video_latent"] = stage_1.video_latent
-        latents["stage_1.audio_latent"] = stage_1.audio_latent
+        latents.update(stage_1.named("stage_1"))
 
         upsampled = upsample_between_stages(
             stage_1.video_latent, self.spatial_upsampler_path, encoded.latent_statistics, self.placement
         )
         latents["upsampled_video_latent"] = upsampled
 
-        with loaded(AV_TRANSFORMER, self.checkpoint_path, self.placement, loras=loras_2, cache=cache) as transformer:
+        with self.transformer(loras_2, cache) as transformer:
             if cache is not None:
                 cache.clear()  # the stage-2 model holds every weight it needs
-            denoiser = SimpleDenoiser(X0Model(transformer), inputs.positive.video, inputs.positive.audio)
+            denoiser = SimpleDenoiser(X0Model(transformer), run.inputs.positive.video, run.inputs.positive.audio)
             stage_2 = run_denoising_stage(
-                denoiser, full, stage_2_sigmas, noise, "stage_2", device, dtype,
+                denoiser, full, stage_2_sigmas, run.noise, "stage_2", device, dtype,
                 conditionings=stage_2_items, initial_video=upsampled, initial_audio=stage_1.audio_latent,
-                loop=loop, progress=self.progress,
+                loop=self.sampling_loop("stage_2", run.sde_noise), progress=self.progress,
             )  # fmt: skip
-        latents["stage_2.video_latent"] = stage_2.video_latent
-        latents["stage_2.audio_latent"] = stage_2.audio_latent
+        latents.update(stage_2.named("stage_2"))
 
         # Stage 2 only refines the video: its audio pass is discarded and the stage-1 audio shipped.
-        return self.decoded(full, stage_2.video_latent, stage_1.audio_latent, noise, latents)
+        return self.decoded(full, stage_2.video_latent, stage_1.audio_latent, run.noise, latents)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    cli = PipelineCli(
-        prog="python -m ltx_pipelines.ti2vid_two_stages",
-        description=__doc__.splitlines()[0] if __doc__ else None,
-        layout=TWO_STAGE_LAYOUT,
-        extra_args=add_max_batch_size_arg,
-    )
-
-    def build(run: ParsedRun) -> TI2VidTwoStagesPipeline:
-        return TI2VidTwoStagesPipeline(
-            run.checkpoint_path,
-            run.spatial_upsampler_path,
-            run.gemma_root,
-            distilled_lora=run.distilled_lora_spec,
-            loras=run.lora_specs,
-            device=run.config.device,
-            dtype=run.config.dtype,
-            tiling=run.config.tiling,
-            max_batch_size=run.config.max_batch_size,
-        )
-
-    return run_guided_cli(cli, argv, build)
+main = guided_main(TI2VidTwoStagesPipeline, TWO_STAGE_LAYOUT, extra_args=add_max_batch_size_arg)
 
 
 if __name__ == "__main__":

@@ -13,18 +13,17 @@ import dataclasses
 import functools
 import logging
 import sys
-from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ltx_core.components.sampling import res2s_denoising_loop
 from ltx_core.components.schedulers import LTX2Scheduler
 from ltx_core.loader import LoraSpec
-from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.types import VideoLatentShape, VideoPixelShape
 from ltx_pipelines.cli.args import add_hq_lora_strength_args, add_max_batch_size_arg
-from ltx_pipelines.cli.runner import TWO_STAGE_LAYOUT, ParsedRun, PipelineCli, run_guided_cli
+from ltx_pipelines.cli.runner import TWO_STAGE_LAYOUT, ParsedRun, guided_main
 from ltx_pipelines.engine.defaults import (
     DEFAULT_LORA_STRENGTH,
     HQ_DISTILLED_LORA_STRENGTH_STAGE_1,
@@ -33,8 +32,13 @@ from ltx_pipelines.engine.defaults import (
     PipelineDefaults,
 )
 from ltx_pipelines.engine.guided import GuidanceSettings
+from ltx_pipelines.engine.noise import NoiseSource
+from ltx_pipelines.engine.prompt_pipeline import GuidedOptions
 from ltx_pipelines.engine.stages import SamplingLoop
 from ltx_pipelines.ti2vid_two_stages import TI2VidTwoStagesPipeline
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 logger = logging.getLogger(__name__)
 
@@ -59,29 +63,15 @@ class TI2VidTwoStagesHQPipeline(TI2VidTwoStagesPipeline):
         distilled_lora: LoraSpec | str | Path | None,
         distilled_lora_strength_stage_1: float = HQ_DISTILLED_LORA_STRENGTH_STAGE_1,
         distilled_lora_strength_stage_2: float = HQ_DISTILLED_LORA_STRENGTH_STAGE_2,
-        loras: Sequence[LoraSpec] = (),
-        device: torch.device | str | None = None,
-        dtype: torch.dtype = torch.bfloat16,
-        tiling: TilingConfig | None = None,
-        max_batch_size: int | None = None,
         sde_noise_seed: int = RES2S_NOISE_SEED,
-        progress: bool = True,
+        **options: Unpack[GuidedOptions],
     ) -> None:
+        """`sde_noise_seed` seeds res2s's own SDE generators (not the run's seed, as in the reference).
+        `options`: loras, device, dtype, tiling, max_batch_size, lora_fusion, progress."""
         spec = distilled_lora if isinstance(distilled_lora, LoraSpec) or distilled_lora is None else None
         if spec is None and distilled_lora is not None:
             spec = LoraSpec(Path(distilled_lora))
-        super().__init__(
-            checkpoint_path,
-            spatial_upsampler_path,
-            gemma_root,
-            distilled_lora=spec,
-            loras=loras,
-            device=device,
-            dtype=dtype,
-            tiling=tiling,
-            max_batch_size=max_batch_size,
-            progress=progress,
-        )
+        super().__init__(checkpoint_path, spatial_upsampler_path, gemma_root, distilled_lora=spec, **options)
         self.distilled_lora_strengths = (float(distilled_lora_strength_stage_1), float(distilled_lora_strength_stage_2))
         self.sde_noise_seed = sde_noise_seed
 
@@ -102,8 +92,12 @@ class TI2VidTwoStagesHQPipeline(TI2VidTwoStagesPipeline):
         latent_shape = VideoLatentShape.from_pixel_shape(stage_1_shape)
         return LTX2Scheduler().sigmas(settings.num_inference_steps, tokens=latent_shape.token_count)
 
-    def sampling_loop(self) -> SamplingLoop:
-        return functools.partial(res2s_denoising_loop, noise_seed=self.sde_noise_seed)
+    def sampling_loop(self, stage: str, sde_noise: NoiseSource | None) -> SamplingLoop:
+        # Fresh SDE generators per stage (seeded `sde_noise_seed`, as the reference), unless a
+        # noise source is given: its draws are named `<stage>.res2s.<step>.<substep|step>.<modality>`.
+        return functools.partial(
+            res2s_denoising_loop, noise_seed=self.sde_noise_seed, noise=sde_noise, noise_name_prefix=f"{stage}."
+        )
 
 
 def _add_hq_args(parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
@@ -111,39 +105,29 @@ def _add_hq_args(parser: argparse.ArgumentParser, defaults: PipelineDefaults) ->
     add_hq_lora_strength_args(parser, defaults)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    cli = PipelineCli(
-        prog="python -m ltx_pipelines.ti2vid_two_stages_hq",
-        description=__doc__.splitlines()[0] if __doc__ else None,
-        layout=TWO_STAGE_LAYOUT,
-        extra_args=_add_hq_args,
-        # The HQ command line always shows and uses the HQ preset, whatever the checkpoint's generation.
-        fixed_defaults=LTX_2_3_HQ_DEFAULTS,
-    )
-
-    def build(run: ParsedRun) -> TI2VidTwoStagesHQPipeline:
-        distilled = run.distilled_lora_spec
-        if distilled is not None and distilled.strength != DEFAULT_LORA_STRENGTH:
-            logger.warning(
-                "--distilled-lora STRENGTH %g is not used by the HQ pipeline; it fuses the LoRA at "
-                "--distilled-lora-strength-stage-1 / -stage-2 instead",
-                distilled.strength,
-            )
-        return TI2VidTwoStagesHQPipeline(
-            run.checkpoint_path,
-            run.spatial_upsampler_path,
-            run.gemma_root,
-            distilled_lora=distilled,
-            distilled_lora_strength_stage_1=run.config.distilled_lora_strength_stage_1,
-            distilled_lora_strength_stage_2=run.config.distilled_lora_strength_stage_2,
-            loras=run.lora_specs,
-            device=run.config.device,
-            dtype=run.config.dtype,
-            tiling=run.config.tiling,
-            max_batch_size=run.config.max_batch_size,
+def _hq_options(run: ParsedRun) -> dict[str, Any]:
+    """The HQ constructor's own arguments: the distilled LoRA's per-stage strengths."""
+    distilled = run.distilled_lora_spec
+    if distilled is not None and distilled.strength != DEFAULT_LORA_STRENGTH:
+        logger.warning(
+            "--distilled-lora STRENGTH %g is not used by the HQ pipeline; it fuses the LoRA at "
+            "--distilled-lora-strength-stage-1 / -stage-2 instead",
+            distilled.strength,
         )
+    return {
+        "distilled_lora_strength_stage_1": run.config.distilled_lora_strength_stage_1,
+        "distilled_lora_strength_stage_2": run.config.distilled_lora_strength_stage_2,
+    }
 
-    return run_guided_cli(cli, argv, build)
+
+main = guided_main(
+    TI2VidTwoStagesHQPipeline,
+    TWO_STAGE_LAYOUT,
+    extra_args=_add_hq_args,
+    # The HQ command line always shows and uses the HQ preset, whatever the checkpoint's generation.
+    fixed_defaults=LTX_2_3_HQ_DEFAULTS,
+    extra_options=_hq_options,
+)
 
 
 if __name__ == "__main__":

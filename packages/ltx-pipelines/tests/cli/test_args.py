@@ -10,6 +10,7 @@ import torch
 from PIL import Image
 
 from ltx_core.components.guiders import MultiModalGuiderParams
+from ltx_core.loader import LoraFusionPrecision
 from ltx_pipelines.cli.args import (
     ImageConditioningInput,
     LoraInput,
@@ -253,6 +254,19 @@ def test_lora_flag_errors(capsys, base_argv, model_files, tmp_path):
         "not a LoRA",
     )
     fails(capsys, parser, [*base_argv, "--distilled-lora", lora], "--distilled-lora was given 2 times")
+
+
+def test_lora_fusion_precision_defaults_to_the_reference_rule(capsys, base_argv):
+    parser = two_stage_parser()
+    assert parser.parse_args(base_argv).lora_fusion_precision == "weight-dtype"
+    assert run(parser, base_argv).lora_fusion is LoraFusionPrecision.WEIGHT_DTYPE
+    config = run(parser, [*base_argv, "--lora-fusion-precision", "float32"])
+    assert config.lora_fusion is LoraFusionPrecision.FLOAT32
+    with pytest.raises(SystemExit) as info:
+        parser.parse_args([*base_argv, "--lora-fusion-precision", "fp16"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "--lora-fusion-precision" in err and "'weight-dtype'" in err and "'float32'" in err
 
 
 def test_files_of_the_wrong_kind(capsys, base_argv, model_files):

@@ -7,8 +7,6 @@ and the waveform are compared. Shapes, sigmas and tiling come from the fixture i
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import pytest
 import torch
 
@@ -36,18 +34,6 @@ def _runs(fx) -> list[str]:
 def test_distilled_sigma_constants_match_the_fixture(fx):
     torch.testing.assert_close(distilled_sigmas(), torch.tensor(fx.params["stage_1_sigmas"]), rtol=0, atol=0)
     torch.testing.assert_close(stage_2_distilled_sigmas(), torch.tensor(fx.params["stage_2_sigmas"]), rtol=0, atol=0)
-
-
-@dataclass
-class RecordingNoise:
-    """Replays the stored noise and records which draws the pipeline made, in order."""
-
-    replay: ReplayedNoise
-    drawn: list[str] = field(default_factory=list)
-
-    def __call__(self, name: str, shape, *, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
-        self.drawn.append(name)
-        return self.replay(name, shape, device=device, dtype=dtype)
 
 
 def test_distilled_pipeline_replays_the_reference(fx, golden_dir, golden_spatial_upsampler, assert_golden_close):
@@ -82,7 +68,7 @@ def _check_run(fx, p, pipeline, run, assert_golden_close) -> None:
         video=video_context, audio=audio_context, mask=torch.ones(video_context.shape[:2], dtype=torch.int64)
     )
     prefix = f"{run}.noise."
-    noise = RecordingNoise(ReplayedNoise(fx.tensors, prefix=prefix))
+    noise = ReplayedNoise(fx.tensors, prefix=prefix)
     generation = pipeline.generate_from_contexts(
         contexts,
         height=p["height"],
@@ -110,7 +96,7 @@ def _check_run(fx, p, pipeline, run, assert_golden_close) -> None:
 
     # Every stored draw was used exactly once (e.g. `decoder.<i>` of a timestep-conditioned decoder),
     # in the reference's order, the decoder's last.
-    stored = {k[len(prefix) :] for k in fx.tensors if k.startswith(prefix)}
+    stored = set(noise.stored)
     assert sorted(noise.drawn) == sorted(stored), f"{run}: drew {noise.drawn}, stored {sorted(stored)}"
     listed = p[f"{run}.generator_draws"]
     assert [d for d in noise.drawn if d in listed] == [d for d in listed if d in stored], f"{run}: draw order"

@@ -16,7 +16,7 @@ import torch
 
 from ltx_core.components.guiders import MultiModalGuiderParams
 from ltx_core.components.schedulers import LTX2Scheduler
-from ltx_core.loader import LoraSpec, build_model, read_checkpoint_config, read_safetensors_header
+from ltx_core.loader import LoraFusionPrecision, LoraSpec, build_model, read_checkpoint_config, read_safetensors_header
 from ltx_core.model.video_vae import VIDEO_ENCODER
 from ltx_core.text_encoders.gemma.prompt_encoding import context_row
 from ltx_core.types import VideoLatentShape, VideoPixelShape
@@ -140,6 +140,7 @@ def test_main_writes_the_video_its_audio_and_a_complete_sidecar(assets, tmp_path
     params = sidecar["parameters"]
     assert params["seed"] == 5 and params["negative_prompt"] == NEGATIVE and params["num_inference_steps"] == 2
     assert params["video_stg_blocks"] == [assets.num_layers - 1] and params["max_batch_size"] == 4
+    assert params["lora_fusion_precision"] == "weight-dtype"
     declared = read_safetensors_header(assets.checkpoint).metadata.get("model_version")
     if declared is not None:
         assert params["model_version"] == str(declared)
@@ -159,6 +160,22 @@ def test_main_writes_the_video_its_audio_and_a_complete_sidecar(assets, tmp_path
     else:
         expected = defaults_for_checkpoint(assets.checkpoint).video_guidance
         assert params["video_rescale_scale"] == expected.rescale_scale
+
+
+@pytest.mark.parametrize("case", sorted(CLI_CASES))
+def test_lora_fusion_flag_reaches_the_pipeline_and_the_sidecar(assets, tmp_path, case):
+    """Parsed and built as `main` does (no generation): the flag sets how every stage fuses its LoRAs."""
+    main, height, width, two_stage = CLI_CASES[case]
+    cli, pipeline_class = main.cli, main.pipeline_class
+    argv = [*assets.common_argv(tmp_path / "o.mp4"), "--height", str(height), "--width", str(width)]
+    argv += ["--lora", str(assets.lora), "0.5", "--lora-fusion-precision", "float32"]
+    if two_stage:
+        argv += ["--spatial-upsampler-path", str(assets.upsampler), "--distilled-lora", str(assets.lora)]
+    run = cli.parse(argv)
+    assert run.parameters["lora_fusion_precision"] == "float32"
+    pipeline = cli.build_guided(pipeline_class, run)
+    assert pipeline.lora_fusion is LoraFusionPrecision.FLOAT32
+    assert [Path(lora.path) for lora in pipeline.loras] == [assets.lora]
 
 
 def test_the_prompt_pair_is_one_batch_positive_then_negative(assets, prompts):

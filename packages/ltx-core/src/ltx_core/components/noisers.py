@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
+from typing import Protocol
 
 import torch
 
 from ltx_core.types import LatentState
+
+
+class NoiseSource(Protocol):
+    """Named standard-normal draws: a seeded generator, or tensors replayed from a recorded run.
+
+    Draw names say where the noise goes (`stage_1.video`, `stage_2.res2s.0.substep.audio`, ...),
+    so a replay can serve each stored draw to the place that consumed it in the recorded run.
+    """
+
+    def __call__(self, name: str, shape: Sequence[int], *, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+        """Standard normal noise of `shape` for the draw called `name`."""
+        ...
 
 
 def add_noise(state: LatentState, noise: torch.Tensor, noise_scale: float = 1.0) -> LatentState:

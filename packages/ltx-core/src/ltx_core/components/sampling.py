@@ -23,6 +23,7 @@ from ltx_core.components.diffusion_steps import (
     Res2sStep,
     res2s_coefficients,
 )
+from ltx_core.components.noisers import NoiseSource
 from ltx_core.types import LatentState
 
 States = tuple[LatentState | None, LatentState | None]
@@ -137,13 +138,22 @@ def gradient_estimation_denoising_loop(
     return video, audio
 
 
+def normalize_noise(noise: torch.Tensor) -> torch.Tensor:
+    """Zero mean / unit std (unbiased) over the whole tensor, then again over the last two dims."""
+    noise = (noise - noise.mean()) / noise.std()
+    return (noise - noise.mean(dim=(-2, -1), keepdim=True)) / noise.std(dim=(-2, -1), keepdim=True)
+
+
 def normalized_noise(like: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     """Standard-normal noise drawn in float64 (float32 on MPS) on the generator's device, normalised to
     zero mean / unit std over the whole tensor, then again over the last two dims."""
     dtype = torch.float32 if generator.device.type == "mps" else torch.float64
-    noise = torch.randn(like.shape, generator=generator, dtype=dtype, device=generator.device)
-    noise = (noise - noise.mean()) / noise.std()
-    return (noise - noise.mean(dim=(-2, -1), keepdim=True)) / noise.std(dim=(-2, -1), keepdim=True)
+    return normalize_noise(torch.randn(like.shape, generator=generator, dtype=dtype, device=generator.device))
+
+
+def res2s_noise_name(step: int, kind: str, modality: str) -> str:
+    """The name of one res2s SDE draw: `res2s.<step>.<substep|step>.<video|audio>`."""
+    return f"res2s.{step}.{kind}.{modality}"
 
 
 def res2s_denoising_loop(
@@ -156,7 +166,8 @@ def res2s_denoising_loop(
     eta: float = 0.5,
     bongmath: bool = True,
     bongmath_max_iter: int = 100,
-    noise_fn: NoiseFn = normalized_noise,
+    noise: NoiseSource | None = None,
+    noise_name_prefix: str = "",
     progress: bool = False,
 ) -> States:
     """res_2s: second-order exponential Runge-Kutta with SDE noise, two denoiser calls per step.
@@ -169,16 +180,30 @@ def res2s_denoising_loop(
                re-noised by `Res2sStep(eta)` to sigma_{i+1} (step noise generator)
     A final 0 sigma is replaced by 0.0011 for the last full step, followed by one plain x0 call.
     The RK arithmetic runs in float64 (float32 on MPS); states keep their dtype.
+
+    SDE noise: raw standard-normal draws in the state's token layout, normalised by `normalize_noise`,
+    made per step in the order substep video, substep audio, step video, step audio. By default they
+    come from two generators of their own on the state's device, seeded `noise_seed` (steps) and
+    `substep_noise_seed` (default `noise_seed + 10000`), independent of any pipeline seed. A `noise`
+    source replaces both: draw i's names are `noise_name_prefix + res2s_noise_name(i, kind, modality)`.
     """
     _check(sigmas, video, audio)
     present = video if video is not None else audio
     device = present.latent.device
     hp = torch.float32 if device.type == "mps" else torch.float64
-    step_gen = torch.Generator(device=device).manual_seed(noise_seed)
-    sub_gen = torch.Generator(device=device).manual_seed(
-        noise_seed + 10000 if substep_noise_seed is None else substep_noise_seed
-    )
-    step_sde, sub_sde = Res2sStep(eta), Res2sStep(0.5)
+    generators: dict[str, torch.Generator] = {}
+    if noise is None:
+        generators["step"] = torch.Generator(device=device).manual_seed(noise_seed)
+        generators["substep"] = torch.Generator(device=device).manual_seed(
+            noise_seed + 10000 if substep_noise_seed is None else substep_noise_seed
+        )
+    sdes = {"step": Res2sStep(eta), "substep": Res2sStep(0.5)}
+
+    def sde_noise(step: int, kind: str, modality: str, like: torch.Tensor) -> torch.Tensor:
+        if noise is None:
+            return normalized_noise(like, generators[kind]).to(device=device, dtype=hp)
+        name = noise_name_prefix + res2s_noise_name(step, kind, modality)
+        return normalize_noise(noise(name, like.shape, device=device, dtype=hp))
 
     n_full = len(sigmas) - 1
     ends_at_zero = bool(sigmas[-1] == 0)
@@ -192,10 +217,11 @@ def res2s_denoising_loop(
         anchor: torch.Tensor,
         target: torch.Tensor,
         pair: torch.Tensor,
-        sde: Res2sStep,
-        gen: torch.Generator,
+        step: int,
+        kind: str,
+        modality: str,
     ) -> torch.Tensor:
-        x = sde.step(anchor, target, pair, 0, noise_fn(state.latent, gen).to(device=device, dtype=hp))
+        x = sdes[kind].step(anchor, target, pair, 0, sde_noise(step, kind, modality, state.latent))
         return blend_with_clean(x, state)
 
     names = ("video", "audio")
@@ -218,7 +244,7 @@ def res2s_denoising_loop(
             x0_first[name] = x0 = blend_with_clean(x0, state).to(hp)
             anchor = state.latent.to(hp)
             eps = x0 - anchor
-            x_mid = renoise(state, anchor, anchor + h * a21 * eps, sub_pair, sub_sde, sub_gen)
+            x_mid = renoise(state, anchor, anchor + h * a21 * eps, sub_pair, i, "substep", name)
             if bongmath and h < 0.5 and float(sigma) > 0.03:
                 # Fixed point: find the anchor whose first-stage update lands exactly on x_mid.
                 for _ in range(bongmath_max_iter):
@@ -234,7 +260,7 @@ def res2s_denoising_loop(
                 continue
             eps2 = blend_with_clean(x0, state).to(hp) - anchors[name]
             x_next = anchors[name] + h * (b1 * eps1[name] + b2 * eps2)
-            x_next = renoise(state, anchors[name], x_next, sig_hp[i : i + 2], step_sde, step_gen)
+            x_next = renoise(state, anchors[name], x_next, sig_hp[i : i + 2], i, "step", name)
             states[name] = replace(state, latent=x_next.to(state.latent.dtype))
 
     if ends_at_zero:

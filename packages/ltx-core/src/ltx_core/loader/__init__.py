@@ -21,7 +21,7 @@ from ltx_core.loader.key_rules import (
     VIDEO_ENCODER_KEYS,
     VOCODER_KEYS,
 )
-from ltx_core.loader.lora import LoraSpec, fuse_loras, lora_metadata
+from ltx_core.loader.lora import DEFAULT_LORA_FUSION, LoraFusionPrecision, LoraSpec, fuse_loras, lora_metadata
 from ltx_core.loader.safetensors_header import (
     SafetensorsHeader,
     TensorInfo,
@@ -31,12 +31,13 @@ from ltx_core.loader.safetensors_header import (
     read_safetensors_header,
 )
 from ltx_core.loader.sd_ops import KeyPattern, KeyRename, SDOps
-from ltx_core.loader.state_dict import StateDict, load_state_dict, selected_keys
+from ltx_core.loader.state_dict import StateDict, load_state_dict, selected_keys, stored_float_dtypes
 
 __all__ = [
     "AUDIO_DECODER_KEYS",
     "AUDIO_ENCODER_KEYS",
     "COMFY_LORA_KEYS",
+    "DEFAULT_LORA_FUSION",
     "TEXT_EMBEDDINGS_KEYS",
     "TRANSFORMER_KEYS",
     "UPSAMPLER_KEYS",
@@ -48,6 +49,7 @@ __all__ = [
     "Configurator",
     "KeyPattern",
     "KeyRename",
+    "LoraFusionPrecision",
     "LoraSpec",
     "SDOps",
     "SafetensorsHeader",
@@ -66,4 +68,5 @@ __all__ = [
     "read_metadata",
     "read_safetensors_header",
     "selected_keys",
+    "stored_float_dtypes",
 ]

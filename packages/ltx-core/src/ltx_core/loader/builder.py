@@ -14,10 +14,10 @@ from torch import nn
 from ltx_core.devices import resolve_device
 from ltx_core.loader.cache import StateDictCache
 from ltx_core.loader.errors import CheckpointError
-from ltx_core.loader.lora import LoraSpec, fuse_loras
+from ltx_core.loader.lora import DEFAULT_LORA_FUSION, LoraFusionPrecision, LoraSpec, fuse_loras
 from ltx_core.loader.safetensors_header import read_safetensors_header
 from ltx_core.loader.sd_ops import SDOps
-from ltx_core.loader.state_dict import StateDict, load_state_dict
+from ltx_core.loader.state_dict import StateDict, load_state_dict, stored_float_dtypes
 
 logger = logging.getLogger(__name__)
 
@@ -95,10 +95,14 @@ def build_model(
     device: str | torch.device | None = None,
     loras: Sequence[LoraSpec] = (),
     cache: StateDictCache | None = None,
-    lora_fuse_dtype: torch.dtype = torch.float32,
+    lora_fusion: LoraFusionPrecision | str = DEFAULT_LORA_FUSION,
 ) -> nn.Module:
     """Build `spec` from `path`: meta-device construction, lazy read of its keys, LoRA fusion,
-    cast of floating tensors to `dtype`, strict load with `assign`, move to `device`, eval mode."""
+    cast of floating tensors to `dtype`, strict load with `assign`, move to `device`, eval mode.
+
+    `lora_fusion`: `weight-dtype` (default) fuses LoRAs with the roundings of the dtype the file
+    stores each weight in, as the reference does before casting to `dtype`; `float32` accumulates
+    in float32 (see `ltx_core.loader.lora`)."""
     device = resolve_device(device)
     config = checkpoint_config(spec, path)
     with torch.device("meta"):
@@ -115,7 +119,14 @@ def build_model(
         )
     check_state_dict_fits(module, state_dict, component=spec.name, path=path)
     if loras:
-        state_dict = fuse_loras(state_dict, loras, component=spec.name, fuse_dtype=lora_fuse_dtype, device=device)
+        state_dict = fuse_loras(
+            state_dict,
+            loras,
+            component=spec.name,
+            precision=lora_fusion,
+            stored_dtypes=stored_float_dtypes(path, spec.ops),
+            device=device,
+        )
     module.load_state_dict(state_dict, strict=True, assign=True)
     leftover = [n for n, t in (*module.named_parameters(), *module.named_buffers()) if t.is_meta]
     if leftover:

@@ -35,6 +35,22 @@ def selected_keys(paths: str | Path | Sequence[str | Path], ops: SDOps) -> dict[
     return out
 
 
+# safetensors dtype names of the floating formats a weight can be rounded to.
+_FLOAT_DTYPES = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32, "F64": torch.float64}
+
+
+def stored_float_dtypes(paths: str | Path | Sequence[str | Path], ops: SDOps) -> dict[str, torch.dtype]:
+    """Module key -> the dtype the file stores it in, for every 16/32/64-bit float tensor `ops`
+    selects (read from the headers only)."""
+    out: dict[str, torch.dtype] = {}
+    for path in _as_paths(paths):
+        for key, info in read_safetensors_header(path).tensors.items():
+            module_key = ops.rename(key)
+            if module_key is not None and info.dtype in _FLOAT_DTYPES:
+                out[module_key] = _FLOAT_DTYPES[info.dtype]
+    return out
+
+
 def load_state_dict(
     paths: str | Path | Sequence[str | Path],
     ops: SDOps,

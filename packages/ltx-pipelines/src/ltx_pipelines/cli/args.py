@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ltx_core.components.guiders import MultiModalGuiderParams
+from ltx_core.loader import DEFAULT_LORA_FUSION, LoraFusionPrecision
 from ltx_pipelines.cli.hf_paths import cached_hf_file, is_hf_path
 from ltx_pipelines.cli.run_config import (
     ImageConditioningInput,
@@ -198,7 +199,8 @@ def add_two_stage_args(parser: argparse.ArgumentParser, *, distilled_lora: bool)
 
 
 def add_lora_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """`--lora PATH [STRENGTH]`, repeatable (LoRAs fused into the transformer)."""
+    """`--lora PATH [STRENGTH]`, repeatable (LoRAs fused into the transformer), and
+    `--lora-fusion-precision` (how every LoRA of the run, the distilled one included, is fused)."""
     group = parser.add_argument_group("LoRAs")
     group.add_argument(
         "--lora",
@@ -210,6 +212,17 @@ def add_lora_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         help=(
             f"A LoRA to fuse into the transformer, with an optional strength (default {DEFAULT_LORA_STRENGTH}); "
             "repeatable. Example: --lora style.safetensors 0.8 --lora hf://org/repo/other.safetensors"
+        ),
+    )
+    group.add_argument(
+        "--lora-fusion-precision",
+        choices=[p.value for p in LoraFusionPrecision],
+        default=DEFAULT_LORA_FUSION.value,
+        help=(
+            "How LoRA updates are fused into the weights. weight-dtype: rounded in the dtype the checkpoint "
+            "stores them in (bfloat16), as the reference implementation does - its outputs are reproduced. "
+            "float32: accumulated in float32 without those roundings (slightly different results). "
+            f"(default: {DEFAULT_LORA_FUSION.value})"
         ),
     )
     return parser

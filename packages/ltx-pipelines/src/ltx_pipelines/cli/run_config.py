@@ -20,7 +20,7 @@ from PIL import Image, UnidentifiedImageError
 
 from ltx_core.components.guiders import MultiModalGuiderParams
 from ltx_core.devices import default_device, parse_dtype
-from ltx_core.loader import CheckpointError
+from ltx_core.loader import DEFAULT_LORA_FUSION, CheckpointError, LoraFusionPrecision
 from ltx_core.model.video_vae.tiling import AxisTiling, TilingConfig
 from ltx_core.types import DEFAULT_SCALE_FACTORS
 from ltx_pipelines.cli.hf_paths import HfPathError, is_hf_path, resolve_model_path
@@ -91,6 +91,7 @@ class RunConfig:
     spatial_upsampler_path: Path | None = None
     loras: tuple[LoraInput, ...] = ()
     distilled_lora: LoraInput | None = None
+    lora_fusion: LoraFusionPrecision = DEFAULT_LORA_FUSION
     negative_prompt: str | None = None
     height: int | None = None
     width: int | None = None
@@ -502,6 +503,7 @@ def validate_args(
         spatial_upsampler_path=upsampler_path,
         loras=tuple(loras),
         distilled_lora=distilled_lora,
+        lora_fusion=LoraFusionPrecision.parse(c.get("lora_fusion_precision", DEFAULT_LORA_FUSION)),
         negative_prompt=c.get("negative_prompt"),
         height=height,
         width=width,

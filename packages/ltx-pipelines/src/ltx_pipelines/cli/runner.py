@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -36,6 +36,8 @@ from ltx_pipelines.engine.guided import GuidedPipeline
 from ltx_pipelines.engine.stages import ImageCondition
 
 logger = logging.getLogger(__name__)
+
+G = TypeVar("G", bound=GuidedPipeline)
 
 # The demo's random tiny models give noise at any size: keep it small so it runs in seconds on a CPU.
 DEMO_SIZE = {"height": 128, "width": 192, "num_frames": 17}
@@ -217,6 +219,48 @@ class PipelineCli:
             **{**given, **{dest: str(path) for dest, path in substitutes.items() if given.get(dest) is None}}
         )
 
+    def generation_options(self, run: ParsedRun) -> dict[str, Any]:
+        """The keyword arguments of the pipeline call (after the prompt) that this command line sets."""
+        config = run.config
+        options: dict[str, Any] = {
+            "seed": config.seed,
+            "height": config.height,
+            "width": config.width,
+            "num_frames": config.num_frames,
+            "frame_rate": config.frame_rate,
+            "images": run.image_conditions,
+            "enhance_prompt": config.enhance_prompt,
+        }
+        if self.layout.guidance:
+            negative = config.negative_prompt
+            options.update(
+                negative_prompt=negative if negative is not None else DEFAULT_NEGATIVE_PROMPT,
+                num_inference_steps=config.num_inference_steps,
+                video_guidance=config.video_guidance,
+                audio_guidance=config.audio_guidance,
+            )
+        return options
+
+    def build_guided(self, pipeline_class: type[G], run: ParsedRun, **extra: Any) -> G:
+        """`pipeline_class` over the run's model files (those of this layout) with the options every
+        guided pipeline takes from its command line; `extra` adds pipeline-specific ones."""
+        files: list[Path] = [run.checkpoint_path]
+        if self.layout.two_stage:
+            files.append(run.spatial_upsampler_path)
+        if self.layout.distilled_lora and "distilled_lora" not in extra:
+            extra["distilled_lora"] = run.distilled_lora_spec
+        return pipeline_class(
+            *files,
+            run.gemma_root,
+            loras=run.lora_specs,
+            device=run.config.device,
+            dtype=run.config.dtype,
+            max_batch_size=run.config.max_batch_size,
+            tiling=run.config.tiling,
+            lora_fusion=run.config.lora_fusion,
+            **extra,
+        )
+
     def write(self, run: ParsedRun, generation: Generation) -> Path:
         # Only the files this run used: a pipeline without an upsampler does not list one as null.
         given = {
@@ -267,6 +311,8 @@ def _recorded_parameters(args: argparse.Namespace, config: RunConfig) -> dict[st
     if config.distilled_lora is not None:
         lora = config.distilled_lora
         parameters["distilled_lora"] = {"path": str(lora.path), "strength": lora.strength}
+    if "lora_fusion_precision" in parameters:
+        parameters["lora_fusion_precision"] = config.lora_fusion.value
     return parameters
 
 
@@ -293,25 +339,61 @@ def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def run_guided_cli(cli: PipelineCli, argv: Sequence[str] | None, build: Callable[[ParsedRun], GuidedPipeline]) -> int:
-    """The `main()` of a guided pipeline: parse and validate, build, generate, write video + sidecar."""
+def run_pipeline_cli(cli: PipelineCli, argv: Sequence[str] | None, build: Callable[[ParsedRun], Any]) -> int:
+    """The `main()` of every pipeline: parse and validate, build the pipeline (`build`), generate from
+    the prompt with the flags' settings, write video + sidecar."""
     run = cli.parse(argv)
     pipeline = build(run)
-    config = run.config
     with gc_skips_loaded_modules():
-        generation = pipeline(
-            config.prompt,
-            seed=config.seed,
-            height=config.height,
-            width=config.width,
-            num_frames=config.num_frames,
-            frame_rate=config.frame_rate,
-            negative_prompt=config.negative_prompt if config.negative_prompt is not None else DEFAULT_NEGATIVE_PROMPT,
-            num_inference_steps=config.num_inference_steps,
-            video_guidance=config.video_guidance,
-            audio_guidance=config.audio_guidance,
-            images=run.image_conditions,
-            enhance_prompt=config.enhance_prompt,
-        )
+        generation = pipeline(run.config.prompt, **cli.generation_options(run))
         cli.write(run, generation)  # the video is decoded while it is written
     return 0
+
+
+def run_guided_cli(
+    cli: PipelineCli,
+    argv: Sequence[str] | None,
+    pipeline_class: type[GuidedPipeline],
+    extra_options: Callable[[ParsedRun], dict[str, Any]] | None = None,
+) -> int:
+    """The `main()` of a guided pipeline: `pipeline_class` built by `PipelineCli.build_guided`, with
+    `extra_options(run)` added to its constructor arguments."""
+    return run_pipeline_cli(
+        cli, argv, lambda run: cli.build_guided(pipeline_class, run, **(extra_options(run) if extra_options else {}))
+    )
+
+
+@dataclass(frozen=True)
+class GuidedMain:
+    """A guided pipeline module's `main(argv=None) -> exit code`: its command line and what it builds."""
+
+    cli: PipelineCli
+    pipeline_class: type[GuidedPipeline]
+    extra_options: Callable[[ParsedRun], dict[str, Any]] | None = None
+
+    def __call__(self, argv: Sequence[str] | None = None) -> int:
+        return run_guided_cli(self.cli, argv, self.pipeline_class, self.extra_options)
+
+
+def guided_main(
+    pipeline_class: type[GuidedPipeline],
+    layout: CliLayout,
+    *,
+    extra_args: Callable[[argparse.ArgumentParser, PipelineDefaults], None] | None = None,
+    fixed_defaults: PipelineDefaults | None = None,
+    extra_options: Callable[[ParsedRun], dict[str, Any]] | None = None,
+) -> GuidedMain:
+    """The `main` of the module defining `pipeline_class` (`python -m <module>`), described by the
+    first line of that module's docstring."""
+    module = sys.modules[pipeline_class.__module__]
+    # Run with `python -m`, the module is `__main__`; its spec still has the importable name.
+    name = module.__spec__.name if module.__spec__ is not None else module.__name__
+    doc = module.__doc__
+    cli = PipelineCli(
+        prog=f"python -m {name}",
+        description=doc.splitlines()[0] if doc else None,
+        layout=layout,
+        extra_args=extra_args,
+        fixed_defaults=fixed_defaults,
+    )
+    return GuidedMain(cli, pipeline_class, extra_options)

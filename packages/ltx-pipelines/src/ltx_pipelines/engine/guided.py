@@ -3,40 +3,44 @@
 A guided pipeline encodes the prompt and the negative prompt in one Gemma batch (row 0 positive,
 row 1 negative), resolves its step count and guidance from the checkpoint's generation unless told
 otherwise, and hands contexts plus a noise source to `generate_from_contexts` - the seam that tests
-and parity replays drive directly. Decoding (audio eagerly, video frames lazily) is shared too.
+and parity replays drive directly. That seam resolves the run (output shape, settings, contexts
+placed for the transformer) once into a `GuidedRun`; each pipeline only implements `run_stages`.
+Decoding (audio eagerly, video frames lazily) and building the stage transformers (with the
+pipeline's LoRA fusion rule) are shared too.
 """
 
 from __future__ import annotations
 
 import logging
-from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from dataclasses import dataclass
+from abc import abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import nn
 
 from ltx_core.components.guiders import MultiModalGuiderParams
+from ltx_core.components.sampling import euler_denoising_loop
 from ltx_core.loader import LoraSpec
 from ltx_core.model.transformer import X0Model
-from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
 from ltx_pipelines.engine.defaults import (
     DEFAULT_MAX_BATCH_SIZE,
     DEFAULT_NEGATIVE_PROMPT,
-    ONE_STAGE_SPATIAL_MULTIPLE,
     PipelineDefaults,
     defaults_for_checkpoint,
 )
 from ltx_pipelines.engine.generation import Generation
-from ltx_pipelines.engine.loaded_stages import contexts_on, decoded_generation
-from ltx_pipelines.engine.model_loading import Placement
-from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
-from ltx_pipelines.engine.prompts import encode_prompt_pair
-from ltx_pipelines.engine.stages import GuidedDenoiser, ImageCondition, guided_denoiser
+from ltx_pipelines.engine.loaded_stages import contexts_on
+from ltx_pipelines.engine.noise import NoiseSource
+from ltx_pipelines.engine.prompt_pipeline import GuidanceRequest, PipelineOptions, PromptPipeline
+from ltx_pipelines.engine.stages import GuidedDenoiser, ImageCondition, SamplingLoop, guided_denoiser
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 logger = logging.getLogger(__name__)
 
@@ -64,35 +68,46 @@ class GuidedInputs:
     negative: TextContexts | None
 
 
-class GuidedPipeline(ABC):
+@dataclass(frozen=True)
+class GuidedRun:
+    """One generation as a pipeline's stages see it, resolved once by `generate_from_contexts`."""
+
+    shape: VideoPixelShape
+    """The output video (batch 1)."""
+    inputs: GuidedInputs
+    noise: NoiseSource
+    """The pipeline's named draws (initial noise of each stage, decoder noise)."""
+    images: tuple[ImageCondition, ...] = ()
+    stage_sigmas: Mapping[str, torch.Tensor] = field(default_factory=dict)
+    """Schedules given for named stages (`stage_1`, `stage_2`), replacing the pipeline's own."""
+    sde_noise: NoiseSource | None = None
+    """Draws of samplers that inject noise during sampling (res2s); None: their own seeded generators."""
+
+    def sigmas(self, stage: str, default: Callable[[], torch.Tensor]) -> torch.Tensor:
+        given = self.stage_sigmas.get(stage)
+        return default() if given is None else given
+
+
+class GuidedPipeline(PromptPipeline):
     """Base of the pipelines whose (first) stage runs a full checkpoint under multi-modal guidance."""
 
-    spatial_multiple: ClassVar[int] = ONE_STAGE_SPATIAL_MULTIPLE
-    """Output height and width must be multiples of this (64 when stage 1 runs at half size)."""
+    stage_names: ClassVar[tuple[str, ...]] = ("stage_1",)
+    """The denoising stages, as named in noise draws, latents and `stage_sigmas`."""
 
     def __init__(
         self,
         checkpoint_path: str | Path,
         gemma_root: str | Path | None,
         *,
-        loras: Sequence[LoraSpec] = (),
-        device: torch.device | str | None = None,
-        dtype: torch.dtype = torch.bfloat16,
-        tiling: TilingConfig | None = None,
         max_batch_size: int | None = DEFAULT_MAX_BATCH_SIZE,
-        progress: bool = True,
+        **options: Unpack[PipelineOptions],
     ) -> None:
-        from ltx_core.devices import resolve_device
-
+        """`max_batch_size`: how many guidance passes share one transformer call (None: all). The other
+        options are those of `PromptPipeline` (loras, device, dtype, tiling, lora_fusion, progress)."""
         if max_batch_size is not None and max_batch_size < 1:
             raise ValueError(f"max_batch_size must be at least 1 (or None for one call), got {max_batch_size}")
-        self.checkpoint_path = Path(checkpoint_path)
-        self.gemma_root = Path(gemma_root) if gemma_root is not None else None
-        self.loras = tuple(loras)
-        self.placement = Placement(resolve_device(device), dtype)
-        self.tiling = tiling  # None: the automatic layout for each output size
+        super().__init__(checkpoint_path, gemma_root, **options)
         self.max_batch_size = max_batch_size
-        self.progress = progress
 
     # ---- settings --------------------------------------------------------------------------------
 
@@ -129,6 +144,14 @@ class GuidedPipeline(ABC):
             negative=None if negative_contexts is None else contexts_on(negative_contexts, self.placement),
         )
 
+    def stage_loras(self) -> tuple[tuple[LoraSpec, ...], ...]:
+        """LoRAs fused into each stage's transformer, in `stage_names` order."""
+        return (self.loras,)
+
+    def sampling_loop(self, stage: str, sde_noise: NoiseSource | None) -> SamplingLoop:
+        """The loop of `stage`; `sde_noise` feeds a loop that draws noise while sampling (Euler draws none)."""
+        return euler_denoising_loop
+
     def guided_stage_denoiser(self, transformer: nn.Module, inputs: GuidedInputs) -> GuidedDenoiser:
         """The guided denoiser of a stage over `transformer` (an x0 model is made of it)."""
         return guided_denoiser(
@@ -140,61 +163,19 @@ class GuidedPipeline(ABC):
             max_batch_size=self.max_batch_size,
         )
 
-    def output_shape(self, height: int, width: int, num_frames: int, frame_rate: float) -> VideoPixelShape:
-        shape = VideoPixelShape(1, num_frames, height, width, frame_rate)
-        shape.check(spatial_multiple=self.spatial_multiple)
-        return shape
-
     # ---- running ---------------------------------------------------------------------------------
 
-    def __call__(
-        self,
-        prompt: str,
-        *,
-        seed: int,
-        height: int,
-        width: int,
-        num_frames: int,
-        frame_rate: float,
-        negative_prompt: str = DEFAULT_NEGATIVE_PROMPT,
-        num_inference_steps: int | None = None,
-        video_guidance: MultiModalGuiderParams | None = None,
-        audio_guidance: MultiModalGuiderParams | None = None,
-        images: Sequence[ImageCondition] = (),
-        enhance_prompt: bool = False,
-    ) -> Generation:
-        """Generate from a prompt. Steps and guidance left as None take the checkpoint's defaults."""
-        self.output_shape(height, width, num_frames, frame_rate)
-        settings = self.guidance_settings(num_inference_steps, video_guidance, audio_guidance)
-        if self.gemma_root is None:
-            raise ValueError("a Gemma folder (gemma_root) is needed to encode prompts")
-        prompts = encode_prompt_pair(
-            prompt,
-            negative_prompt,
-            gemma_root=self.gemma_root,
-            checkpoint=self.checkpoint_path,
-            placement=self.placement,
-            enhance=enhance_prompt,
-            images=images,
-            seed=seed,
-        )
-        generation = self.generate_from_contexts(
-            prompts.positive,
-            prompts.negative,
-            height=height,
-            width=width,
-            num_frames=num_frames,
-            frame_rate=frame_rate,
-            noise=SeededNoise(seed),
-            images=images,
-            num_inference_steps=settings.num_inference_steps,
-            video_guidance=settings.video,
-            audio_guidance=settings.audio,
-        )
-        generation.prompt = prompts.prompt
-        return generation
+    def prompt_options(self, request: GuidanceRequest) -> tuple[list[str], dict[str, Any]]:
+        """The negative prompt (encoded with the prompt, its contexts drive CFG) and the settings, with
+        the checkpoint generation's defaults for those left as None, checked before Gemma runs."""
+        settings = self.guidance_settings(request.num_inference_steps, request.video_guidance, request.audio_guidance)
+        negative = DEFAULT_NEGATIVE_PROMPT if request.negative_prompt is None else request.negative_prompt
+        return [negative], {
+            "num_inference_steps": settings.num_inference_steps,
+            "video_guidance": settings.video,
+            "audio_guidance": settings.audio,
+        }
 
-    @abstractmethod
     def generate_from_contexts(
         self,
         contexts: TextContexts,
@@ -209,28 +190,31 @@ class GuidedPipeline(ABC):
         num_inference_steps: int | None = None,
         video_guidance: MultiModalGuiderParams | None = None,
         audio_guidance: MultiModalGuiderParams | None = None,
+        stage_sigmas: Mapping[str, torch.Tensor] | None = None,
+        sde_noise: NoiseSource | None = None,
     ) -> Generation:
         """All stages and decoding from given contexts (batch 1 each) and a noise source.
 
-        `negative_contexts` may be None only when neither modality uses CFG.
+        `negative_contexts` may be None only when neither modality uses CFG. `stage_sigmas` replaces
+        the schedule of the named stages (see `stage_names`; a stage's step count is then its length
+        - 1). `sde_noise` feeds samplers that draw noise while sampling (res2s) - by default they use
+        their own seeded generators, as the reference does.
         """
-
-    def decoded(
-        self,
-        shape: VideoPixelShape,
-        video_latent: torch.Tensor,
-        audio_latent: torch.Tensor,
-        noise: NoiseSource,
-        latents: dict[str, torch.Tensor],
-    ) -> Generation:
-        """The Generation of a finished run: audio decoded now, video frames decoded as consumed."""
-        return decoded_generation(
-            self.checkpoint_path,
-            self.placement,
-            shape,
-            video_latent,
-            audio_latent,
-            tiling=self.tiling,
+        unknown = sorted(set(stage_sigmas or {}) - set(self.stage_names))
+        if unknown:
+            raise ValueError(
+                f"stage_sigmas names unknown stage(s) {unknown}; this pipeline has {list(self.stage_names)}"
+            )
+        run = GuidedRun(
+            shape=self.output_shape(height, width, num_frames, frame_rate),
+            inputs=self.guided_inputs(contexts, negative_contexts, num_inference_steps, video_guidance, audio_guidance),
             noise=noise,
-            latents=latents,
+            images=tuple(images),
+            stage_sigmas=dict(stage_sigmas or {}),
+            sde_noise=sde_noise,
         )
+        return self.run_stages(run)
+
+    @abstractmethod
+    def run_stages(self, run: GuidedRun) -> Generation:
+        """The pipeline's stages and decoding for a resolved run."""

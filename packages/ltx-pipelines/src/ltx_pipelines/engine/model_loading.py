@@ -12,7 +12,15 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ltx_core.loader import ComponentSpec, LoraSpec, StateDictCache, build_model, free_model_weights
+from ltx_core.loader import (
+    DEFAULT_LORA_FUSION,
+    ComponentSpec,
+    LoraFusionPrecision,
+    LoraSpec,
+    StateDictCache,
+    build_model,
+    free_model_weights,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -44,9 +52,18 @@ def loaded(
     loras: Sequence[LoraSpec] = (),
     cache: StateDictCache | None = None,
     dtype: torch.dtype | None = None,
+    lora_fusion: LoraFusionPrecision | str = DEFAULT_LORA_FUSION,
 ) -> Iterator[nn.Module]:
     """Build `spec` from `path` for the duration of a `with` block, then free it."""
-    model = build_model(spec, path, dtype=dtype or placement.dtype, device=placement.device, loras=loras, cache=cache)
+    model = build_model(
+        spec,
+        path,
+        dtype=dtype or placement.dtype,
+        device=placement.device,
+        loras=loras,
+        cache=cache,
+        lora_fusion=lora_fusion,
+    )
     try:
         yield model
     finally:

@@ -1,23 +1,22 @@
 """Where a pipeline's random draws come from: a seeded generator, or tensors replayed from a file.
 
-Every draw is named (`stage_1.video`, `stage_1.audio`, `stage_2.video`, ..., `decoder.<i>`) and
-made in a fixed order, so a run can be reproduced exactly from its seed, or replayed from stored
-noise (the golden fixtures) through the very same pipeline code.
+Every draw is named (`stage_1.video`, `stage_1.audio`, `stage_2.video`, ..., `decoder.<i>`, and
+the res2s sampler's `stage_<k>.res2s.<i>.<substep|step>.<video|audio>`) and made in a fixed order,
+so a run can be reproduced exactly from its seed, or replayed from stored noise (the golden
+fixtures) through the very same pipeline code. `NoiseSource` is the core protocol, so core
+samplers take these sources too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import torch
 
+from ltx_core.components.noisers import NoiseSource
 
-class NoiseSource(Protocol):
-    def __call__(self, name: str, shape: Sequence[int], *, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
-        """Standard normal noise of `shape` for the draw called `name`."""
-        ...
+__all__ = ["NoiseSource", "ReplayedNoise", "SeededNoise"]
 
 
 @dataclass
@@ -38,10 +37,26 @@ class SeededNoise:
 
 @dataclass(frozen=True)
 class ReplayedNoise:
-    """Returns stored tensors by name (e.g. `t2v.noise.stage_1.video` with prefix `t2v.noise.`)."""
+    """Returns stored tensors by name (e.g. `t2v.noise.stage_1.video` with prefix `t2v.noise.`).
+
+    `drawn` records every name served, in order, so a replay can check that each stored draw was
+    consumed exactly once (`unused()`, `repeated()`).
+    """
 
     tensors: Mapping[str, torch.Tensor]
     prefix: str = ""
+    drawn: list[str] = field(default_factory=list, compare=False)
+
+    @property
+    def stored(self) -> list[str]:
+        """Names (without the prefix) of the stored draws, in storage order."""
+        return [k[len(self.prefix) :] for k in self.tensors if k.startswith(self.prefix)]
+
+    def unused(self) -> list[str]:
+        return [name for name in self.stored if name not in self.drawn]
+
+    def repeated(self) -> list[str]:
+        return sorted({name for name in self.drawn if self.drawn.count(name) > 1})
 
     def __call__(self, name: str, shape: Sequence[int], *, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
         key = self.prefix + name
@@ -50,4 +65,5 @@ class ReplayedNoise:
         noise = self.tensors[key]
         if tuple(noise.shape) != tuple(shape):
             raise ValueError(f"stored noise {key!r} has shape {tuple(noise.shape)}, the pipeline needs {tuple(shape)}")
+        self.drawn.append(name)
         return noise.to(device=device, dtype=dtype)

@@ -95,6 +95,11 @@ class StageResult:
     video_latent: torch.Tensor | None
     audio_latent: torch.Tensor | None
 
+    def named(self, stage: str) -> dict[str, torch.Tensor]:
+        """The latents as a Generation records them: `<stage>.video_latent`, `<stage>.audio_latent`."""
+        pairs = (("video_latent", self.video_latent), ("audio_latent", self.audio_latent))
+        return {f"{stage}.{name}": latent for name, latent in pairs if latent is not None}
+
 
 def run_denoising_stage(
     denoiser: Denoiser,

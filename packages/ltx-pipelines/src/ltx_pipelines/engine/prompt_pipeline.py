@@ -1,0 +1,211 @@
+"""What every text/image-to-video+audio pipeline shares: its model files and runtime options, the
+prompt-to-generation call, building the stage transformer with its LoRAs, and decoding.
+
+A pipeline is called with a prompt; it encodes the prompt (and, with guidance, the negative prompt,
+in the same Gemma batch), seeds its noise from `seed`, and hands both to `generate_from_contexts` -
+the seam tests and parity replays drive directly with stored contexts and recorded noise.
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
+
+import torch
+from torch import nn
+
+from ltx_core.components.guiders import MultiModalGuiderParams
+from ltx_core.loader import DEFAULT_LORA_FUSION, LoraFusionPrecision, LoraSpec, StateDictCache
+from ltx_core.model.transformer import AV_TRANSFORMER
+from ltx_core.model.video_vae.tiling import TilingConfig
+from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
+from ltx_core.text_encoders.gemma.prompt_encoding import context_row
+from ltx_core.types import VideoPixelShape
+from ltx_pipelines.engine.defaults import ONE_STAGE_SPATIAL_MULTIPLE
+from ltx_pipelines.engine.generation import Generation
+from ltx_pipelines.engine.loaded_stages import decoded_generation
+from ltx_pipelines.engine.model_loading import Placement, loaded
+from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
+from ltx_pipelines.engine.prompts import encode_prompt
+from ltx_pipelines.engine.stages import ImageCondition
+
+if TYPE_CHECKING:
+    pass
+
+logger = logging.getLogger(__name__)
+
+
+class PipelineOptions(TypedDict, total=False):
+    """The keyword options every pipeline's constructor takes (see `PromptPipeline.__init__`)."""
+
+    loras: Sequence[LoraSpec]
+    device: torch.device | str | None
+    dtype: torch.dtype
+    tiling: TilingConfig | None
+    lora_fusion: LoraFusionPrecision | str
+    progress: bool
+
+
+class GuidedOptions(PipelineOptions, total=False):
+    """`PipelineOptions` plus what guided pipelines add."""
+
+    max_batch_size: int | None
+
+
+@dataclass(frozen=True)
+class GuidanceRequest:
+    """What a prompt call asks of guidance; None: the pipeline's defaults."""
+
+    negative_prompt: str | None = None
+    num_inference_steps: int | None = None
+    video_guidance: MultiModalGuiderParams | None = None
+    audio_guidance: MultiModalGuiderParams | None = None
+
+    def given(self) -> list[str]:
+        return [f.name for f in fields(self) if getattr(self, f.name) is not None]
+
+
+class PromptPipeline(ABC):
+    """Base of the pipelines: model files, placement, LoRAs (and how they are fused), tiling."""
+
+    spatial_multiple: ClassVar[int] = ONE_STAGE_SPATIAL_MULTIPLE
+    """Output height and width must be multiples of this (64 when stage 1 runs at half size)."""
+
+    def __init__(
+        self,
+        checkpoint_path: str | Path,
+        gemma_root: str | Path | None,
+        *,
+        loras: Sequence[LoraSpec] = (),
+        device: torch.device | str | None = None,
+        dtype: torch.dtype = torch.bfloat16,
+        tiling: TilingConfig | None = None,
+        lora_fusion: LoraFusionPrecision | str = DEFAULT_LORA_FUSION,
+        progress: bool = True,
+    ) -> None:
+        """`gemma_root` may be None when only `generate_from_contexts` is used. `lora_fusion`: how LoRAs
+        are fused into the transformer - `weight-dtype` (default: the reference's rounding in the dtype
+        the checkpoint stores the weights in) or `float32` accumulation."""
+        from ltx_core.devices import resolve_device
+
+        self.checkpoint_path = Path(checkpoint_path)
+        self.gemma_root = Path(gemma_root) if gemma_root is not None else None
+        self.loras = tuple(loras)
+        self.placement = Placement(resolve_device(device), dtype)
+        self.tiling = tiling  # None: the automatic layout for each output size
+        self.lora_fusion = LoraFusionPrecision.parse(lora_fusion)
+        self.progress = progress
+
+    # ---- the prompt call ---------------------------------------------------------------------------
+
+    def __call__(
+        self,
+        prompt: str,
+        *,
+        seed: int,
+        height: int,
+        width: int,
+        num_frames: int,
+        frame_rate: float,
+        images: Sequence[ImageCondition] = (),
+        enhance_prompt: bool = False,
+        negative_prompt: str | None = None,
+        num_inference_steps: int | None = None,
+        video_guidance: MultiModalGuiderParams | None = None,
+        audio_guidance: MultiModalGuiderParams | None = None,
+    ) -> Generation:
+        """Generate from a prompt; the same seed and settings give the same result.
+
+        `negative_prompt`, `num_inference_steps` and the guidance of each modality apply to pipelines
+        with a guided stage (None: the default negative prompt and the checkpoint generation's
+        defaults); a pipeline without guidance refuses them.
+        """
+        self.output_shape(height, width, num_frames, frame_rate)
+        extra_prompts, options = self.prompt_options(
+            GuidanceRequest(negative_prompt, num_inference_steps, video_guidance, audio_guidance)
+        )
+        contexts, final_prompt = self.encode_prompts(
+            [prompt, *extra_prompts], seed=seed, images=images, enhance=enhance_prompt
+        )
+        generation = self.generate_from_contexts(
+            *contexts,
+            height=height,
+            width=width,
+            num_frames=num_frames,
+            frame_rate=frame_rate,
+            noise=SeededNoise(seed),
+            images=images,
+            **options,
+        )
+        generation.prompt = final_prompt
+        return generation
+
+    def prompt_options(self, request: GuidanceRequest) -> tuple[list[str], dict[str, Any]]:
+        """Prompts encoded after the prompt (their contexts follow its in `generate_from_contexts`) and
+        the keywords `generate_from_contexts` takes from the call. Without guidance: none of either."""
+        refused = request.given()
+        if refused:
+            raise ValueError(f"{type(self).__name__} runs without guidance and fixed schedules: {refused} not accepted")
+        return [], {}
+
+    def encode_prompts(
+        self, prompts: Sequence[str], *, seed: int, images: Sequence[ImageCondition], enhance: bool
+    ) -> tuple[list[TextContexts], str]:
+        """Each prompt's contexts (batch 1), from one Gemma batch, and the first prompt as encoded
+        (rewritten by Gemma when `enhance`; the others never are)."""
+        if self.gemma_root is None:
+            raise ValueError("a Gemma folder (gemma_root) is needed to encode prompts")
+        contexts, final_prompt = encode_prompt(
+            prompts,
+            gemma_root=self.gemma_root,
+            checkpoint=self.checkpoint_path,
+            placement=self.placement,
+            enhance=enhance,
+            images=images,
+            seed=seed,
+        )
+        return [context_row(contexts, i) for i in range(len(prompts))], final_prompt
+
+    @abstractmethod
+    def generate_from_contexts(self, *contexts: TextContexts | None, **options: Any) -> Generation:
+        """All stages and decoding from given contexts and a noise source (see each pipeline)."""
+
+    # ---- building blocks ---------------------------------------------------------------------------
+
+    def output_shape(self, height: int, width: int, num_frames: int, frame_rate: float) -> VideoPixelShape:
+        shape = VideoPixelShape(1, num_frames, height, width, frame_rate)
+        shape.check(spatial_multiple=self.spatial_multiple)
+        return shape
+
+    @contextmanager
+    def transformer(self, loras: Sequence[LoraSpec], cache: StateDictCache | None = None) -> Iterator[nn.Module]:
+        """The stage transformer with `loras` fused (by the pipeline's fusion rule), freed on exit."""
+        with loaded(
+            AV_TRANSFORMER, self.checkpoint_path, self.placement, loras=loras, cache=cache, lora_fusion=self.lora_fusion
+        ) as model:
+            yield model
+
+    def decoded(
+        self,
+        shape: VideoPixelShape,
+        video_latent: torch.Tensor,
+        audio_latent: torch.Tensor,
+        noise: NoiseSource,
+        latents: dict[str, torch.Tensor],
+    ) -> Generation:
+        """The Generation of a finished run: audio decoded now, video frames decoded as consumed."""
+        return decoded_generation(
+            self.checkpoint_path,
+            self.placement,
+            shape,
+            video_latent,
+            audio_latent,
+            tiling=self.tiling,
+            noise=noise,
+            latents=latents,
+        )
