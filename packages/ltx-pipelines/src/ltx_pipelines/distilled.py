@@ -116,11 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             run.checkpoint_path,
             run.spatial_upsampler_path,
             run.gemma_root,
-            loras=run.lora_specs,
-            device=run.config.device,
-            dtype=run.config.dtype,
-            lora_fusion=run.config.lora_fusion,
-            tiling=run.config.tiling,
+            **run.pipeline_options(),
         )
 
     return run_pipeline_cli(cli, argv, build)

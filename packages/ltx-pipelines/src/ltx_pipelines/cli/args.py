@@ -21,7 +21,7 @@ import argparse
 import logging
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -421,15 +421,23 @@ def add_guidance_args(
     return parser
 
 
-def positive_int(raw: str) -> int:
-    """argparse type: an integer >= 1."""
-    try:
-        value = int(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{raw!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not accepted: it must be at least 1")
-    return value
+def int_at_least(minimum: int) -> Callable[[str], int]:
+    """argparse type: an integer >= `minimum`."""
+
+    def parse(raw: str) -> int:
+        try:
+            value = int(raw)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{raw!r} is not an integer") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value} is not accepted: it must be at least {minimum}")
+        return value
+
+    return parse
+
+
+positive_int = int_at_least(1)
+non_negative_int = int_at_least(0)
 
 
 def finite_float(raw: str) -> float:
@@ -459,17 +467,6 @@ def add_max_batch_size_arg(
         ),
     )
     return parser
-
-
-def non_negative_int(raw: str) -> int:
-    """argparse type: an integer >= 0."""
-    try:
-        value = int(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{raw!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} is not accepted: it must be 0 or more")
-    return value
 
 
 def add_tiling_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:

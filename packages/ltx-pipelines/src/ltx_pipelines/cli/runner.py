@@ -137,6 +137,17 @@ class ParsedRun:
         lora = self.config.distilled_lora
         return None if lora is None else LoraSpec(Path(lora.path), lora.strength)
 
+    def pipeline_options(self) -> dict[str, Any]:
+        """The constructor options every pipeline takes from its command line (see `PipelineOptions`)."""
+        config = self.config
+        return {
+            "loras": self.lora_specs,
+            "device": config.device,
+            "dtype": config.dtype,
+            "tiling": config.tiling,
+            "lora_fusion": config.lora_fusion,
+        }
+
     @property
     def image_conditions(self) -> tuple[ImageCondition, ...]:
         return tuple(
@@ -252,12 +263,8 @@ class PipelineCli:
         return pipeline_class(
             *files,
             run.gemma_root,
-            loras=run.lora_specs,
-            device=run.config.device,
-            dtype=run.config.dtype,
             max_batch_size=run.config.max_batch_size,
-            tiling=run.config.tiling,
-            lora_fusion=run.config.lora_fusion,
+            **run.pipeline_options(),
             **extra,
         )
 
