@@ -22,7 +22,7 @@ from ltx_core.model.transformer import AV_TRANSFORMER, X0Model
 from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
-from ltx_pipelines.cli.runner import DISTILLED_LAYOUT, PipelineCli, gc_skips_loaded_modules
+from ltx_pipelines.cli.runner import DISTILLED_LAYOUT, ParsedRun, PipelineCli
 from ltx_pipelines.engine.generation import Generation
 from ltx_pipelines.engine.loaded_stages import (
     contexts_on,
@@ -162,17 +162,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         description=__doc__.splitlines()[0] if __doc__ else None,
         layout=DISTILLED_LAYOUT,
     )
-    run = cli.parse(argv)
-    pipeline = DistilledPipeline(
-        run.checkpoint_path,
-        run.spatial_upsampler_path,
-        run.gemma_root,
-        loras=run.lora_specs,
-        device=run.config.device,
-        dtype=run.config.dtype,
-    )
-    with gc_skips_loaded_modules():
-        generation = pipeline(
+
+    def generate(run: ParsedRun) -> Generation:
+        pipeline = DistilledPipeline(
+            run.checkpoint_path,
+            run.spatial_upsampler_path,
+            run.gemma_root,
+            loras=run.lora_specs,
+            device=run.config.device,
+            dtype=run.config.dtype,
+        )
+        return pipeline(
             run.config.prompt,
             seed=run.config.seed,
             height=run.config.height,
@@ -182,8 +182,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             images=run.image_conditions,
             enhance_prompt=run.config.enhance_prompt,
         )
-        cli.write(run, generation)  # the video is decoded while it is written
-    return 0
+
+    return cli.run(argv, generate)
 
 
 if __name__ == "__main__":

@@ -252,6 +252,15 @@ def add_common_args(
         "--overwrite", action="store_true", help="Replace the output file if it exists (refused otherwise)."
     )
     group.add_argument(
+        "--save-latents",
+        action="store_true",
+        help=(
+            "Keep the denoised latents beside the video (<output stem>.latents.safetensors) even when the run "
+            "succeeds; they are always kept when decoding or encoding fails. Decode them again with "
+            "python -m ltx_pipelines.decode --latents FILE --output-path OUT."
+        ),
+    )
+    group.add_argument(
         "--demo",
         action="store_true",
         help="Run the pipeline's small demo configuration; model paths become optional.",

@@ -80,6 +80,7 @@ class RunConfig:
     overwrite: bool
     demo: bool
     log_level: str
+    save_latents: bool = False
     enhance_prompt: bool = False
     checkpoint_path: Path | None = None
     distilled_checkpoint: bool = False
@@ -454,6 +455,7 @@ def validate_args(
         device=device,
         dtype=dtype,
         overwrite=bool(c.get("overwrite", False)),
+        save_latents=bool(c.get("save_latents", False)),
         demo=demo,
         log_level=str(c.get("log_level", "INFO")),
         enhance_prompt=bool(c.get("enhance_prompt", False)),

@@ -27,10 +27,13 @@ from ltx_pipelines.cli.args import (
     defaults_from_argv,
     make_parser,
 )
+from ltx_pipelines.cli.error_lines import report_error
 from ltx_pipelines.cli.run_config import RunConfig, ValidationRules, validate_args
 from ltx_pipelines.engine.defaults import DEFAULT_NEGATIVE_PROMPT, PipelineDefaults
-from ltx_pipelines.engine.generation import Generation, write_generation
+from ltx_pipelines.engine.final_latents import final_latents_of, note_saved_latents, saved_latents_of
+from ltx_pipelines.engine.generation import Generation, describe_model_files
 from ltx_pipelines.engine.guided import GuidedPipeline
+from ltx_pipelines.engine.latents_file import RunRecord, save_latents_beside
 from ltx_pipelines.engine.stages import ImageCondition
 
 logger = logging.getLogger(__name__)
@@ -208,8 +211,8 @@ class PipelineCli:
             args.spatial_upsampler_path = str(assets.spatial_upsampler)
         # Pipelines with a distilled LoRA run the demo's stage 2 without one (validation allows it).
 
-    def write(self, run: ParsedRun, generation: Generation) -> Path:
-        # Only the files this run used: a pipeline without an upsampler does not list one as null.
+    def model_files(self, run: ParsedRun) -> dict[str, Path]:
+        """The model files this run used, by role (a pipeline without an upsampler lists none)."""
         given = {
             "checkpoint": run.config.checkpoint_path,
             "spatial_upsampler": run.config.spatial_upsampler_path,
@@ -220,19 +223,72 @@ class PipelineCli:
             files[f"lora_{i}"] = Path(lora.path)
         if run.config.distilled_lora is not None:
             files["distilled_lora"] = Path(run.config.distilled_lora.path)
+        return files
+
+    def sidecar_parameters(self, run: ParsedRun) -> dict[str, Any]:
         parameters = dict(run.parameters)
         if run.config.demo:
             parameters["demo_weights"] = "random (demo)"
-        path = write_generation(
-            generation,
+        return parameters
+
+    def write(self, run: ParsedRun, generation: Generation) -> Path:
+        """Save the video and sidecar through `Generation.save` (the Python API's path too)."""
+        saved = generation.save(
             run.config.output_path,
-            parameters=parameters,
-            model_files=files,
             overwrite=run.config.overwrite,
+            parameters=self.sidecar_parameters(run),
+            model_files=self.model_files(run),
+            keep_latents=run.config.save_latents,
         )
         if run.config.demo:
-            logger.warning("demo output written to %s. %s", path, self.layout.real_weights_help())
-        return path
+            logger.warning("demo output written to %s. %s", saved.video, self.layout.real_weights_help())
+        return saved.video
+
+    def keep_failed_latents(self, run: ParsedRun, error: BaseException) -> None:
+        """A failure after denoising that came before a Generation existed (decoding the audio): save the
+        latents it carries beside the output, so the run's result is not lost."""
+        final = final_latents_of(error)
+        if final is None or saved_latents_of(error) is not None:
+            return
+        generation_record = RunRecord(
+            prompt=run.config.prompt,
+            parameters=self.sidecar_parameters(run),
+            model_files=describe_model_files(self.model_files(run)),
+        )
+        try:
+            path = save_latents_beside(run.config.output_path, final, generation_record, overwrite=run.config.overwrite)
+        except Exception as save_error:
+            logger.error("could not save the denoised latents either: %s", save_error)
+            return
+        note_saved_latents(error, path)
+
+    def run(self, argv: Sequence[str] | None, generate: Callable[[ParsedRun], Generation]) -> int:
+        """A pipeline's `main()`: parse and validate (bad arguments exit with code 2), generate, write the
+        video + sidecar. A later failure ends in one line on stderr and exit code 1 (`error_lines`), with
+        the denoised latents kept when it came after denoising."""
+        run = self.parse(argv)
+        output = run.config.output_path
+
+        def body() -> None:
+            try:
+                with gc_skips_loaded_modules():
+                    self.write(run, generate(run))  # the video is decoded while it is written
+            except BaseException as error:
+                self.keep_failed_latents(run, error)
+                raise
+
+        return run_reporting_errors(body, debug=run.config.log_level == "DEBUG", output_path=output)
+
+
+def run_reporting_errors(body: Callable[[], object], *, debug: bool, output_path: Path | None = None) -> int:
+    """Run `body`; 0 when it returns, else the exit code of its error after printing the error's one line."""
+    try:
+        body()
+    except SystemExit:
+        raise
+    except BaseException as error:
+        return report_error(error, debug=debug, output_path=output_path)
+    return 0
 
 
 def _recorded_parameters(args: argparse.Namespace, config: RunConfig) -> dict[str, Any]:
@@ -282,11 +338,11 @@ def dtype_name(dtype: torch.dtype) -> str:
 
 def run_guided_cli(cli: PipelineCli, argv: Sequence[str] | None, build: Callable[[ParsedRun], GuidedPipeline]) -> int:
     """The `main()` of a guided pipeline: parse and validate, build, generate, write video + sidecar."""
-    run = cli.parse(argv)
-    pipeline = build(run)
-    config = run.config
-    with gc_skips_loaded_modules():
-        generation = pipeline(
+
+    def generate(run: ParsedRun) -> Generation:
+        config = run.config
+        pipeline = build(run)
+        return pipeline(
             config.prompt,
             seed=config.seed,
             height=config.height,
@@ -300,5 +356,5 @@ def run_guided_cli(cli: PipelineCli, argv: Sequence[str] | None, build: Callable
             images=run.image_conditions,
             enhance_prompt=config.enhance_prompt,
         )
-        cli.write(run, generation)  # the video is decoded while it is written
-    return 0
+
+    return cli.run(argv, generate)
