@@ -21,6 +21,7 @@ from PIL import Image, UnidentifiedImageError
 from ltx_core.components.guiders import MultiModalGuiderParams
 from ltx_core.devices import default_device, parse_dtype
 from ltx_core.loader import CheckpointError
+from ltx_core.text_encoders.gemma.folder import locate_gemma_folder
 from ltx_pipelines.cli.hf_paths import HfPathError, is_hf_path, resolve_model_path
 from ltx_pipelines.engine.checkpoint_kind import ExpectedKind, check_checkpoint_kind
 from ltx_pipelines.engine.defaults import default_image_crf, normalize_model_version
@@ -312,14 +313,13 @@ class _Checker:
             self.finite(f"{flag} {str(lora.path)!r} STRENGTH", lora.strength)
             self.local_file(flag, lora.path)
 
-    def gemma_root_shape(self, flag: str, root: Path) -> None:
-        if not root.is_dir():
-            self.fail(f"{flag} {str(root)!r} is not a folder (expected a Hugging Face Gemma folder)")
-        for pattern, what in (("config.json", "config.json"), ("*.safetensors", "*.safetensors weights")):
-            if next(root.rglob(pattern), None) is None:
-                self.fail(f"{flag} {str(root)!r} has no {what}; expected a Hugging Face Gemma 3 folder")
-        if next(root.rglob("tokenizer.json"), None) is None and next(root.rglob("tokenizer.model"), None) is None:
-            self.fail(f"{flag} {str(root)!r} has no tokenizer.json / tokenizer.model")
+    def gemma_folder(self, flag: str, root: Path) -> Path:
+        """The Gemma folder checked by ltx_core's `locate_gemma_folder` (the same check the loader makes):
+        config of a multimodal Gemma 3, tokenizer, complete weights. Returns the model folder itself."""
+        try:
+            return locate_gemma_folder(root).root
+        except CheckpointError as e:
+            self.fail(f"{flag}: {e}")
 
     def resolve(self, flag: str, value: str | Path, *, folder: bool = False) -> Path:
         try:
@@ -413,7 +413,7 @@ def validate_args(
             continue
         if dest == "gemma_root":
             if not is_hf_path(value):
-                c.gemma_root_shape(flag, Path(value).expanduser())
+                c.gemma_folder(flag, Path(value).expanduser())
         else:
             c.local_file(flag, value)
     output_path = c.output(rules.output_suffixes)
@@ -432,7 +432,7 @@ def validate_args(
     if c.get("gemma_root") is not None:
         gemma_root = c.resolve("--gemma-root", c.get("gemma_root"), folder=True)
         if is_hf_path(c.get("gemma_root")):
-            c.gemma_root_shape("--gemma-root", gemma_root)
+            c.gemma_folder("--gemma-root", gemma_root)
     upsampler_path = None
     if c.get("spatial_upsampler_path") is not None:
         upsampler_path = c.resolve("--spatial-upsampler-path", c.get("spatial_upsampler_path"))
