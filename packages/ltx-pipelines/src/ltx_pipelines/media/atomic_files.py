@@ -240,29 +240,27 @@ def _replace_together(pairs: list[tuple[Path, Path]]) -> None:
     interrupted) the targets are put back as they were, so a video and its sidecar are only ever
     replaced as a pair.
     """
-    backups: list[tuple[Path, Path]] = []
+    backups: dict[Path, Path] = {}
     try:
         for _, target in pairs:
             if target.exists():
                 backup = target.with_name(f".{target.name}.{os.getpid()}-{time.monotonic_ns()}.old{PARTIAL_MARK}")
                 os.link(target, backup)
-                backups.append((target, backup))
+                backups[target] = backup
         done: list[Path] = []
         try:
             for tmp, target in pairs:
                 os.replace(tmp, target)
                 done.append(target)
         except BaseException:
-            kept = {target for target, _ in backups}
-            for target, backup in backups:
-                os.replace(backup, target)
             for target in done:
-                if target not in kept:
+                if target in backups:
+                    os.replace(backups[target], target)
+                else:
                     target.unlink(missing_ok=True)  # it did not exist before this call
-            backups.clear()
             raise
     finally:
-        for _, backup in backups:
+        for backup in backups.values():
             backup.unlink(missing_ok=True)
 
 
