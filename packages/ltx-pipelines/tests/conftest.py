@@ -131,3 +131,12 @@ def stereo_tone() -> Callable[[int, int], torch.Tensor]:
         return torch.stack([0.5 * torch.sin(2 * np.pi * 440 * t), 0.5 * torch.sin(2 * np.pi * 660 * t)]).float()
 
     return tone
+
+
+@pytest.fixture(scope="session")
+def demo_model_files(tmp_path_factory: pytest.TempPathFactory):
+    """The demo's tiny random models (checkpoint, x2 upsampler, Gemma folder), built once per session in a
+    temporary folder (never the user's cache)."""
+    from ltx_pipelines.demo_assets import ensure_demo_assets
+
+    return ensure_demo_assets(tmp_path_factory.mktemp("demo-models"))
