@@ -28,7 +28,7 @@ from ltx_pipelines.media.errors import MediaError
 
 EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130  # the shell's code for a run ended by Ctrl-C (128 + SIGINT)
-_MAX_DETAIL = 400
+_MAX_DETAIL = 1000
 _DISK_FULL = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}
 _NO_PERMISSION = {errno.EACCES, errno.EPERM, errno.EROFS}
 
