@@ -133,10 +133,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         loaded = load_latents(latents_path, checkpoint=checkpoint, device=device, dtype=dtype, tiling=tiling)
         with gc_skips_loaded_modules():
             generation = generation_from_final(loaded.final, prompt=loaded.record.prompt)
+            # The run's own parameters, except where this video went.
+            parameters = {**loaded.record.parameters, "output_path": str(output)}
             saved = generation.save(
                 output,
                 overwrite=args.overwrite,
-                parameters=loaded.record.parameters,
+                parameters=parameters,
                 model_files=loaded.record.model_files,
                 guard_latents=False,  # they are in the file being decoded already
             )

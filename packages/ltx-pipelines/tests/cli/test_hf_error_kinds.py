@@ -7,36 +7,14 @@ huggingface_hub's own exception types, and the cache is a temporary folder.
 from __future__ import annotations
 
 import errno
-from pathlib import Path
 
 import huggingface_hub
 import pytest
-from huggingface_hub import constants as hub_constants
 from huggingface_hub import errors as hub_errors
 
 from ltx_pipelines.cli.hf_paths import HfPathError, resolve_hf_file, resolve_hf_folder
 
-COMMIT = "0123456789abcdef0123456789abcdef01234567"
 CACHED_FILE = "hf://Lightricks/LTX-2/ltx-2.3-22b-distilled.safetensors"
-
-
-@pytest.fixture(autouse=True)
-def _never_online(monkeypatch):
-    monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", True)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-
-
-@pytest.fixture
-def hub_cache(tmp_path) -> Path:
-    """A hub cache holding one checkpoint of Lightricks/LTX-2 at `main`."""
-    cache = tmp_path / "hub"
-    repo = cache / "models--Lightricks--LTX-2"
-    (repo / "refs").mkdir(parents=True)
-    (repo / "refs" / "main").write_text(COMMIT)
-    snapshot = repo / "snapshots" / COMMIT
-    snapshot.mkdir(parents=True)
-    (snapshot / "ltx-2.3-22b-distilled.safetensors").write_bytes(b"ckpt")
-    return cache
 
 
 def hub_error(cls: type[BaseException], message: str) -> BaseException:

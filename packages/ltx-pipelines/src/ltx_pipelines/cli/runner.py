@@ -266,7 +266,12 @@ class PipelineCli:
         """A pipeline's `main()`: parse and validate (bad arguments exit with code 2), generate, write the
         video + sidecar. A later failure ends in one line on stderr and exit code 1 (`error_lines`), with
         the denoised latents kept when it came after denoising."""
-        run = self.parse(argv)
+        try:
+            run = self.parse(argv)
+        except SystemExit:
+            raise
+        except BaseException as error:  # e.g. building the demo models failed (validation itself exits 2)
+            return report_error(error, debug=_debug_requested(argv))
         output = run.config.output_path
 
         def body() -> None:
@@ -278,6 +283,14 @@ class PipelineCli:
                 raise
 
         return run_reporting_errors(body, debug=run.config.log_level == "DEBUG", output_path=output)
+
+
+def _debug_requested(argv: Sequence[str] | None) -> bool:
+    import sys
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    joined = " ".join(args).upper()
+    return "--LOG-LEVEL DEBUG" in joined or "--LOG-LEVEL=DEBUG" in joined
 
 
 def run_reporting_errors(body: Callable[[], object], *, debug: bool, output_path: Path | None = None) -> int:
