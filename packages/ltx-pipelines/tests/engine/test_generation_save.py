@@ -119,3 +119,70 @@ def test_a_pipeline_generation_decodes_again_after_save(demo_model_files, tmp_pa
     # The kept frames are the ones the first save encoded: saving them again gives the same file.
     again_saved = generation.save(tmp_path / "kite-again.mp4")
     assert again_saved.video.read_bytes() == saved.video.read_bytes()
+
+
+def with_final(generation: Generation) -> Generation:
+    """Give a fake generation final latents (never decoded here: its frames are given)."""
+    from ltx_core.types import VideoPixelShape
+    from ltx_pipelines.engine.final_latents import FinalLatents
+    from ltx_pipelines.engine.model_loading import Placement
+    from ltx_pipelines.engine.noise import SeededNoise
+
+    noise = SeededNoise(3)
+    noise("stage_1.video", (2, 5), device=torch.device("cpu"), dtype=torch.float32)  # denoising's draws
+    generation.final = FinalLatents(
+        video=torch.randn(1, 128, 2, H // 32, W // 32),
+        audio=torch.randn(1, 8, 9, 16),
+        shape=VideoPixelShape(1, F, H, W, 24.0),
+        checkpoint=Path("/models/ltx.safetensors"),
+        placement=Placement(torch.device("cpu"), torch.float32),
+        tiling=None,
+        noise=noise,
+    )
+    return generation
+
+
+def test_kept_latents_follow_the_video_to_its_numbered_name(tmp_path):
+    source = CountingFrames()
+    generation = with_final(fake_generation(source))
+    target = tmp_path / "clip.mp4"
+    chunks = iter(source)
+
+    def frames_then_taken() -> Iterator[torch.Tensor]:
+        yield next(chunks)
+        target.write_bytes(b"another program")
+        yield from chunks
+
+    generation.frames = frames_then_taken()
+    saved = generation.save(target, keep_latents=True)
+    assert (saved.video.name, saved.sidecar.name) == ("clip-1.mp4", "clip-1.json")
+    assert saved.latents == tmp_path / "clip-1.latents.safetensors" and saved.latents.is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "clip-1.json", "clip-1.latents.safetensors", "clip-1.mp4", "clip.mp4"
+    ]  # fmt: skip
+
+
+def test_a_failed_encode_keeps_the_latents_and_says_where(tmp_path, monkeypatch):
+    from ltx_pipelines.engine.final_latents import saved_latents_of
+    from ltx_pipelines.engine.latents_file import load_latents
+    from ltx_pipelines.engine.noise import SeededNoise
+
+    generation = with_final(fake_generation(CountingFrames()))
+    monkeypatch.setattr(
+        "ltx_pipelines.engine.generation.encode_video", lambda *a, **k: (_ for _ in ()).throw(OSError(28, "full"))
+    )
+    with pytest.raises(OSError, match="full") as info:
+        generation.save(tmp_path / "clip.mp4", parameters={"seed": 3})
+    latents = tmp_path / "clip.latents.safetensors"
+    assert saved_latents_of(info.value) == latents
+    assert sorted(p.name for p in tmp_path.iterdir()) == [latents.name]
+    loaded = load_latents(latents, device=torch.device("cpu"))
+    assert loaded.record.parameters == {"seed": 3} and loaded.record.prompt == "a test pattern"
+    assert torch.equal(loaded.final.video, generation.final.video)
+    assert torch.equal(loaded.final.audio, generation.final.audio)
+    assert loaded.final.shape == generation.final.shape and loaded.final.checkpoint == generation.final.checkpoint
+    # The decoder noise resumes where the run's stood (after denoising's draws): the same next draw.
+    draw = dict(shape=(4,), device=torch.device("cpu"), dtype=torch.float32)
+    expected = generation.final.noise("decoder.0", **draw)
+    assert torch.equal(loaded.final.noise("decoder.0", **draw), expected)
+    assert not torch.equal(SeededNoise(3)("decoder.0", **draw), expected), "the state was not restored"
