@@ -110,6 +110,36 @@ def test_a_decode_failure_keeps_the_latents_and_the_resume_command_writes_the_sa
     assert latents.is_file(), "the decode command must not delete its input"
 
 
+def test_a_timestep_conditioned_decoder_resumes_with_the_runs_decoder_noise(
+    demo_model_files, tmp_path, monkeypatch, capsys
+):
+    # LTX-2 decoders draw noise per tile after denoising; the resumed decode must draw the same.
+    import copy
+    from types import SimpleNamespace
+
+    import ltx_pipelines.demo_assets as demo_assets
+
+    config = copy.deepcopy(demo_assets.DEMO_CONFIG)
+    config["vae"]["timestep_conditioning"] = True
+    with monkeypatch.context() as patch:
+        patch.setattr(demo_assets, "DEMO_CONFIG", config)
+        demo_assets.write_demo_checkpoint(tmp_path / "noisy-decoder.safetensors")
+    models = SimpleNamespace(
+        checkpoint=tmp_path / "noisy-decoder.safetensors",
+        spatial_upsampler=demo_model_files.spatial_upsampler,
+        gemma_root=demo_model_files.gemma_root,
+    )
+    reference = tmp_path / "reference" / "clip.mp4"
+    assert distilled.main(argv(models, reference)) == 0
+    output = tmp_path / "failed" / "clip.mp4"
+    with monkeypatch.context() as patch:
+        patch.setattr(final_latents, "decode_video_frames", _fail_after_first_chunk(final_latents.decode_video_frames))
+        assert distilled.main(argv(models, output)) == 1
+    latents = output.parent / "clip.latents.safetensors"
+    assert decode.main(["--latents", str(latents), "--output-path", str(output)]) == 0
+    assert output.read_bytes() == reference.read_bytes()
+
+
 def test_the_latents_file_records_the_run(demo_model_files, tmp_path):
     output = tmp_path / "clip.mp4"
     assert distilled.main(argv(demo_model_files, output, "--save-latents")) == 0
