@@ -1,5 +1,6 @@
 """The command-line flow every pipeline shares: parse, validate (before any model loads), substitute
-the demo models when asked, encode the prompt, and write the outputs."""
+the demo models when asked, generate, and write the outputs. A failure after validation ends in one
+line on stderr with exit code 1 (`error_lines`); one after denoising keeps the latents to resume from."""
 
 from __future__ import annotations
 
