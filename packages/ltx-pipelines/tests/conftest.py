@@ -71,10 +71,15 @@ def write_lora(path: Path) -> Path:
 
 
 def write_gemma_root(root: Path) -> Path:
+    """A folder that passes the Gemma folder check (config, tokenizer, sharded weights); its contents are
+    placeholders, so it cannot be loaded."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "config.json").write_text(json.dumps({"model_type": "gemma3"}))
     (root / "tokenizer.json").write_text("{}")
-    _write_safetensors(root / "model-00001-of-00001.safetensors", {"w": torch.zeros(1)})
+    (root / "tokenizer_config.json").write_text("{}")
+    shard = "model-00001-of-00001.safetensors"
+    _write_safetensors(root / shard, {"w": torch.zeros(1)})
+    (root / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"w": shard}}))
     return root
 
 
@@ -126,3 +131,12 @@ def stereo_tone() -> Callable[[int, int], torch.Tensor]:
         return torch.stack([0.5 * torch.sin(2 * np.pi * 440 * t), 0.5 * torch.sin(2 * np.pi * 660 * t)]).float()
 
     return tone
+
+
+@pytest.fixture(scope="session")
+def demo_model_files(tmp_path_factory: pytest.TempPathFactory):
+    """The demo's tiny random models (checkpoint, x2 upsampler, Gemma folder), built once per session in a
+    temporary folder (never the user's cache)."""
+    from ltx_pipelines.demo_assets import ensure_demo_assets
+
+    return ensure_demo_assets(tmp_path_factory.mktemp("demo-models"))

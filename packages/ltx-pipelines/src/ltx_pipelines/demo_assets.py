@@ -27,6 +27,8 @@ import torch
 from safetensors.torch import save_file
 from torch import nn
 
+from ltx_pipelines.media.atomic_files import apply_umask, atomic_output, remove_stale_partials
+
 logger = logging.getLogger(__name__)
 
 DEMO_VERSION = "1"  # bump when the demo configs change so stale caches are rebuilt
@@ -216,43 +218,15 @@ def demo_assets_at(root: Path) -> DemoAssets:
     )
 
 
-# ---- files as a plain open() would make them ------------------------------------------------------
-
-
-def _current_umask() -> int:
-    # /proc avoids briefly setting the process umask to 0, which other threads would see.
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def _apply_umask(path: Path) -> None:
-    """safetensors and some transformers writers create files private (0600) whatever the umask says;
-    a shared cache needs the permissions the user's umask gives ordinary files and folders."""
-    umask = _current_umask()
-    for item in (path, *(path.rglob("*") if path.is_dir() else ())):
-        os.chmod(item, (0o777 if item.is_dir() else 0o666) & ~umask)
-
-
 def _partial_name(path: Path) -> Path:
     # Unique per writer; the leading dot and the mark let a later build recognise and delete leftovers.
     return path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}{_PARTIAL_MARK}")
 
 
 def _save_atomically(tensors: dict[str, torch.Tensor], metadata: dict[str, str], path: Path) -> None:
-    tmp = _partial_name(path)
-    try:
+    with atomic_output(path, overwrite=True) as tmp:
         save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp), metadata=metadata)
-        _apply_umask(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+        apply_umask(tmp)  # safetensors may recreate the file private
 
 
 def _to_storage_dtype(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -355,7 +329,7 @@ def write_demo_gemma(path: Path, seed: int = 0) -> None:
     old = path.with_name(tmp.name.replace(_PARTIAL_MARK, f".old{_PARTIAL_MARK}"))
     try:
         build_tiny_gemma_folder(tmp, hidden_size=DEMO_GEMMA_HIDDEN, num_layers=DEMO_GEMMA_LAYERS, seed=seed)
-        _apply_umask(tmp)
+        apply_umask(tmp)
         # A folder cannot replace a non-empty one in one step: move the old one aside first.
         if path.exists():
             os.replace(path, old)
@@ -417,17 +391,13 @@ def _stale_parts(root: Path, assets: DemoAssets) -> list[str]:
 def _write_manifest(root: Path, assets: DemoAssets) -> None:
     parts = {name: _describe(root, path) for name, (path, _) in _parts(assets).items()}
     text = json.dumps({"demo_version": DEMO_VERSION, "parts": parts}, indent=2, sort_keys=True) + "\n"
-    target = root / MANIFEST_NAME
-    tmp = _partial_name(target)
-    try:
+    with atomic_output(root / MANIFEST_NAME, overwrite=True) as tmp:
         tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def _remove_leftovers(root: Path) -> None:
     # Called with the build lock held: any partial file or folder is from a build that died.
+    remove_stale_partials(root, min_age_s=0.0)
     for leftover in root.glob(f".*{_PARTIAL_MARK}"):
         logger.info("removing %s, left by an interrupted demo build", leftover)
         if leftover.is_dir():

@@ -299,7 +299,7 @@ def test_files_of_the_wrong_kind(capsys, base_argv, model_files):
         "--distilled-lora",
         "single-file model checkpoint",
     )
-    fails(capsys, parser, swap("--gemma-root", model_files.checkpoint), "--gemma-root", "is not a folder")
+    fails(capsys, parser, swap("--gemma-root", model_files.checkpoint), "--gemma-root", "not a folder")
     # Header checks can be switched off (tests of other rules); the folder shape is still checked.
     run(parser, swap("--spatial-upsampler-path", model_files.lora), ValidationRules(check_kinds=False))
     (model_files.gemma_root / "config.json").unlink()

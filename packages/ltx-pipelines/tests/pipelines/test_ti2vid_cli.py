@@ -26,8 +26,9 @@ def files(tmp_path, tiny_checkpoint, tiny_spatial_upsampler) -> dict[str, Path]:
     """The tiny model files, a Gemma-shaped folder (validation only looks at its file names) and a LoRA."""
     gemma = tmp_path / "gemma"
     gemma.mkdir()
-    for name in ("config.json", "model.safetensors", "tokenizer.json"):
+    for name in ("model.safetensors", "tokenizer.json", "tokenizer_config.json"):
         (gemma / name).write_text("{}")
+    (gemma / "config.json").write_text('{"model_type": "gemma3"}')
     lora = tmp_path / "lora.safetensors"
     save_file(
         {

@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ltx_core.components.guiders import MultiModalGuiderParams
 from ltx_core.loader import DEFAULT_LORA_FUSION, LoraFusionPrecision
+from ltx_pipelines.cli.arg_types import finite_float, positive_int
 from ltx_pipelines.cli.hf_paths import cached_hf_file, is_hf_path
 from ltx_pipelines.cli.run_config import (
     ImageConditioningInput,
@@ -267,6 +267,15 @@ def add_common_args(
         "--overwrite", action="store_true", help="Replace the output file if it exists (refused otherwise)."
     )
     group.add_argument(
+        "--save-latents",
+        action="store_true",
+        help=(
+            "Keep the denoised latents beside the video (<output stem>.latents.safetensors) even when the run "
+            "succeeds; they are always kept when decoding or encoding fails. Decode them again with "
+            "python -m ltx_pipelines.decode --latents FILE --output-path OUT."
+        ),
+    )
+    group.add_argument(
         "--demo",
         action="store_true",
         help="Run the pipeline's small demo configuration; model paths become optional.",
@@ -421,36 +430,6 @@ def add_guidance_args(
     return parser
 
 
-def int_at_least(minimum: int) -> Callable[[str], int]:
-    """argparse type: an integer >= `minimum`."""
-
-    def parse(raw: str) -> int:
-        try:
-            value = int(raw)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{raw!r} is not an integer") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"{value} is not accepted: it must be at least {minimum}")
-        return value
-
-    return parse
-
-
-positive_int = int_at_least(1)
-non_negative_int = int_at_least(0)
-
-
-def finite_float(raw: str) -> float:
-    """argparse type: a finite number."""
-    try:
-        value = float(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{raw!r} is not a number") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"{raw!r} is not a finite number")
-    return value
-
-
 def add_max_batch_size_arg(
     parser: argparse.ArgumentParser, defaults: PipelineDefaults | None = None
 ) -> argparse.ArgumentParser:
@@ -465,43 +444,6 @@ def add_max_batch_size_arg(
             "isolation); they are batched N at a time. Larger N is faster and needs more memory "
             f"(default: {DEFAULT_MAX_BATCH_SIZE})."
         ),
-    )
-    return parser
-
-
-def add_tiling_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """How the video VAE decode is tiled. Without flags the layout follows the output size (768-pixel
-    tiles on its long side, as many on the short side, 80-frame tiles); the sidecar records it."""
-    group = parser.add_argument_group("VAE decode tiling")
-    group.add_argument(
-        "--tile-size",
-        type=non_negative_int,
-        default=None,
-        metavar="PIXELS",
-        help="Square spatial tiles of this size (a multiple of 32, at least 64); 0 decodes each frame whole "
-        "(default: automatic, from the output size).",
-    )
-    group.add_argument(
-        "--tile-overlap",
-        type=non_negative_int,
-        default=64,
-        metavar="PIXELS",
-        help="Pixels shared by neighbouring spatial tiles (a multiple of 32; default: 64).",
-    )
-    group.add_argument(
-        "--tile-frames",
-        type=non_negative_int,
-        default=80,
-        metavar="FRAMES",
-        help="Temporal tiles of this many frames (a multiple of 8, at least 16); 0 decodes all frames at once "
-        "(default: 80).",
-    )
-    group.add_argument(
-        "--tile-frame-overlap",
-        type=non_negative_int,
-        default=24,
-        metavar="FRAMES",
-        help="Frames shared by neighbouring temporal tiles (a multiple of 8; default: 24).",
     )
     return parser
 

@@ -12,6 +12,7 @@ is used as well, and only a file absent from the cache is an error.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
@@ -31,19 +32,6 @@ HF_SCHEME = "hf://"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _REPO_TYPES = {"datasets": "dataset", "spaces": "space", "models": "model"}
 _TRUE = {"1", "on", "yes", "true"}
-
-# Answers from the Hub that the cache cannot improve on: the repo, revision or file does not exist
-# (or access is refused). Anything else - connection, timeout, server errors - falls back to the cache.
-_DEFINITIVE_ERRORS: tuple[type[BaseException], ...] = tuple(
-    cls
-    for cls in (
-        getattr(hub_errors, "RepositoryNotFoundError", None),
-        getattr(hub_errors, "RevisionNotFoundError", None),
-        getattr(hub_errors, "RemoteEntryNotFoundError", None),
-        getattr(hub_errors, "HFValidationError", None),
-    )
-    if cls is not None
-)
 
 # Weights in formats the loaders never read; skipping them keeps a folder download to what is used.
 DEFAULT_FOLDER_IGNORE = ("*.bin", "*.pt", "*.pth", "*.gguf", "*.h5", "*.msgpack", "*.onnx", "*.ckpt", "original/*")
@@ -107,27 +95,71 @@ def hub_offline() -> bool:
     return bool(getattr(hub_constants, "HF_HUB_OFFLINE", False))
 
 
-def _call_hub(fn: Any, what: str, *, offline: bool | None, **kwargs: Any) -> str:
-    """Call a hub download function online, falling back to the cache on network failure."""
+def _hub_error(cls_name: str) -> type[BaseException]:
+    """An error class of huggingface_hub by name; a never-raised placeholder where this version lacks it."""
+    return getattr(hub_errors, cls_name, None) or type(f"_Absent{cls_name}", (Exception,), {})
+
+
+_DISK_FULL = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}
+
+
+def _definitive_hub_error(error: BaseException, hf: HfPath, cache_dir: str | Path | None) -> HfPathError | None:
+    """An answer the cache cannot improve on, worded with what to do; None for errors that may be the
+    network's (the cache is tried then)."""
+    repo_url = f"https://huggingface.co/{'' if hf.repo_type == 'model' else hf.repo_type + 's/'}{hf.repo_id}"
+    if isinstance(error, _hub_error("GatedRepoError")):
+        return HfPathError(
+            f"{hf}: {hf.repo_id} is a gated repository; accept its licence at {repo_url} (logged in), then log in "
+            "here with `hf auth login` (or set HF_TOKEN)"
+        )
+    if isinstance(error, _hub_error("RepositoryNotFoundError")):
+        return HfPathError(
+            f"{hf} not found on the Hugging Face Hub: there is no repository {hf.repo_id!r} (a private one needs "
+            "`hf auth login`); check the <org>/<repo> part"
+        )
+    if isinstance(error, _hub_error("RevisionNotFoundError")):
+        return HfPathError(f"{hf} not found on the Hugging Face Hub: {hf.repo_id} has no revision {hf.revision!r}")
+    if isinstance(error, _hub_error("RemoteEntryNotFoundError")):
+        return HfPathError(
+            f"{hf} not found on the Hugging Face Hub: {hf.repo_id} has no file {hf.path_in_repo!r}; "
+            f"see the file list at {repo_url}/tree/{hf.revision or 'main'}"
+        )
+    if isinstance(error, _hub_error("HFValidationError")):
+        return HfPathError(f"{hf} is not a valid Hugging Face path: {error}")
+    if isinstance(error, OSError) and error.errno in _DISK_FULL:
+        cache = cache_dir or hub_constants.HF_HUB_CACHE
+        return HfPathError(
+            f"{hf}: no space left on the disk holding the Hugging Face cache ({cache}); free some space or point "
+            "HF_HUB_CACHE (or HF_HOME) at a disk with room"
+        )
+    status = getattr(getattr(error, "response", None), "status_code", None)
+    if status == 401:
+        return HfPathError(f"{hf}: the Hub refused the token (HTTP 401); log in again with `hf auth login`")
+    return None
+
+
+def _call_hub(fn: Any, hf: HfPath, *, offline: bool | None, cache_dir: str | Path | None, **kwargs: Any) -> str:
+    """Call a hub download function online, falling back to the cache when the Hub cannot be reached."""
     if offline is None:
         offline = hub_offline()
     if offline:
         try:
-            return fn(local_files_only=True, **kwargs)
+            return fn(local_files_only=True, cache_dir=cache_dir, **kwargs)
         except Exception as e:
-            raise HfPathError(f"{what} is not in the Hugging Face cache and offline mode is on ({e})") from e
+            raise HfPathError(f"{hf} is not in the Hugging Face cache and offline mode is on ({e})") from e
     try:
-        return fn(**kwargs)
-    except _DEFINITIVE_ERRORS as e:
-        raise HfPathError(f"{what} not found on the Hugging Face Hub: {e}") from e
+        return fn(cache_dir=cache_dir, **kwargs)
     except Exception as online_error:
-        logger.warning("could not reach the Hugging Face Hub for %s (%s); trying the local cache", what, online_error)
+        definitive = _definitive_hub_error(online_error, hf, cache_dir)
+        if definitive is not None:
+            raise definitive from online_error
+        logger.warning("could not reach the Hugging Face Hub for %s (%s); trying the local cache", hf, online_error)
         try:
-            return fn(local_files_only=True, **kwargs)
+            return fn(local_files_only=True, cache_dir=cache_dir, **kwargs)
         except Exception as cache_error:
             raise HfPathError(
-                f"{what}: the Hub could not be reached ({online_error}) "
-                f"and the file is not in the cache ({cache_error})"
+                f"{hf}: the Hub could not be reached ({online_error}) and the file is not in the cache "
+                f"({cache_error}); check the network connection (or a proxy), then try again"
             ) from online_error
 
 
@@ -144,7 +176,7 @@ def resolve_hf_file(
         raise HfPathError(f"{str(hf)!r} names a repository, not a file; expected hf://<org>/<repo>/<file>")
     local = _call_hub(
         huggingface_hub.hf_hub_download,
-        str(hf),
+        hf,
         offline=offline,
         repo_id=hf.repo_id,
         filename=hf.path_in_repo,
@@ -169,7 +201,7 @@ def resolve_hf_folder(
     allow = [f"{hf.path_in_repo}/*"] if hf.path_in_repo else None
     snapshot = _call_hub(
         huggingface_hub.snapshot_download,
-        str(hf),
+        hf,
         offline=offline,
         repo_id=hf.repo_id,
         revision=hf.revision,

@@ -21,9 +21,10 @@ from PIL import Image, UnidentifiedImageError
 from ltx_core.components.guiders import MultiModalGuiderParams
 from ltx_core.devices import default_device, parse_dtype
 from ltx_core.loader import DEFAULT_LORA_FUSION, CheckpointError, LoraFusionPrecision
-from ltx_core.model.video_vae.tiling import AxisTiling, TilingConfig
-from ltx_core.types import DEFAULT_SCALE_FACTORS
+from ltx_core.model.video_vae.tiling import TilingConfig
+from ltx_core.text_encoders.gemma.folder import locate_gemma_folder
 from ltx_pipelines.cli.hf_paths import HfPathError, is_hf_path, resolve_model_path
+from ltx_pipelines.cli.tiling_flags import tiling_from_args
 from ltx_pipelines.engine.checkpoint_kind import ExpectedKind, check_checkpoint_kind
 from ltx_pipelines.engine.defaults import default_image_crf, normalize_model_version, spatial_multiple
 from ltx_pipelines.media.atomic_files import check_output_path, sidecar_path
@@ -82,6 +83,7 @@ class RunConfig:
     overwrite: bool
     demo: bool
     log_level: str
+    save_latents: bool = False
     enhance_prompt: bool = False
     checkpoint_path: Path | None = None
     distilled_checkpoint: bool = False
@@ -232,36 +234,13 @@ class _Checker:
         )
 
     def tiling(self, height: int | None, width: int | None) -> TilingConfig | None:
-        """The tiling flags as a layout (None when they are all at their defaults: automatic)."""
+        """The tiling flags as a layout (None when none is given: automatic)."""
         if not self.has("tile_size"):
             return None
-        size, overlap = self.args.tile_size, self.args.tile_overlap
-        frames, frame_overlap = self.args.tile_frames, self.args.tile_frame_overlap
-        scale = DEFAULT_SCALE_FACTORS
-        checks = [("--tile-frames", "--tile-frame-overlap", frames, frame_overlap, scale.time, 2 * scale.time)]
-        if size:
-            checks.append(("--tile-size", "--tile-overlap", size, overlap, scale.height, 2 * scale.height))
-        elif overlap % scale.height:
-            self.fail(f"--tile-overlap {overlap} is not accepted: it must be a multiple of {scale.height}")
-        for size_flag, overlap_flag, tile, shared, factor, minimum in checks:
-            if tile == 0:
-                continue
-            if tile < minimum or tile % factor:
-                self.fail(f"{size_flag} {tile} is not accepted: use 0 (off) or a multiple of {factor}, >= {minimum}")
-            if shared % factor or shared >= tile:
-                self.fail(
-                    f"{overlap_flag} {shared} is not accepted: it must be a multiple of {factor} smaller than "
-                    f"{size_flag} {tile}"
-                )
-        if size is None and (overlap, frames, frame_overlap) == (64, 80, 24):
-            return None
-        temporal = AxisTiling(frames, frame_overlap if frames else 0)
-        if size is None:
-            if height is None or width is None:
-                return TilingConfig(temporal, TilingConfig().height, TilingConfig().width)
-            return TilingConfig.for_output(height, width, scale, long_side=AxisTiling(768, overlap), frames=temporal)
-        spatial = AxisTiling(size, overlap if size else 0)
-        return TilingConfig(temporal, spatial, spatial)
+        try:
+            return tiling_from_args(self.args, height=height, width=width)
+        except ValueError as e:
+            self.fail(str(e))
 
     # ---- runtime ---------------------------------------------------------------------------------
 
@@ -349,14 +328,13 @@ class _Checker:
             self.finite(f"{flag} {str(lora.path)!r} STRENGTH", lora.strength)
             self.local_file(flag, lora.path)
 
-    def gemma_root_shape(self, flag: str, root: Path) -> None:
-        if not root.is_dir():
-            self.fail(f"{flag} {str(root)!r} is not a folder (expected a Hugging Face Gemma folder)")
-        for pattern, what in (("config.json", "config.json"), ("*.safetensors", "*.safetensors weights")):
-            if next(root.rglob(pattern), None) is None:
-                self.fail(f"{flag} {str(root)!r} has no {what}; expected a Hugging Face Gemma 3 folder")
-        if next(root.rglob("tokenizer.json"), None) is None and next(root.rglob("tokenizer.model"), None) is None:
-            self.fail(f"{flag} {str(root)!r} has no tokenizer.json / tokenizer.model")
+    def gemma_folder(self, flag: str, root: Path) -> Path:
+        """The Gemma folder checked by ltx_core's `locate_gemma_folder` (the same check the loader makes):
+        config of a multimodal Gemma 3, tokenizer, complete weights. Returns the model folder itself."""
+        try:
+            return locate_gemma_folder(root).root
+        except CheckpointError as e:
+            self.fail(f"{flag}: {e}")
 
     def resolve(self, flag: str, value: str | Path, *, folder: bool = False) -> Path:
         try:
@@ -451,7 +429,7 @@ def validate_args(
             continue
         if dest == "gemma_root":
             if not is_hf_path(value):
-                c.gemma_root_shape(flag, Path(value).expanduser())
+                c.gemma_folder(flag, Path(value).expanduser())
         else:
             c.local_file(flag, value)
     output_path = c.output(rules.output_suffixes)
@@ -470,7 +448,7 @@ def validate_args(
     if c.get("gemma_root") is not None:
         gemma_root = c.resolve("--gemma-root", c.get("gemma_root"), folder=True)
         if is_hf_path(c.get("gemma_root")):
-            c.gemma_root_shape("--gemma-root", gemma_root)
+            c.gemma_folder("--gemma-root", gemma_root)
     upsampler_path = None
     if c.get("spatial_upsampler_path") is not None:
         upsampler_path = c.resolve("--spatial-upsampler-path", c.get("spatial_upsampler_path"))
@@ -493,6 +471,7 @@ def validate_args(
         device=device,
         dtype=dtype,
         overwrite=bool(c.get("overwrite", False)),
+        save_latents=bool(c.get("save_latents", False)),
         demo=demo,
         log_level=str(c.get("log_level", "INFO")),
         enhance_prompt=bool(c.get("enhance_prompt", False)),

@@ -1,5 +1,6 @@
 """The command-line flow every pipeline shares: parse, validate (before any model loads), substitute
-the demo models when asked, encode the prompt, and write the outputs."""
+the demo models when asked, generate, and write the outputs. A failure after validation ends in one
+line on stderr with exit code 1 (`error_lines`); one after denoising keeps the latents to resume from."""
 
 from __future__ import annotations
 
@@ -22,17 +23,20 @@ from ltx_pipelines.cli.args import (
     add_lora_args,
     add_model_args,
     add_sampling_args,
-    add_tiling_args,
     add_two_stage_args,
     add_video_args,
     configure_logging,
     defaults_from_argv,
     make_parser,
 )
+from ltx_pipelines.cli.error_lines import report_error
 from ltx_pipelines.cli.run_config import RunConfig, ValidationRules, validate_args
+from ltx_pipelines.cli.tiling_flags import add_tiling_args
 from ltx_pipelines.engine.defaults import DEFAULT_NEGATIVE_PROMPT, PipelineDefaults
-from ltx_pipelines.engine.generation import Generation, write_generation
+from ltx_pipelines.engine.final_latents import final_latents_of, note_saved_latents, saved_latents_of
+from ltx_pipelines.engine.generation import Generation, describe_model_files
 from ltx_pipelines.engine.guided import GuidedPipeline
+from ltx_pipelines.engine.latents_file import RunRecord, save_latents_beside
 from ltx_pipelines.engine.stages import ImageCondition
 
 logger = logging.getLogger(__name__)
@@ -268,8 +272,8 @@ class PipelineCli:
             **extra,
         )
 
-    def write(self, run: ParsedRun, generation: Generation) -> Path:
-        # Only the files this run used: a pipeline without an upsampler does not list one as null.
+    def model_files(self, run: ParsedRun) -> dict[str, Path]:
+        """The model files this run used, by role (a pipeline without an upsampler lists none)."""
         given = {
             "checkpoint": run.config.checkpoint_path,
             "spatial_upsampler": run.config.spatial_upsampler_path,
@@ -280,19 +284,85 @@ class PipelineCli:
             files[f"lora_{i}"] = Path(lora.path)
         if run.config.distilled_lora is not None:
             files["distilled_lora"] = Path(run.config.distilled_lora.path)
+        return files
+
+    def sidecar_parameters(self, run: ParsedRun) -> dict[str, Any]:
         parameters = dict(run.parameters)
         if run.config.demo:
             parameters["demo_weights"] = "random (demo)"
-        path = write_generation(
-            generation,
+        return parameters
+
+    def write(self, run: ParsedRun, generation: Generation) -> Path:
+        """Save the video and sidecar through `Generation.save` (the Python API's path too)."""
+        saved = generation.save(
             run.config.output_path,
-            parameters=parameters,
-            model_files=files,
             overwrite=run.config.overwrite,
+            parameters=self.sidecar_parameters(run),
+            model_files=self.model_files(run),
+            keep_latents=run.config.save_latents,
         )
         if run.config.demo:
-            logger.warning("demo output written to %s. %s", path, self.layout.real_weights_help())
-        return path
+            logger.warning("demo output written to %s. %s", saved.video, self.layout.real_weights_help())
+        return saved.video
+
+    def keep_failed_latents(self, run: ParsedRun, error: BaseException) -> None:
+        """A failure after denoising that came before a Generation existed (decoding the audio): save the
+        latents it carries beside the output, so the run's result is not lost."""
+        final = final_latents_of(error)
+        if final is None or saved_latents_of(error) is not None:
+            return
+        generation_record = RunRecord(
+            prompt=run.config.prompt,
+            parameters=self.sidecar_parameters(run),
+            model_files=describe_model_files(self.model_files(run)),
+        )
+        try:
+            path = save_latents_beside(run.config.output_path, final, generation_record, overwrite=run.config.overwrite)
+        except Exception as save_error:
+            logger.error("could not save the denoised latents either: %s", save_error)
+            return
+        note_saved_latents(error, path)
+
+    def run(self, argv: Sequence[str] | None, generate: Callable[[ParsedRun], Generation]) -> int:
+        """A pipeline's `main()`: parse and validate (bad arguments exit with code 2), generate, write the
+        video + sidecar. A later failure ends in one line on stderr and exit code 1 (`error_lines`), with
+        the denoised latents kept when it came after denoising."""
+        try:
+            run = self.parse(argv)
+        except SystemExit:
+            raise
+        except BaseException as error:  # e.g. building the demo models failed (validation itself exits 2)
+            return report_error(error, debug=_debug_requested(argv))
+        output = run.config.output_path
+
+        def body() -> None:
+            try:
+                with gc_skips_loaded_modules():
+                    self.write(run, generate(run))  # the video is decoded while it is written
+            except BaseException as error:
+                self.keep_failed_latents(run, error)
+                raise
+
+        return run_reporting_errors(body, debug=run.config.log_level == "DEBUG", output_path=output)
+
+
+def _debug_requested(argv: Sequence[str] | None) -> bool:
+    """Whether the command line asks for `--log-level DEBUG` (read when parsing itself failed)."""
+    probe = argparse.ArgumentParser(add_help=False)
+    probe.add_argument("--log-level", type=str.upper, default="INFO")
+    known, _ = probe.parse_known_args(list(sys.argv[1:] if argv is None else argv))
+    return known.log_level == "DEBUG"
+
+
+def run_reporting_errors(body: Callable[[], object], *, debug: bool, output_path: Path | None = None) -> int:
+    """Run `body`; 0 when it returns, else the exit code of its error after printing the error's one line."""
+    try:
+        body()
+    except SystemExit:
+        raise
+    except BaseException as error:
+        return report_error(error, debug=debug, output_path=output_path)
+    return 0
 
 
 def _recorded_parameters(args: argparse.Namespace, config: RunConfig) -> dict[str, Any]:
@@ -348,13 +418,13 @@ def dtype_name(dtype: torch.dtype) -> str:
 
 def run_pipeline_cli(cli: PipelineCli, argv: Sequence[str] | None, build: Callable[[ParsedRun], Any]) -> int:
     """The `main()` of every pipeline: parse and validate, build the pipeline (`build`), generate from
-    the prompt with the flags' settings, write video + sidecar."""
-    run = cli.parse(argv)
-    pipeline = build(run)
-    with gc_skips_loaded_modules():
-        generation = pipeline(run.config.prompt, **cli.generation_options(run))
-        cli.write(run, generation)  # the video is decoded while it is written
-    return 0
+    the prompt with the flags' settings, write video + sidecar (`PipelineCli.run`: one error line and
+    exit code 1 on a later failure, with the denoised latents kept)."""
+
+    def generate(run: ParsedRun) -> Generation:
+        return build(run)(run.config.prompt, **cli.generation_options(run))
+
+    return cli.run(argv, generate)
 
 
 def run_guided_cli(

@@ -1,28 +1,61 @@
-"""What a pipeline returns, and writing it to disk (video + sidecar) without leaving partial files."""
+"""What a pipeline returns, and writing it to disk (video + sidecar) without losing or half-writing it."""
 
 from __future__ import annotations
 
 import importlib.metadata
 import logging
+import os
 import platform
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from ltx_core.model.video_vae.tiling import TilingConfig
-from ltx_pipelines.media import write_video
-from ltx_pipelines.media.atomic_files import atomic_output, check_output_path, sidecar_path, write_json_atomic
+from ltx_pipelines.engine.final_latents import FinalLatents, note_saved_latents
+from ltx_pipelines.engine.latents_file import RunRecord, latents_path_for, save_latents_beside
+from ltx_pipelines.media.atomic_files import (
+    check_output_path,
+    json_text,
+    partial_file,
+    publish_with_sidecar,
+    remove_stale_partials,
+    sidecar_path,
+)
+from ltx_pipelines.media.video_writer import encode_video
 
 logger = logging.getLogger(__name__)
 
 
+class FramesConsumedError(RuntimeError):
+    """The frames were already consumed and the Generation cannot decode them again."""
+
+
+@dataclass(frozen=True)
+class SavedGeneration:
+    """Where `Generation.save` put the result."""
+
+    video: Path
+    sidecar: Path
+    latents: Path | None = None
+    """The latents file, when kept (`keep_latents=True`)."""
+
+
 @dataclass
 class Generation:
-    """Decoded output of a run: frames as an iterator of (f, H, W, 3) float chunks in [0, 1] (decoded
-    lazily, so consuming them is when the VAE runs), the stereo waveform, and the latents of each stage."""
+    """Decoded output of a run: frames as (f, H, W, 3) float chunks in [0, 1] decoded lazily (consuming
+    them is when the VAE runs), the stereo waveform, the latents of each stage and, from the pipelines,
+    the final latents with what decoding them takes (`final`).
+
+    `frames` is a one-shot iterator. `frames_array()` decodes every frame and keeps the decoded chunks,
+    so a later `save()` (or `iter_frames()`) reuses them instead of decoding again. After the frames
+    were consumed without being kept (by `save()` or by iterating `frames`), `iter_frames()`,
+    `frames_array()` and `save()` decode them again from `final` (the same frames; it costs one more
+    VAE decode), or raise `FramesConsumedError` for a Generation without `final`.
+    """
 
     frames: Iterator[torch.Tensor]
     num_frames: int
@@ -35,6 +68,124 @@ class Generation:
     latents: dict[str, torch.Tensor] = field(default_factory=dict)
     tiling: TilingConfig | None = None
     """The VAE decode layout the frames are decoded with (None: untiled), recorded in the sidecar."""
+    final: FinalLatents | None = None
+    parameters: dict[str, Any] = field(default_factory=dict)
+    """The run's parameters for the sidecar (the CLI records every flag)."""
+    model_files: dict[str, Any] = field(default_factory=dict)
+    """Model files by role (paths, or descriptions as `describe_model_files` makes them)."""
+    _started: bool = field(default=False, init=False, repr=False)
+    _kept_chunks: list[torch.Tensor] | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.frames = self._first_pass(iter(self.frames))
+
+    def _first_pass(self, source: Iterator[torch.Tensor]) -> Iterator[torch.Tensor]:
+        self._started = True
+        yield from source
+
+    def iter_frames(self) -> Iterator[torch.Tensor]:
+        """The frame chunks: the kept ones, the not yet consumed `frames`, or a new decode of `final`."""
+        if self._kept_chunks is not None:
+            return iter(self._kept_chunks)
+        if not self._started:
+            return self.frames
+        if self.final is not None:
+            logger.info("the frames were consumed already; decoding the video latent again")
+            return self.final.decode_frames()
+        raise FramesConsumedError(
+            "the frames of this Generation were already consumed (by save() or by iterating .frames) and it "
+            "holds no latents to decode them again; call frames_array() first to keep them"
+        )
+
+    def frames_array(self) -> np.ndarray:
+        """All frames as a (F, H, W, 3) uint8 numpy array, e.g. for display.
+
+        The decoded chunks are kept (on the CPU, float: about 12 bytes per pixel), so the frames are decoded
+        only once however often this and `save()` are called.
+        """
+        if self._kept_chunks is None:
+            self._kept_chunks = [chunk.detach().to("cpu") for chunk in self.iter_frames()]
+        if not self._kept_chunks:
+            return np.zeros((0, self.height, self.width, 3), dtype=np.uint8)
+        frames = torch.cat(self._kept_chunks)
+        if not frames.is_floating_point():
+            return frames.to(torch.uint8).numpy()
+        return (frames.float().clamp(0.0, 1.0) * 255.0).round().to(torch.uint8).numpy()
+
+    def run_record(
+        self, parameters: Mapping[str, Any] | None = None, model_files: Mapping[str, Any] | None = None
+    ) -> RunRecord:
+        return RunRecord(
+            prompt=self.prompt,
+            parameters=dict(self.parameters if parameters is None else parameters),
+            model_files=describe_model_files(self.model_files if model_files is None else model_files),
+        )
+
+    def save(
+        self,
+        path: str | Path,
+        *,
+        overwrite: bool = False,
+        parameters: Mapping[str, Any] | None = None,
+        model_files: Mapping[str, Any] | None = None,
+        keep_latents: bool = False,
+        guard_latents: bool = True,
+    ) -> SavedGeneration:
+        """Write the video (H.264 + AAC) and its `.json` sidecar, the way the command line does.
+
+        Existing files are refused unless `overwrite` (then video and sidecar are replaced as a pair).
+        A file appearing at `path` while this runs moves the result to a free numbered name. The final
+        latents are written first to `<stem>.latents.safetensors`: if decoding or encoding fails they
+        stay there, and `python -m ltx_pipelines.decode --latents ...` finishes the job; on success they
+        are removed unless `keep_latents` (`guard_latents=False` skips writing them at all).
+        `parameters` / `model_files` default to the Generation's own.
+        """
+        target = check_output_path(path, overwrite=overwrite)
+        check_output_path(sidecar_path(target), overwrite=overwrite)
+        remove_stale_partials(target.parent)
+        record = self.run_record(parameters, model_files)
+        latents = None
+        if self.final is not None and (guard_latents or keep_latents):
+            try:
+                latents = save_latents_beside(target, self.final, record, overwrite=overwrite)
+            except Exception as e:  # keeping them is a safeguard; the video may still be written
+                logger.warning("could not save the latents beside %s (%s); continuing without them", target, e)
+        try:
+            video, sidecar = write_generation(
+                self, target, parameters=record.parameters, model_files=record.model_files, overwrite=overwrite
+            )
+        except BaseException as error:
+            if latents is not None:
+                note_saved_latents(error, latents)
+                logger.error(
+                    "the video was not written; the denoised latents are kept in %s. To decode them: "
+                    "python -m ltx_pipelines.decode --latents %s --output-path %s",
+                    latents,
+                    latents,
+                    target,
+                )
+            raise
+        if latents is not None:
+            if keep_latents:
+                latents = _follow_video_name(latents, video)
+                logger.info("kept the latents in %s", latents)
+            else:
+                latents.unlink(missing_ok=True)
+                latents = None
+        return SavedGeneration(video=video, sidecar=sidecar, latents=latents)
+
+
+def _follow_video_name(latents: Path, video: Path) -> Path:
+    """Rename kept latents after the video when it went to a numbered name, unless that name is taken."""
+    wanted = latents_path_for(video)
+    if wanted == latents:
+        return latents
+    try:
+        os.link(latents, wanted)
+    except OSError:
+        return latents
+    latents.unlink()
+    return wanted
 
 
 def _package_versions() -> dict[str, str]:
@@ -47,12 +198,13 @@ def _package_versions() -> dict[str, str]:
     return versions
 
 
-def describe_model_files(files: Mapping[str, Path | None]) -> dict[str, dict[str, Any] | None]:
-    """Name and size of each model file (folders: total size), for the sidecar."""
+def describe_model_files(files: Mapping[str, Any]) -> dict[str, dict[str, Any] | None]:
+    """Name and size of each model file (folders: total size), for the sidecar. Entries that are
+    descriptions already (read back from a latents file) are kept as they are."""
     out: dict[str, dict[str, Any] | None] = {}
     for role, path in files.items():
-        if path is None:
-            out[role] = None
+        if path is None or isinstance(path, Mapping):
+            out[role] = None if path is None else dict(path)
             continue
         p = Path(path)
         size = sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) if p.is_dir() else p.stat().st_size
@@ -65,54 +217,54 @@ def write_generation(
     output_path: str | Path,
     *,
     parameters: Mapping[str, Any],
-    model_files: Mapping[str, Path | None],
+    model_files: Mapping[str, Any],
     overwrite: bool = False,
-) -> Path:
-    """Encode the video with its audio and write the `.json` sidecar beside it, as a pair.
+) -> tuple[Path, Path]:
+    """Encode the video with its audio and write the `.json` sidecar beside it, as a pair; return both.
 
-    Both are written under temporary names and renamed only once the video is complete, the sidecar
-    first: a failure while decoding or encoding leaves no new file and any existing ones unchanged,
-    and a video never appears without its sidecar. Existing files are refused unless `overwrite`.
+    The video is encoded under a temporary name and published with its sidecar only once complete
+    (`publish_with_sidecar`): a failure while decoding or encoding leaves no new file and any existing
+    ones unchanged, and a video never appears without its sidecar.
     """
-    video_path = check_output_path(output_path, overwrite=overwrite)
-    json_path = check_output_path(sidecar_path(video_path), overwrite=overwrite)
+    target = check_output_path(output_path, overwrite=overwrite)
+    check_output_path(sidecar_path(target), overwrite=overwrite)
     # Described before the long encode so the sidecar shows the files the run started with.
     files = describe_model_files(model_files)
-    sidecar_published = False
-    try:
-        with atomic_output(video_path, overwrite=overwrite) as video_tmp:
-            written = write_video(
-                video_tmp,
-                generation.frames,
-                fps=generation.frame_rate,
-                audio=generation.audio,
-                audio_sample_rate=generation.audio_sample_rate,
-                overwrite=True,  # the temporary file atomic_output has just created
-                expected_frames=generation.num_frames,
+    with partial_file(target) as tmp:
+        written = encode_video(
+            tmp,
+            generation.iter_frames(),
+            fps=generation.frame_rate,
+            audio=generation.audio,
+            audio_sample_rate=generation.audio_sample_rate,
+            container_suffix=target.suffix,
+            expected_frames=generation.num_frames,
+        )
+
+        def sidecar_text(final_path: Path) -> str:
+            return json_text(
+                {
+                    "output": final_path.name,
+                    "prompt": generation.prompt,
+                    "parameters": dict(parameters),
+                    "video": {
+                        "num_frames": written.frames,
+                        "height": written.height,
+                        "width": written.width,
+                        "frame_rate": generation.frame_rate,
+                    },
+                    "audio": None
+                    if generation.audio is None
+                    else {"sample_rate": generation.audio_sample_rate, "samples": written.audio_samples},
+                    "decode_tiling": None if generation.tiling is None else generation.tiling.to_dict(),
+                    "model_files": files,
+                    "versions": _package_versions(),
+                }
             )
-            sidecar = {
-                "output": video_path.name,
-                "prompt": generation.prompt,
-                "parameters": dict(parameters),
-                "video": {
-                    "num_frames": written.frames,
-                    "height": written.height,
-                    "width": written.width,
-                    "frame_rate": generation.frame_rate,
-                },
-                "audio": None
-                if generation.audio is None
-                else {"sample_rate": generation.audio_sample_rate, "samples": written.audio_samples},
-                "decode_tiling": None if generation.tiling is None else generation.tiling.to_dict(),
-                "model_files": files,
-                "versions": _package_versions(),
-            }
-            write_json_atomic(json_path, sidecar, overwrite=overwrite)
-            sidecar_published = True
-        # Leaving the block renamed the video into place.
-    except BaseException:
-        if sidecar_published:  # its video could not be put in place: a sidecar alone would mislead
-            json_path.unlink(missing_ok=True)
-        raise
-    logger.info("wrote %s and %s", video_path, json_path.name)
-    return video_path
+
+        video, sidecar = publish_with_sidecar(tmp, target, sidecar_text, overwrite=overwrite)
+    logger.info(
+        "wrote %s (%d frames %dx%d at %s fps) and %s", video, written.frames, written.width, written.height,
+        written.fps, sidecar.name,
+    )  # fmt: skip
+    return video, sidecar

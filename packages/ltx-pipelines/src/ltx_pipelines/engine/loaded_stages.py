@@ -7,7 +7,7 @@ pipeline module reads as its sequence of stages and holds at most one large mode
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,23 +15,17 @@ import torch
 from torch import nn
 
 from ltx_core.conditioning import ConditioningItem
-from ltx_core.loader import build_model
-from ltx_core.model.audio_vae import AUDIO_DECODER, VOCODER
 from ltx_core.model.upsampler import LATENT_UPSAMPLER, upsample_video_latent
-from ltx_core.model.video_vae import VIDEO_DECODER, VIDEO_ENCODER
+from ltx_core.model.video_vae import VIDEO_ENCODER
 from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import DEFAULT_SCALE_FACTORS, VideoPixelShape
 from ltx_pipelines.engine.defaults import defaults_for_checkpoint
+from ltx_pipelines.engine.final_latents import FinalLatents, attach_final_latents
 from ltx_pipelines.engine.generation import Generation
-from ltx_pipelines.engine.model_loading import Placement, loaded, release
-from ltx_pipelines.engine.noise import NoiseSource
-from ltx_pipelines.engine.stages import (
-    ImageCondition,
-    decode_audio_waveform,
-    decode_video_frames,
-    image_conditionings,
-)
+from ltx_pipelines.engine.model_loading import Placement, loaded
+from ltx_pipelines.engine.noise import NoiseSource, fork_noise
+from ltx_pipelines.engine.stages import ImageCondition, image_conditionings
 
 
 @dataclass(frozen=True)
@@ -73,41 +67,12 @@ def upsample_between_stages(
         return upsample_video_latent(video_latent, upsampler, latent_statistics)
 
 
-def decode_audio_from_checkpoint(
-    checkpoint: Path, placement: Placement, audio_latent: torch.Tensor
-) -> tuple[torch.Tensor, int]:
-    """(2, N) float32 waveform and its sample rate; the vocoder always runs in float32."""
-    with (
-        loaded(AUDIO_DECODER, checkpoint, placement) as audio_decoder,
-        loaded(VOCODER, checkpoint, placement, dtype=torch.float32) as vocoder,
-    ):
-        waveform = decode_audio_waveform(audio_decoder, vocoder, audio_latent)
-        return waveform, int(vocoder.output_sample_rate)
-
-
-def decoded_video_frames(
-    checkpoint: Path,
-    placement: Placement,
-    video_latent: torch.Tensor,
-    tiling: TilingConfig | None,
-    noise: NoiseSource,
-) -> Iterator[torch.Tensor]:
-    """Frame chunks decoded lazily: the decoder loads when the first chunk is asked for and is freed
-    after the last (or when the consumer stops early)."""
-    decoder = None
-    try:
-        decoder = build_model(VIDEO_DECODER, checkpoint, dtype=placement.dtype, device=placement.device)
-        yield from decode_video_frames(decoder, video_latent, tiling, noise)
-    finally:
-        release(decoder)
-
-
 def decoded_generation(
     checkpoint: Path,
     placement: Placement,
     shape: VideoPixelShape,
     video_latent: torch.Tensor,
-    audio_latent: torch.Tensor,
+    audio_latent: torch.Tensor | None,
     *,
     tiling: TilingConfig | None,
     noise: NoiseSource,
@@ -115,20 +80,45 @@ def decoded_generation(
 ) -> Generation:
     """The Generation of a finished run: audio decoded now, video frames decoded as they are consumed.
 
-    `tiling` None picks the automatic layout for the output size (`decode_tiling_for`)."""
-    tiling = decode_tiling_for(shape, tiling)
-    waveform, sample_rate = decode_audio_from_checkpoint(checkpoint, placement, audio_latent)
+    `tiling` None picks the automatic layout for the output size (`decode_tiling_for`). The Generation
+    keeps the final latents (`final`), so they can be saved if decoding fails later; a failure decoding
+    the audio here carries them on the exception (`final_latents_of`).
+    """
+    final = FinalLatents(
+        video=video_latent,
+        audio=audio_latent,
+        shape=shape,
+        checkpoint=checkpoint,
+        placement=placement,
+        tiling=decode_tiling_for(shape, tiling),
+        noise=fork_noise(noise),
+    )
+    return generation_from_final(final, latents=latents)
+
+
+def generation_from_final(
+    final: FinalLatents, *, prompt: str = "", latents: dict[str, torch.Tensor] | None = None
+) -> Generation:
+    """A Generation that decodes `final`: the audio now, the video frames lazily."""
+    try:
+        waveform, sample_rate = final.decode_audio()
+    except BaseException as error:
+        attach_final_latents(error, final)
+        raise
+    shape = final.shape
     return Generation(
-        frames=decoded_video_frames(checkpoint, placement, video_latent, tiling, noise),
+        frames=final.decode_frames(),
         num_frames=shape.frames,
         height=shape.height,
         width=shape.width,
         frame_rate=shape.fps,
         audio=waveform,
         audio_sample_rate=sample_rate,
-        prompt="",
-        latents=latents,
-        tiling=tiling,
+        prompt=prompt,
+        latents=dict(latents or {}),
+        final=final,
+        model_files={"checkpoint": final.checkpoint},
+        tiling=final.tiling,
     )
 
 

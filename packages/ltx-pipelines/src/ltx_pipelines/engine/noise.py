@@ -34,6 +34,30 @@ class SeededNoise:
         noise = torch.randn(tuple(shape), generator=self._generator, dtype=torch.float32)
         return noise.to(device=device, dtype=dtype)
 
+    def generator_state(self) -> torch.Tensor | None:
+        """Where the draws stand (a copy of the generator's state), or None before the first draw."""
+        return None if self._generator is None else self._generator.get_state().clone()
+
+    @classmethod
+    def resumed(cls, seed: int, state: torch.Tensor | None) -> SeededNoise:
+        """A source whose next draw is the one that followed `state` (None: the seed's first draw)."""
+        source = cls(seed)
+        if state is not None:
+            source._generator = torch.Generator(device="cpu")
+            source._generator.set_state(state.clone())
+        return source
+
+    def fork(self) -> SeededNoise:
+        """An independent copy at the same point: its draws are the ones this source would make next."""
+        return SeededNoise.resumed(self.seed, self.generator_state())
+
+
+def fork_noise(noise: NoiseSource) -> NoiseSource:
+    """A copy of `noise` at its current point (sources that keep no position are returned as they are),
+    so the same draws can be made again, e.g. to decode a video twice."""
+    fork = getattr(noise, "fork", None)
+    return fork() if callable(fork) else noise
+
 
 @dataclass(frozen=True)
 class ReplayedNoise:

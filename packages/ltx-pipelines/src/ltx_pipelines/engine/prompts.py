@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ltx_core.loader import CheckpointError
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.text_encoders.gemma.prompt_encoding import context_row
 from ltx_pipelines.engine.model_loading import Placement
@@ -38,14 +39,21 @@ def encode_prompt(
         first = min(images, key=lambda i: i.frame_idx) if images else None
         image = read_image_rgb(first.path) if first is not None and first.path is not None else None
         enhancement = PromptEnhancement(image=image, seed=seed)
-    encoded = encode_text_prompts(
-        list(prompts),
-        gemma_root=gemma_root,
-        checkpoint=checkpoint,
-        dtype=placement.dtype,
-        device=placement.device,
-        enhancement=enhancement,
-    )
+    try:
+        encoded = encode_text_prompts(
+            list(prompts),
+            gemma_root=gemma_root,
+            checkpoint=checkpoint,
+            dtype=placement.dtype,
+            device=placement.device,
+            enhancement=enhancement,
+        )
+    except CheckpointError as e:
+        # Usually a Gemma folder of another size than the checkpoint's: name both files.
+        raise CheckpointError(
+            f"encoding the prompt with the Gemma folder {str(gemma_root)!r} and the text stage of "
+            f"{str(checkpoint)!r} failed: {e}; pass the Gemma 3 folder this checkpoint was made for (--gemma-root)"
+        ) from e
     if enhance:
         logger.info("enhanced prompt: %s", encoded.prompts[0])
     return encoded.contexts, encoded.prompts[0]

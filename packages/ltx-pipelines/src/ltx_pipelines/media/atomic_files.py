@@ -2,6 +2,12 @@
 
 Nothing that already exists is replaced unless the caller says so (`overwrite=True`, the CLI's
 `--overwrite`), and a failed write leaves neither a partial file nor a changed original.
+
+Temporary files are hidden (`.clip.mp4.<random>.partial.mp4`) and locked (`fcntl.flock`) for as long as
+their writer lives, so a later run in the same folder can tell the leftovers of a killed run (unlocked)
+from the work of a run still going (locked) and remove only the former (`remove_stale_partials`).
+Each temporary file is flushed to disk before it is renamed, and the folder after, so a power cut
+never leaves a complete-looking name over incomplete data.
 """
 
 from __future__ import annotations
@@ -11,13 +17,23 @@ import enum
 import json
 import logging
 import os
+import re
 import tempfile
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 logger = logging.getLogger(__name__)
+
+PARTIAL_MARK = ".partial"
+# `.{target name}.{mkstemp's 8 random characters}.partial{target suffix}`: only our own temporary files.
+_PARTIAL_NAME = re.compile(r"^\..+\.[A-Za-z0-9_]{8}\.partial(\.[^./]+)?$")
+# A live writer locks its temporary file right after creating it; a file younger than this may be in
+# that instant, so it is never taken for a leftover.
+STALE_PARTIAL_MIN_AGE_S = 60.0
+_MAX_NUMBERED = 10_000
 
 
 class OutputExistsError(FileExistsError):
@@ -45,52 +61,256 @@ def check_output_path(path: str | Path, *, overwrite: bool) -> Path:
     return p
 
 
-def _publish(tmp: Path, target: Path, *, overwrite: bool) -> None:
-    if overwrite:
-        os.replace(tmp, target)
+def sidecar_path(output_path: str | Path) -> Path:
+    """Where the run parameters of an output go: beside it, same stem, `.json`."""
+    return Path(output_path).with_suffix(".json")
+
+
+def numbered_path(path: Path, number: int) -> Path:
+    """`clip.mp4` -> `clip-3.mp4` (number 0 is the path itself)."""
+    return path if number == 0 else path.with_name(f"{path.stem}-{number}{path.suffix}")
+
+
+# ---- permissions and durability -----------------------------------------------------------------------
+
+
+def current_umask() -> int:
+    """The process umask, read without changing it where the OS allows (setting it briefly would be seen
+    by other threads creating files at that moment)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def apply_umask(path: Path) -> None:
+    """Give `path` (and everything below a folder) the permissions a plain open()/mkdir() would: some
+    writers (mkstemp, safetensors, parts of transformers) create files private whatever the umask says."""
+    umask = current_umask()
+    for item in (path, *(path.rglob("*") if path.is_dir() else ())):
+        os.chmod(item, (0o777 if item.is_dir() else 0o666) & ~umask)
+
+
+def fsync_file(path: Path) -> None:
+    """Flush a written file's data to the disk (before it is renamed into place)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_folder(folder: Path) -> None:
+    """Flush a folder's entries (after a rename in it). Not every OS can open a folder; that is no error."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
         return
-    # A hard link fails atomically when the target appeared meanwhile; fall back to a checked
-    # rename on filesystems without hard links.
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+# ---- temporary files and their locks --------------------------------------------------------------------
+
+
+def _try_lock(fd: int) -> bool:
+    """An exclusive, non-blocking advisory lock on an open file; True without fcntl (nothing to check)."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: no flock; an open file there cannot be deleted by another run anyway
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return True
+
+
+@contextmanager
+def partial_file(target: str | Path) -> Iterator[Path]:
+    """A new empty temporary file in `target`'s folder (created if needed), locked for the block.
+
+    The caller writes it and usually renames it into place inside the block (`publish_file`,
+    `publish_with_sidecar`); whatever is still at the temporary name when the block ends is removed.
+    The name keeps the target's suffix so tools choosing a format from the extension still work.
+    """
+    target = Path(target).expanduser().absolute()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=f"{PARTIAL_MARK}{target.suffix}")
+    tmp = Path(name)
+    try:
+        _try_lock(fd)  # just created: nobody else can hold it
+        # mkstemp creates the file private (0600); give the output the permissions a plain open() would.
+        os.chmod(tmp, 0o666 & ~current_umask())
+        yield tmp
+    finally:
+        tmp.unlink(missing_ok=True)
+        os.close(fd)  # releases the lock, after the name is gone
+
+
+def remove_stale_partials(folder: str | Path, *, min_age_s: float = STALE_PARTIAL_MIN_AGE_S) -> list[Path]:
+    """Remove the temporary files that killed runs left in `folder`, reporting each; return them.
+
+    A temporary file is stale when no process holds its lock (its writer is gone) and it is older than
+    `min_age_s` (a writer locks its file right after creating it). Files of runs still going are left.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    removed = []
+    now = time.time()
+    for path in sorted(folder.iterdir()):
+        if not _PARTIAL_NAME.match(path.name) or not path.is_file():
+            continue
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue  # removed meanwhile by its writer
+        try:
+            age = now - os.fstat(fd).st_mtime
+            if age < min_age_s or not _try_lock(fd):
+                continue
+            size = os.fstat(fd).st_size
+            path.unlink(missing_ok=True)
+        finally:
+            os.close(fd)
+        logger.warning("removed %s (%d bytes), a temporary file left by an interrupted run", path, size)
+        removed.append(path)
+    return removed
+
+
+# ---- putting finished files in place -----------------------------------------------------------------------
+
+
+def _link_new(tmp: Path, target: Path) -> None:
+    """Give the finished `tmp` the name `target` unless that name exists (FileExistsError then).
+
+    A hard link fails atomically when the target appeared meanwhile; filesystems without hard links get
+    a checked rename (a file appearing in between could then be replaced).
+    """
     try:
         os.link(tmp, target)
     except FileExistsError:
-        raise OutputExistsError(
-            f"output {str(target)!r} appeared while it was being written; pass --overwrite to replace it"
-        ) from None
+        raise
     except OSError:
         if target.exists():
-            raise OutputExistsError(f"output {str(target)!r} already exists; pass --overwrite to replace it") from None
+            raise FileExistsError(target) from None
         os.replace(tmp, target)
     else:
         tmp.unlink()
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+def publish_file(tmp: Path, target: Path, *, overwrite: bool) -> None:
+    """Flush `tmp` and rename it to `target` (replacing it only with `overwrite`)."""
+    fsync_file(tmp)
+    if overwrite:
+        os.replace(tmp, target)
+    else:
+        try:
+            _link_new(tmp, target)
+        except FileExistsError:
+            raise OutputExistsError(
+                f"output {str(target)!r} appeared while it was being written; pass --overwrite to replace it"
+            ) from None
+    fsync_folder(target.parent)
 
 
 @contextmanager
 def atomic_output(path: str | Path, *, overwrite: bool = False) -> Iterator[Path]:
-    """Yield a temporary path in the target's folder; on success it becomes `path`, on error it is removed.
-
-    The temporary name keeps the target's suffix (`.clip.mp4.<random>.partial.mp4`) so that tools
-    choosing a format from the extension still work.
-    """
+    """Yield a temporary path in the target's folder; on success it becomes `path`, on error it is removed."""
     target = check_output_path(path, overwrite=overwrite)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=f".partial{target.suffix}")
-    os.close(fd)
-    tmp = Path(tmp_name)
-    # mkstemp creates the file private (0600); give the output the permissions a plain open() would.
-    os.chmod(tmp, 0o666 & ~_umask())
-    try:
+    with partial_file(target) as tmp:
         yield tmp
-        _publish(tmp, target, overwrite=overwrite)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+        publish_file(tmp, target, overwrite=overwrite)
+
+
+def _replace_together(pairs: list[tuple[Path, Path]]) -> None:
+    """Rename each finished temporary file over its target, all or none.
+
+    The existing targets are first hard-linked to backup names; if any rename fails (or the run is
+    interrupted) the targets are put back as they were, so a video and its sidecar are only ever
+    replaced as a pair.
+    """
+    backups: dict[Path, Path] = {}
+    try:
+        for _, target in pairs:
+            if target.exists():
+                backup = target.with_name(f".{target.name}.{os.getpid()}-{time.monotonic_ns()}.old{PARTIAL_MARK}")
+                os.link(target, backup)
+                backups[target] = backup
+        done: list[Path] = []
+        try:
+            for tmp, target in pairs:
+                os.replace(tmp, target)
+                done.append(target)
+        except BaseException:
+            for target in done:
+                if target in backups:
+                    os.replace(backups[target], target)
+                else:
+                    target.unlink(missing_ok=True)  # it did not exist before this call
+            raise
+    finally:
+        for backup in backups.values():
+            backup.unlink(missing_ok=True)
+
+
+def publish_with_sidecar(
+    tmp: Path, target: Path, sidecar_text: Callable[[Path], str], *, overwrite: bool
+) -> tuple[Path, Path]:
+    """Put the finished file `tmp` at `target` together with its `.json` sidecar; return both paths.
+
+    `sidecar_text(final_path)` gives the sidecar's content for the name the file finally gets.
+    With `overwrite`, an existing pair is replaced as a pair (on any failure both stay as they were).
+    Without it, a name taken while the run was working does not cost the result: the pair goes to the
+    first free numbered name (`clip-1.mp4` + `clip-1.json`), with a warning. The sidecar is given its
+    name first, so a video never appears without its sidecar.
+    """
+    target = Path(target).expanduser().absolute()
+    fsync_file(tmp)
+    with partial_file(sidecar_path(target)) as json_tmp:
+        if overwrite:
+            json_tmp.write_text(sidecar_text(target), encoding="utf-8")
+            fsync_file(json_tmp)
+            _replace_together([(tmp, target), (json_tmp, sidecar_path(target))])
+            fsync_folder(target.parent)
+            return target, sidecar_path(target)
+        for number in range(_MAX_NUMBERED):
+            candidate = numbered_path(target, number)
+            json_target = sidecar_path(candidate)
+            json_tmp.write_text(sidecar_text(candidate), encoding="utf-8")
+            fsync_file(json_tmp)
+            try:
+                _link_new(json_tmp, json_target)
+            except FileExistsError:
+                continue
+            try:
+                _link_new(tmp, candidate)
+            except FileExistsError:
+                json_target.unlink()  # ours, named a moment ago; the next candidate rewrites the temporary file
+                continue
+            except BaseException:
+                json_target.unlink(missing_ok=True)
+                raise
+            fsync_folder(target.parent)
+            if number:
+                logger.warning(
+                    "%s appeared while this run was writing it; the result was written as %s and %s instead",
+                    target,
+                    candidate.name,
+                    json_target.name,
+                )
+            return candidate, json_target
+    raise OutputExistsError(f"no free numbered name for {str(target)!r} (tried up to {_MAX_NUMBERED - 1})")
 
 
 def _to_json(value: Any) -> Any:
@@ -108,14 +328,14 @@ def _to_json(value: Any) -> Any:
     return str(value)
 
 
-def sidecar_path(output_path: str | Path) -> Path:
-    """Where the run parameters of an output go: beside it, same stem, `.json`."""
-    return Path(output_path).with_suffix(".json")
+def json_text(data: Mapping[str, Any]) -> str:
+    """`data` as the indented JSON the sidecars use (Paths, enums, dataclasses, tuples converted)."""
+    return json.dumps(data, indent=2, sort_keys=True, default=_to_json, ensure_ascii=False) + "\n"
 
 
 def write_json_atomic(path: str | Path, data: Mapping[str, Any], *, overwrite: bool = False) -> Path:
     """Write `data` as indented JSON (Paths, enums, dataclasses, tuples converted) via a temporary file."""
-    text = json.dumps(data, indent=2, sort_keys=True, default=_to_json, ensure_ascii=False) + "\n"
+    text = json_text(data)
     with atomic_output(path, overwrite=overwrite) as tmp:
         tmp.write_text(text, encoding="utf-8")
     logger.info("wrote %s", path)

@@ -8,6 +8,7 @@ so the container never buffers more than a chunk's worth of packets.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Iterable, Iterator
@@ -211,9 +212,59 @@ def write_video(
     The file appears only once complete; an existing file is kept unless `overwrite`.
     """
     path = Path(output_path)
-    container_format = _CONTAINER_FORMATS.get(path.suffix.lower())
+    _container_format(path)  # an unsupported name is refused before anything is created
+    with atomic_output(path, overwrite=overwrite) as tmp:
+        written = encode_video(
+            tmp,
+            frames,
+            fps=fps,
+            audio=audio,
+            audio_sample_rate=audio_sample_rate,
+            container_suffix=path.suffix,
+            crf=crf,
+            preset=preset,
+            expected_frames=expected_frames,
+            total_chunks=total_chunks,
+            encoder_threads=encoder_threads,
+        )
+    written = dataclasses.replace(written, path=path.expanduser().absolute())
+    logger.info(
+        "wrote %s: %d frames %dx%d at %s fps%s",
+        path,
+        written.frames,
+        written.width,
+        written.height,
+        written.fps,
+        f", {written.audio_samples} audio samples at {audio_sample_rate} Hz" if written.audio_samples else "",
+    )
+    return written
+
+
+def _container_format(path: Path, suffix: str | None = None) -> str:
+    container_format = _CONTAINER_FORMATS.get((suffix or path.suffix).lower())
     if container_format is None:
         raise MediaError(f"unsupported video output {str(path)!r}; accepted extensions: {sorted(_CONTAINER_FORMATS)}")
+    return container_format
+
+
+def encode_video(
+    path: Path,
+    frames: Iterable[torch.Tensor] | torch.Tensor,
+    *,
+    fps: float | Fraction,
+    audio: torch.Tensor | None = None,
+    audio_sample_rate: int | None = None,
+    container_suffix: str | None = None,
+    crf: int = DEFAULT_VIDEO_CRF,
+    preset: str = DEFAULT_X264_PRESET,
+    expected_frames: int | None = None,
+    total_chunks: int | None = None,
+    encoder_threads: int = DEFAULT_X264_THREADS,
+) -> WrittenVideo:
+    """`write_video` straight into `path` (an existing file there is truncated): for callers that manage
+    the temporary name themselves. `container_suffix` (default: `path`'s) picks the container."""
+    path = Path(path)
+    container_format = _container_format(path, container_suffix)
     if not 0 <= crf <= 51:
         raise ValueError(f"crf must be in 0..51; got {crf}")
     if encoder_threads < 0:
@@ -226,55 +277,45 @@ def write_video(
         waveform = _stereo_waveform(audio)
 
     chunks: Iterator[torch.Tensor] = iter([frames]) if isinstance(frames, torch.Tensor) else iter(frames)
-    with atomic_output(path, overwrite=overwrite) as tmp:
-        first = next(chunks, None)
-        if first is None:
-            raise MediaError("no video frames to write: the frame iterator was empty")
-        height, width = _check_chunk(first, None)
+    first = next(chunks, None)
+    if first is None:
+        raise MediaError("no video frames to write: the frame iterator was empty")
+    height, width = _check_chunk(first, None)
 
-        container = av.open(str(tmp), mode="w", format=container_format)
-        encoder: _BackgroundVideoEncoder | None = None
+    container = av.open(str(path), mode="w", format=container_format)
+    encoder: _BackgroundVideoEncoder | None = None
+    try:
+        options = {"crf": str(crf), "preset": preset, "x264-params": _X264_PARAMS}
+        stream = container.add_stream("libx264", rate=rate, options=options)
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        cc = stream.codec_context
+        cc.thread_count = encoder_threads
+        cc.colorspace, cc.color_primaries, cc.color_trc = _AVCOL_BT709, _AVCOL_BT709, _AVCOL_BT709
+        cc.color_range = _AVCOL_RANGE_MPEG
+        feeder = _AudioFeeder(container, waveform, audio_sample_rate) if waveform is not None else None
+        encoder = _BackgroundVideoEncoder(container, stream, feeder)
+
+        def all_chunks() -> Iterator[torch.Tensor]:
+            yield first
+            yield from chunks
+
+        for chunk in progress(all_chunks(), desc="encode video", total=total_chunks, unit="chunk"):
+            _check_chunk(chunk, (height, width))
+            encoder.submit(rgb_to_yuv420p_bt709(chunk).cpu().numpy())
+        encoder.finish()
+        if expected_frames is not None and encoder.frames != expected_frames:
+            raise MediaError(f"expected {expected_frames} video frames but the iterator gave {encoder.frames}")
+    except BaseException:
+        if encoder is not None:
+            encoder.stop()
         try:
-            options = {"crf": str(crf), "preset": preset, "x264-params": _X264_PARAMS}
-            stream = container.add_stream("libx264", rate=rate, options=options)
-            stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
-            cc = stream.codec_context
-            cc.thread_count = encoder_threads
-            cc.colorspace, cc.color_primaries, cc.color_trc = _AVCOL_BT709, _AVCOL_BT709, _AVCOL_BT709
-            cc.color_range = _AVCOL_RANGE_MPEG
-            feeder = _AudioFeeder(container, waveform, audio_sample_rate) if waveform is not None else None
-            encoder = _BackgroundVideoEncoder(container, stream, feeder)
-
-            def all_chunks() -> Iterator[torch.Tensor]:
-                yield first
-                yield from chunks
-
-            for chunk in progress(all_chunks(), desc="encode video", total=total_chunks, unit="chunk"):
-                _check_chunk(chunk, (height, width))
-                encoder.submit(rgb_to_yuv420p_bt709(chunk).cpu().numpy())
-            encoder.finish()
-            if expected_frames is not None and encoder.frames != expected_frames:
-                raise MediaError(f"expected {expected_frames} video frames but the iterator gave {encoder.frames}")
-        except BaseException:
-            if encoder is not None:
-                encoder.stop()
-            try:
-                container.close()
-            except Exception as close_error:  # the original error matters more
-                logger.debug("closing the failed output raised %s", close_error)
-            raise
-        container.close()
+            container.close()
+        except Exception as close_error:  # the original error matters more
+            logger.debug("closing the failed output raised %s", close_error)
+        raise
+    container.close()
 
     audio_samples = 0 if waveform is None else int(waveform.shape[1])
-    logger.info(
-        "wrote %s: %d frames %dx%d at %s fps%s",
-        path,
-        encoder.frames,
-        width,
-        height,
-        rate,
-        f", {audio_samples} audio samples at {audio_sample_rate} Hz" if audio_samples else "",
-    )
     return WrittenVideo(
         path=path.expanduser().absolute(),
         frames=encoder.frames,

@@ -1,0 +1,103 @@
+"""How a failed run ends on the command line: one line naming what failed and what to do, exit code 1.
+
+Bad arguments never get here (argparse and validation exit with code 2 before any model is built).
+Everything raised later - a checkpoint whose keys or shapes do not fit, a Gemma folder of the wrong
+width, an image that turns out truncated, a full disk, exhausted memory - is turned into one line on
+stderr; the traceback is printed only with `--log-level DEBUG`.
+"""
+
+from __future__ import annotations
+
+import errno
+import shlex
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+import torch
+
+from ltx_core.conditioning import ConditioningError
+from ltx_core.loader import CheckpointError
+from ltx_pipelines.cli.hf_paths import HfPathError
+from ltx_pipelines.engine.final_latents import saved_latents_of
+from ltx_pipelines.engine.latents_file import LatentsFileError
+from ltx_pipelines.media.atomic_files import OutputExistsError
+from ltx_pipelines.media.errors import MediaError
+
+EXIT_FAILED = 1
+EXIT_INTERRUPTED = 130  # the shell's code for a run ended by Ctrl-C (128 + SIGINT)
+_MAX_DETAIL = 1000
+_DISK_FULL = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}
+_NO_PERMISSION = {errno.EACCES, errno.EPERM, errno.EROFS}
+
+
+@dataclass(frozen=True)
+class ErrorLine:
+    text: str
+    exit_code: int = EXIT_FAILED
+
+
+def _detail(error: BaseException) -> str:
+    """The error's message on one line, shortened (torch's memory reports run to many lines)."""
+    text = " ".join(str(error).split())
+    if not text:
+        text = type(error).__name__
+    return text if len(text) <= _MAX_DETAIL else text[: _MAX_DETAIL - 3] + "..."
+
+
+def _is_out_of_memory(error: BaseException) -> bool:
+    if isinstance(error, MemoryError):
+        return True
+    oom = getattr(torch, "OutOfMemoryError", None) or getattr(torch.cuda, "OutOfMemoryError", None)
+    if oom is not None and isinstance(error, oom):
+        return True
+    return isinstance(error, RuntimeError) and "out of memory" in str(error).lower()
+
+
+def describe_error(error: BaseException, *, output_path: Path | None = None) -> ErrorLine:
+    """The line (without the `error:` prefix) and the exit code for `error`."""
+    if isinstance(error, KeyboardInterrupt):
+        return ErrorLine("interrupted", EXIT_INTERRUPTED)
+    if _is_out_of_memory(error):
+        return ErrorLine(
+            f"out of memory ({_detail(error)}); try a smaller --height/--width/--num-frames, --dtype bfloat16, "
+            "or close other programs using the GPU"
+        )
+    if isinstance(error, OSError) and error.errno in _DISK_FULL:
+        where = error.filename or (output_path.parent if output_path is not None else None)
+        place = f" writing {str(where)!r}" if where else ""
+        return ErrorLine(
+            f"no space left on the disk{place}; free some space or choose an --output-path on another disk"
+        )
+    if isinstance(error, OSError) and error.errno in _NO_PERMISSION and error.filename:
+        return ErrorLine(f"permission denied for {str(error.filename)!r} ({_detail(error)}); check its permissions")
+    if isinstance(error, CheckpointError):
+        return ErrorLine(f"{_detail(error)} (check that each model file is the one its flag expects)")
+    if isinstance(error, (MediaError, HfPathError, ConditioningError, OutputExistsError, LatentsFileError)):
+        return ErrorLine(_detail(error))
+    return ErrorLine(
+        f"{type(error).__name__}: {_detail(error)} (run again with --log-level DEBUG to see where it happened)"
+    )
+
+
+def report_error(
+    error: BaseException, *, debug: bool, output_path: Path | None = None, stream: TextIO | None = None
+) -> int:
+    """Print the one line for `error` (after the traceback when `debug`) and return the exit code."""
+    stream = stream or sys.stderr
+    if debug:
+        traceback.print_exception(type(error), error, error.__traceback__, file=stream)
+    line = describe_error(error, output_path=output_path)
+    text = line.text
+    latents = saved_latents_of(error)
+    if latents is not None:
+        target = output_path if output_path is not None else latents.with_name("output.mp4")
+        text += (
+            f"; the denoised latents are saved in {str(latents)!r}: finish with "
+            f"python -m ltx_pipelines.decode --latents {shlex.quote(str(latents))} "
+            f"--output-path {shlex.quote(str(target))}"
+        )
+    print(f"error: {text}", file=stream, flush=True)
+    return line.exit_code

@@ -1,0 +1,124 @@
+"""Decode saved latents into the video and sidecar their run would have written: `python -m ltx_pipelines.decode`.
+
+A run keeps its denoised latents in `<output stem>.latents.safetensors` when decoding or encoding
+fails (and on success with `--save-latents`). This finishes such a run: it decodes the latents with
+the VAE and vocoder of the checkpoint the run used (recorded in the file; `--checkpoint-path`
+points elsewhere, e.g. after moving the models), with the run's tiling, dtype and decoder noise,
+so the frames are the ones the uninterrupted run would have written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from ltx_core.loader import CheckpointError
+from ltx_core.model.video_vae.tiling import TilingConfig
+from ltx_pipelines.cli.args import DTYPE_CHOICES, LOG_LEVELS, configure_logging, make_parser
+from ltx_pipelines.cli.hf_paths import HfPathError, resolve_model_path
+from ltx_pipelines.cli.runner import gc_skips_loaded_modules, run_reporting_errors
+from ltx_pipelines.cli.tiling_flags import add_tiling_args, tiling_from_args
+from ltx_pipelines.engine.checkpoint_kind import check_checkpoint_kind
+from ltx_pipelines.engine.generation import SavedGeneration
+from ltx_pipelines.engine.latents_file import LatentsFileError, load_latents, read_latents_header
+from ltx_pipelines.engine.loaded_stages import generation_from_final
+from ltx_pipelines.media.atomic_files import check_output_path, sidecar_path
+
+logger = logging.getLogger(__name__)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = make_parser("python -m ltx_pipelines.decode", __doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--latents", required=True, help="The .latents.safetensors file a run saved.")
+    parser.add_argument(
+        "--output-path", required=True, help="Where to write the video (.mp4); the sidecar goes beside it."
+    )
+    parser.add_argument(
+        "--checkpoint-path",
+        default=None,
+        help="The LTX checkpoint with the VAE and vocoder, a path or hf:// file (default: the one the run used).",
+    )
+    parser.add_argument("--device", default=None, help="cpu, cuda, cuda:N or mps (default: CUDA, then MPS, then CPU).")
+    parser.add_argument(
+        "--dtype",
+        choices=DTYPE_CHOICES,
+        default=None,
+        help="Decoder precision (default: the run's, for the same frames).",
+    )
+    add_tiling_args(parser, unset_means="the run's own layout, for the same frames")
+    parser.add_argument("--overwrite", action="store_true", help="Replace the output video and sidecar if they exist.")
+    parser.add_argument("--log-level", type=str.upper, choices=LOG_LEVELS, default="INFO", help="Logging verbosity.")
+    return parser
+
+
+def _recorded_tiling(metadata: dict[str, str]) -> TilingConfig | None:
+    spec = json.loads(metadata.get("tiling", "null"))
+    return None if spec is None else TilingConfig.from_dict(spec)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    configure_logging(args.log_level)
+
+    # Checks before anything is loaded (exit code 2, like the pipelines' validation).
+    latents_path = Path(args.latents).expanduser()
+    try:
+        metadata, _ = read_latents_header(latents_path)
+    except LatentsFileError as e:
+        parser.error(f"--latents: {e}")
+    output = Path(args.output_path).expanduser()
+    if output.suffix.lower() != ".mp4":
+        parser.error(f"--output-path {args.output_path!r}: the file name must end in .mp4")
+    try:
+        output = check_output_path(output, overwrite=args.overwrite)
+        check_output_path(sidecar_path(output), overwrite=args.overwrite)
+    except OSError as e:
+        parser.error(f"--output-path: {e}")
+    checkpoint_value = args.checkpoint_path or metadata.get("checkpoint")
+    if not checkpoint_value:
+        parser.error("--checkpoint-path is required: the latents file records no checkpoint")
+    try:
+        checkpoint = resolve_model_path(checkpoint_value)
+        check_checkpoint_kind(checkpoint, "ltx_checkpoint")
+    except (HfPathError, CheckpointError) as e:
+        hint = "" if args.checkpoint_path else " (recorded in the latents file; pass --checkpoint-path if it moved)"
+        parser.error(f"--checkpoint-path: {e}{hint}")
+    from ltx_core.devices import parse_dtype, resolve_device
+
+    try:
+        device = resolve_device(args.device)
+    except (RuntimeError, ValueError) as e:
+        parser.error(f"--device {args.device!r}: {e}")
+    dtype = parse_dtype(args.dtype) if args.dtype else None
+    recorded = _recorded_tiling(metadata)
+    try:
+        tiling = tiling_from_args(args, height=None, width=None, base=recorded)
+    except ValueError as e:
+        parser.error(str(e))
+
+    def body() -> SavedGeneration:
+        loaded = load_latents(latents_path, checkpoint=checkpoint, device=device, dtype=dtype, tiling=tiling)
+        with gc_skips_loaded_modules():
+            generation = generation_from_final(loaded.final, prompt=loaded.record.prompt)
+            # The run's own parameters, except where this video went.
+            parameters = {**loaded.record.parameters, "output_path": str(output)}
+            saved = generation.save(
+                output,
+                overwrite=args.overwrite,
+                parameters=parameters,
+                model_files=loaded.record.model_files,
+                guard_latents=False,  # they are in the file being decoded already
+            )
+        logger.info("decoded %s into %s and %s", latents_path, saved.video, saved.sidecar.name)
+        return saved
+
+    return run_reporting_errors(body, debug=args.log_level == "DEBUG", output_path=output)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

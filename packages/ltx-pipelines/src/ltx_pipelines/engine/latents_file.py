@@ -1,0 +1,203 @@
+"""`<output>.latents.safetensors`: a run's denoised latents with its record, to decode again later.
+
+Written beside the output when decoding or encoding fails (and kept on success with
+`--save-latents`); `python -m ltx_pipelines.decode --latents FILE --output-path OUT` turns it into
+the same video and sidecar the run would have written. The file holds the final video (and audio)
+latent, the decoder's noise state, and as safetensors metadata the sidecar's prompt, parameters and
+model files plus the size, frame rate, tiling and dtype decoding used.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+from ltx_core.devices import default_device, parse_dtype
+from ltx_core.model.video_vae.tiling import TilingConfig
+from ltx_core.types import VideoPixelShape
+from ltx_pipelines.engine.final_latents import FinalLatents
+from ltx_pipelines.engine.model_loading import Placement
+from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
+from ltx_pipelines.media.atomic_files import (
+    OutputExistsError,
+    apply_umask,
+    atomic_output,
+    json_text,
+    numbered_path,
+)
+
+logger = logging.getLogger(__name__)
+
+LATENTS_SUFFIX = ".latents.safetensors"
+LATENTS_FORMAT = "ltx-pipelines/latents"
+LATENTS_FORMAT_VERSION = "1"
+_VIDEO_KEY, _AUDIO_KEY, _NOISE_STATE_KEY = "video_latent", "audio_latent", "decoder_noise_state"
+_MAX_NUMBERED = 10_000
+
+
+class LatentsFileError(ValueError):
+    """A file that is not a readable latents file of this format."""
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """What the sidecar of a run says besides the stream facts: its prompt, parameters and model files
+    (as `describe_model_files` gives them)."""
+
+    prompt: str
+    parameters: dict[str, Any]
+    model_files: dict[str, Any]
+
+
+def latents_path_for(video_path: str | Path) -> Path:
+    """`clip.mp4` -> `clip.latents.safetensors`."""
+    return Path(video_path).with_suffix(LATENTS_SUFFIX)
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def save_latents(path: str | Path, final: FinalLatents, record: RunRecord, *, overwrite: bool = False) -> Path:
+    """Write `final` and `record` to `path` atomically (an existing file is replaced only with `overwrite`)."""
+    tensors = {_VIDEO_KEY: final.video.detach().to("cpu").contiguous()}
+    if final.audio is not None:
+        tensors[_AUDIO_KEY] = final.audio.detach().to("cpu").contiguous()
+    noise: dict[str, Any] = {"kind": "unknown"}
+    if isinstance(final.noise, SeededNoise):
+        noise = {"kind": "seeded", "seed": final.noise.seed}
+        state = final.noise.generator_state()
+        if state is not None:
+            tensors[_NOISE_STATE_KEY] = state
+    shape = final.shape
+    metadata = {
+        "format": LATENTS_FORMAT,
+        "format_version": LATENTS_FORMAT_VERSION,
+        "prompt": record.prompt,
+        "parameters": json_text(record.parameters),
+        "model_files": json_text(record.model_files),
+        "video": json.dumps(
+            {"num_frames": shape.frames, "height": shape.height, "width": shape.width, "frame_rate": shape.fps}
+        ),
+        "tiling": json.dumps(None if final.tiling is None else final.tiling.to_dict()),
+        "checkpoint": str(final.checkpoint),
+        "dtype": _dtype_name(final.placement.dtype),
+        "device": str(final.placement.device),
+        "noise": json.dumps(noise),
+    }
+    with atomic_output(path, overwrite=overwrite) as tmp:
+        save_file(tensors, str(tmp), metadata=metadata)
+        apply_umask(tmp)  # safetensors recreates the file private
+    return Path(path).expanduser().absolute()
+
+
+def save_latents_beside(
+    video_path: str | Path, final: FinalLatents, record: RunRecord, *, overwrite: bool = False
+) -> Path:
+    """Save beside `video_path` as `<stem>.latents.safetensors`; without `overwrite`, a taken name moves
+    the file to the first free numbered one (`<stem>-1.latents.safetensors`), never over another file."""
+    video_path = Path(video_path)
+    if overwrite:
+        return save_latents(latents_path_for(video_path), final, record, overwrite=True)
+    for number in range(_MAX_NUMBERED):
+        try:
+            return save_latents(latents_path_for(numbered_path(video_path, number)), final, record)
+        except OutputExistsError:
+            continue
+    raise OutputExistsError(f"no free name for the latents of {str(video_path)!r}")
+
+
+@dataclass(frozen=True)
+class LoadedLatents:
+    """A latents file read back: what to decode and the record for the sidecar."""
+
+    final: FinalLatents
+    record: RunRecord
+    recorded_checkpoint: Path
+    recorded_tiling: TilingConfig | None
+    recorded_dtype: torch.dtype
+
+
+def _metadata_json(path: Path, metadata: dict[str, str], key: str) -> Any:
+    try:
+        return json.loads(metadata[key])
+    except (KeyError, json.JSONDecodeError) as e:
+        raise LatentsFileError(f"latents file {str(path)!r} has no readable {key!r} entry ({e})") from None
+
+
+def read_latents_header(path: str | Path) -> tuple[dict[str, str], set[str]]:
+    """The metadata and tensor names of a latents file; LatentsFileError for any other file."""
+    p = Path(path).expanduser()
+    try:
+        with safe_open(str(p), framework="pt") as f:
+            metadata = dict(f.metadata() or {})
+            keys = set(f.keys())
+    except FileNotFoundError:
+        raise LatentsFileError(f"latents file {str(p)!r} does not exist") from None
+    except Exception as e:  # safetensors raises its own error types for files of other formats
+        raise LatentsFileError(f"{str(p)!r} is not a safetensors file ({e})") from None
+    if metadata.get("format") != LATENTS_FORMAT or _VIDEO_KEY not in keys:
+        raise LatentsFileError(
+            f"{str(p)!r} is not a latents file written by ltx_pipelines (expected metadata format={LATENTS_FORMAT!r} "
+            f"and a {_VIDEO_KEY!r} tensor; such files are named *{LATENTS_SUFFIX})"
+        )
+    if metadata.get("format_version") != LATENTS_FORMAT_VERSION:
+        raise LatentsFileError(
+            f"latents file {str(p)!r} has format version {metadata.get('format_version')!r}; "
+            f"this version reads {LATENTS_FORMAT_VERSION!r}"
+        )
+    return metadata, keys
+
+
+def load_latents(
+    path: str | Path,
+    *,
+    checkpoint: str | Path | None = None,
+    device: torch.device | None = None,
+    dtype: torch.dtype | None = None,
+    tiling: TilingConfig | None = None,
+) -> LoadedLatents:
+    """Read a latents file. `checkpoint`, `dtype` and `tiling` default to what the run used (the same
+    frames then come out; `TilingConfig.untiled()` decodes in one piece); `device` defaults to the
+    best available."""
+    p = Path(path).expanduser()
+    metadata, keys = read_latents_header(p)
+    with safe_open(str(p), framework="pt") as f:
+        tensors = {key: f.get_tensor(key) for key in keys}
+    video = _metadata_json(p, metadata, "video")
+    saved_tiling_spec = _metadata_json(p, metadata, "tiling")
+    noise_spec = _metadata_json(p, metadata, "noise")
+    saved_tiling = None if saved_tiling_spec is None else TilingConfig.from_dict(saved_tiling_spec)
+    saved_dtype = parse_dtype(metadata.get("dtype", "float32"))
+    noise: NoiseSource
+    if noise_spec.get("kind") == "seeded":
+        noise = SeededNoise.resumed(int(noise_spec["seed"]), tensors.get(_NOISE_STATE_KEY))
+    else:
+        logger.warning("%s records no decoder noise; a timestep-conditioned decoder draws it from seed 0", p)
+        noise = SeededNoise(0)
+    recorded_checkpoint = Path(metadata.get("checkpoint", ""))
+    placement = Placement(device or default_device(), dtype or saved_dtype)
+    final = FinalLatents(
+        video=tensors[_VIDEO_KEY].to(placement.device),
+        audio=tensors[_AUDIO_KEY].to(placement.device) if _AUDIO_KEY in tensors else None,
+        shape=VideoPixelShape(
+            1, int(video["num_frames"]), int(video["height"]), int(video["width"]), float(video["frame_rate"])
+        ),
+        checkpoint=Path(checkpoint).expanduser() if checkpoint is not None else recorded_checkpoint,
+        placement=placement,
+        tiling=tiling if tiling is not None else saved_tiling,
+        noise=noise,
+    )
+    record = RunRecord(
+        prompt=metadata.get("prompt", ""),
+        parameters=_metadata_json(p, metadata, "parameters"),
+        model_files=_metadata_json(p, metadata, "model_files"),
+    )
+    return LoadedLatents(final, record, recorded_checkpoint, saved_tiling, saved_dtype)
