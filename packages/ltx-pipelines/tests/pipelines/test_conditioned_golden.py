@@ -6,15 +6,17 @@ from the fixture's params (the keyframe and IC-LoRA runs belong to their own pip
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 
 from ltx_core.components.guiders import MultiModalGuiderParams
-from ltx_core.components.schedulers import LTX2Scheduler
-from ltx_core.loader import selected_keys
+from ltx_core.components.schedulers import LTX2Scheduler, distilled_sigmas, stage_2_distilled_sigmas
+from ltx_core.loader import LoraSpec, selected_keys
 from ltx_core.model.transformer import AUDIO_ONLY_TRANSFORMER, VIDEO_ONLY_TRANSFORMER
+from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_pipelines.engine.noise import ReplayedNoise
 
@@ -129,3 +131,55 @@ def test_text_to_audio_replays_the_reference(fx, golden_checkpoint, assert_golde
     audio_keys = set(selected_keys(golden_checkpoint, AUDIO_ONLY_TRANSFORMER.ops))
     assert not video_keys & set(read), sorted(video_keys & set(read))[:5]
     assert audio_keys <= set(read)
+
+
+def _stage_loras(p: dict[str, Any], run: str, stage: str, folder: Path) -> list[LoraSpec]:
+    return [LoraSpec(folder / name, float(strength)) for name, strength in p[f"{run}.{stage}_loras"]]
+
+
+def test_audio_to_video_replays_the_reference(fx, golden_checkpoint, golden_spatial_upsampler, golden_dir,
+                                              assert_golden_close):  # fmt: skip
+    from ltx_pipelines.a2vid_two_stage import A2VidPipelineTwoStage, AudioInput
+
+    p = fx.params
+    _run_or_skip(p, "a2vid")
+    settings = p["a2vid.settings"]
+    assert not p["a2vid.stage_1_loras"], "stage 1 runs without LoRAs here"
+    (distilled,) = _stage_loras(p, "a2vid", "stage_2", golden_dir)
+    pipeline = A2VidPipelineTwoStage(
+        golden_checkpoint, golden_spatial_upsampler, None, distilled_lora=distilled,
+        tiling=TilingConfig.from_dict(p["tiling_config"]), **_common(p),
+    )  # fmt: skip
+    torch.testing.assert_close(
+        LTX2Scheduler().sigmas(settings["steps"]), _sigmas(p, "a2vid.stage_1_sigmas"), rtol=0, atol=1e-6
+    )
+    torch.testing.assert_close(stage_2_distilled_sigmas(), _sigmas(p, "a2vid.stage_2_sigmas"), rtol=0, atol=1e-6)
+    wave = fx["a2vid.input_waveform"]
+    noise = ReplayedNoise(fx.tensors, prefix="a2vid.noise.")
+    generation = pipeline.generate_from_contexts(
+        _contexts(fx, ""),
+        _contexts(fx, "negative_"),
+        audio=AudioInput(wave, settings["wave_rate"]),
+        height=p["height"],
+        width=p["width"],
+        num_frames=p["frames"],
+        frame_rate=p["fps"],
+        noise=noise,
+        num_inference_steps=settings["steps"],
+        video_guidance=_guidance(settings["video"]),
+    )
+    compare = Compared(fx, "a2vid", assert_golden_close)
+    for name, latent in generation.latents.items():
+        compare(name, latent)
+    compare.all_outputs_compared()
+    frames = torch.cat(list(generation.frames))
+    assert list(frames.shape) == p["a2vid.video_frames_shape"]
+    # The shipped audio is the input itself (cut to the video), at its own rate: no VAE round trip.
+    assert generation.audio_sample_rate == p["a2vid.audio_sampling_rate"]
+    seconds = p["frames"] / p["fps"]
+    assert torch.equal(generation.audio, wave[0, :, : round(seconds * settings["wave_rate"])])
+    encoded = generation.latents["encoded_audio_latent"]
+    assert encoded.shape[2] == p["a2vid.audio_latent_frames_trimmed_to"]
+    for stage in ("stage_1", "stage_2"):
+        assert torch.equal(generation.latents[f"{stage}.audio_latent"], encoded), f"{stage} changed the audio"
+    _check_draws(p, "a2vid", noise)
