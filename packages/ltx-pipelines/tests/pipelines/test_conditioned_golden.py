@@ -183,3 +183,55 @@ def test_audio_to_video_replays_the_reference(fx, golden_checkpoint, golden_spat
     for stage in ("stage_1", "stage_2"):
         assert torch.equal(generation.latents[f"{stage}.audio_latent"], encoded), f"{stage} changed the audio"
     _check_draws(p, "a2vid", noise)
+
+
+def test_retake_replays_the_reference(fx, golden_checkpoint, assert_golden_close):
+    from ltx_core.types import VideoPixelShape
+    from ltx_pipelines.retake import RetakePipeline, RetakeSource
+
+    p = fx.params
+    _run_or_skip(p, "retake")
+    settings = p["retake.settings"]
+    assert not p["retake.stage_1_loras"], "the retake run fuses no LoRA"
+    pipeline = RetakePipeline(
+        golden_checkpoint, None, distilled=settings["distilled"], tiling=TilingConfig.from_dict(p["tiling_config"]),
+        **_common(p),
+    )  # fmt: skip
+    own = distilled_sigmas() if settings["distilled"] else LTX2Scheduler().sigmas(settings["steps"])
+    torch.testing.assert_close(own, _sigmas(p, "retake.stage_1_sigmas"), rtol=0, atol=1e-6)
+    source_video, source_audio = fx["retake.source_video_latent"], fx["retake.source_audio_latent"]
+    source = RetakeSource(
+        VideoPixelShape(1, settings["frames"], p["height"], p["width"], p["fps"]),
+        video_latent=source_video,
+        audio_latent=source_audio,
+    )
+    noise = ReplayedNoise(fx.tensors, prefix="retake.noise.")
+    guided = {} if settings["distilled"] else {
+        "negative_contexts": _contexts(fx, "negative_"), "num_inference_steps": settings["steps"],
+        "video_guidance": _guidance(settings["video"]), "audio_guidance": _guidance(settings["audio"]),
+    }  # fmt: skip
+    generation = pipeline.generate_from_contexts(
+        _contexts(fx, ""),
+        source=source,
+        start_time=settings["start_time"],
+        end_time=settings["end_time"],
+        regenerate_video=settings["regenerate_video"],
+        regenerate_audio=settings["regenerate_audio"],
+        noise=noise,
+        **guided,
+    )
+    compare = Compared(fx, "retake", assert_golden_close)
+    for name in ("stage_1.video_latent", "stage_1.audio_latent"):
+        compare(name, generation.latents[name])
+    assert generation.audio_sample_rate == p["retake.audio_sampling_rate"]
+    compare("audio_waveform", generation.audio)
+    compare.all_outputs_compared()
+    frames = torch.cat(list(generation.frames))
+    assert list(frames.shape) == p["retake.video_frames_shape"]
+    # Outside the region the result is the source bit for bit, exactly where the reference's is.
+    unchanged = p["retake.latent_frames_bitwise_unchanged"]
+    for modality, source_latent in (("video", source_video), ("audio", source_audio)):
+        got = generation.latents[f"stage_1.{modality}_latent"]
+        same = [bool(torch.equal(got[:, :, i], source_latent[:, :, i])) for i in range(got.shape[2])]
+        assert same == unchanged[modality], f"{modality}: unchanged steps {same} vs {unchanged[modality]}"
+    _check_draws(p, "retake", noise)
