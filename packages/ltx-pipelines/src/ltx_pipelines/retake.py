@@ -200,9 +200,12 @@ class RetakePipeline(GuidedPipeline):
         run = RetakeRun(
             shape=source.shape,
             inputs=self.guided_inputs(
-                contexts, negative_contexts, num_inference_steps,
-                off if self.distilled else video_guidance, off if self.distilled else audio_guidance,
-            ),  # fmt: skip
+                contexts,
+                negative_contexts,
+                num_inference_steps,
+                off if self.distilled else video_guidance,
+                off if self.distilled else audio_guidance,
+            ),
             noise=noise,
             stage_sigmas=dict(stage_sigmas or {}),
             source=source,
