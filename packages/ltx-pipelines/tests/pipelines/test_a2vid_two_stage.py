@@ -148,3 +148,15 @@ def test_bad_audio_flags_exit_2_before_anything_loads(tmp_path, capsys, write_te
     for fragment in fragments:
         assert fragment in err, err
     assert not out.parent.exists()
+
+
+def test_help_lists_the_audio_and_video_guidance_flags_with_defaults(capsys):
+    with pytest.raises(SystemExit):
+        a2vid_two_stage.main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for shown in ("--audio-path", "--audio-start-time", "(default: 0.0)", "--audio-max-duration",
+                  "(default: the video's duration", "--video-cfg-guidance-scale", "--a2v-guidance-scale",
+                  "--distilled-lora", "--spatial-upsampler-path", "--image", "--max-batch-size"):  # fmt: skip
+        assert shown in text, shown
+    # The audio is frozen: no audio guidance flag that would do nothing.
+    assert "--audio-cfg-guidance-scale" not in text and "--v2a-guidance-scale" not in text

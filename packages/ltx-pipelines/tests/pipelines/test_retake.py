@@ -141,3 +141,14 @@ def test_source_shape_errors_name_the_nearest_valid_values():
     with pytest.raises(ValueError, match=r"20 frames .*use 17 or 25.*height 100 .*use 96 or 128"):
         retake.check_source_shape(20, 100, 64)
     np.testing.assert_equal(retake.check_source_shape(9, 32, 64), None)
+
+
+def test_help_lists_the_retake_flags(capsys):
+    with pytest.raises(SystemExit):
+        retake.main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for shown in ("--video-path", "--start-time", "--end-time", "--regenerate-video, --no-regenerate-video",
+                  "--regenerate-audio, --no-regenerate-audio", "(default: on)", "--distilled-checkpoint-path",
+                  "--max-batch-size", "--lora"):  # fmt: skip
+        assert shown in text, shown
+    assert "--height" not in text and "--num-frames" not in text  # the source decides
