@@ -83,15 +83,18 @@ def test_audio_latent_is_frozen_and_the_input_segment_is_shipped(tiny_checkpoint
     assert torch.equal(generation.audio, wave[:, : round(9 / 24 * 22050)])
 
 
-def test_cli_muxes_the_input_segment_and_repeats_with_the_seed(tmp_path, monkeypatch, demo_cache_home):
+def test_cli_muxes_the_input_segment_and_repeats_with_the_seed(tmp_path, monkeypatch, demo_cache_home,
+                                                               write_test_image):  # fmt: skip
     monkeypatch.setenv("XDG_CACHE_HOME", str(demo_cache_home))
+    image = write_test_image(tmp_path / "first.png")
     source = tmp_path / "speech.flac"
     wave = write_tone(source, seconds=2.0, rate=44100, codec="flac")
     outs = []
     for name, seed in (("a", "5"), ("b", "5")):
         out = tmp_path / f"{name}.mp4"
         argv = ["--demo", "--prompt", "a drummer", "--output-path", str(out), "--num-inference-steps", "2",
-                "--audio-path", str(source), "--audio-start-time", "0.5", "--seed", seed]  # fmt: skip
+                "--audio-path", str(source), "--audio-start-time", "0.5", "--seed", seed,
+                "--image", str(image), "0", "1.0"]  # fmt: skip
         assert a2vid_two_stage.main(argv) == 0
         outs.append(out)
     assert outs[0].read_bytes() == outs[1].read_bytes()
@@ -104,6 +107,7 @@ def test_cli_muxes_the_input_segment_and_repeats_with_the_seed(tmp_path, monkeyp
     for flag in ("audio_path", "audio_start_time", "audio_max_duration", "negative_prompt", "video_cfg_guidance_scale",
                  "num_inference_steps", "seed", "images"):  # fmt: skip
         assert flag in sidecar["parameters"], flag
+    assert sidecar["parameters"]["images"][0]["path"] == str(image)
     # The muxed track is the input from 0.5 s on, for the video's duration, within AAC's tolerance: aligned
     # (no lag) and close in signal-to-noise terms (a decoded copy or another segment would be far off).
     want = wave[:, round(0.5 * 44100) :][:, : round(frames / fps * 44100)]

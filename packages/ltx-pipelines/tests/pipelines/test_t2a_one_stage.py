@@ -15,6 +15,7 @@ from safetensors.torch import save_file
 
 from ltx_core.loader import build_model, read_checkpoint_config, selected_keys
 from ltx_core.loader import state_dict as state_dict_module
+from ltx_core.model.audio_vae import VOCODER
 from ltx_core.model.transformer import AUDIO_ONLY_TRANSFORMER, VIDEO_ONLY_TRANSFORMER, configure_transformer
 from ltx_pipelines import t2a_one_stage
 
@@ -72,6 +73,8 @@ def test_cli_writes_a_wav_of_the_asked_duration_and_reads_no_video_weight(
     sidecar = json.loads(out.with_suffix(".json").read_text())
     assert sidecar["audio"]["sample_rate"] == rate and sidecar["audio"]["samples"] == samples
     assert abs(samples / rate - 1.0) < 0.05, (samples, rate)
+    vocoder = build_model(VOCODER, tiny_checkpoint)
+    assert rate == int(vocoder.output_sample_rate)
     params = sidecar["parameters"]
     for flag in ("seed", "num_frames", "frame_rate", "negative_prompt", "num_inference_steps",
                  "audio_cfg_guidance_scale", "audio_stg_guidance_scale", "audio_rescale_scale", "audio_stg_blocks",
