@@ -347,7 +347,13 @@ def add_sampling_args(
 
 
 def _add_modality_guidance(
-    group: Any, modality: str, cross_flag: str, cross_help: str, defaults: MultiModalGuiderParams
+    group: Any,
+    modality: str,
+    cross_flag: str,
+    cross_help: str,
+    defaults: MultiModalGuiderParams,
+    *,
+    cross_modal: bool = True,
 ) -> None:
     label = modality.capitalize()
     group.add_argument(
@@ -371,12 +377,13 @@ def _add_modality_guidance(
             f"conditional one's, 0 = off (default: {defaults.rescale_scale})."
         ),
     )
-    group.add_argument(
-        cross_flag,
-        type=float,
-        default=defaults.modality_scale,
-        help=f"{cross_help}; 1 disables it (default: {defaults.modality_scale}).",
-    )
+    if cross_modal:
+        group.add_argument(
+            cross_flag,
+            type=float,
+            default=defaults.modality_scale,
+            help=f"{cross_help}; 1 disables it (default: {defaults.modality_scale}).",
+        )
     group.add_argument(
         f"--{modality}-skip-step",
         type=int,
@@ -402,8 +409,11 @@ def add_guidance_args(
     *,
     video: bool = True,
     audio: bool = True,
+    cross_modal: bool = True,
 ) -> argparse.ArgumentParser:
-    """`--negative-prompt` and the multi-modal guidance scales (pipelines with a guided stage)."""
+    """`--negative-prompt` and the multi-modal guidance scales (pipelines with a guided stage).
+    `cross_modal=False` leaves out `--a2v-guidance-scale` / `--v2a-guidance-scale` (a single-modality
+    pipeline has no other modality to guide away from)."""
     group = parser.add_argument_group("guidance")
     group.add_argument(
         "--negative-prompt",
@@ -418,6 +428,7 @@ def add_guidance_args(
             "--a2v-guidance-scale",
             "Video guidance away from the audio-isolated prediction",
             defaults.video_guidance,
+            cross_modal=cross_modal,
         )
     if audio:
         _add_modality_guidance(
@@ -426,6 +437,7 @@ def add_guidance_args(
             "--v2a-guidance-scale",
             "Audio guidance away from the video-isolated prediction",
             defaults.audio_guidance,
+            cross_modal=cross_modal,
         )
     return parser
 

@@ -202,7 +202,8 @@ class _Checker:
             cfg_scale=self.finite(f"--{modality}-cfg-guidance-scale", self.get(f"{prefix}cfg_guidance_scale")),
             stg_scale=stg_scale,
             rescale_scale=self.finite(f"--{modality}-rescale-scale", self.get(f"{prefix}rescale_scale")),
-            modality_scale=self.finite(cross_flag, self.get(cross)),
+            # A parser without the cross-modal flag (audio-only pipelines) has no other modality: 1 is off.
+            modality_scale=self.finite(cross_flag, self.get(cross, 1.0)),
             skip_step=int(skip),
             stg_blocks=blocks,
         )

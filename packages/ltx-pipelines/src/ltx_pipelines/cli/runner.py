@@ -163,6 +163,9 @@ class ParsedRun:
 class PipelineCli:
     """Builds a pipeline's parser from the shared flag groups and runs the shared checks."""
 
+    output_suffixes: tuple[str, ...] = (".mp4",)
+    """What `--output-path` may end in (audio-only pipelines write `.wav`)."""
+
     def __init__(
         self,
         *,
@@ -209,7 +212,7 @@ class PipelineCli:
         parser = self.build_parser(defaults)
         args = parser.parse_args(argv)
         configure_logging(args.log_level)
-        rules = ValidationRules(writes_sidecar=True)
+        rules = ValidationRules(writes_sidecar=True, output_suffixes=self.output_suffixes)
         # What the user typed is checked before the demo models are built (seconds on a first run);
         # the second pass checks the substituted demo files.
         config = validate_args(parser, args, rules)

@@ -118,8 +118,12 @@ class PromptPipeline(ABC):
         num_inference_steps: int | None = None,
         video_guidance: MultiModalGuiderParams | None = None,
         audio_guidance: MultiModalGuiderParams | None = None,
+        **inputs: Any,
     ) -> Generation:
         """Generate from a prompt; the same seed and settings give the same result.
+
+        `inputs`: a pipeline's own media inputs (e.g. the audio of audio-to-video), handed on to its
+        `generate_from_contexts` unchanged.
 
         `negative_prompt`, `num_inference_steps` and the guidance of each modality apply to pipelines
         with a guided stage (None: the default negative prompt and the checkpoint generation's
@@ -141,6 +145,7 @@ class PromptPipeline(ABC):
             noise=SeededNoise(seed),
             images=images,
             **options,
+            **inputs,
         )
         generation.prompt = final_prompt
         return generation

@@ -111,6 +111,7 @@ def run_denoising_stage(
     dtype: torch.dtype,
     *,
     conditionings: Sequence[ConditioningItem] = (),
+    audio_conditionings: Sequence[ConditioningItem] = (),
     initial_video: torch.Tensor | None = None,
     initial_audio: torch.Tensor | None = None,
     with_video: bool = True,
@@ -122,6 +123,8 @@ def run_denoising_stage(
 
     Noise draws are named `<stage>.video` then `<stage>.audio`, in token layout; that order is part
     of the reproducibility contract (`SeededNoise`) and of the golden replay (`ReplayedNoise`).
+    `conditionings` edit the video state, `audio_conditionings` the audio state (e.g. a frozen audio
+    track or a retake region); both are applied before the noise.
     """
     sigmas = sigmas.to(device=device, dtype=torch.float32)
     noise_scale = float(sigmas[0])
@@ -138,6 +141,7 @@ def run_denoising_stage(
         audio = audio_tools.create_initial_state(
             device=device, dtype=dtype, initial_latent=_to(initial_audio, device, dtype)
         )
+        audio = apply_conditionings(audio, list(audio_conditionings), audio_tools)
         audio = add_noise(audio, noise(f"{stage}.audio", audio.latent.shape, device=device, dtype=dtype), noise_scale)
     with torch.no_grad():
         video, audio = loop(denoiser, sigmas, video, audio, progress=progress)

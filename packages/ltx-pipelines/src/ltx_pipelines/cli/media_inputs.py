@@ -1,0 +1,87 @@
+"""Command-line media inputs (an audio track, a source video): argparse types that open and decode
+the file while the flags are parsed, and a `PipelineCli` whose extra checks across flags and media
+run before the demo models are built or any model loads. Problems end with exit code 2 and a message
+naming the flag and the value."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import av
+
+from ltx_pipelines.cli.args import defaults_from_argv
+from ltx_pipelines.cli.runner import ParsedRun, PipelineCli, demo_defaults, demo_requested
+from ltx_pipelines.media import MediaError, probe_video
+
+_OPEN_ERRORS = (av.error.FFmpegError, MediaError, OSError, ValueError)
+
+
+def _existing_file(raw: str) -> Path:
+    path = Path(raw).expanduser()
+    if not path.exists():
+        raise argparse.ArgumentTypeError(f"{raw!r}: no such file")
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a file")
+    return path
+
+
+def audio_duration(path: Path) -> float:
+    """Seconds of the first audio track (from the container, else by decoding it)."""
+    with av.open(str(path)) as container:
+        stream = container.streams.audio[0]
+        if stream.duration is not None and stream.time_base is not None:
+            return float(stream.duration * stream.time_base)
+        if container.duration is not None:
+            return container.duration / av.time_base
+        return sum(frame.samples for frame in container.decode(stream)) / stream.rate
+
+
+def audio_file(raw: str) -> Path:
+    """argparse type: a file PyAV can open whose first audio track decodes (any container: WAV, MP3,
+    FLAC, M4A, a video with sound, ...)."""
+    path = _existing_file(raw)
+    try:
+        with av.open(str(path)) as container:
+            if not container.streams.audio:
+                raise argparse.ArgumentTypeError(f"{raw!r} has no audio track")
+            next(container.decode(container.streams.audio[0]))
+    except StopIteration:
+        raise argparse.ArgumentTypeError(f"{raw!r}: its audio track holds no decodable audio") from None
+    except _OPEN_ERRORS as e:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not an audio or video file FFmpeg can decode: {e}") from None
+    return path
+
+
+def video_file(raw: str) -> Path:
+    """argparse type: a video file PyAV can open whose first video stream decodes."""
+    path = _existing_file(raw)
+    try:
+        info = probe_video(path)
+    except _OPEN_ERRORS as e:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a video file FFmpeg can decode: {e}") from None
+    if info.frames < 1:
+        raise argparse.ArgumentTypeError(f"{raw!r}: its video stream holds no decodable frame")
+    return path
+
+
+class MediaInputsCli(PipelineCli):
+    """A `PipelineCli` with pipeline-specific checks of its media flags (`media_problem`), run on the
+    command line as typed, before the shared validation and before any demo model is built."""
+
+    def media_problem(self, args: argparse.Namespace) -> str | None:
+        """A message naming the bad flag and value, or None when the media flags are consistent."""
+        return None
+
+    def parse(self, argv: Sequence[str] | None = None) -> ParsedRun:
+        argv = list(sys.argv[1:] if argv is None else argv)
+        defaults = self.fixed_defaults or defaults_from_argv(argv, distilled=self.layout.distilled)
+        if demo_requested(argv):
+            defaults = demo_defaults(defaults, two_stage=self.layout.two_stage)
+        parser = self.build_parser(defaults)
+        problem = self.media_problem(parser.parse_args(argv))
+        if problem is not None:
+            parser.error(problem)
+        return super().parse(argv)

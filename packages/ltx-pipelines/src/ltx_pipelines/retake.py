@@ -1,0 +1,373 @@
+"""Retake: regenerate a time region of a video (and its sound): `python -m ltx_pipelines.retake`.
+
+The source video (`--video-path`: 8k+1 frames, height and width multiples of 32) and its audio track
+are VAE-encoded as the initial latents; a temporal region mask gives the tokens whose time span
+overlaps [`--start-time`, `--end-time`) seconds the denoise mask 1, every other token keeps its
+source value exactly. One stage: the distilled checkpoint with its 8 sigmas and no guidance (the
+command line), or - from Python - a full checkpoint with the LTX-2 scheduler and multi-modal guidance.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ltx_core.components.denoisers import Denoiser, SimpleDenoiser
+from ltx_core.components.guiders import MultiModalGuiderParams
+from ltx_core.components.schedulers import LTX2Scheduler, distilled_sigmas
+from ltx_core.conditioning import ConditioningItem, FrozenModality, TemporalRegionMask
+from ltx_core.model.transformer import X0Model
+from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
+from ltx_core.types import DEFAULT_SCALE_FACTORS, AudioLatentShape, VideoLatentShape, VideoPixelShape
+from ltx_pipelines.cli.args import (
+    add_common_args,
+    add_lora_args,
+    add_max_batch_size_arg,
+    add_model_args,
+    add_tiling_args,
+    make_parser,
+)
+from ltx_pipelines.cli.media_inputs import MediaInputsCli, video_file
+from ltx_pipelines.cli.runner import CliLayout, ParsedRun, gc_skips_loaded_modules
+from ltx_pipelines.engine.defaults import ONE_STAGE_SPATIAL_MULTIPLE, PipelineDefaults
+from ltx_pipelines.engine.generation import Generation
+from ltx_pipelines.engine.guided import GuidedPipeline, GuidedRun
+from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
+from ltx_pipelines.engine.prompt_pipeline import GuidanceRequest, PromptPipeline
+from ltx_pipelines.engine.source_latents import encode_audio_latent, encode_video_latent
+from ltx_pipelines.engine.stages import run_denoising_stage
+from ltx_pipelines.media import frames_to_model_input, probe_video, read_audio, read_video
+
+# The reference's step count for a full checkpoint under guidance (its library default).
+FULL_CHECKPOINT_STEPS = 40
+
+
+@dataclass(frozen=True)
+class RetakeSource:
+    """The video to retake: its shape (frames, size, fps) and, for each modality, either its encoded
+    latent or its media (pixels (1, 3, F, H, W) in [-1, 1]; a waveform (channels, N) at `sample_rate`).
+    No audio at all: the audio is generated for the whole clip."""
+
+    shape: VideoPixelShape
+    pixels: torch.Tensor | None = None
+    video_latent: torch.Tensor | None = None
+    waveform: torch.Tensor | None = None
+    sample_rate: int | None = None
+    audio_latent: torch.Tensor | None = None
+
+    def __post_init__(self) -> None:
+        if (self.pixels is None) == (self.video_latent is None):
+            raise ValueError("a retake source needs exactly one of pixels and video_latent")
+        if self.waveform is not None and self.audio_latent is not None:
+            raise ValueError("a retake source takes a waveform or an audio latent, not both")
+        if self.waveform is not None and not self.sample_rate:
+            raise ValueError("a source waveform needs its sample_rate")
+        check_source_shape(self.shape.frames, self.shape.height, self.shape.width)
+
+    @property
+    def has_audio(self) -> bool:
+        return self.waveform is not None or self.audio_latent is not None
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> RetakeSource:
+        """Every frame of the file's video (at its own size and frame rate) and the audio that spans it."""
+        info = probe_video(path)
+        clip = read_video(path)
+        frames, height, width = clip.frames.shape[:3]
+        shape = VideoPixelShape(1, int(frames), int(height), int(width), info.fps)
+        pixels = frames_to_model_input(clip.frames, int(height), int(width))
+        waveform = rate = None
+        if info.has_audio:
+            audio = read_audio(path, max_duration=frames / info.fps)
+            waveform, rate = audio.waveform, audio.sample_rate
+        return cls(shape, pixels=pixels, waveform=waveform, sample_rate=rate)
+
+
+def check_source_shape(frames: int, height: int, width: int) -> None:
+    """Frames 8k+1, height and width multiples of 32; the error names the nearest valid values."""
+    t, s = DEFAULT_SCALE_FACTORS.time, ONE_STAGE_SPATIAL_MULTIPLE
+    problems = []
+    if frames < 1 or (frames - 1) % t:
+        below = max(1, (frames - 1) // t * t + 1)
+        problems.append(f"{frames} frames (must be {t}k+1: use {below} or {below + t} frames)")
+    for name, value in (("height", height), ("width", width)):
+        if value < s or value % s:
+            below = max(s, value // s * s)
+            problems.append(f"{name} {value} (must be a multiple of {s}: use {below} or {below + s})")
+    if problems:
+        raise ValueError("the source video does not fit the model's grid: " + "; ".join(problems))
+
+
+@dataclass(frozen=True)
+class RetakeRun(GuidedRun):
+    source: RetakeSource | None = None
+    start_time: float = 0.0
+    end_time: float = 0.0
+    regenerate_video: bool = True
+    regenerate_audio: bool = True
+
+
+class RetakePipeline(GuidedPipeline):
+    """Regenerate [start_time, end_time) seconds of a source video from a prompt.
+
+    `distilled=True` (default): a distilled checkpoint, its sigmas, no guidance, only the prompt is
+    encoded. `distilled=False`: a full checkpoint, the LTX-2 scheduler (40 steps by default) and
+    multi-modal guidance against the negative prompt. Call with a prompt and a `RetakeSource` or
+    drive `generate_from_contexts` directly.
+    """
+
+    def __init__(self, checkpoint_path: str | Path, gemma_root: str | Path | None, *, distilled: bool = True,
+                 **options: Any) -> None:  # fmt: skip
+        """`options`: loras, device, dtype, tiling, max_batch_size, lora_fusion, progress."""
+        super().__init__(checkpoint_path, gemma_root, **options)
+        self.distilled = distilled
+
+    def prompt_options(self, request: GuidanceRequest) -> tuple[list[str], dict[str, Any]]:
+        if self.distilled:  # no negative prompt, no guidance settings
+            return PromptPipeline.prompt_options(self, request)
+        return super().prompt_options(request)
+
+    def __call__(  # type: ignore[override]
+        self,
+        prompt: str,
+        *,
+        source: RetakeSource,
+        start_time: float,
+        end_time: float,
+        seed: int,
+        regenerate_video: bool = True,
+        regenerate_audio: bool = True,
+        negative_prompt: str | None = None,
+        num_inference_steps: int | None = None,
+        video_guidance: MultiModalGuiderParams | None = None,
+        audio_guidance: MultiModalGuiderParams | None = None,
+        enhance_prompt: bool = False,
+    ) -> Generation:
+        """The source with [start_time, end_time) regenerated; the same seed gives the same result."""
+        check_region(start_time, end_time, regenerate_video, regenerate_audio)
+        if not self.distilled and num_inference_steps is None:
+            num_inference_steps = FULL_CHECKPOINT_STEPS
+        extra, options = self.prompt_options(
+            GuidanceRequest(negative_prompt, num_inference_steps, video_guidance, audio_guidance)
+        )
+        contexts, final_prompt = self.encode_prompts([prompt, *extra], seed=seed, images=(), enhance=enhance_prompt)
+        generation = self.generate_from_contexts(
+            contexts[0], contexts[1] if len(contexts) > 1 else None, source=source, start_time=start_time,
+            end_time=end_time, regenerate_video=regenerate_video, regenerate_audio=regenerate_audio,
+            noise=SeededNoise(seed), **options,
+        )  # fmt: skip
+        generation.prompt = final_prompt
+        return generation
+
+    def generate_from_contexts(  # type: ignore[override]
+        self,
+        contexts: TextContexts,
+        negative_contexts: TextContexts | None = None,
+        *,
+        source: RetakeSource,
+        start_time: float,
+        end_time: float,
+        noise: NoiseSource,
+        regenerate_video: bool = True,
+        regenerate_audio: bool = True,
+        num_inference_steps: int | None = None,
+        video_guidance: MultiModalGuiderParams | None = None,
+        audio_guidance: MultiModalGuiderParams | None = None,
+        stage_sigmas: Mapping[str, torch.Tensor] | None = None,
+    ) -> Generation:
+        """The retake stage and decoding from given contexts, the source and a noise source (the parity
+        seam). Distilled: `negative_contexts` and the guidance settings must be None."""
+        check_region(start_time, end_time, regenerate_video, regenerate_audio)
+        if self.distilled:
+            given = [n for n, v in (("negative_contexts", negative_contexts), ("num_inference_steps",
+                     num_inference_steps), ("video_guidance", video_guidance), ("audio_guidance", audio_guidance))
+                     if v is not None]  # fmt: skip
+            if given:
+                raise ValueError(f"the distilled retake runs without guidance: {given} not accepted")
+        elif num_inference_steps is None:
+            num_inference_steps = FULL_CHECKPOINT_STEPS
+        unknown = sorted(set(stage_sigmas or {}) - set(self.stage_names))
+        if unknown:
+            raise ValueError(f"stage_sigmas names unknown stage(s) {unknown}; this pipeline has ['stage_1']")
+        off = MultiModalGuiderParams()
+        run = RetakeRun(
+            shape=source.shape,
+            inputs=self.guided_inputs(
+                contexts,
+                negative_contexts,
+                num_inference_steps,
+                off if self.distilled else video_guidance,
+                off if self.distilled else audio_guidance,
+            ),
+            noise=noise,
+            stage_sigmas=dict(stage_sigmas or {}),
+            source=source,
+            start_time=start_time,
+            end_time=end_time,
+            regenerate_video=regenerate_video,
+            regenerate_audio=regenerate_audio,
+        )
+        return self.run_stages(run)
+
+    def source_latents(self, source: RetakeSource) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The source's video latent and audio latent (None without audio), encoded where not given."""
+        shape = source.shape
+        video = source.video_latent
+        if video is None:
+            assert source.pixels is not None
+            frames = VideoLatentShape.from_pixel_shape(shape).frames
+            video = encode_video_latent(self.checkpoint_path, self.placement, source.pixels, latent_frames=frames)
+        audio = source.audio_latent
+        if audio is None and source.waveform is not None:
+            assert source.sample_rate is not None
+            frames = AudioLatentShape.from_video(shape).frames
+            audio = encode_audio_latent(
+                self.checkpoint_path, self.placement, source.waveform, source.sample_rate, latent_frames=frames
+            )
+        return video.to(self.placement.device), None if audio is None else audio.to(self.placement.device)
+
+    def run_stages(self, run: GuidedRun) -> Generation:
+        if not isinstance(run, RetakeRun) or run.source is None:
+            raise TypeError("retake needs its source: call generate_from_contexts(..., source=RetakeSource(...))")
+        settings = run.inputs.settings
+        if self.distilled:
+            sigmas = run.sigmas("stage_1", distilled_sigmas)
+        else:
+            sigmas = run.sigmas("stage_1", lambda: LTX2Scheduler().sigmas(settings.num_inference_steps))
+        video_latent, audio_latent = self.source_latents(run.source)
+        region = TemporalRegionMask(run.start_time, run.end_time)
+        video_items: list[ConditioningItem] = [region if run.regenerate_video else FrozenModality()]
+        # A source without sound: the audio of the whole clip is generated.
+        audio_items: list[ConditioningItem] = []
+        if audio_latent is not None:
+            audio_items = [region if run.regenerate_audio else FrozenModality()]
+
+        (loras,) = self.stage_loras()
+        with self.transformer(loras) as transformer:
+            denoiser: Denoiser
+            if self.distilled:
+                positive = run.inputs.positive
+                denoiser = SimpleDenoiser(X0Model(transformer), positive.video, positive.audio)
+            else:
+                denoiser = self.guided_stage_denoiser(transformer, run.inputs)
+            result = run_denoising_stage(
+                denoiser, run.shape, sigmas, run.noise, "stage_1", self.placement.device, self.placement.dtype,
+                conditionings=video_items, audio_conditionings=audio_items, initial_video=video_latent,
+                initial_audio=audio_latent, progress=self.progress,
+            )  # fmt: skip
+        latents = {"source_video_latent": video_latent, **result.named("stage_1")}
+        if audio_latent is not None:
+            latents["source_audio_latent"] = audio_latent
+        return self.decoded(run.shape, result.video_latent, result.audio_latent, run.noise, latents)
+
+
+def check_region(start_time: float, end_time: float, regenerate_video: bool, regenerate_audio: bool) -> None:
+    if not (math.isfinite(start_time) and start_time >= 0):
+        raise ValueError(f"start_time {start_time} must be >= 0 seconds")
+    if not (math.isfinite(end_time) and end_time > start_time):
+        raise ValueError(f"end_time {end_time} must be after start_time {start_time}")
+    if not (regenerate_video or regenerate_audio):
+        raise ValueError("nothing to retake: regenerate_video and regenerate_audio are both off")
+
+
+RETAKE_LAYOUT = CliLayout(distilled=True, two_stage=False, guidance=False, distilled_lora=False, sampling_steps=False)
+
+
+class RetakeCli(MediaInputsCli):
+    """The retake command line: the source video and the region; size, length and rate come from it."""
+
+    def build_parser(self, defaults: PipelineDefaults) -> argparse.ArgumentParser:
+        parser = make_parser(self.prog, self.description)
+        add_common_args(parser, defaults)
+        add_model_args(parser, distilled=True)
+        add_lora_args(parser)
+        add_tiling_args(parser)
+        add_max_batch_size_arg(parser, defaults)
+        group = parser.add_argument_group("retake")
+        group.add_argument(
+            "--video-path",
+            type=video_file,
+            required=True,
+            help="The source video: 8k+1 frames, height and width multiples of 32; its audio track (if any) is "
+            "retaken too. The output has its size and frame rate.",
+        )
+        group.add_argument("--start-time", type=float, required=True, help="Start of the region to regenerate (s).")
+        group.add_argument("--end-time", type=float, required=True, help="End of the region to regenerate (s).")
+        group.add_argument(
+            "--regenerate-video",
+            action=argparse.BooleanOptionalAction,
+            default=True,
+            help="Regenerate the video inside the region; --no-regenerate-video keeps all of it (default: on).",
+        )
+        group.add_argument(
+            "--regenerate-audio",
+            action=argparse.BooleanOptionalAction,
+            default=True,
+            help="Regenerate the audio inside the region; --no-regenerate-audio keeps all of it (default: on).",
+        )
+        return parser
+
+    def media_problem(self, args: argparse.Namespace) -> str | None:
+        info = probe_video(args.video_path)
+        try:
+            check_source_shape(info.frames, info.height, info.width)
+        except ValueError as e:
+            return f"--video-path {str(args.video_path)!r}: {e}"
+        start, end = args.start_time, args.end_time
+        duration = info.frames / info.fps
+        if not (math.isfinite(start) and start >= 0):
+            return f"--start-time {start} is not accepted: it must be >= 0 seconds"
+        if not (math.isfinite(end) and end > start):
+            return f"--end-time {end} is not accepted: it must be after --start-time {start}"
+        if start >= duration:
+            return f"--start-time {start}: the source video lasts only {duration:.3f} s"
+        if not (args.regenerate_video or args.regenerate_audio):
+            return "--no-regenerate-video with --no-regenerate-audio leaves nothing to retake"
+        return None
+
+    def generation_options(self, run: ParsedRun) -> dict[str, Any]:
+        args = run.parameters
+        return {
+            "seed": run.config.seed,
+            "enhance_prompt": run.config.enhance_prompt,
+            "source": RetakeSource.from_file(args["video_path"]),
+            "start_time": args["start_time"],
+            "end_time": args["end_time"],
+            "regenerate_video": args["regenerate_video"],
+            "regenerate_audio": args["regenerate_audio"],
+        }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    cli = RetakeCli(
+        prog="python -m ltx_pipelines.retake",
+        description=__doc__.splitlines()[0] if __doc__ else None,
+        layout=RETAKE_LAYOUT,
+    )
+    run = cli.parse(argv)
+    pipeline = RetakePipeline(
+        run.checkpoint_path,
+        run.gemma_root,
+        distilled=True,
+        loras=run.lora_specs,
+        device=run.config.device,
+        dtype=run.config.dtype,
+        max_batch_size=run.config.max_batch_size,
+        tiling=run.config.tiling,
+        lora_fusion=run.config.lora_fusion,
+    )
+    with gc_skips_loaded_modules():
+        generation = pipeline(run.config.prompt, **cli.generation_options(run))
+        cli.write(run, generation)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

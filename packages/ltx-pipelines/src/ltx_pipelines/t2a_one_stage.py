@@ -1,0 +1,235 @@
+"""Text-to-audio with a full checkpoint: `python -m ltx_pipelines.t2a_one_stage`.
+
+One guided stage over the audio stream only: the transformer is built as the audio-only variant, so
+none of the video weights is read from the file. The length comes from `--num-frames` /
+`--frame-rate` (round(frames / fps * 25) audio latent steps); the LTX-2 scheduler's sigmas, Euler
+steps, audio CFG against the negative prompt, STG and rescaling; the latent is decoded by the audio
+VAE and the vocoder and written as a 16-bit stereo WAV at the vocoder's rate, with its sidecar.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from ltx_core.components.guiders import MultiModalGuiderParams
+from ltx_core.components.schedulers import LTX2Scheduler
+from ltx_core.loader import StateDictCache
+from ltx_core.model.transformer import AUDIO_ONLY_TRANSFORMER
+from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
+from ltx_core.types import VideoPixelShape
+from ltx_pipelines.cli.args import (
+    add_common_args,
+    add_guidance_args,
+    add_lora_args,
+    add_max_batch_size_arg,
+    add_model_args,
+    add_sampling_args,
+)
+from ltx_pipelines.cli.runner import ONE_STAGE_LAYOUT, ParsedRun, PipelineCli, gc_skips_loaded_modules
+from ltx_pipelines.engine.audio_output import AudioGeneration, write_audio_generation
+from ltx_pipelines.engine.defaults import PipelineDefaults
+from ltx_pipelines.engine.guided import GuidedPipeline, GuidedRun
+from ltx_pipelines.engine.loaded_stages import decode_audio_from_checkpoint
+from ltx_pipelines.engine.model_loading import loaded
+from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
+from ltx_pipelines.engine.prompt_pipeline import GuidanceRequest
+from ltx_pipelines.engine.stages import run_denoising_stage
+
+# The audio grid only depends on the frame count and rate; the stage's (never built) video grid gets
+# this smallest valid size.
+_PLACEHOLDER_SIZE = 32
+
+
+class T2AOneStagePipeline(GuidedPipeline):
+    """Text to audio over a full (non-distilled) checkpoint and Gemma, with audio-only guidance.
+
+    Construct with `(checkpoint_path, gemma_root, loras=..., device=..., dtype=..., max_batch_size=...)`;
+    call with a prompt (`seed`, `num_frames`, `frame_rate`, and optionally `negative_prompt`,
+    `num_inference_steps`, `audio_guidance`) or drive `generate_from_contexts` directly. Returns an
+    `AudioGeneration`.
+    """
+
+    def __call__(  # type: ignore[override]
+        self,
+        prompt: str,
+        *,
+        seed: int,
+        num_frames: int,
+        frame_rate: float,
+        negative_prompt: str | None = None,
+        num_inference_steps: int | None = None,
+        audio_guidance: MultiModalGuiderParams | None = None,
+        enhance_prompt: bool = False,
+    ) -> AudioGeneration:
+        """Generate audio lasting `num_frames / frame_rate` seconds; the same seed gives the same audio."""
+        self.audio_shape(num_frames, frame_rate)
+        extra_prompts, options = self.prompt_options(
+            GuidanceRequest(negative_prompt, num_inference_steps, None, audio_guidance)
+        )
+        contexts, final_prompt = self.encode_prompts(
+            [prompt, *extra_prompts], seed=seed, images=(), enhance=enhance_prompt
+        )
+        options.pop("video_guidance")
+        generation = self.generate_from_contexts(
+            *contexts, num_frames=num_frames, frame_rate=frame_rate, noise=SeededNoise(seed), **options
+        )
+        generation.prompt = final_prompt
+        return generation
+
+    @staticmethod
+    def audio_shape(num_frames: int, frame_rate: float) -> VideoPixelShape:
+        """The run's (placeholder-sized) pixel shape: it carries the duration the audio grid is made for."""
+        if num_frames < 1:
+            raise ValueError(f"num_frames must be at least 1, got {num_frames}")
+        if not frame_rate > 0:
+            raise ValueError(f"frame_rate must be positive, got {frame_rate}")
+        return VideoPixelShape(1, num_frames, _PLACEHOLDER_SIZE, _PLACEHOLDER_SIZE, frame_rate)
+
+    def generate_from_contexts(  # type: ignore[override]
+        self,
+        contexts: TextContexts,
+        negative_contexts: TextContexts | None,
+        *,
+        num_frames: int,
+        frame_rate: float,
+        noise: NoiseSource,
+        num_inference_steps: int | None = None,
+        audio_guidance: MultiModalGuiderParams | None = None,
+        stage_sigmas: Mapping[str, torch.Tensor] | None = None,
+    ) -> AudioGeneration:
+        """The guided audio stage and decoding from given contexts (batch 1) and a noise source (the
+        parity seam). `negative_contexts` may be None only without audio CFG."""
+        unknown = sorted(set(stage_sigmas or {}) - set(self.stage_names))
+        if unknown:
+            raise ValueError(
+                f"stage_sigmas names unknown stage(s) {unknown}; this pipeline has {list(self.stage_names)}"
+            )
+        run = GuidedRun(
+            shape=self.audio_shape(num_frames, frame_rate),
+            # No video stream: its guidance is the no-op one, so it never asks for a negative video context.
+            inputs=self.guided_inputs(
+                contexts, negative_contexts, num_inference_steps, MultiModalGuiderParams(), audio_guidance
+            ),
+            noise=noise,
+            stage_sigmas=dict(stage_sigmas or {}),
+        )
+        return self.run_stages(run)
+
+    @contextmanager
+    def transformer(self, loras: Sequence[Any], cache: StateDictCache | None = None) -> Iterator[nn.Module]:
+        """The audio-only transformer: only the audio stream's keys are read from the checkpoint."""
+        with loaded(
+            AUDIO_ONLY_TRANSFORMER,
+            self.checkpoint_path,
+            self.placement,
+            loras=loras,
+            cache=cache,
+            lora_fusion=self.lora_fusion,
+        ) as model:
+            yield model
+
+    def run_stages(self, run: GuidedRun) -> AudioGeneration:  # type: ignore[override]
+        settings = run.inputs.settings
+        sigmas = run.sigmas("stage_1", lambda: LTX2Scheduler().sigmas(settings.num_inference_steps))
+        # No video stream: the cross-modal (isolation) pass does not exist, whatever modality_scale says.
+        (loras,) = self.stage_loras()
+        with self.transformer(loras) as transformer:
+            denoiser = self.guided_stage_denoiser(transformer, run.inputs)
+            result = run_denoising_stage(
+                denoiser, run.shape, sigmas, run.noise, "stage_1", self.placement.device, self.placement.dtype,
+                with_video=False, loop=self.sampling_loop("stage_1", run.sde_noise), progress=self.progress,
+            )  # fmt: skip
+        assert result.audio_latent is not None
+        waveform, sample_rate = decode_audio_from_checkpoint(self.checkpoint_path, self.placement, result.audio_latent)
+        return AudioGeneration(audio=waveform, sample_rate=sample_rate, prompt="", latents=result.named("stage_1"))
+
+
+class T2ACli(PipelineCli):
+    """The text-to-audio command line: no video size, images or video guidance; writes `.wav`."""
+
+    output_suffixes = (".wav",)
+
+    def build_parser(self, defaults: PipelineDefaults) -> argparse.ArgumentParser:
+        from ltx_pipelines.cli.args import make_parser
+
+        parser = make_parser(self.prog, self.description)
+        add_common_args(parser, defaults)
+        add_model_args(parser, distilled=False)
+        add_lora_args(parser)
+        group = parser.add_argument_group("duration")
+        group.add_argument(
+            "--num-frames",
+            type=int,
+            default=defaults.num_frames,
+            help=f"Duration in video frames (with --frame-rate), 8k+1 (default: {defaults.num_frames}).",
+        )
+        group.add_argument(
+            "--frame-rate",
+            type=float,
+            default=defaults.frame_rate,
+            help=f"Frame rate that turns --num-frames into seconds (default: {defaults.frame_rate:g}).",
+        )
+        add_sampling_args(parser, defaults)
+        add_guidance_args(parser, defaults, video=False, audio=True, cross_modal=False)
+        add_max_batch_size_arg(parser, defaults)
+        return parser
+
+    def generation_options(self, run: ParsedRun) -> dict[str, Any]:
+        config = run.config
+        return {
+            "seed": config.seed,
+            "num_frames": config.num_frames,
+            "frame_rate": config.frame_rate,
+            "enhance_prompt": config.enhance_prompt,
+            "negative_prompt": config.negative_prompt,
+            "num_inference_steps": config.num_inference_steps,
+            "audio_guidance": config.audio_guidance,
+        }
+
+    def write_audio(self, run: ParsedRun, generation: AudioGeneration) -> Path:
+        files: dict[str, Path | None] = {"checkpoint": run.config.checkpoint_path, "gemma_root": run.config.gemma_root}
+        files.update({f"lora_{i}": Path(lora.path) for i, lora in enumerate(run.config.loras)})
+        parameters = dict(run.parameters)
+        if run.config.demo:
+            parameters["demo_weights"] = "random (demo)"
+        return write_audio_generation(
+            generation,
+            run.config.output_path,
+            parameters=parameters,
+            model_files={k: v for k, v in files.items() if v is not None},
+            overwrite=run.config.overwrite,
+        )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    cli = T2ACli(
+        prog="python -m ltx_pipelines.t2a_one_stage",
+        description=__doc__.splitlines()[0] if __doc__ else None,
+        layout=ONE_STAGE_LAYOUT,
+    )
+    run = cli.parse(argv)
+    pipeline = T2AOneStagePipeline(
+        run.checkpoint_path,
+        run.gemma_root,
+        loras=run.lora_specs,
+        device=run.config.device,
+        dtype=run.config.dtype,
+        max_batch_size=run.config.max_batch_size,
+        lora_fusion=run.config.lora_fusion,
+    )
+    with gc_skips_loaded_modules():
+        generation = pipeline(run.config.prompt, **cli.generation_options(run))
+        cli.write_audio(run, generation)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
