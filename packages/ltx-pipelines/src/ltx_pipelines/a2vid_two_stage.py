@@ -31,15 +31,15 @@ from ltx_pipelines.cli.args import add_guidance_args, add_max_batch_size_arg
 from ltx_pipelines.cli.media_inputs import MediaInputsCli, audio_duration, audio_file
 from ltx_pipelines.cli.runner import CliLayout, ParsedRun, run_pipeline_cli
 from ltx_pipelines.engine.defaults import PipelineDefaults
+from ltx_pipelines.engine.final_latents import FinalLatents
 from ltx_pipelines.engine.generation import Generation
 from ltx_pipelines.engine.guided import GuidedRun
 from ltx_pipelines.engine.loaded_stages import (
     decode_tiling_for,
-    decoded_video_frames,
     encode_conditioning_images,
     upsample_between_stages,
 )
-from ltx_pipelines.engine.noise import NoiseSource
+from ltx_pipelines.engine.noise import NoiseSource, fork_noise
 from ltx_pipelines.engine.source_latents import encode_audio_latent
 from ltx_pipelines.engine.stages import ImageCondition, run_denoising_stage
 from ltx_pipelines.media import read_audio
@@ -192,9 +192,19 @@ class A2VidPipelineTwoStage(TI2VidTwoStagesPipeline):
             )  # fmt: skip
         latents.update(stage_2.named("stage_2"))
 
-        tiling = decode_tiling_for(full, self.tiling)
+        # Kept as the run's final latents (saved if decoding fails; `decode` then rebuilds the audio from
+        # the frozen latent, not the input file).
+        final = FinalLatents(
+            video=stage_2.video_latent,
+            audio=audio_latent,
+            shape=full,
+            checkpoint=self.checkpoint_path,
+            placement=self.placement,
+            tiling=decode_tiling_for(full, self.tiling),
+            noise=fork_noise(run.noise),
+        )
         return Generation(
-            frames=decoded_video_frames(self.checkpoint_path, self.placement, stage_2.video_latent, tiling, run.noise),
+            frames=final.decode_frames(),
             num_frames=full.frames,
             height=full.height,
             width=full.width,
@@ -204,7 +214,9 @@ class A2VidPipelineTwoStage(TI2VidTwoStagesPipeline):
             audio_sample_rate=run.audio.sample_rate,
             prompt="",
             latents=latents,
-            tiling=tiling,
+            tiling=final.tiling,
+            final=final,
+            model_files={"checkpoint": self.checkpoint_path},
         )
 
 

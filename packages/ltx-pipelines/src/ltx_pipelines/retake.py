@@ -31,11 +31,11 @@ from ltx_pipelines.cli.args import (
     add_lora_args,
     add_max_batch_size_arg,
     add_model_args,
-    add_tiling_args,
     make_parser,
 )
 from ltx_pipelines.cli.media_inputs import MediaInputsCli, video_file
 from ltx_pipelines.cli.runner import CliLayout, ParsedRun, gc_skips_loaded_modules
+from ltx_pipelines.cli.tiling_flags import add_tiling_args
 from ltx_pipelines.engine.defaults import ONE_STAGE_SPATIAL_MULTIPLE, PipelineDefaults
 from ltx_pipelines.engine.generation import Generation
 from ltx_pipelines.engine.guided import GuidedPipeline, GuidedRun

@@ -36,8 +36,8 @@ from ltx_pipelines.cli.args import (
 from ltx_pipelines.cli.runner import ONE_STAGE_LAYOUT, ParsedRun, PipelineCli, gc_skips_loaded_modules
 from ltx_pipelines.engine.audio_output import AudioGeneration, write_audio_generation
 from ltx_pipelines.engine.defaults import PipelineDefaults
+from ltx_pipelines.engine.final_latents import decode_audio_from_checkpoint
 from ltx_pipelines.engine.guided import GuidedPipeline, GuidedRun
-from ltx_pipelines.engine.loaded_stages import decode_audio_from_checkpoint
 from ltx_pipelines.engine.model_loading import loaded
 from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
 from ltx_pipelines.engine.prompt_pipeline import GuidanceRequest

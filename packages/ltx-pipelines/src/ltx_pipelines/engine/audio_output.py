@@ -12,7 +12,13 @@ import torch
 
 from ltx_pipelines.engine.generation import _package_versions, describe_model_files
 from ltx_pipelines.media import write_audio
-from ltx_pipelines.media.atomic_files import atomic_output, check_output_path, sidecar_path, write_json_atomic
+from ltx_pipelines.media.atomic_files import (
+    check_output_path,
+    json_text,
+    partial_file,
+    publish_with_sidecar,
+    sidecar_path,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -40,34 +46,33 @@ def write_audio_generation(
     model_files: Mapping[str, Path | None],
     overwrite: bool = False,
 ) -> Path:
-    """Write the waveform as 16-bit stereo PCM `.wav` and its `.json` sidecar, as a pair: both appear
-    (sidecar first) only once the WAV is complete; existing files are refused unless `overwrite`."""
-    wav_path = check_output_path(output_path, overwrite=overwrite)
-    json_path = check_output_path(sidecar_path(wav_path), overwrite=overwrite)
+    """Write the waveform as 16-bit stereo PCM `.wav` and its `.json` sidecar as a pair, the way video
+    outputs are published (`publish_with_sidecar`): nothing appears until the WAV is complete, an
+    existing pair is refused unless `overwrite`, a name taken meanwhile moves the pair to a numbered name."""
+    target = check_output_path(output_path, overwrite=overwrite)
+    check_output_path(sidecar_path(target), overwrite=overwrite)
     files = describe_model_files(model_files)
-    sidecar_published = False
-    try:
-        with atomic_output(wav_path, overwrite=overwrite) as tmp:
-            write_audio(tmp, generation.audio, generation.sample_rate, overwrite=True)
-            sidecar = {
-                "output": wav_path.name,
-                "prompt": generation.prompt,
-                "parameters": dict(parameters),
-                "video": None,
-                "audio": {
-                    "sample_rate": generation.sample_rate,
-                    "samples": int(generation.audio.shape[-1]),
-                    "channels": 2,
-                    "format": "pcm_s16le",
-                },
-                "model_files": files,
-                "versions": _package_versions(),
-            }
-            write_json_atomic(json_path, sidecar, overwrite=overwrite)
-            sidecar_published = True
-    except BaseException:
-        if sidecar_published:
-            json_path.unlink(missing_ok=True)
-        raise
-    logger.info("wrote %s and %s", wav_path, json_path.name)
-    return wav_path
+    with partial_file(target) as tmp:
+        write_audio(tmp, generation.audio, generation.sample_rate, overwrite=True)
+
+        def sidecar_text(final_path: Path) -> str:
+            return json_text(
+                {
+                    "output": final_path.name,
+                    "prompt": generation.prompt,
+                    "parameters": dict(parameters),
+                    "video": None,
+                    "audio": {
+                        "sample_rate": generation.sample_rate,
+                        "samples": int(generation.audio.shape[-1]),
+                        "channels": 2,
+                        "format": "pcm_s16le",
+                    },
+                    "model_files": files,
+                    "versions": _package_versions(),
+                }
+            )
+
+        wav, sidecar = publish_with_sidecar(tmp, target, sidecar_text, overwrite=overwrite)
+    logger.info("wrote %s and %s", wav, sidecar.name)
+    return wav
