@@ -80,7 +80,8 @@ class CompileConfig:
             elif key in names and key not in ("inductor_config", "dynamo_config"):
                 values[key] = value
             else:
-                accepted = [*sorted(names - {"inductor_config", "dynamo_config"}), "inductor.<option>", "dynamo.<option>"]
+                plain = sorted(names - {"inductor_config", "dynamo_config"})
+                accepted = [*plain, "inductor.<option>", "dynamo.<option>"]
                 raise ValueError(f"unknown --compile key {key!r}; accepted: {', '.join(accepted)}")
         return cls(**values, inductor_config=inductor, dynamo_config=dynamo)
 
