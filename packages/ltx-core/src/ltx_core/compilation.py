@@ -24,7 +24,8 @@ from torch import nn
 
 logger = logging.getLogger(__name__)
 
-_DEFAULT_DYNAMO: dict[str, Any] = {"inline_inbuilt_nn_modules": True, "cache_size_limit": 256}
+# (The reference also sets inline_inbuilt_nn_modules=True, which current torch always does.)
+_DEFAULT_DYNAMO: dict[str, Any] = {"cache_size_limit": 256}
 _MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 _CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
 
