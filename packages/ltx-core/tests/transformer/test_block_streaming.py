@@ -146,3 +146,15 @@ def test_a_checkpoint_missing_a_block_weight_is_rejected_before_streaming(write_
     save_file(tensors, str(broken), metadata={"config": json.dumps(config)})
     with pytest.raises(CheckpointError, match="block 1 does not fit"):
         build_transformer(AV_TRANSFORMER, broken, RuntimeOptions(offload="disk"), device="cpu")
+
+
+@pytest.mark.parametrize("device_slots", [1, 3])
+def test_streaming_an_already_loaded_model_keeps_its_outputs(make_model, make_inputs, device_slots):
+    from ltx_core.block_streaming import stream_loaded_blocks
+
+    model = make_model(num_layers=_BLOCKS)
+    want = _run(model, make_inputs)
+    streamer = stream_loaded_blocks(model, torch.device("cpu"), device_slots=device_slots)
+    assert all(p.is_meta for p in model.transformer_blocks[1].parameters())
+    _assert_identical(_run(model, make_inputs), want)
+    streamer.close()

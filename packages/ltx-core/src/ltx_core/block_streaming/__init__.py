@@ -9,7 +9,12 @@ compute; elsewhere synchronously. The output equals the non-streamed model's exa
 Reach it through `ltx_core.runtime.build_transformer(..., RuntimeOptions(offload="cpu"|"disk"))`.
 """
 
-from ltx_core.block_streaming.builder import MAX_DEVICE_SLOTS, attach_block_streaming, block_layout
+from ltx_core.block_streaming.builder import (
+    MAX_DEVICE_SLOTS,
+    attach_block_streaming,
+    block_layout,
+    stream_loaded_blocks,
+)
 from ltx_core.block_streaming.device_slots import DeviceBlockSlots
 from ltx_core.block_streaming.layout import BlockLayout, TensorPlace
 from ltx_core.block_streaming.sources import BlockKeys, BlockSource, DiskBlockSource, RamBlockSource
@@ -27,4 +32,5 @@ __all__ = [
     "TensorPlace",
     "attach_block_streaming",
     "block_layout",
+    "stream_loaded_blocks",
 ]

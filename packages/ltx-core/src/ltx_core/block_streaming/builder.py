@@ -83,3 +83,19 @@ def attach_block_streaming(
         device_slots,
     )  # fmt: skip
     return BlockStreamer(blocks, block_source, slots)
+
+
+def stream_loaded_blocks(
+    model: nn.Module, device: torch.device, *, device_slots: int = 2, blocks_attr: str = "transformer_blocks"
+) -> BlockStreamer:
+    """Stream the blocks of an already-built model from (pinned) host memory; its block tensors are freed.
+
+    For models built in memory (random weights in benchmarks, weights edited after loading); the
+    non-block weights should already be on `device`.
+    """
+    blocks = getattr(model, blocks_attr)
+    layout = BlockLayout.of(blocks[0], lambda _name, tensor: tensor.dtype)
+    source = RamBlockSource.from_modules(blocks, layout, pin=device.type == "cuda")
+    for block in blocks:
+        block.to(torch.device("meta"))
+    return BlockStreamer(blocks, source, DeviceBlockSlots(layout, device, device_slots))

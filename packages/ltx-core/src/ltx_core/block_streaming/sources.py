@@ -12,11 +12,13 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 import torch
+from torch import nn
 from tqdm import tqdm
 
 from ltx_core.block_streaming.layout import BlockLayout
@@ -120,6 +122,20 @@ class RamBlockSource:
                 buffer = layout.allocate(torch.device("cpu"), pin=pin)
                 fill_block(reader, ops, keys, index, layout, conversion, buffer)
                 self._buffers.append(buffer)
+
+    @classmethod
+    def from_modules(cls, blocks: Sequence[nn.Module], layout: BlockLayout, *, pin: bool = False) -> RamBlockSource:
+        """Pack already-loaded blocks (any device) into host buffers; the blocks' tensors can then be freed."""
+        source = cls.__new__(cls)
+        source.num_blocks = len(blocks)
+        source._buffers = []
+        for block in tqdm(blocks, desc="packing blocks in RAM", leave=False):
+            buffer = layout.allocate(torch.device("cpu"), pin=pin)
+            views = layout.views(buffer)
+            for name, tensor in (*block.named_parameters(), *block.named_buffers()):
+                views[name].copy_(tensor.detach())
+            source._buffers.append(buffer)
+        return source
 
     def acquire(self, index: int) -> torch.Tensor:
         return self._buffers[index]
