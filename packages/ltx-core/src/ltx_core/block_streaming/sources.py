@@ -24,7 +24,7 @@ from tqdm import tqdm
 from ltx_core.block_streaming.layout import BlockLayout
 from ltx_core.loader.errors import CheckpointError
 from ltx_core.loader.sd_ops import SDOps
-from ltx_core.loader.tensor_reader import TensorReader
+from ltx_core.loader.tensor_reader import TensorReader, torch_dtype
 from ltx_core.loader.tensorwise import WeightConversion
 
 logger = logging.getLogger(__name__)
@@ -98,6 +98,20 @@ def fill_block(
     block_prefix = f"{keys.prefix}{index}."
     filled = 0
     for file_key, module_key in keys.per_block[index]:
+        local = module_key[len(block_prefix) :]
+        stored = torch_dtype(reader.info(file_key), path=reader.path, key=file_key)
+        if (
+            not ops.value_ops
+            and local in views
+            and conversion.is_identity(module_key, stored)
+            and stored == views[local].dtype
+        ):
+            # Stored bytes are the packed bytes: read straight into the slot, no temporary tensor.
+            place = layout.place(local)
+            if reader.nbytes(file_key) == place.nbytes:
+                reader.read_into(file_key, buffer[place.offset : place.offset + place.nbytes])
+                filled += 1
+                continue
         for key, value in ops.apply_value(module_key, reader.read(file_key)):
             local = key[len(block_prefix) :]
             if local not in views:

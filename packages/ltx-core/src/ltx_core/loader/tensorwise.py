@@ -55,6 +55,13 @@ class WeightConversion:
             return value.to(device, self.dtype)
         return (value.to(device, delta.dtype) + delta).to(self.dtype)
 
+    def is_identity(self, key: str, stored: torch.dtype) -> bool:
+        """True when the stored bytes of `key` are already the module's tensor (no cast, no LoRA)."""
+        if self.lora is not None and key in self.lora.keys():
+            return False
+        target = self.storage_dtypes.get(key, self.dtype if stored.is_floating_point else stored)
+        return target == stored
+
     def _rule(self, storage: torch.dtype | None) -> torch.dtype:
         return torch.bfloat16 if storage is not None else self.lora_rule
 
