@@ -149,7 +149,7 @@ def main() -> None:
         path = Path(tmp) / "narrow.safetensors"
         subprocess.run([sys.executable, __file__, "--write", str(path), "--blocks", str(args.blocks)], check=True)
         size = path.stat().st_size / 2**20
-        print(f"narrow {args.blocks}-block transformer, bf16 checkpoint {size:.0f} MiB, {args.tokens} video tokens, CPU")
+        print(f"narrow {args.blocks}-block transformer, bf16 checkpoint {size:.0f} MiB, {args.tokens} video tokens")
         results = {}
         for mode in MODES:
             cmd = [sys.executable, __file__, "--child", str(path), mode, "--tokens", str(args.tokens)]
