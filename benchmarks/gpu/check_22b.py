@@ -50,7 +50,7 @@ def _config(blocks: int | None) -> dict:
 def random_model(config: dict, device: torch.device) -> torch.nn.Module:
     with torch.device("meta"):
         model = configure_transformer(config)
-    model = model.to_empty(device=device).to(torch.bfloat16)
+    model = model.to(torch.bfloat16).to_empty(device=device)  # allocate once, directly in bf16
     g = torch.Generator(device=device).manual_seed(0)
     with torch.no_grad():
         for name, p in model.named_parameters():

@@ -179,7 +179,10 @@ class DiskBlockSource:
         self.num_blocks = len(keys.per_block)
         self._path, self._ops, self._keys, self._layout, self._conversion = Path(path), ops, keys, layout, conversion
         self._prefetch = max(0, min(prefetch, slots - 1))
-        self._free: list[torch.Tensor] = [layout.allocate(torch.device("cpu"), pin=pin) for _ in range(slots)]
+        # Free slots carry the event of the device copy that last read them (None: nothing pending).
+        self._free: list[tuple[torch.Tensor, CopyDone | None]] = [
+            (layout.allocate(torch.device("cpu"), pin=pin), None) for _ in range(slots)
+        ]
         self._ready: dict[int, torch.Tensor] = {}
         self._in_use: set[int] = set()
         self._loading: int | None = None
@@ -201,8 +204,10 @@ class DiskBlockSource:
                         if self._closed:
                             return
                         index = self._queue.popleft()
-                        buffer = self._free.pop()
+                        buffer, copied = self._free.pop()
                         self._loading = index
+                    if copied is not None:
+                        copied.synchronize()  # the device copy must have read the buffer before it is refilled
                     fill_block(reader, self._ops, self._keys, index, self._layout, self._conversion, buffer)
                     with self._cond:
                         self._ready[index] = buffer
@@ -245,7 +250,7 @@ class DiskBlockSource:
         if needed in self._ready or needed == self._loading or self._free:
             return
         for stale in [i for i in self._ready if i not in self._in_use]:
-            self._free.append(self._ready.pop(stale))
+            self._free.append((self._ready.pop(stale), None))
         self._cond.notify_all()
 
     def _schedule_after(self, index: int) -> None:
@@ -255,13 +260,12 @@ class DiskBlockSource:
                 self._queue.append(ahead)
 
     def release(self, index: int, copied: CopyDone | None) -> None:
-        if copied is not None:
-            copied.synchronize()  # the device copy must have read the buffer before it is refilled
+        """Never blocks the caller: the reader thread waits on `copied` before refilling the slot."""
         with self._cond:
             self._in_use.discard(index)
             buffer = self._ready.pop(index, None)
             if buffer is not None:
-                self._free.append(buffer)
+                self._free.append((buffer, copied))
             self._cond.notify_all()
 
     def close(self) -> None:

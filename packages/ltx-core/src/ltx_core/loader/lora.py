@@ -164,6 +164,9 @@ class LoraDeltas:
     def keys(self) -> frozenset[str]:
         return frozenset(self._pairs)
 
+    def __contains__(self, key: str) -> bool:
+        return key in self._pairs
+
     def check_targets(self, weight_keys: Sequence[str] | frozenset[str] | set[str]) -> None:
         """Raise when a LoRA matches no weight of the component; warn listing keys that match nothing."""
         known = set(weight_keys)

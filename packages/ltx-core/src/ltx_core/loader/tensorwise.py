@@ -57,7 +57,7 @@ class WeightConversion:
 
     def is_identity(self, key: str, stored: torch.dtype) -> bool:
         """True when the stored bytes of `key` are already the module's tensor (no cast, no LoRA)."""
-        if self.lora is not None and key in self.lora.keys():
+        if self.lora is not None and key in self.lora:
             return False
         target = self.storage_dtypes.get(key, self.dtype if stored.is_floating_point else stored)
         return target == stored

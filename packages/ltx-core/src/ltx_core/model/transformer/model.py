@@ -135,7 +135,8 @@ class LTXModel(nn.Module):
         if not self.dedup_timesteps or flat.shape[1] == 1:
             mod, embedded = adaln(flat.flatten(), dtype)
             return mod.view(batch, -1, mod.shape[-1]), embedded.view(batch, -1, embedded.shape[-1])
-        distinct, inverse = torch.unique(flat, return_inverse=True)
+        # float32 values: the sinusoid reads them in float32 anyway, and unique supports it on every device.
+        distinct, inverse = torch.unique(flat.float(), return_inverse=True)
         mod, embedded = adaln(distinct, dtype)
         if bool((flat == flat[:, :1]).all()):
             inverse = inverse[:, :1]
