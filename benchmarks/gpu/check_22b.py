@@ -77,18 +77,21 @@ def inputs(model: torch.nn.Module, frames: int, height: int, width: int, text: i
     audio_pos = torch.stack([t, t + 0.04], -1)[None, None].to(device)
     g = torch.Generator(device=device).manual_seed(1)
     sigma = torch.tensor([0.9], device=device)
-    width_text = c.caption_channels or c.video.context_dim
-
-    def mod(tokens: int, channels: int, pos: torch.Tensor) -> Modality:
+    def mod(tokens: int, channels: int, pos: torch.Tensor, context_dim: int) -> Modality:
         return Modality(
             latent=torch.randn(1, tokens, channels, device=device, generator=g, dtype=torch.bfloat16),
             timesteps=torch.full((1, tokens, 1), 0.9, device=device, dtype=torch.bfloat16),
             sigma=sigma,
             positions=pos,
-            context=torch.randn(1, text, width_text, device=device, generator=g, dtype=torch.bfloat16),
+            context=torch.randn(
+                1, text, c.caption_channels or context_dim, device=device, generator=g, dtype=torch.bfloat16
+            ),
         )
 
-    return mod(f * h * w, c.video.in_channels, video_pos), mod(audio_tokens, c.audio.in_channels, audio_pos)
+    return (
+        mod(f * h * w, c.video.in_channels, video_pos, c.video.context_dim),
+        mod(audio_tokens, c.audio.in_channels, audio_pos, c.audio.context_dim),
+    )
 
 
 def to_fp8_cast(model: torch.nn.Module) -> None:
