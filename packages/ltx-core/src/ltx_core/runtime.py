@@ -8,7 +8,8 @@ The pipelines' CLI flags map one to one onto `RuntimeOptions`::
     --compile [KEY=VALUE ...]              -> compile=CompileConfig.from_key_values(items)
     --attention-backend auto|sdpa|flash3|flash4|mps-sdpa -> attention_backend
 
-Typical use::
+Typical use (`RuntimeOptions.from_flags(args.quantization, args.offload, args.compile,
+args.attention_backend)` builds the options from argparse values)::
 
     options = RuntimeOptions(quantization="fp8-cast", offload="disk")
     options.validate(device)   # before any heavy work: raises ValueError naming the bad value,
@@ -79,6 +80,20 @@ class RuntimeOptions:
                 f"--attention-backend {self.attention_backend!r} is unknown; "
                 f"accepted: {', '.join(ACCEPTED_BACKEND_NAMES)}"
             )
+
+    @classmethod
+    def from_flags(
+        cls,
+        quantization: str | None = None,
+        offload: str | None = "none",
+        compile: Sequence[str] | None = None,
+        attention_backend: str | None = None,
+    ) -> RuntimeOptions:
+        """From argparse values: `compile` None when `--compile` is absent, a (possibly empty) list of
+        KEY=VALUE items when given."""
+        config = None if compile is None else CompileConfig.from_key_values(compile)
+        backend = None if attention_backend in (None, "auto") else attention_backend
+        return cls(quantization=quantization, offload=offload or "none", compile=config, attention_backend=backend)
 
     @property
     def streams_blocks(self) -> bool:

@@ -55,3 +55,11 @@ def test_default_options_build_the_plain_model(write_checkpoint, make_inputs):
     video, audio = make_inputs()
     for got, want in zip(ours(video, audio), plain(video, audio)):
         assert torch.equal(got, want)
+
+
+def test_cli_flag_values_map_onto_options():
+    options = RuntimeOptions.from_flags("fp8-cast", "disk", ["backend=aot_eager"], "auto")
+    assert options.quantization == "fp8-cast" and options.offload == "disk"
+    assert options.compile == CompileConfig(backend="aot_eager") and options.attention_backend is None
+    assert RuntimeOptions.from_flags(compile=[]).compile == CompileConfig()
+    assert RuntimeOptions.from_flags().compile is None
