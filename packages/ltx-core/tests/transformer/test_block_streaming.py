@@ -158,3 +158,26 @@ def test_streaming_an_already_loaded_model_keeps_its_outputs(make_model, make_in
     assert all(p.is_meta for p in model.transformer_blocks[1].parameters())
     _assert_identical(_run(model, make_inputs), want)
     streamer.close()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (copy stream + events path)")
+@pytest.mark.parametrize("offload", ["cpu", "disk"])
+def test_cuda_streaming_with_copy_stream_matches_the_resident_model(checkpoint, make_inputs, offload):
+    path, _ = checkpoint
+    full = build_transformer(AV_TRANSFORMER, path, device="cuda", dtype=torch.float32)
+    options = RuntimeOptions(offload=offload, device_slots=2)
+    streamed = build_transformer(AV_TRANSFORMER, path, options, device="cuda", dtype=torch.float32)
+
+    def cuda_inputs():
+        return tuple(
+            type(m)(**{k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in m.__dict__.items()})
+            for m in make_inputs()
+        )
+
+    # Same kernels on the same values; allow float32 rounding in case cuBLAS picks another algorithm for
+    # the slot views' alignment.
+    for got, want in zip(_run(streamed, cuda_inputs, steps=3), _run(full, cuda_inputs, steps=3)):
+        for g, w in zip(got, want):
+            assert torch.allclose(g, w, atol=1e-5, rtol=1e-5), f"max |diff| {float((g - w).abs().max()):.3e}"
+    release_transformer(streamed)
