@@ -10,7 +10,7 @@ from ltx_core.model.transformer import AV_TRANSFORMER
 from ltx_core.runtime import RuntimeOptions, build_transformer
 
 
-@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("backend", ["aot_eager"])  # traces through AOT autograd; no C++ toolchain needed
 def test_compiled_blocks_give_the_eager_outputs_for_two_token_counts(make_model, make_inputs, backend):
     torch._dynamo.reset()
     model = make_model()
