@@ -10,9 +10,10 @@ that decode alone (weights included: ~0.8 GB in bf16).
 
 At 49 x 256 x 384 the default tiling (80/24 frames, 768/64 px) is a single tile, so "default" and
 "untiled" decode the same way. "small-tiles" (12 tiles here) shows real tiling; it re-decodes the
-overlaps, so it is slower. At this size the peak is set by the weights and the float32 copy of the
-largest convolution's weights made for CPU arithmetic (see `layers.Conv3d`, ~0.45 GB); the
+overlaps, so it is slower. At this size the peak is set by the weights (plus, on CPUs without native
+bf16 convolution, their float32 copy made once for CPU arithmetic, see `layers.Conv3d`); the
 activations (roughly 0.5 GB here) grow with the pixel count, and those are what tiling bounds.
+`video_vae_conv_modes.py` compares the native bf16 and float32-cast convolution paths.
 """
 
 from __future__ import annotations

@@ -117,3 +117,55 @@ def _assert_close(got: torch.Tensor, want: torch.Tensor, atol: float = 1e-5, rto
 @pytest.fixture
 def assert_close() -> Callable[..., None]:
     return _assert_close
+
+
+@pytest.fixture
+def write_checkpoint(tmp_path) -> Callable[..., Any]:
+    """write_checkpoint(name="tiny.safetensors", seed=0, **overrides) -> (path, config dict).
+
+    A released-layout single file (bfloat16 weights under `model.diffusion_model.`, the config in
+    its metadata) of a random tiny transformer.
+    """
+    import json
+
+    from safetensors.torch import save_file
+
+    def write(name: str = "tiny.safetensors", seed: int = 0, **overrides: Any):
+        config = {"transformer": {**copy.deepcopy(TINY_TRANSFORMER), **overrides}}
+        model = randomize_(configure_transformer(config), seed)
+        tensors = {
+            f"model.diffusion_model.{k}": v.to(torch.bfloat16).contiguous() for k, v in model.state_dict().items()
+        }
+        path = tmp_path / name
+        save_file(tensors, str(path), metadata={"config": json.dumps(config)})
+        return path, config
+
+    return write
+
+
+@pytest.fixture
+def write_lora(tmp_path) -> Callable[..., Any]:
+    """write_lora(checkpoint_config, targets, name="lora.safetensors", rank=2, seed=0) -> path.
+
+    `targets` are module names (e.g. "transformer_blocks.0.attn1.to_q"); A/B are random bfloat16.
+    """
+    from safetensors.torch import save_file
+
+    def write(config: dict[str, Any], targets: list[str], name: str = "lora.safetensors", rank: int = 2, seed: int = 0):
+        with torch.device("meta"):
+            model = configure_transformer(config)
+        g = torch.Generator().manual_seed(seed)
+        tensors = {}
+        for target in targets:
+            out_features, in_features = model.get_submodule(target).weight.shape
+            tensors[f"diffusion_model.{target}.lora_A.weight"] = (torch.randn(rank, in_features, generator=g) * 0.3).to(
+                torch.bfloat16
+            )
+            tensors[f"diffusion_model.{target}.lora_B.weight"] = (
+                torch.randn(out_features, rank, generator=g) * 0.3
+            ).to(torch.bfloat16)
+        path = tmp_path / name
+        save_file(tensors, str(path))
+        return path
+
+    return write

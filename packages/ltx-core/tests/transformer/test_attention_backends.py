@@ -34,3 +34,45 @@ def test_attend_matches_softmax_attention(assert_close):
     v2 = v.clone()
     v2[0, 5:] = 1000.0
     assert_close(attend(q, k, v2, 3, bias)[0], attend(q, k, v, 3, bias)[0])
+
+
+def test_backends_are_chosen_by_name():
+    from ltx_core.model.transformer.attention_backends import parse_backend
+
+    assert parse_backend(None) is None and parse_backend("auto") is None
+    assert parse_backend("sdpa") is AttentionBackend.SDPA
+    assert parse_backend("flash3") is AttentionBackend.FLASH_ATTENTION_3
+    assert parse_backend("FLASH4") is AttentionBackend.FLASH_ATTENTION_4
+    assert parse_backend("mps-sdpa") is AttentionBackend.MPS_SDPA
+
+
+def test_unknown_or_unusable_backends_fail_naming_what_they_need():
+    import pytest
+
+    from ltx_core.model.transformer.attention_backends import available_backends, check_backend
+
+    with pytest.raises(ValueError, match="unknown attention backend 'xformers'.*accepted: auto, sdpa, flash3"):
+        check_backend("xformers", "cpu")
+    for name, backend in (("flash3", AttentionBackend.FLASH_ATTENTION_3), ("mps-sdpa", AttentionBackend.MPS_SDPA)):
+        expected = "needs a CUDA GPU|needs an Apple MPS" if backend in available_backends() else "not installed"
+        with pytest.raises(ValueError, match=expected):
+            check_backend(name, "cpu")
+    assert check_backend("sdpa", "cpu") is AttentionBackend.SDPA
+
+
+def test_a_pinned_backend_is_set_on_every_attention_layer_and_logged(make_model, make_inputs, caplog):
+    import logging
+
+    from ltx_core.model.transformer.attention_backends import set_attention_backend
+
+    model = make_model()
+    video, audio = make_inputs()
+    want = model(video, audio)
+    with caplog.at_level(logging.INFO, logger="ltx_core.model.transformer.attention_backends"):
+        set_attention_backend(model, "sdpa", "cpu")
+        got = model(video, audio)
+    attentions = [m for m in model.modules() if hasattr(m, "attention_fn")]
+    assert attentions and all(m.attention_fn.keywords["backend"] is AttentionBackend.SDPA for m in attentions)
+    assert any("attention backend" in r.getMessage() for r in caplog.records)
+    for g, w in zip(got, want):
+        assert torch.equal(g, w)

@@ -195,3 +195,79 @@ def fuse_loras(
         precision.value,
     )
     return fused
+
+
+class LoraDeltas:
+    """The low-rank pairs of several LoRAs, indexed by module weight key; one key's delta on demand.
+
+    Used where weights are loaded tensor by tensor (block streaming, quantized builds), so that
+    LoRA fusion never needs the whole state dict. Two rounding rules:
+
+    - `torch.float32`: sum_i strength_i * scale_i * (B_i @ A_i) in float32 (as `fuse_loras`);
+    - `torch.bfloat16` (the reference's bfloat16 rule): B_i * strength_i * scale_i rounded to
+      bfloat16, the product with A_i accumulated in float32, the sum over LoRAs rounded once to
+      bfloat16. Quantized targets always take this delta (see `ltx_core.quantization`).
+    """
+
+    def __init__(self, loras: Sequence[LoraSpec], *, component: str = "model") -> None:
+        self.component = component
+        self._pairs: dict[str, list[tuple[LoraSpec, _LoraPair]]] = {}
+        self._specs = [spec for spec in loras if spec.strength != 0.0]
+        for spec in self._specs:
+            pairs = _lora_pairs(spec)
+            if not pairs:
+                raise CheckpointError(
+                    f"LoRA {str(spec.path)!r} holds no lora_A/lora_B pairs under its key rules ({spec.ops.name})"
+                )
+            for key, pair in pairs.items():
+                self._pairs.setdefault(key, []).append((spec, pair))
+
+    def __bool__(self) -> bool:
+        return bool(self._pairs)
+
+    def keys(self) -> frozenset[str]:
+        return frozenset(self._pairs)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._pairs
+
+    def check_targets(self, weight_keys: Sequence[str] | frozenset[str] | set[str]) -> None:
+        """Raise when a LoRA matches no weight of the component; warn listing keys that match nothing."""
+        known = set(weight_keys)
+        for spec in self._specs:
+            mine = [k for k, entries in self._pairs.items() if any(s is spec for s, _ in entries)]
+            unmatched = [k for k in mine if k not in known]
+            if mine and len(unmatched) == len(mine):
+                raise CheckpointError(
+                    f"LoRA {str(spec.path)!r} matches no weight of the {self.component} "
+                    f"(e.g. {unmatched[0]!r}); was it made for another model?"
+                )
+            if unmatched:
+                logger.warning(
+                    "LoRA %s: %d keys match no weight of the %s: %s",
+                    spec.path, len(unmatched), self.component, ", ".join(unmatched[:20]),
+                )  # fmt: skip
+
+    def delta(
+        self, key: str, shape: tuple[int, ...], *, rule: torch.dtype = torch.float32, device: torch.device | None = None
+    ) -> torch.Tensor | None:
+        """The summed delta for weight `key` (None when no LoRA targets it), in `rule`'s dtype."""
+        entries = self._pairs.get(key)
+        if not entries:
+            return None
+        acc: torch.Tensor | None = None
+        for spec, pair in entries:
+            if (pair.b.shape[0], pair.a.shape[1]) != tuple(shape):
+                raise CheckpointError(
+                    f"LoRA {str(spec.path)!r}: delta for {key!r} has shape {(pair.b.shape[0], pair.a.shape[1])}, "
+                    f"the weight has {tuple(shape)}"
+                )
+            factor = spec.strength * pair.scale
+            if rule == torch.bfloat16:
+                b = (pair.b.to(device, torch.bfloat16) * factor).float()
+                a = pair.a.to(device, torch.bfloat16).float()
+                product = b @ a
+            else:
+                product = (pair.b.to(device, torch.float32) @ pair.a.to(device, torch.float32)).mul_(factor)
+            acc = product if acc is None else acc.add_(product)
+        return acc.to(rule)

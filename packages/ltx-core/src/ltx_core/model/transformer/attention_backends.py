@@ -4,17 +4,22 @@
 and the only backend for masked calls (the flash kernels take no additive mask). Without a mask,
 FlashAttention 3 (`flash_attn_interface`, Hopper) or 4 (`flash_attn.cute`, Hopper/Blackwell) run
 on CUDA half-precision inputs when installed, and Apple's `mps_sdpa` on MPS. The optional kernels
-are probed once at import; a missing or broken install simply leaves SDPA in charge.
+are probed once at import; a missing or broken install simply leaves SDPA in charge of automatic
+selection, while a backend chosen by name (`check_backend`, `set_attention_backend`: "sdpa",
+"flash3", "flash4", "mps-sdpa"; None or "auto" = automatic) fails with an error naming what it needs.
+The backend that runs is logged once per (backend, device).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from enum import Enum
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +49,32 @@ class AttentionBackend(Enum):
     MPS_SDPA = "mps_sdpa"
 
 
+# Names a caller (the `--attention-backend` flag) may use; None / "auto" means per-device automatic.
+BACKEND_NAMES: dict[str, AttentionBackend] = {
+    "sdpa": AttentionBackend.SDPA,
+    "flash3": AttentionBackend.FLASH_ATTENTION_3,
+    "flash_attention_3": AttentionBackend.FLASH_ATTENTION_3,
+    "flash4": AttentionBackend.FLASH_ATTENTION_4,
+    "flash_attention_4": AttentionBackend.FLASH_ATTENTION_4,
+    "mps-sdpa": AttentionBackend.MPS_SDPA,
+    "mps_sdpa": AttentionBackend.MPS_SDPA,
+}
+ACCEPTED_BACKEND_NAMES = ("auto", "sdpa", "flash3", "flash4", "mps-sdpa")
+
+# What each optional backend needs: the package that provides it and the devices it serves.
+_REQUIREMENTS = {
+    AttentionBackend.FLASH_ATTENTION_3: (
+        "flash_attn_interface (FlashAttention 3)",
+        "a CUDA GPU of compute capability 9.x",
+    ),
+    AttentionBackend.FLASH_ATTENTION_4: (
+        "flash_attn.cute (FlashAttention 4)",
+        "a CUDA GPU of compute capability 9.x or 10.x",
+    ),
+    AttentionBackend.MPS_SDPA: ("mps_sdpa", "an Apple MPS device"),
+}
+
+
 def available_backends() -> tuple[AttentionBackend, ...]:
     found = [AttentionBackend.SDPA]
     if _fa3_func is not None:
@@ -53,6 +84,50 @@ def available_backends() -> tuple[AttentionBackend, ...]:
     if _mps_sdpa_func is not None:
         found.append(AttentionBackend.MPS_SDPA)
     return tuple(found)
+
+
+def parse_backend(name: str | AttentionBackend | None) -> AttentionBackend | None:
+    """'flash3' -> FLASH_ATTENTION_3, None / 'auto' -> None (automatic); raises naming the accepted names."""
+    if name is None or isinstance(name, AttentionBackend):
+        return name
+    if name.lower() == "auto":
+        return None
+    try:
+        return BACKEND_NAMES[name.lower()]
+    except KeyError:
+        raise ValueError(f"unknown attention backend {name!r}; accepted: {', '.join(ACCEPTED_BACKEND_NAMES)}") from None
+
+
+def _serves_device(backend: AttentionBackend, device: torch.device) -> bool:
+    if backend is AttentionBackend.SDPA:
+        return True
+    if backend is AttentionBackend.MPS_SDPA:
+        return device.type == "mps"
+    if device.type != "cuda" or not torch.cuda.is_available():
+        return False
+    major, _ = torch.cuda.get_device_capability(device)
+    return major == 9 if backend is AttentionBackend.FLASH_ATTENTION_3 else major in (9, 10)
+
+
+def check_backend(backend: str | AttentionBackend | None, device: torch.device | str) -> AttentionBackend | None:
+    """Validate a chosen backend for `device` before any heavy work: raises when it is not installed
+    or cannot serve that device, naming what it needs and what is available."""
+    chosen = parse_backend(backend)
+    if chosen is None or chosen is AttentionBackend.SDPA:
+        return chosen
+    device = torch.device(device)
+    package, hardware = _REQUIREMENTS[chosen]
+    usable = ", ".join(b.value for b in available_backends())
+    if chosen not in available_backends():
+        raise ValueError(
+            f"attention backend {chosen.value!r} needs the package {package}, which is not installed "
+            f"(or failed to import); installed backends: {usable}, or 'auto'"
+        )
+    if not _serves_device(chosen, device):
+        raise ValueError(
+            f"attention backend {chosen.value!r} needs {hardware}; this run uses {device}. Use 'sdpa' or 'auto' instead"
+        )
+    return chosen
 
 
 def select_backend(q: torch.Tensor, heads: int, masked: bool) -> AttentionBackend:
@@ -69,6 +144,26 @@ def select_backend(q: torch.Tensor, heads: int, masked: bool) -> AttentionBacken
     if device.type == "mps" and _mps_sdpa_func is not None:
         return AttentionBackend.MPS_SDPA
     return AttentionBackend.SDPA
+
+
+def _resolve(q: torch.Tensor, heads: int, masked: bool, pinned: AttentionBackend | None) -> AttentionBackend:
+    """A pinned backend serves every call it can; masked calls (and flash kernels' unsupported inputs)
+    go to SDPA, since the flash kernels take no additive mask."""
+    if pinned is None:
+        return select_backend(q, heads, masked)
+    if masked or pinned is AttentionBackend.SDPA:
+        return AttentionBackend.SDPA
+    if pinned is AttentionBackend.MPS_SDPA:
+        return pinned
+    if q.dtype not in _FLASH_DTYPES or q.shape[-1] // heads > _FLASH_MAX_HEAD_DIM:
+        return AttentionBackend.SDPA
+    return pinned
+
+
+@functools.lru_cache(maxsize=64)
+def _log_backend(backend: AttentionBackend, device_type: str, pinned: bool) -> None:
+    # Cached so the log names each (backend, device) once instead of once per attention call.
+    logger.info("attention backend: %s on %s (%s)", backend.value, device_type, "chosen" if pinned else "automatic")
 
 
 def _heads_first(t: torch.Tensor, heads: int) -> torch.Tensor:
@@ -112,14 +207,40 @@ def _mps_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, heads: int
 
 
 def attend(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, heads: int, mask: torch.Tensor | None = None
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    heads: int,
+    mask: torch.Tensor | None = None,
+    backend: AttentionBackend | None = None,
 ) -> torch.Tensor:
-    """Multi-head attention on (B, T, heads * head_dim) inputs with the best available kernel."""
-    backend = select_backend(q, heads, masked=mask is not None)
-    if backend is AttentionBackend.FLASH_ATTENTION_3:
+    """Multi-head attention on (B, T, heads * head_dim) inputs; `backend` None picks per device."""
+    chosen = _resolve(q, heads, mask is not None, backend)
+    if not torch.compiler.is_compiling():
+        _log_backend(chosen, q.device.type, backend is not None)
+    if chosen is AttentionBackend.FLASH_ATTENTION_3:
         return _flash_attention(_fa3_func, q, k, v, heads)
-    if backend is AttentionBackend.FLASH_ATTENTION_4:
+    if chosen is AttentionBackend.FLASH_ATTENTION_4:
         return _flash_attention(_fa4_func, q, k, v, heads)
-    if backend is AttentionBackend.MPS_SDPA:
+    if chosen is AttentionBackend.MPS_SDPA:
         return _mps_attention(q, k, v, heads)
     return sdpa_attention(q, k, v, heads, mask)
+
+
+def attention_function(backend: str | AttentionBackend | None) -> AttentionFn:
+    """An `AttentionFn` pinned to `backend` (None / 'auto': automatic per device)."""
+    pinned = parse_backend(backend)
+    if pinned is None:
+        return attend
+    return functools.partial(attend, backend=pinned)
+
+
+def set_attention_backend(model: nn.Module, backend: str | AttentionBackend | None, device: torch.device | str) -> None:
+    """Point every attention layer of `model` at `backend`, after checking it can run on `device`."""
+    fn = attention_function(check_backend(backend, device))
+    count = 0
+    for module in model.modules():
+        if hasattr(module, "attention_fn"):
+            module.attention_fn = fn
+            count += 1
+    logger.info("attention backend %s set on %d attention layers", parse_backend(backend) or "auto", count)

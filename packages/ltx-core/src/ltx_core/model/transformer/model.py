@@ -111,6 +111,8 @@ class LTXModel(nn.Module):
             self.av_ca_v2a_gate_adaln_single = AdaLNSingle(audio.dim, 1)
         self.transformer_blocks = nn.ModuleList(AVTransformerBlock(config) for _ in range(config.num_layers))
         self.gradient_checkpointing = False
+        # Compute AdaLN embeddings once per distinct timestep value (see `_adaln`); off = per token.
+        self.dedup_timesteps = True
 
     def set_gradient_checkpointing(self, enable: bool) -> None:
         """Recompute each block's activations in the backward pass (training only): less memory, ~25% more time."""
@@ -122,8 +124,23 @@ class LTXModel(nn.Module):
 
     # -- input preparation ------------------------------------------------------------------------
     def _adaln(self, adaln: AdaLNSingle, values: torch.Tensor, batch: int, dtype: torch.dtype):
-        mod, embedded = adaln(values.flatten(), dtype)
-        return mod.view(batch, -1, mod.shape[-1]), embedded.view(batch, -1, embedded.shape[-1])
+        """(B, T | 1, width) AdaLN outputs for per-token (or per-item) timestep values.
+
+        With `dedup_timesteps`, the embedding MLP runs once per distinct value instead of once per
+        token (text-to-video has one value per item, image-to-video two), and when every token of
+        each item shares one value the result stays (B, 1, width) and broadcasts in the blocks, so
+        the (B, T, rows * D) modulation tensor is never materialised.
+        """
+        flat = values.reshape(batch, -1)
+        if not self.dedup_timesteps or flat.shape[1] == 1:
+            mod, embedded = adaln(flat.flatten(), dtype)
+            return mod.view(batch, -1, mod.shape[-1]), embedded.view(batch, -1, embedded.shape[-1])
+        # float32 values: the sinusoid reads them in float32 anyway, and unique supports it on every device.
+        distinct, inverse = torch.unique(flat.float(), return_inverse=True)
+        mod, embedded = adaln(distinct, dtype)
+        if bool((flat == flat[:, :1]).all()):
+            inverse = inverse[:, :1]
+        return mod[inverse], embedded[inverse]
 
     def _rope(self, positions: torch.Tensor, dim: int, heads: int, max_pos, dtype: torch.dtype) -> RotaryEmbedding:
         c = self.config

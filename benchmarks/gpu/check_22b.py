@@ -1,0 +1,222 @@
+"""GPU check: one denoising step of the LTX-2.3 22B transformer architecture at 768 x 512 x 121.
+
+Random bf16 weights (the architecture from `tests/golden/ltx-2.3-22b-keys.json`, built on the meta
+device and materialised directly on the GPU), one transformer forward per step, for each variant:
+
+    bf16-sdpa        bf16 weights, PyTorch SDPA
+    bf16-fa3         bf16 weights, FlashAttention 3 (skipped when not installed / not Hopper)
+    fp8-cast         block Linears stored float8, upcast per call (SDPA or the best automatic backend)
+    fp8-scaled-mm    block Linears float8 with per-tensor scales through torch._scaled_mm
+    bf16-compile     bf16, every block torch.compile'd (inductor, dynamic token axis)
+    bf16-stream2     bf16, blocks streamed from pinned host memory through 2 GPU slots
+
+Printed per variant: seconds per step (median of --steps after a warm-up), x8 for the 8-step
+distilled schedule, achieved TFLOP/s (FLOPs counted once with torch's FlopCounterMode on the SDPA
+run) and peak GPU memory. Targets from other servers on an H100 for this size: 8 steps in 9.5 s
+(bf16) / 7.55 s (fp8).
+
+    python benchmarks/gpu/check_22b.py                      # all variants
+    python benchmarks/gpu/check_22b.py --variants bf16-sdpa fp8-cast --steps 2
+    python benchmarks/gpu/check_22b.py --blocks 8           # a quick smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from ltx_core.model.transformer import Modality, configure_transformer
+
+VARIANTS = ("bf16-sdpa", "bf16-fa3", "fp8-cast", "fp8-scaled-mm", "bf16-compile", "bf16-stream2")
+_KEYS = Path(__file__).resolve().parents[2] / "tests" / "golden" / "ltx-2.3-22b-keys.json"
+
+
+def _config(blocks: int | None) -> dict:
+    path = Path(os.environ["LTX_GOLDEN_DIR"]) / _KEYS.name if "LTX_GOLDEN_DIR" in os.environ else _KEYS
+    config = json.loads(path.read_text())["config"]
+    if blocks:
+        config["transformer"]["num_layers"] = blocks
+    return config
+
+
+def random_model(config: dict, device: torch.device) -> torch.nn.Module:
+    with torch.device("meta"):
+        model = configure_transformer(config)
+    model = model.to(torch.bfloat16).to_empty(device=device)  # allocate once, directly in bf16
+    g = torch.Generator(device=device).manual_seed(0)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "table" in name:
+                p.normal_(0.0, 0.05, generator=g)
+            elif name.endswith("norm.weight") or "norm_" in name:
+                p.fill_(1.0)
+            elif p.ndim > 1:
+                p.normal_(0.0, p.shape[-1] ** -0.5, generator=g)
+            else:
+                p.zero_()
+    return model.eval().requires_grad_(False)
+
+
+def inputs(model: torch.nn.Module, frames: int, height: int, width: int, text: int, device: torch.device):
+    c = model.config
+    f, h, w = (frames - 1) // 8 + 1, height // 32, width // 32
+    grid = torch.stack(torch.meshgrid(torch.arange(f), torch.arange(h), torch.arange(w), indexing="ij"), 0)
+    grid = grid.reshape(3, -1).float()
+    step = torch.tensor([8 / 24, 32.0, 32.0])[:, None]
+    video_pos = torch.stack([grid * step, grid * step + step], -1)[None].to(device)
+    audio_tokens = round(frames / 24 * 25)
+    t = torch.arange(audio_tokens, dtype=torch.float32) * 0.04
+    audio_pos = torch.stack([t, t + 0.04], -1)[None, None].to(device)
+    g = torch.Generator(device=device).manual_seed(1)
+    sigma = torch.tensor([0.9], device=device)
+    def mod(tokens: int, channels: int, pos: torch.Tensor, context_dim: int) -> Modality:
+        return Modality(
+            latent=torch.randn(1, tokens, channels, device=device, generator=g, dtype=torch.bfloat16),
+            timesteps=torch.full((1, tokens, 1), 0.9, device=device, dtype=torch.bfloat16),
+            sigma=sigma,
+            positions=pos,
+            context=torch.randn(
+                1, text, c.caption_channels or context_dim, device=device, generator=g, dtype=torch.bfloat16
+            ),
+        )
+
+    return (
+        mod(f * h * w, c.video.in_channels, video_pos, c.video.context_dim),
+        mod(audio_tokens, c.audio.in_channels, audio_pos, c.audio.context_dim),
+    )
+
+
+def to_fp8_cast(model: torch.nn.Module) -> None:
+    from ltx_core.quantization import Fp8CastPolicy
+
+    for name in Fp8CastPolicy().prepare(model):
+        module = model.get_submodule(name)
+        module.weight = torch.nn.Parameter(module.weight.to(torch.float8_e4m3fn), requires_grad=False)
+        if module.bias is not None:
+            module.bias = torch.nn.Parameter(module.bias.to(torch.float8_e4m3fn), requires_grad=False)
+
+
+def to_fp8_scaled_mm(model: torch.nn.Module) -> None:
+    """Per-tensor weight scales (amax / 448); a static input scale of 1 stands in for calibrated ones."""
+    from ltx_core.quantization import Fp8CastPolicy, ScaledMMLinear
+
+    for name in Fp8CastPolicy().module_names(model):
+        module = model.get_submodule(name)
+        scale = (module.weight.float().abs().amax() / torch.finfo(torch.float8_e4m3fn).max).clamp(min=1e-12)
+        weight = (module.weight.float() / scale).to(torch.float8_e4m3fn)
+        module.__class__ = ScaledMMLinear
+        module.weight = torch.nn.Parameter(weight, requires_grad=False)
+        module.register_buffer("weight_scale", scale.reshape(()))
+        module.register_buffer("input_scale", torch.ones((), device=weight.device))
+
+
+def timed_steps(model, video, audio, steps: int) -> float:
+    times = []
+    with torch.inference_mode():
+        model(video, audio)  # warm-up (and compilation)
+        for _ in range(steps):
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            model(video, audio)
+            torch.cuda.synchronize()
+            times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def count_flops(model, video, audio) -> int:
+    from torch.utils.flop_counter import FlopCounterMode
+
+    counter = FlopCounterMode(display=False)
+    with torch.inference_mode(), counter:
+        model(video, audio)
+    return counter.get_total_flops()
+
+
+def run_variant(name: str, args: argparse.Namespace, device: torch.device, flops: dict) -> dict | None:
+    from ltx_core.compilation import CompileConfig, compile_blocks
+    from ltx_core.model.transformer.attention_backends import check_backend, set_attention_backend
+    from ltx_core.quantization import supports_scaled_mm
+
+    backend = "sdpa"
+    if name == "bf16-fa3":
+        try:
+            check_backend("flash3", device)
+        except ValueError as e:
+            return {"variant": name, "skipped": str(e)}
+        backend = "flash3"
+    if name == "fp8-scaled-mm" and not supports_scaled_mm(device):
+        return {"variant": name, "skipped": "no native float8 matmul on this GPU"}
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats(device)
+    model = random_model(_config(args.blocks), device)
+    video, audio = inputs(model, args.frames, args.height, args.width, args.text_tokens, device)
+    set_attention_backend(model, backend if name != "fp8-cast" else None, device)
+    streamer = None
+    if name == "fp8-cast":
+        to_fp8_cast(model)
+    elif name == "fp8-scaled-mm":
+        to_fp8_scaled_mm(model)
+    elif name == "bf16-compile":
+        compile_blocks(model.transformer_blocks, CompileConfig())
+    elif name == "bf16-stream2":
+        from ltx_core.block_streaming import stream_loaded_blocks
+
+        streamer = stream_loaded_blocks(model, device, device_slots=2)
+        gc.collect()
+        torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats(device)
+    if "total" not in flops:
+        flops["total"] = count_flops(model, video, audio)
+    seconds = timed_steps(model, video, audio, args.steps)
+    result = {
+        "variant": name,
+        "seconds_per_step": round(seconds, 3),
+        "seconds_8_steps": round(8 * seconds, 2),
+        "tflops": round(flops["total"] / seconds / 1e12, 1),
+        "peak_gib": round(torch.cuda.max_memory_allocated(device) / 2**30, 2),
+        "video_tokens": video.latent.shape[1],
+        "audio_tokens": audio.latent.shape[1],
+    }
+    if streamer is not None:
+        streamer.close()
+    del model, video, audio
+    gc.collect()
+    torch.cuda.empty_cache()
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--frames", type=int, default=121)
+    parser.add_argument("--height", type=int, default=512)
+    parser.add_argument("--width", type=int, default=768)
+    parser.add_argument("--text-tokens", type=int, default=1024)
+    parser.add_argument("--blocks", type=int, default=None, help="override the block count (smoke runs)")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("check_22b.py needs a CUDA GPU")
+    device = torch.device("cuda")
+    print(f"{torch.cuda.get_device_name(device)}, torch {torch.__version__}", flush=True)
+    flops: dict = {}
+    for name in args.variants:
+        try:
+            result = run_variant(name, args, device, flops)
+        except Exception as e:  # report and carry on: one failing variant must not hide the others
+            result = {"variant": name, "error": f"{type(e).__name__}: {e}"[:500]}
+            gc.collect()
+            torch.cuda.empty_cache()
+        print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+"""Reading single tensors of a safetensors file with plain file reads (no memory map).
+
+Block streaming and tensor-by-tensor loading read a few tensors at a time from a file that may be far
+larger than the host memory. A memory map would leave every page it touched resident in the process
+(and counted in its RSS) until the map is closed; `pread`-style reads into a fresh buffer keep the
+host footprint at the tensors in flight.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
+
+import torch
+
+from ltx_core.loader.errors import CheckpointError
+from ltx_core.loader.safetensors_header import SafetensorsHeader, TensorInfo, read_safetensors_header
+
+SAFETENSORS_DTYPES: dict[str, torch.dtype] = {
+    "F64": torch.float64,
+    "F32": torch.float32,
+    "F16": torch.float16,
+    "BF16": torch.bfloat16,
+    "F8_E4M3": torch.float8_e4m3fn,
+    "F8_E5M2": torch.float8_e5m2,
+    "I64": torch.int64,
+    "I32": torch.int32,
+    "I16": torch.int16,
+    "I8": torch.int8,
+    "U8": torch.uint8,
+    "BOOL": torch.bool,
+}
+
+
+def torch_dtype(info: TensorInfo, *, path: str | Path = "", key: str = "") -> torch.dtype:
+    try:
+        return SAFETENSORS_DTYPES[info.dtype]
+    except KeyError:
+        raise CheckpointError(
+            f"{str(path)!r}: tensor {key!r} has dtype {info.dtype!r}; readable: {sorted(SAFETENSORS_DTYPES)}"
+        ) from None
+
+
+class TensorReader:
+    """Reads one tensor at a time from a safetensors file; one instance per thread (it owns a file handle)."""
+
+    def __init__(self, path: str | Path, header: SafetensorsHeader | None = None) -> None:
+        self.header = header if header is not None else read_safetensors_header(path)
+        self.path = Path(self.header.path)
+        self._fd = os.open(self.path, os.O_RDONLY)
+        (header_len,) = struct.unpack("<Q", os.pread(self._fd, 8, 0))
+        self._data_start = 8 + header_len
+
+    def info(self, key: str) -> TensorInfo:
+        return self.header.tensors[key]
+
+    def nbytes(self, key: str) -> int:
+        start, end = self.info(key).data_offsets
+        return end - start
+
+    def read_into(self, key: str, out: torch.Tensor) -> torch.Tensor:
+        """Read the raw bytes of `key` into the contiguous CPU uint8 tensor `out`; returns a typed view."""
+        info = self.info(key)
+        start, end = info.data_offsets
+        if out.numel() != end - start or out.dtype != torch.uint8 or not out.is_contiguous():
+            raise ValueError(f"buffer for {key!r} must be {end - start} contiguous uint8 bytes, got {tuple(out.shape)}")
+        view = memoryview(out.numpy()).cast("B")
+        done = 0
+        while done < len(view):
+            n = os.preadv(self._fd, [view[done:]], self._data_start + start + done)
+            if n <= 0:
+                raise CheckpointError(f"{str(self.path)!r}: unexpected end of file while reading {key!r}")
+            done += n
+        return out.view(torch_dtype(info, path=self.path, key=key)).reshape(info.shape)
+
+    def read(self, key: str) -> torch.Tensor:
+        """A freshly allocated CPU tensor holding `key`."""
+        return self.read_into(key, torch.empty(self.nbytes(key), dtype=torch.uint8))
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> TensorReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        self.close()

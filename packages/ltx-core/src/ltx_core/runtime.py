@@ -1,0 +1,212 @@
+"""How the transformer runs: quantization, offload (block streaming), compile, attention backend.
+
+The pipelines' CLI flags map one to one onto `RuntimeOptions`::
+
+    --quantization fp8-cast|fp8-scaled-mm  -> quantization
+    --offload none|cpu|disk                -> offload ("cpu": all blocks in pinned RAM; "disk":
+                                              a few host slots refilled from the file)
+    --compile [KEY=VALUE ...]              -> compile=CompileConfig.from_key_values(items)
+    --attention-backend auto|sdpa|flash3|flash4|mps-sdpa -> attention_backend
+
+Typical use (`RuntimeOptions.from_flags(args.quantization, args.offload, args.compile,
+args.attention_backend)` builds the options from argparse values)::
+
+    options = RuntimeOptions(quantization="fp8-cast", offload="disk")
+    options.validate(device)   # before any heavy work: raises ValueError naming the bad value,
+                               # the device's capability and the alternative
+    model = build_transformer(AV_TRANSFORMER, checkpoint, options, device=device,
+                              dtype=torch.bfloat16, loras=loras)
+
+`build_transformer` returns the `LTXModel` (wrap it in `X0Model` as usual). It reads the file tensor
+by tensor, fusing LoRAs per tensor before any downcast, so the host never holds a second copy of the
+model. With offload, `model.block_streamer` owns the streaming state; call `release_transformer`
+(or `model.block_streamer.close()`) when done. `estimate_peak_memory` in
+`ltx_core.memory_estimate` predicts the device memory a run needs under these options.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from ltx_core.block_streaming import MAX_DEVICE_SLOTS, attach_block_streaming
+from ltx_core.compilation import CompileConfig, compile_blocks
+from ltx_core.devices import resolve_device
+from ltx_core.loader import ComponentSpec, LoraSpec, check_state_dict_fits, checkpoint_config
+from ltx_core.loader.errors import CheckpointError
+from ltx_core.loader.lora import LoraDeltas
+from ltx_core.loader.safetensors_header import read_safetensors_header
+from ltx_core.loader.tensorwise import WeightConversion, load_tensorwise
+from ltx_core.model.transformer.attention_backends import ACCEPTED_BACKEND_NAMES, check_backend, set_attention_backend
+from ltx_core.quantization import Fp8CastPolicy, Fp8ScaledMMPolicy, require_scaled_mm
+
+logger = logging.getLogger(__name__)
+
+QUANTIZATION_CHOICES = ("fp8-cast", "fp8-scaled-mm")
+OFFLOAD_CHOICES = ("none", "cpu", "disk")
+BLOCKS_ATTR = "transformer_blocks"
+
+
+@dataclass(frozen=True)
+class RuntimeOptions:
+    """Run-time choices for the transformer; every field has the behaviour of a plain load by default."""
+
+    quantization: str | None = None
+    offload: str = "none"
+    compile: CompileConfig | None = None
+    attention_backend: str | None = None
+    device_slots: int = 2  # blocks resident on the device while streaming (1-3)
+    host_slots: int = 2  # host buffers of the disk source
+    dedup_timesteps: bool = True
+
+    def __post_init__(self) -> None:
+        if self.quantization is not None and self.quantization not in QUANTIZATION_CHOICES:
+            raise ValueError(f"--quantization {self.quantization!r} is not supported; accepted: {QUANTIZATION_CHOICES}")
+        if self.offload not in OFFLOAD_CHOICES:
+            raise ValueError(f"--offload {self.offload!r} is not supported; accepted: {OFFLOAD_CHOICES}")
+        if not 1 <= self.device_slots <= MAX_DEVICE_SLOTS:
+            raise ValueError(f"device_slots {self.device_slots} must be between 1 and {MAX_DEVICE_SLOTS}")
+        if self.host_slots < 1:
+            raise ValueError(f"host_slots {self.host_slots} must be at least 1")
+        if self.attention_backend is not None and self.attention_backend.lower() not in (
+            *ACCEPTED_BACKEND_NAMES, "flash_attention_3", "flash_attention_4", "mps_sdpa",
+        ):  # fmt: skip
+            raise ValueError(
+                f"--attention-backend {self.attention_backend!r} is unknown; "
+                f"accepted: {', '.join(ACCEPTED_BACKEND_NAMES)}"
+            )
+
+    @classmethod
+    def from_flags(
+        cls,
+        quantization: str | None = None,
+        offload: str | None = "none",
+        compile: Sequence[str] | None = None,
+        attention_backend: str | None = None,
+    ) -> RuntimeOptions:
+        """From argparse values: `compile` None when `--compile` is absent, a (possibly empty) list of
+        KEY=VALUE items when given."""
+        config = None if compile is None else CompileConfig.from_key_values(compile)
+        backend = None if attention_backend in (None, "auto") else attention_backend
+        return cls(quantization=quantization, offload=offload or "none", compile=config, attention_backend=backend)
+
+    @property
+    def streams_blocks(self) -> bool:
+        return self.offload != "none"
+
+    def validate(self, device: torch.device | str) -> None:
+        """Raise before any heavy work when an option cannot run on `device`."""
+        device = torch.device(device)
+        if self.quantization == "fp8-scaled-mm":
+            require_scaled_mm(device, "--quantization fp8-scaled-mm")
+        check_backend(self.attention_backend, device)
+        if self.compile is not None:
+            self.compile.validate(device, streaming=self.streams_blocks)
+
+
+def _quantize(
+    options: RuntimeOptions, model: nn.Module, path: str | Path, spec: ComponentSpec, loras: Sequence[LoraSpec]
+) -> tuple[list[str], dict[str, torch.dtype]]:
+    """Prepare the meta model for the chosen quantization; (quantized module names, storage dtypes)."""
+    if options.quantization == "fp8-cast":
+        policy = Fp8CastPolicy()
+        names = policy.prepare(model)
+        storage: dict[str, torch.dtype] = {}
+        for name in names:
+            module = model.get_submodule(name)
+            storage[f"{name}.weight"] = policy.storage_dtype
+            if module.bias is not None:
+                storage[f"{name}.bias"] = policy.storage_dtype
+        return names, storage
+    if options.quantization == "fp8-scaled-mm":
+        if any(spec_.strength != 0 for spec_ in loras):
+            raise ValueError(
+                "LoRAs cannot be fused into fp8-scaled-mm weights (their scales would have to change); "
+                "use a bfloat16 checkpoint with --quantization fp8-cast"
+            )
+        header = read_safetensors_header(path)
+        module_infos = {m: info for k, info in header.tensors.items() if (m := spec.ops.rename(k)) is not None}
+        policy = Fp8ScaledMMPolicy()
+        names = policy.prepare(model, module_infos)
+        return names, policy.storage_dtypes(names)
+    return [], {}
+
+
+def build_transformer(
+    spec: ComponentSpec,
+    path: str | Path,
+    options: RuntimeOptions = RuntimeOptions(),
+    *,
+    device: str | torch.device | None = None,
+    dtype: torch.dtype = torch.bfloat16,
+    loras: Sequence[LoraSpec] = (),
+    lora_fuse_dtype: torch.dtype = torch.float32,
+) -> nn.Module:
+    """Build a transformer spec (e.g. `AV_TRANSFORMER`) from `path` under `options`.
+
+    `lora_fuse_dtype` is the rounding rule of LoRA fusion into unquantized weights (float32, or the
+    reference's bfloat16 rule); quantized weights always take the bfloat16 rule before the downcast.
+    """
+    device = resolve_device(device)
+    options.validate(device)
+    config = checkpoint_config(spec, path)
+    with torch.device("meta"):
+        model = spec.configurator(config)
+    if not hasattr(model, BLOCKS_ATTR) and options.streams_blocks:
+        raise ValueError(f"--offload {options.offload} needs a model with {BLOCKS_ATTR!r}; {spec.name} has none")
+    quantized, storage = _quantize(options, model, path, spec, loras)
+    active = [lora for lora in loras if lora.strength != 0.0]
+    lora = LoraDeltas(active, component=spec.name) if active else None
+    expected = model.state_dict()
+    if lora is not None:
+        lora.check_targets([k for k in expected if k.endswith(".weight")])
+    conversion = WeightConversion(dtype=dtype, storage_dtypes=storage, lora=lora, lora_rule=lora_fuse_dtype)
+
+    prefix = f"{BLOCKS_ATTR}."
+    streamed = options.streams_blocks
+    keep = (lambda key: not key.startswith(prefix)) if streamed else None
+    state_dict = load_tensorwise(path, spec.ops, conversion, device=device, keep=keep)
+    if not state_dict:
+        raise CheckpointError(f"{str(path)!r} holds no {spec.name} weights; expected {spec.expected_kind}")
+    if streamed:
+        wanted = {k: v for k, v in expected.items() if not k.startswith(prefix)}
+        missing = sorted(set(wanted) - set(state_dict))
+        unexpected = sorted(set(state_dict) - set(wanted))
+        if missing or unexpected:
+            raise CheckpointError(
+                f"{str(path)!r} does not fit the {spec.name}: missing {missing[:20]}, unexpected {unexpected[:20]}"
+            )
+        model.load_state_dict(state_dict, strict=False, assign=True)
+        model.block_streamer = attach_block_streaming(
+            model, path, spec.ops, conversion, device=device, source="ram" if options.offload == "cpu" else "disk",
+            device_slots=options.device_slots, host_slots=options.host_slots, prefetch=options.host_slots - 1,
+            blocks_attr=BLOCKS_ATTR,
+        )  # fmt: skip
+    else:
+        check_state_dict_fits(model, state_dict, component=spec.name, path=path)
+        model.load_state_dict(state_dict, strict=True, assign=True)
+    model.eval().requires_grad_(False)
+    model.dedup_timesteps = options.dedup_timesteps
+    model.quantized_modules = tuple(quantized)
+    set_attention_backend(model, options.attention_backend, device)
+    if options.compile is not None:
+        compile_blocks(getattr(model, BLOCKS_ATTR), options.compile)
+    logger.info(
+        "built %s from %s (%s, %s, quantization %s, offload %s, %d quantized modules)",
+        spec.name, Path(path).name, dtype, device, options.quantization, options.offload, len(quantized),
+    )  # fmt: skip
+    return model
+
+
+def release_transformer(model: nn.Module) -> None:
+    """Stop streaming (if any) and drop the model's weights."""
+    streamer = getattr(model, "block_streamer", None)
+    if streamer is not None:
+        streamer.close()
+        model.block_streamer = None
+    model.to(torch.device("meta"))

@@ -1,0 +1,48 @@
+"""The peak-memory estimator: weights under quantization / streaming, and the advice when a run does not fit."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ltx_core.memory_estimate import (
+    InsufficientMemoryError,
+    WorkloadShape,
+    check_fits,
+    estimate_peak_memory,
+    transformer_weight_bytes,
+)
+from ltx_core.model.transformer import configure_transformer
+from ltx_core.runtime import RuntimeOptions
+
+
+def test_weight_bytes_count_every_tensor_once(tiny_config):
+    non_block, block, blocks = transformer_weight_bytes(tiny_config, RuntimeOptions(), torch.bfloat16)
+    model = configure_transformer(tiny_config)
+    assert non_block + blocks * block == sum(t.numel() * 2 for t in model.state_dict().values())
+
+
+def test_fp8_and_streaming_shrink_the_weights(tiny_config):
+    tiny_config["transformer"]["num_layers"] = 8
+    work = WorkloadShape(video_tokens=64, audio_tokens=16, text_tokens=8)
+    full = estimate_peak_memory(tiny_config, RuntimeOptions(), work)
+    fp8 = estimate_peak_memory(tiny_config, RuntimeOptions(quantization="fp8-cast"), work)
+    streamed = estimate_peak_memory(tiny_config, RuntimeOptions(offload="disk", device_slots=2), work)
+    non_block, block, _ = transformer_weight_bytes(tiny_config, RuntimeOptions(), torch.bfloat16)
+    assert fp8.weights < full.weights
+    assert streamed.weights == non_block + 2 * block
+    assert full.activations == fp8.activations == streamed.activations > 0
+    per_token = estimate_peak_memory(tiny_config, RuntimeOptions(), WorkloadShape(64, 16, 8, shared_timesteps=False))
+    assert per_token.activations > full.activations
+
+
+def test_a_run_that_does_not_fit_names_the_flags_that_would(tiny_config):
+    tiny_config["transformer"]["num_layers"] = 8
+    work = WorkloadShape(video_tokens=4, audio_tokens=2, text_tokens=2)
+    full = estimate_peak_memory(tiny_config, RuntimeOptions(), work)
+    streamed = estimate_peak_memory(tiny_config, RuntimeOptions(quantization="fp8-cast", offload="disk"), work)
+    free = int((streamed.peak + full.peak) / 2 / 0.9)
+    with pytest.raises(InsufficientMemoryError, match="needs about .* --offload") as info:
+        check_fits(tiny_config, RuntimeOptions(), work, free_bytes=free)
+    assert "--quantization fp8-cast --offload disk" in str(info.value)
+    assert check_fits(tiny_config, RuntimeOptions(), work, free_bytes=10 * full.peak) == full
