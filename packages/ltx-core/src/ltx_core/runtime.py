@@ -39,7 +39,7 @@ from ltx_core.compilation import CompileConfig, compile_blocks
 from ltx_core.devices import resolve_device
 from ltx_core.loader import ComponentSpec, LoraSpec, check_state_dict_fits, checkpoint_config
 from ltx_core.loader.errors import CheckpointError
-from ltx_core.loader.lora import LoraDeltas
+from ltx_core.loader.lora import DEFAULT_LORA_FUSION, LoraDeltas, LoraFusionPrecision
 from ltx_core.loader.safetensors_header import read_safetensors_header
 from ltx_core.loader.tensorwise import WeightConversion, load_tensorwise
 from ltx_core.model.transformer.attention_backends import ACCEPTED_BACKEND_NAMES, check_backend, set_attention_backend
@@ -145,12 +145,13 @@ def build_transformer(
     device: str | torch.device | None = None,
     dtype: torch.dtype = torch.bfloat16,
     loras: Sequence[LoraSpec] = (),
-    lora_fuse_dtype: torch.dtype = torch.float32,
+    lora_fusion: LoraFusionPrecision | str = DEFAULT_LORA_FUSION,
 ) -> nn.Module:
     """Build a transformer spec (e.g. `AV_TRANSFORMER`) from `path` under `options`.
 
-    `lora_fuse_dtype` is the rounding rule of LoRA fusion into unquantized weights (float32, or the
-    reference's bfloat16 rule); quantized weights always take the bfloat16 rule before the downcast.
+    `lora_fusion` is the rounding of LoRA fusion into unquantized weights, as in `build_model`: the
+    reference's (in each weight's stored dtype, the default) or float32; quantized weights always take
+    the bfloat16 rule before the downcast.
     """
     device = resolve_device(device)
     options.validate(device)
@@ -165,7 +166,7 @@ def build_transformer(
     expected = model.state_dict()
     if lora is not None:
         lora.check_targets([k for k in expected if k.endswith(".weight")])
-    conversion = WeightConversion(dtype=dtype, storage_dtypes=storage, lora=lora, lora_rule=lora_fuse_dtype)
+    conversion = WeightConversion(dtype=dtype, storage_dtypes=storage, lora=lora, lora_rule=_lora_rule(lora_fusion))
 
     prefix = f"{BLOCKS_ATTR}."
     streamed = options.streams_blocks
@@ -201,6 +202,12 @@ def build_transformer(
         spec.name, Path(path).name, dtype, device, options.quantization, options.offload, len(quantized),
     )  # fmt: skip
     return model
+
+
+def _lora_rule(lora_fusion: LoraFusionPrecision | str) -> torch.dtype | None:
+    """The WeightConversion rounding dtype of a fusion precision (None: each weight's stored dtype)."""
+    precision = LoraFusionPrecision.parse(lora_fusion)
+    return torch.float32 if precision is LoraFusionPrecision.FLOAT32 else None
 
 
 def release_transformer(model: nn.Module) -> None:

@@ -45,7 +45,7 @@ def test_fp8_cast_reproduces_reference_outputs_and_module_selection(
     options = RuntimeOptions(quantization=params["policy"]["kind"])
     model = build_transformer(
         AV_TRANSFORMER, golden_checkpoint, options, device="cpu", dtype=torch.float32, loras=loras,
-        lora_fuse_dtype=torch.bfloat16,
+        lora_fusion="weight-dtype",
     )  # fmt: skip
     assert list(model.quantized_modules) == sorted(params[f"{run}.quantized_modules"])
     storage = getattr(torch, params["policy"]["storage_dtype"])

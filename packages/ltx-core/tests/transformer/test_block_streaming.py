@@ -75,7 +75,7 @@ def test_lora_fp8_and_disk_streaming_equal_fusing_then_quantizing_at_load(checkp
         LoraSpec(write_lora(config, targets[:2], "b.safetensors", seed=3)),
     ]
     fp8 = RuntimeOptions(quantization="fp8-cast")
-    kwargs = {"device": "cpu", "dtype": torch.float32, "loras": loras, "lora_fuse_dtype": torch.bfloat16}
+    kwargs = {"device": "cpu", "dtype": torch.float32, "loras": loras, "lora_fusion": "weight-dtype"}
     loaded = build_transformer(AV_TRANSFORMER, path, fp8, **kwargs)
     streamed = build_transformer(
         AV_TRANSFORMER, path, RuntimeOptions(quantization="fp8-cast", offload="disk"), **kwargs

@@ -46,7 +46,7 @@ def test_lora_is_fused_before_the_downcast_with_the_bf16_rule(write_checkpoint, 
     strength = 0.5
     model = build_transformer(
         AV_TRANSFORMER, path, RuntimeOptions(quantization="fp8-cast"), device="cpu", dtype=torch.float32,
-        loras=[LoraSpec(lora, strength)], lora_fuse_dtype=torch.bfloat16,
+        loras=[LoraSpec(lora, strength)], lora_fusion="weight-dtype",
     )  # fmt: skip
     from safetensors.torch import load_file
 

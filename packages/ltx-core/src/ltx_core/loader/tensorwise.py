@@ -38,14 +38,16 @@ class WeightConversion:
     dtype: torch.dtype
     storage_dtypes: Mapping[str, torch.dtype] = field(default_factory=dict)
     lora: LoraDeltas | None = None
-    lora_rule: torch.dtype = torch.float32
+    lora_rule: torch.dtype | None = None
+    """The dtype LoRA deltas are rounded in; None: each weight's stored dtype (the reference's rule)."""
 
     def __call__(self, key: str, value: torch.Tensor, device: torch.device | None = None) -> torch.Tensor:
         device = value.device if device is None else device
         if not value.is_floating_point():
             return value.to(device)
         storage = self.storage_dtypes.get(key)
-        delta = self.lora.delta(key, tuple(value.shape), rule=self._rule(storage), device=device) if self.lora else None
+        rule = self._rule(storage, value.dtype)
+        delta = self.lora.delta(key, tuple(value.shape), rule=rule, device=device) if self.lora else None
         if storage is not None:
             stored = value.to(device).to(storage)
             if delta is None:
@@ -62,8 +64,10 @@ class WeightConversion:
         target = self.storage_dtypes.get(key, self.dtype if stored.is_floating_point else stored)
         return target == stored
 
-    def _rule(self, storage: torch.dtype | None) -> torch.dtype:
-        return torch.bfloat16 if storage is not None else self.lora_rule
+    def _rule(self, storage: torch.dtype | None, stored: torch.dtype) -> torch.dtype:
+        if storage is not None:
+            return torch.bfloat16
+        return stored if self.lora_rule is None else self.lora_rule
 
 
 def iter_tensors(
