@@ -34,7 +34,8 @@ from ltx_pipelines.cli.args import (
     make_parser,
 )
 from ltx_pipelines.cli.media_inputs import MediaInputsCli, video_file
-from ltx_pipelines.cli.runner import CliLayout, ParsedRun, gc_skips_loaded_modules
+from ltx_pipelines.cli.runner import CliLayout, ParsedRun, run_pipeline_cli
+from ltx_pipelines.cli.runtime_flags import add_runtime_args
 from ltx_pipelines.cli.tiling_flags import add_tiling_args
 from ltx_pipelines.engine.defaults import ONE_STAGE_SPATIAL_MULTIPLE, PipelineDefaults
 from ltx_pipelines.engine.generation import Generation
@@ -289,6 +290,7 @@ class RetakeCli(MediaInputsCli):
         add_model_args(parser, distilled=True)
         add_lora_args(parser)
         add_tiling_args(parser)
+        add_runtime_args(parser)
         add_max_batch_size_arg(parser, defaults)
         group = parser.add_argument_group("retake")
         group.add_argument(
@@ -351,22 +353,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         description=__doc__.splitlines()[0] if __doc__ else None,
         layout=RETAKE_LAYOUT,
     )
-    run = cli.parse(argv)
-    pipeline = RetakePipeline(
-        run.checkpoint_path,
-        run.gemma_root,
-        distilled=True,
-        loras=run.lora_specs,
-        device=run.config.device,
-        dtype=run.config.dtype,
-        max_batch_size=run.config.max_batch_size,
-        tiling=run.config.tiling,
-        lora_fusion=run.config.lora_fusion,
-    )
-    with gc_skips_loaded_modules():
-        generation = pipeline(run.config.prompt, **cli.generation_options(run))
-        cli.write(run, generation)
-    return 0
+
+    def build(run: ParsedRun) -> RetakePipeline:
+        return RetakePipeline(
+            run.checkpoint_path,
+            run.gemma_root,
+            distilled=True,
+            max_batch_size=run.config.max_batch_size,
+            **run.pipeline_options(),
+        )
+
+    return run_pipeline_cli(cli, argv, build)
 
 
 if __name__ == "__main__":

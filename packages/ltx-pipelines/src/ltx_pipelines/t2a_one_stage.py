@@ -11,17 +11,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
-from torch import nn
 
 from ltx_core.components.guiders import MultiModalGuiderParams
 from ltx_core.components.schedulers import LTX2Scheduler
-from ltx_core.loader import StateDictCache
 from ltx_core.model.transformer import AUDIO_ONLY_TRANSFORMER
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
@@ -33,12 +30,11 @@ from ltx_pipelines.cli.args import (
     add_model_args,
     add_sampling_args,
 )
-from ltx_pipelines.cli.runner import ONE_STAGE_LAYOUT, ParsedRun, PipelineCli, gc_skips_loaded_modules
+from ltx_pipelines.cli.runner import ONE_STAGE_LAYOUT, ParsedRun, PipelineCli, run_pipeline_cli
 from ltx_pipelines.engine.audio_output import AudioGeneration, write_audio_generation
 from ltx_pipelines.engine.defaults import PipelineDefaults
 from ltx_pipelines.engine.final_latents import decode_audio_from_checkpoint
 from ltx_pipelines.engine.guided import GuidedPipeline, GuidedRun
-from ltx_pipelines.engine.model_loading import loaded
 from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
 from ltx_pipelines.engine.prompt_pipeline import GuidanceRequest
 from ltx_pipelines.engine.stages import run_denoising_stage
@@ -56,6 +52,8 @@ class T2AOneStagePipeline(GuidedPipeline):
     `num_inference_steps`, `audio_guidance`) or drive `generate_from_contexts` directly. Returns an
     `AudioGeneration`.
     """
+
+    transformer_spec = AUDIO_ONLY_TRANSFORMER  # only the audio stream's keys are read from the checkpoint
 
     def __call__(  # type: ignore[override]
         self,
@@ -123,19 +121,6 @@ class T2AOneStagePipeline(GuidedPipeline):
         )
         return self.run_stages(run)
 
-    @contextmanager
-    def transformer(self, loras: Sequence[Any], cache: StateDictCache | None = None) -> Iterator[nn.Module]:
-        """The audio-only transformer: only the audio stream's keys are read from the checkpoint."""
-        with loaded(
-            AUDIO_ONLY_TRANSFORMER,
-            self.checkpoint_path,
-            self.placement,
-            loras=loras,
-            cache=cache,
-            lora_fusion=self.lora_fusion,
-        ) as model:
-            yield model
-
     def run_stages(self, run: GuidedRun) -> AudioGeneration:  # type: ignore[override]
         settings = run.inputs.settings
         sigmas = run.sigmas("stage_1", lambda: LTX2Scheduler().sigmas(settings.num_inference_steps))
@@ -194,17 +179,13 @@ class T2ACli(PipelineCli):
             "audio_guidance": config.audio_guidance,
         }
 
-    def write_audio(self, run: ParsedRun, generation: AudioGeneration) -> Path:
-        files: dict[str, Path | None] = {"checkpoint": run.config.checkpoint_path, "gemma_root": run.config.gemma_root}
-        files.update({f"lora_{i}": Path(lora.path) for i, lora in enumerate(run.config.loras)})
-        parameters = dict(run.parameters)
-        if run.config.demo:
-            parameters["demo_weights"] = "random (demo)"
+    def write(self, run: ParsedRun, generation: AudioGeneration) -> Path:  # type: ignore[override]
+        """The WAV and its sidecar, as a pair (the shared run flow calls this)."""
         return write_audio_generation(
             generation,
             run.config.output_path,
-            parameters=parameters,
-            model_files={k: v for k, v in files.items() if v is not None},
+            parameters=self.sidecar_parameters(run),
+            model_files=self.model_files(run),
             overwrite=run.config.overwrite,
         )
 
@@ -215,20 +196,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         description=__doc__.splitlines()[0] if __doc__ else None,
         layout=ONE_STAGE_LAYOUT,
     )
-    run = cli.parse(argv)
-    pipeline = T2AOneStagePipeline(
-        run.checkpoint_path,
-        run.gemma_root,
-        loras=run.lora_specs,
-        device=run.config.device,
-        dtype=run.config.dtype,
-        max_batch_size=run.config.max_batch_size,
-        lora_fusion=run.config.lora_fusion,
-    )
-    with gc_skips_loaded_modules():
-        generation = pipeline(run.config.prompt, **cli.generation_options(run))
-        cli.write_audio(run, generation)
-    return 0
+
+    def build(run: ParsedRun) -> T2AOneStagePipeline:
+        return T2AOneStagePipeline(
+            run.checkpoint_path, run.gemma_root, max_batch_size=run.config.max_batch_size, **run.pipeline_options()
+        )
+
+    return run_pipeline_cli(cli, argv, build)
 
 
 if __name__ == "__main__":

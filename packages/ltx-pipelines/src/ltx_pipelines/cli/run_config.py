@@ -22,8 +22,10 @@ from ltx_core.components.guiders import MultiModalGuiderParams
 from ltx_core.devices import default_device, parse_dtype
 from ltx_core.loader import DEFAULT_LORA_FUSION, CheckpointError, LoraFusionPrecision
 from ltx_core.model.video_vae.tiling import TilingConfig
+from ltx_core.runtime import RuntimeOptions
 from ltx_core.text_encoders.gemma.folder import locate_gemma_folder
 from ltx_pipelines.cli.hf_paths import HfPathError, is_hf_path, resolve_model_path
+from ltx_pipelines.cli.runtime_flags import runtime_from_args
 from ltx_pipelines.cli.tiling_flags import tiling_from_args
 from ltx_pipelines.engine.checkpoint_kind import ExpectedKind, check_checkpoint_kind
 from ltx_pipelines.engine.defaults import default_image_crf, normalize_model_version, spatial_multiple
@@ -106,6 +108,8 @@ class RunConfig:
     tiling: TilingConfig | None = None
     """The VAE decode layout the tiling flags ask for; None: the automatic layout for the output size."""
     max_batch_size: int | None = None
+    runtime: RuntimeOptions | None = None
+    """fp8 / streaming / compile / attention choices of the transformer; None: a plain load."""
     distilled_lora_strength_stage_1: float | None = None
     distilled_lora_strength_stage_2: float | None = None
 
@@ -242,6 +246,17 @@ class _Checker:
             return tiling_from_args(self.args, height=height, width=width)
         except ValueError as e:
             self.fail(str(e))
+
+    def runtime(self, device: torch.device) -> RuntimeOptions | None:
+        if not self.has("quantization"):
+            return None
+        try:
+            options = runtime_from_args(self.args)
+            if options is not None:
+                options.validate(device)
+        except (ValueError, RuntimeError) as e:
+            self.fail(str(e))
+        return options
 
     # ---- runtime ---------------------------------------------------------------------------------
 
@@ -397,6 +412,7 @@ def validate_args(
     video_guidance = c.guidance("video", "--a2v-guidance-scale")
     audio_guidance = c.guidance("audio", "--v2a-guidance-scale")
     device = c.device()
+    runtime = c.runtime(device)
     dtype = c.dtype()
     prompt = c.get("prompt")
     if prompt is None or not str(prompt).strip():
@@ -495,6 +511,7 @@ def validate_args(
         audio_guidance=audio_guidance,
         tiling=tiling,
         max_batch_size=c.get("max_batch_size"),
+        runtime=runtime,
         distilled_lora_strength_stage_1=c.get("distilled_lora_strength_stage_1"),
         distilled_lora_strength_stage_2=c.get("distilled_lora_strength_stage_2"),
     )

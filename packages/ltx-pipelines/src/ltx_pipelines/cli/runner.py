@@ -31,6 +31,7 @@ from ltx_pipelines.cli.args import (
 )
 from ltx_pipelines.cli.error_lines import report_error
 from ltx_pipelines.cli.run_config import RunConfig, ValidationRules, validate_args
+from ltx_pipelines.cli.runtime_flags import add_runtime_args
 from ltx_pipelines.cli.tiling_flags import add_tiling_args
 from ltx_pipelines.engine.defaults import DEFAULT_NEGATIVE_PROMPT, PipelineDefaults
 from ltx_pipelines.engine.final_latents import final_latents_of, note_saved_latents, saved_latents_of
@@ -150,6 +151,7 @@ class ParsedRun:
             "dtype": config.dtype,
             "tiling": config.tiling,
             "lora_fusion": config.lora_fusion,
+            "runtime": config.runtime,
         }
 
     @property
@@ -193,6 +195,7 @@ class PipelineCli:
         add_lora_args(parser)
         add_video_args(parser, defaults, two_stage=layout.two_stage)
         add_tiling_args(parser)
+        add_runtime_args(parser)
         if layout.sampling_steps:
             add_sampling_args(parser, defaults)
         if layout.guidance:

@@ -20,16 +20,17 @@ import torch
 from torch import nn
 
 from ltx_core.components.guiders import MultiModalGuiderParams
-from ltx_core.loader import DEFAULT_LORA_FUSION, LoraFusionPrecision, LoraSpec, StateDictCache
+from ltx_core.loader import DEFAULT_LORA_FUSION, ComponentSpec, LoraFusionPrecision, LoraSpec, StateDictCache
 from ltx_core.model.transformer import AV_TRANSFORMER
 from ltx_core.model.video_vae.tiling import TilingConfig
+from ltx_core.runtime import RuntimeOptions, build_transformer, release_transformer
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.text_encoders.gemma.prompt_encoding import context_row
 from ltx_core.types import VideoPixelShape
 from ltx_pipelines.engine.defaults import ONE_STAGE_SPATIAL_MULTIPLE
 from ltx_pipelines.engine.generation import Generation
 from ltx_pipelines.engine.loaded_stages import decoded_generation
-from ltx_pipelines.engine.model_loading import Placement, loaded
+from ltx_pipelines.engine.model_loading import Placement, loaded, release
 from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
 from ltx_pipelines.engine.prompts import encode_prompt
 from ltx_pipelines.engine.stages import ImageCondition
@@ -48,6 +49,7 @@ class PipelineOptions(TypedDict, total=False):
     dtype: torch.dtype
     tiling: TilingConfig | None
     lora_fusion: LoraFusionPrecision | str
+    runtime: RuntimeOptions | None
     progress: bool
 
 
@@ -74,6 +76,8 @@ class PromptPipeline(ABC):
     """Base of the pipelines: model files, placement, LoRAs (and how they are fused), tiling."""
 
     spatial_multiple: ClassVar[int] = ONE_STAGE_SPATIAL_MULTIPLE
+    transformer_spec: ClassVar[ComponentSpec] = AV_TRANSFORMER
+    """What the stages build from the checkpoint (the audio-only pipeline reads only audio weights)."""
     """Output height and width must be multiples of this (64 when stage 1 runs at half size)."""
 
     def __init__(
@@ -86,11 +90,14 @@ class PromptPipeline(ABC):
         dtype: torch.dtype = torch.bfloat16,
         tiling: TilingConfig | None = None,
         lora_fusion: LoraFusionPrecision | str = DEFAULT_LORA_FUSION,
+        runtime: RuntimeOptions | None = None,
         progress: bool = True,
     ) -> None:
         """`gemma_root` may be None when only `generate_from_contexts` is used. `lora_fusion`: how LoRAs
         are fused into the transformer - `weight-dtype` (default: the reference's rounding in the dtype
-        the checkpoint stores the weights in) or `float32` accumulation."""
+        the checkpoint stores the weights in) or `float32` accumulation. `runtime`: fp8 quantization,
+        block streaming, compilation and the attention backend of the transformer (None: a plain load);
+        it is checked against the device here, before any weight is read."""
         from ltx_core.devices import resolve_device
 
         self.checkpoint_path = Path(checkpoint_path)
@@ -99,6 +106,9 @@ class PromptPipeline(ABC):
         self.placement = Placement(resolve_device(device), dtype)
         self.tiling = tiling  # None: the automatic layout for each output size
         self.lora_fusion = LoraFusionPrecision.parse(lora_fusion)
+        self.runtime = runtime
+        if runtime is not None:
+            runtime.validate(self.placement.device)
         self.progress = progress
 
     # ---- the prompt call ---------------------------------------------------------------------------
@@ -189,11 +199,34 @@ class PromptPipeline(ABC):
 
     @contextmanager
     def transformer(self, loras: Sequence[LoraSpec], cache: StateDictCache | None = None) -> Iterator[nn.Module]:
-        """The stage transformer with `loras` fused (by the pipeline's fusion rule), freed on exit."""
-        with loaded(
-            AV_TRANSFORMER, self.checkpoint_path, self.placement, loras=loras, cache=cache, lora_fusion=self.lora_fusion
-        ) as model:
+        """The stage transformer (`transformer_spec`) with `loras` fused by the pipeline's fusion rule and
+        built under its runtime options, freed on exit."""
+        if self.runtime is None:
+            with loaded(
+                self.transformer_spec,
+                self.checkpoint_path,
+                self.placement,
+                loras=loras,
+                cache=cache,
+                lora_fusion=self.lora_fusion,
+            ) as model:
+                yield model
+            return
+        # Quantized or streamed weights are built tensor by tensor from the file (no shared cache).
+        model = build_transformer(
+            self.transformer_spec,
+            self.checkpoint_path,
+            self.runtime,
+            device=self.placement.device,
+            dtype=self.placement.dtype,
+            loras=loras,
+            lora_fusion=self.lora_fusion,
+        )
+        try:
             yield model
+        finally:
+            release_transformer(model)
+            release()
 
     def decoded(
         self,

@@ -1,0 +1,79 @@
+"""--quantization / --offload / --compile / --attention-backend reach the transformer, and what cannot run
+on the machine is refused before any model loads (exit 2, naming the value and the alternative)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ltx_core.runtime import RuntimeOptions
+from ltx_pipelines.distilled import main
+
+
+@pytest.fixture(autouse=True)
+def _demo_cache(monkeypatch, demo_cache_home):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(demo_cache_home))
+
+
+def demo_argv(out, *extra: str) -> list[str]:
+    return ["--demo", "--prompt", "a fox", "--output-path", str(out), "--device", "cpu", "--log-level", "WARNING",
+            "--num-frames", "9", "--height", "64", "--width", "64", *extra]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("extra", "fragments"),
+    [
+        (["--quantization", "fp8-scaled-mm"], ["fp8-scaled-mm", "fp8-cast"]),
+        (["--attention-backend", "flash3"], ["flash3"]),
+        (["--compile", "nonsense"], ["nonsense"]),
+    ],
+)
+def test_what_cannot_run_here_exits_2_before_loading(tmp_path, capsys, monkeypatch, extra, fragments):
+    monkeypatch.setattr("ltx_pipelines.engine.model_loading.build_model", _refuse)
+    with pytest.raises(SystemExit) as info:
+        main(demo_argv(tmp_path / "x.mp4", *extra))
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    for fragment in fragments:
+        assert fragment in err, err
+    assert not (tmp_path / "x.mp4").exists()
+
+
+def _refuse(*args, **kwargs):
+    raise AssertionError("a model was built although the arguments were refused")
+
+
+@pytest.mark.slow
+def test_fp8_with_disk_streaming_writes_the_same_video_as_fp8_alone(tmp_path):
+    plain = tmp_path / "fp8.mp4"
+    streamed = tmp_path / "fp8_disk.mp4"
+    assert main(demo_argv(plain, "--quantization", "fp8-cast")) == 0
+    assert main(demo_argv(streamed, "--quantization", "fp8-cast", "--offload", "disk")) == 0
+    assert plain.read_bytes() == streamed.read_bytes()
+    parameters = json.loads(streamed.with_suffix(".json").read_text())["parameters"]
+    assert (parameters["quantization"], parameters["offload"]) == ("fp8-cast", "disk")
+
+
+@pytest.mark.slow
+def test_fp8_cast_changes_the_video_a_plain_load_makes(tmp_path):
+    # Control for the test above: the flag reaches the model (float8 weights give other frames).
+    plain = tmp_path / "plain.mp4"
+    quantized = tmp_path / "fp8.mp4"
+    assert main(demo_argv(plain)) == 0
+    assert main(demo_argv(quantized, "--quantization", "fp8-cast")) == 0
+    assert plain.read_bytes() != quantized.read_bytes()
+
+
+def test_default_flags_mean_a_plain_load():
+    from ltx_pipelines.cli.runtime_flags import runtime_from_args
+
+    class Args:
+        quantization = None
+        offload = "none"
+        compile = None
+        attention_backend = "auto"
+
+    assert runtime_from_args(Args()) is None
+    Args.offload = "cpu"
+    assert runtime_from_args(Args()) == RuntimeOptions(offload="cpu")
