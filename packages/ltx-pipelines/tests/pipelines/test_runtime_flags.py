@@ -77,3 +77,19 @@ def test_default_flags_mean_a_plain_load():
     assert runtime_from_args(Args()) is None
     Args.offload = "cpu"
     assert runtime_from_args(Args()) == RuntimeOptions(offload="cpu")
+
+
+def test_a_run_that_cannot_fit_stops_with_the_estimate_and_the_flags_that_would(tmp_path, capsys, monkeypatch):
+    # Free memory is only known on CUDA; pretend the device reports 2 MiB free so the check runs here.
+    monkeypatch.setattr("ltx_pipelines.cli.run_config.free_device_memory", lambda device: 2 * 2**20)
+    monkeypatch.setattr("ltx_pipelines.engine.model_loading.build_model", _refuse)
+    with pytest.raises(SystemExit) as info:
+        main(demo_argv(tmp_path / "x.mp4"))
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "device memory is free" in err and "GiB" in err
+
+
+def test_a_run_that_fits_is_not_stopped(tmp_path, monkeypatch):
+    monkeypatch.setattr("ltx_pipelines.cli.run_config.free_device_memory", lambda device: 64 * 2**30)
+    assert main(demo_argv(tmp_path / "x.mp4")) == 0

@@ -21,9 +21,11 @@ from PIL import Image, UnidentifiedImageError
 from ltx_core.components.guiders import MultiModalGuiderParams
 from ltx_core.devices import default_device, parse_dtype
 from ltx_core.loader import DEFAULT_LORA_FUSION, CheckpointError, LoraFusionPrecision
+from ltx_core.memory_estimate import InsufficientMemoryError, WorkloadShape, check_fits, free_device_memory
 from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.runtime import RuntimeOptions
 from ltx_core.text_encoders.gemma.folder import locate_gemma_folder
+from ltx_core.types import DEFAULT_SCALE_FACTORS
 from ltx_pipelines.cli.hf_paths import HfPathError, is_hf_path, resolve_model_path
 from ltx_pipelines.cli.runtime_flags import runtime_from_args
 from ltx_pipelines.cli.tiling_flags import tiling_from_args
@@ -258,6 +260,38 @@ class _Checker:
             self.fail(str(e))
         return options
 
+    def fits_in_memory(
+        self,
+        metadata: dict[str, Any],
+        device: torch.device,
+        dtype: torch.dtype,
+        runtime: RuntimeOptions | None,
+        size: tuple[int | None, int | None, int | None, float | None],
+        tiling: TilingConfig | None,
+    ) -> None:
+        """Stop before loading anything when the run's estimated peak device memory exceeds what is free,
+        naming the estimate and the flags that would fit (devices that report free memory only)."""
+        frames, height, width, fps = size
+        transformer = (metadata.get("config") or {}).get("transformer")
+        free = free_device_memory(device)
+        if free is None or not transformer or None in (frames, height, width):
+            return
+        scale = DEFAULT_SCALE_FACTORS
+        layout = tiling or TilingConfig.for_output(height, width, scale)
+        seconds = frames / (fps or 24.0)
+        workload = WorkloadShape(
+            video_tokens=((frames - 1) // scale.time + 1) * (height // scale.height) * (width // scale.width),
+            audio_tokens=int(seconds * 25) + 1,  # 25 audio latents per second
+            batch=self.get("max_batch_size") or 1,
+            vae_tile_frames=min(frames, layout.frames.tile_size or frames),
+            vae_tile_height=min(height, layout.height.tile_size or height),
+            vae_tile_width=min(width, layout.width.tile_size or width),
+        )
+        try:
+            check_fits(metadata["config"], runtime or RuntimeOptions(), workload, free, dtype)
+        except InsufficientMemoryError as e:
+            self.fail(str(e))
+
     # ---- runtime ---------------------------------------------------------------------------------
 
     def device(self) -> torch.device:
@@ -461,6 +495,7 @@ def validate_args(
         num_layers = _transformer_layers(metadata)
         video_guidance = c.stg_blocks_in_model("video", video_guidance, num_layers, demo)
         audio_guidance = c.stg_blocks_in_model("audio", audio_guidance, num_layers, demo)
+        c.fits_in_memory(metadata, device, dtype, runtime, (num_frames, height, width, frame_rate), tiling)
     gemma_root = None
     if c.get("gemma_root") is not None:
         gemma_root = c.resolve("--gemma-root", c.get("gemma_root"), folder=True)
