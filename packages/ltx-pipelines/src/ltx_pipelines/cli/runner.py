@@ -9,7 +9,7 @@ import logging
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -113,6 +113,8 @@ class ParsedRun:
     config: RunConfig
     defaults: PipelineDefaults
     parameters: dict[str, Any]
+    extra: dict[str, Any] = field(default_factory=dict)
+    """What `PipelineCli.check_extra` made of the pipeline's own flags."""
 
     @property
     def checkpoint_path(self) -> Path:
@@ -198,10 +200,20 @@ class PipelineCli:
         # What the user typed is checked before the demo models are built (seconds on a first run);
         # the second pass checks the substituted demo files.
         config = validate_args(parser, args, rules)
+        extra = self.check_extra(parser, args, config)
         if demo:
             args = self._with_demo_models(args)
             config = validate_args(parser, args, rules)
-        return ParsedRun(config=config, defaults=defaults, parameters=_recorded_parameters(args, config))
+        return ParsedRun(
+            config=config, defaults=defaults, parameters=_recorded_parameters(args, config), extra=extra
+        )
+
+    def check_extra(
+        self, parser: argparse.ArgumentParser, args: argparse.Namespace, config: RunConfig
+    ) -> dict[str, Any]:
+        """Check the pipeline's own flags (those `extra_args` adds) before anything is built; a bad value
+        ends the program through `parser.error`. Returns the checked values (`ParsedRun.extra`)."""
+        return {}
 
     def _with_demo_models(self, args: argparse.Namespace) -> argparse.Namespace:
         """A copy of `args` with the demo model files wherever the user gave none."""

@@ -118,12 +118,14 @@ class PromptPipeline(ABC):
         num_inference_steps: int | None = None,
         video_guidance: MultiModalGuiderParams | None = None,
         audio_guidance: MultiModalGuiderParams | None = None,
+        **inputs: Any,
     ) -> Generation:
         """Generate from a prompt; the same seed and settings give the same result.
 
         `negative_prompt`, `num_inference_steps` and the guidance of each modality apply to pipelines
         with a guided stage (None: the default negative prompt and the checkpoint generation's
-        defaults); a pipeline without guidance refuses them.
+        defaults); a pipeline without guidance refuses them. `inputs`: further keywords of the
+        pipeline's own `generate_from_contexts` (reference videos, ...), passed through.
         """
         self.output_shape(height, width, num_frames, frame_rate)
         extra_prompts, options = self.prompt_options(
@@ -141,6 +143,7 @@ class PromptPipeline(ABC):
             noise=SeededNoise(seed),
             images=images,
             **options,
+            **inputs,
         )
         generation.prompt = final_prompt
         return generation
