@@ -48,7 +48,7 @@ from ltx_pipelines.media import MediaError, probe_video, read_image_rgb
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-__all__ = ["ICLoraPipeline", "VideoReference", "main"]
+__all__ = ["CLI", "ICLoraPipeline", "VideoReference", "main"]
 
 logger = logging.getLogger(__name__)
 
@@ -288,14 +288,15 @@ class ICLoraCli(PipelineCli):
         return options
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    cli = ICLoraCli(
-        prog="python -m ltx_pipelines.ic_lora",
-        description=__doc__.splitlines()[0] if __doc__ else None,
-        layout=DISTILLED_LAYOUT,
-        extra_args=add_ic_lora_args,
-    )
+CLI = ICLoraCli(
+    prog="python -m ltx_pipelines.ic_lora",
+    description=__doc__.splitlines()[0] if __doc__ else None,
+    layout=DISTILLED_LAYOUT,
+    extra_args=add_ic_lora_args,
+)
 
+
+def main(argv: Sequence[str] | None = None) -> int:
     def build(run: ParsedRun) -> ICLoraPipeline:
         # As in the reference, --lora names the IC-LoRAs: fused into stage 1 only.
         return ICLoraPipeline(
@@ -309,7 +310,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             tiling=run.config.tiling,
         )
 
-    return run_pipeline_cli(cli, argv, build)
+    return run_pipeline_cli(CLI, argv, build)
 
 
 if __name__ == "__main__":
