@@ -114,6 +114,7 @@ def run_denoising_stage(
     dtype: torch.dtype,
     *,
     conditionings: Sequence[ConditioningItem] = (),
+    audio_conditionings: Sequence[ConditioningItem] = (),
     initial_video: torch.Tensor | None = None,
     initial_audio: torch.Tensor | None = None,
     with_video: bool = True,
@@ -121,7 +122,8 @@ def run_denoising_stage(
     loop: SamplingLoop = euler_denoising_loop,
     progress: bool = True,
 ) -> StageResult:
-    """Build the initial states (noised to `sigmas[0]`), apply conditionings, run the loop.
+    """Build the initial states (noised to `sigmas[0]`), apply conditionings (`conditionings` to the
+    video, `audio_conditionings` to the audio), run the loop.
 
     Noise draws are named `<stage>.video` then `<stage>.audio`, in token layout; that order is part
     of the reproducibility contract (`SeededNoise`) and of the golden replay (`ReplayedNoise`).
@@ -141,6 +143,7 @@ def run_denoising_stage(
         audio = audio_tools.create_initial_state(
             device=device, dtype=dtype, initial_latent=_to(initial_audio, device, dtype)
         )
+        audio = apply_conditionings(audio, list(audio_conditionings), audio_tools)
         audio = add_noise(audio, noise(f"{stage}.audio", audio.latent.shape, device=device, dtype=dtype), noise_scale)
     with torch.no_grad():
         video, audio = loop(denoiser, sigmas, video, audio, progress=progress)
