@@ -239,6 +239,17 @@ def _strength(parser: argparse.ArgumentParser, flag: str, raw: Any) -> float:
 
 
 class ICLoraCli(PipelineCli):
+    def build_parser(self, defaults: Any) -> argparse.ArgumentParser:
+        parser = super().build_parser(defaults)
+        self.redescribe(
+            parser,
+            "lora",
+            "An IC-LoRA, fused into the stage-1 transformer only, with an optional strength (default 1.0); "
+            "repeatable. Its reference_downscale_factor / reference_temporal_scale_factor metadata (default 1) "
+            "size the references. Example: --lora ic-lora-depth.safetensors",
+        )
+        return parser
+
     def check_extra(self, parser: argparse.ArgumentParser, args: argparse.Namespace, config: RunConfig) -> dict:
         if not args.video_conditioning:
             parser.error("--video-conditioning PATH STRENGTH is required (at least one reference video)")

@@ -245,6 +245,12 @@ class LipDubCli(PipelineCli):
         add_model_args(parser, distilled=True)
         add_two_stage_args(parser, distilled_lora=False)
         add_lora_args(parser)
+        self.redescribe(
+            parser,
+            "lora",
+            "The lip-dub IC-LoRA, fused into the transformer of both stages, with an optional strength "
+            "(default 1.0); exactly once (required; optional with --demo).",
+        )
         add_lipdub_args(parser, defaults)
         add_tiling_args(parser)
         return parser

@@ -208,6 +208,15 @@ class PipelineCli:
             config=config, defaults=defaults, parameters=_recorded_parameters(args, config), extra=extra
         )
 
+    @staticmethod
+    def redescribe(parser: argparse.ArgumentParser, dest: str, help_text: str) -> None:
+        """Replace the help of a shared flag whose meaning a pipeline narrows (e.g. `--lora` = IC-LoRAs)."""
+        for action in parser._actions:
+            if action.dest == dest:
+                action.help = help_text
+                return
+        raise KeyError(f"the parser has no flag with destination {dest!r}")
+
     def check_extra(
         self, parser: argparse.ArgumentParser, args: argparse.Namespace, config: RunConfig
     ) -> dict[str, Any]:
