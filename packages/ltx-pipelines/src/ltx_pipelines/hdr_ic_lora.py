@@ -68,6 +68,8 @@ TEMPORAL_TILE, TEMPORAL_TILE_OVERLAP = 32, 16
 # two stage-2 sigmas, then 0.
 STAGE_2_TILES = TileCounts(frames=AxisTileCount(2, 8), height=AxisTileCount(2, 6), width=AxisTileCount(2, 6))
 VIDEO_SUFFIXES = (".mp4", ".mov")
+TILED_ENCODE_PIXELS = 512 * 768
+"""References larger than this (height x width) are VAE-encoded tile by tile."""
 DEMO_NUM_FRAMES = 9
 
 
@@ -141,6 +143,11 @@ class HDRICLoraPipeline(PromptPipeline):
         self.stage_2_tiles = stage_2_tiles
 
     @property
+    def decode_tiling(self) -> TilingConfig:
+        """The VAE layout of the float32 decode (and of encoding large references)."""
+        return self.tiling if self.tiling is not None else decode_tiling(DEFAULT_SPATIAL_TILE)
+
+    @property
     def size_multiple(self) -> int:
         """Generated sizes are multiples of this: 64 times the reference downscale factor."""
         return SIZE_MULTIPLE * self.factors.downscale
@@ -188,8 +195,13 @@ class HDRICLoraPipeline(PromptPipeline):
                 pixels = self._reference_pixels(
                     clip, generated, shape.height // scale, shape.width // scale, high_quality
                 )
+                pixels = pixels.to(device=device, dtype=dtype)
                 with torch.no_grad():
-                    latents.append(encoder(pixels.to(device=device, dtype=dtype)))
+                    if pixels.shape[-2] * pixels.shape[-1] > TILED_ENCODE_PIXELS:
+                        # Large references are encoded in tiles (the decode layout) to bound activation memory.
+                        latents.append(encoder.encode_tiled(pixels, self.decode_tiling).to(dtype))
+                    else:
+                        latents.append(encoder(pixels))
             return [[latent] for latent in latents]
 
         encoded = encode_conditioning_images(
@@ -230,8 +242,9 @@ class HDRICLoraPipeline(PromptPipeline):
         def linear_frames() -> Iterator[torch.Tensor]:
             # float32 weights and latent: the inverse LogC3 curve amplifies any rounding of the codes.
             placement = Placement(device, torch.float32)
-            tiling = self.tiling if self.tiling is not None else decode_tiling(DEFAULT_SPATIAL_TILE)
-            for chunk in decoded_video_frames(self.checkpoint_path, placement, refined.float(), tiling, noise):
+            for chunk in decoded_video_frames(
+                self.checkpoint_path, placement, refined.float(), self.decode_tiling, noise
+            ):
                 # Scene light is never negative; codes below the curve's black level would decode below 0.
                 yield logc3_decode(chunk.float()).clamp(min=0.0)[:, :height, :width]
 
