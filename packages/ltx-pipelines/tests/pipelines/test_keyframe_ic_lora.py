@@ -394,3 +394,12 @@ def test_keyframe_cli_rejects_an_undecodable_image(tiny_models, media, tmp_path,
     argv += ["--image", str(media["text"]), "4", "1.0", "--distilled-lora", str(media["image"])]
     message = _rejected(keyframe_interpolation.main, argv, capsys)
     assert str(media["text"]) in message and "not an image" in message
+
+
+def test_a_prompt_call_refuses_inputs_the_pipeline_does_not_take_before_encoding(
+    tiny_checkpoint, tiny_spatial_upsampler, tiny_gemma_root, monkeypatch
+):
+    pipeline = DistilledPipeline(tiny_checkpoint, tiny_spatial_upsampler, tiny_gemma_root, device="cpu")
+    monkeypatch.setattr(pipeline, "encode_prompts", lambda *a, **k: pytest.fail("the prompt was encoded"))
+    with pytest.raises(TypeError, match="references"):
+        pipeline("a fox", seed=1, height=HEIGHT, width=WIDTH, num_frames=FRAMES, frame_rate=FPS, references=[])
