@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
@@ -47,6 +47,10 @@ class TI2VidTwoStagesPipeline(GuidedPipeline):
 
     spatial_multiple = TWO_STAGE_SPATIAL_MULTIPLE
     stage_names = ("stage_1", "stage_2")
+    images_as_keyframes: ClassVar[bool] = False
+    """Every image (frame 0 too) is appended as guiding keyframe tokens rather than replacing frame 0."""
+    shipped_audio_stage: ClassVar[str] = "stage_1"
+    """Whose audio latent is decoded: the stage-1 one (the reference's choice here) or `stage_2`."""
 
     def __init__(
         self,
@@ -88,7 +92,12 @@ class TI2VidTwoStagesPipeline(GuidedPipeline):
         loras_1, loras_2 = self.stage_loras()
 
         encoded = encode_conditioning_images(
-            run.images, self.checkpoint_path, self.placement, [half, full], keep_latent_statistics=True
+            run.images,
+            self.checkpoint_path,
+            self.placement,
+            [half, full],
+            keep_latent_statistics=True,
+            all_as_keyframes=self.images_as_keyframes,
         )
         stage_1_items, stage_2_items = encoded.per_stage
         assert encoded.latent_statistics is not None
@@ -124,8 +133,9 @@ class TI2VidTwoStagesPipeline(GuidedPipeline):
             )  # fmt: skip
         latents.update(stage_2.named("stage_2"))
 
-        # Stage 2 only refines the video: its audio pass is discarded and the stage-1 audio shipped.
-        return self.decoded(full, stage_2.video_latent, stage_1.audio_latent, run.noise, latents)
+        # By default stage 2 only refines the video: its audio pass is discarded and the stage-1 audio shipped.
+        audio = stage_2.audio_latent if self.shipped_audio_stage == "stage_2" else stage_1.audio_latent
+        return self.decoded(full, stage_2.video_latent, audio, run.noise, latents)
 
 
 main = guided_main(TI2VidTwoStagesPipeline, TWO_STAGE_LAYOUT, extra_args=add_max_batch_size_arg)

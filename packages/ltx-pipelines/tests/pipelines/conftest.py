@@ -3,9 +3,14 @@ upsampler for the parity tests, and writers for small LoRAs and conditioning ima
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
+import av
 import numpy as np
 import pytest
 import torch
@@ -118,3 +123,80 @@ def write_test_image() -> Callable[..., Path]:
         return path
 
     return write
+
+
+# ---- media for the conditioned pipelines (video references, mask videos, lip-dub sources) ---------------
+
+def _write_clip(
+    path: Path,
+    *,
+    frames: int,
+    height: int,
+    width: int,
+    fps: int = 24,
+    audio_rate: int | None = 16000,
+    seed: int = 0,
+) -> Path:
+    """An H.264 clip of moving colour gradients, with a stereo AAC tone track when `audio_rate` is set."""
+    rng = np.random.default_rng(seed)
+    phase = rng.uniform(0, 2 * np.pi, size=3)
+    ys = np.linspace(0, 1, height)[:, None, None]
+    xs = np.linspace(0, 1, width)[None, :, None]
+    with av.open(str(path), mode="w") as container:
+        video = container.add_stream("libx264", rate=fps, options={"crf": "10"})
+        video.height, video.width, video.pix_fmt = height, width, "yuv420p"
+        audio = None
+        if audio_rate is not None:
+            audio = container.add_stream("aac", rate=audio_rate, layout="stereo")
+        for i in range(frames):
+            pixels = 0.5 + 0.45 * np.sin(4 * (ys + xs) + phase + 0.3 * i)
+            frame = av.VideoFrame.from_ndarray((pixels * 255).astype(np.uint8), format="rgb24")
+            container.mux(video.encode(frame))
+        container.mux(video.encode(None))
+        if audio is not None:
+            samples = int(audio_rate * frames / fps)
+            t = np.arange(samples) / audio_rate
+            tone = (0.3 * np.sin(2 * np.pi * 440 * t)).astype(np.float32)
+            block = np.stack([tone, tone])
+            for start in range(0, samples, 1024):
+                chunk = np.ascontiguousarray(block[:, start : start + 1024])
+                frame = av.AudioFrame.from_ndarray(chunk, format="fltp", layout="stereo")
+                frame.sample_rate = audio_rate
+                container.mux(audio.encode(frame))
+            container.mux(audio.encode(None))
+    return path
+
+
+@dataclass(frozen=True)
+class Written:
+    frames: np.ndarray  # (F, H, W, 3) uint8
+    fps: Fraction
+    audio_channels: int
+    audio_samples: int
+    sidecar: dict[str, Any]
+
+
+def _read_output(path: Path) -> Written:
+    with av.open(str(path)) as container:
+        assert len(container.streams.video) == 1, "one video stream"
+        assert len(container.streams.audio) == 1, "one audio stream"
+        fps = container.streams.video[0].average_rate
+        frames = np.stack([f.to_ndarray(format="rgb24") for f in container.decode(video=0)])
+        container.seek(0)
+        chunks = [f.to_ndarray() for f in container.decode(audio=0)]
+    audio = np.concatenate(chunks, axis=-1)
+    return Written(frames, fps, audio.shape[0], audio.shape[1], json.loads(path.with_suffix(".json").read_text()))
+
+
+
+
+@pytest.fixture(scope="session")
+def write_clip() -> Callable[..., Path]:
+    """write_clip(path, frames=, height=, width=, fps=24, audio_rate=16000, seed=0) -> path (H.264 + AAC)."""
+    return _write_clip
+
+
+@pytest.fixture(scope="session")
+def read_output() -> Callable[[Path], Written]:
+    """read_output(mp4) -> Written: decoded frames, frame rate, audio channels/samples and the sidecar."""
+    return _read_output

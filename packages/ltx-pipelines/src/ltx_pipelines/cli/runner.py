@@ -10,7 +10,7 @@ import logging
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -118,6 +118,8 @@ class ParsedRun:
     config: RunConfig
     defaults: PipelineDefaults
     parameters: dict[str, Any]
+    extra: dict[str, Any] = field(default_factory=dict)
+    """What `PipelineCli.check_extra` made of the pipeline's own flags."""
 
     @property
     def checkpoint_path(self) -> Path:
@@ -219,10 +221,29 @@ class PipelineCli:
         # What the user typed is checked before the demo models are built (seconds on a first run);
         # the second pass checks the substituted demo files.
         config = validate_args(parser, args, rules)
+        extra = self.check_extra(parser, args, config)
         if demo:
             args = self._with_demo_models(args)
             config = validate_args(parser, args, rules)
-        return ParsedRun(config=config, defaults=defaults, parameters=_recorded_parameters(args, config))
+        return ParsedRun(
+            config=config, defaults=defaults, parameters=_recorded_parameters(args, config), extra=extra
+        )
+
+    @staticmethod
+    def redescribe(parser: argparse.ArgumentParser, dest: str, help_text: str) -> None:
+        """Replace the help of a shared flag whose meaning a pipeline narrows (e.g. `--lora` = IC-LoRAs)."""
+        for action in parser._actions:
+            if action.dest == dest:
+                action.help = help_text
+                return
+        raise KeyError(f"the parser has no flag with destination {dest!r}")
+
+    def check_extra(
+        self, parser: argparse.ArgumentParser, args: argparse.Namespace, config: RunConfig
+    ) -> dict[str, Any]:
+        """Check the pipeline's own flags (those `extra_args` adds) before anything is built; a bad value
+        ends the program through `parser.error`. Returns the checked values (`ParsedRun.extra`)."""
+        return {}
 
     def _with_demo_models(self, args: argparse.Namespace) -> argparse.Namespace:
         """A copy of `args` with the demo model files wherever the user gave none."""

@@ -7,7 +7,7 @@ pipeline module reads as its sequence of stages and holds at most one large mode
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,16 +44,28 @@ def encode_conditioning_images(
     shapes: Sequence[VideoPixelShape],
     *,
     keep_latent_statistics: bool = False,
+    all_as_keyframes: bool = False,
+    also_encode: Callable[[nn.Module], Sequence[Sequence[ConditioningItem]]] | None = None,
 ) -> StageConditionings:
     """VAE-encode the conditioning images once per stage size with one encoder load. Without images
-    and without a need for the statistics, the encoder is not loaded at all."""
-    if not images and not keep_latent_statistics:
+    and without a need for the statistics, the encoder is not loaded at all. `all_as_keyframes`: see
+    `image_conditionings`. `also_encode(encoder)` gives further items per stage (e.g. IC-LoRA reference
+    videos), appended after the images' with the same encoder load."""
+    if not images and not keep_latent_statistics and also_encode is None:
         return StageConditionings(per_stage=tuple([] for _ in shapes))
     device, dtype = placement.device, placement.dtype
     crf = defaults_for_checkpoint(checkpoint).image_crf
     images = [image.with_default_crf(crf) for image in images]
     with loaded(VIDEO_ENCODER, checkpoint, placement) as encoder:
-        per_stage = tuple(image_conditionings(images, encoder, shape, device, dtype) for shape in shapes)
+        per_stage = tuple(
+            image_conditionings(images, encoder, shape, device, dtype, all_as_keyframes=all_as_keyframes)
+            for shape in shapes
+        )
+        if also_encode is not None:
+            extra = also_encode(encoder)
+            if len(extra) != len(shapes):
+                raise ValueError(f"also_encode gave items for {len(extra)} stages, expected {len(shapes)}")
+            per_stage = tuple([*items, *more] for items, more in zip(per_stage, extra))
         # A copy: the encoder's own weights go back to the meta device when it is released.
         statistics = copy.deepcopy(encoder.per_channel_statistics) if keep_latent_statistics else None
     return StageConditionings(per_stage=per_stage, latent_statistics=statistics)

@@ -8,6 +8,7 @@ the seam tests and parity replays drive directly with stored contexts and record
 
 from __future__ import annotations
 
+import inspect
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
@@ -137,9 +138,11 @@ class PromptPipeline(ABC):
 
         `negative_prompt`, `num_inference_steps` and the guidance of each modality apply to pipelines
         with a guided stage (None: the default negative prompt and the checkpoint generation's
-        defaults); a pipeline without guidance refuses them.
+        defaults); a pipeline without guidance refuses them. `inputs`: further keywords of the
+        pipeline's own `generate_from_contexts` (reference videos, ...), passed through.
         """
         self.output_shape(height, width, num_frames, frame_rate)
+        self._check_inputs(inputs)
         extra_prompts, options = self.prompt_options(
             GuidanceRequest(negative_prompt, num_inference_steps, video_guidance, audio_guidance)
         )
@@ -159,6 +162,17 @@ class PromptPipeline(ABC):
         )
         generation.prompt = final_prompt
         return generation
+
+    def _check_inputs(self, inputs: dict[str, Any]) -> None:
+        """Refuse keywords `generate_from_contexts` does not take before the prompt is encoded."""
+        if not inputs:
+            return
+        parameters = inspect.signature(self.generate_from_contexts).parameters
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+            return
+        unknown = sorted(set(inputs) - set(parameters))
+        if unknown:
+            raise TypeError(f"{type(self).__name__} does not take {unknown}")
 
     def prompt_options(self, request: GuidanceRequest) -> tuple[list[str], dict[str, Any]]:
         """Prompts encoded after the prompt (their contexts follow its in `generate_from_contexts`) and

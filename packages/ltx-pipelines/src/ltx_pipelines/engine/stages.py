@@ -75,15 +75,18 @@ def image_conditionings(
     shape: VideoPixelShape,
     device: torch.device,
     dtype: torch.dtype,
+    *,
+    all_as_keyframes: bool = False,
 ) -> list[ConditioningItem]:
     """VAE-encode each image at the stage size: frame 0 replaces the first latent frame's tokens,
-    any other frame is appended as a keyframe at that pixel-frame index."""
+    any other frame is appended as a keyframe at that pixel-frame index. With `all_as_keyframes`
+    (keyframe interpolation) frame 0 is appended as a guiding keyframe too."""
     items: list[ConditioningItem] = []
     for image in images:
         pixels = image.load(shape.height, shape.width).to(device=device, dtype=dtype)
         with torch.no_grad():
             latent = encoder(pixels)
-        if image.frame_idx == 0:
+        if image.frame_idx == 0 and not all_as_keyframes:
             items.append(VideoConditionByLatentIndex(latent, image.strength, 0))
         else:
             items.append(VideoConditionByKeyframeIndex(latent, image.frame_idx, image.strength))
@@ -119,7 +122,8 @@ def run_denoising_stage(
     loop: SamplingLoop = euler_denoising_loop,
     progress: bool = True,
 ) -> StageResult:
-    """Build the initial states (noised to `sigmas[0]`), apply conditionings, run the loop.
+    """Build the initial states (noised to `sigmas[0]`), apply conditionings (`conditionings` to the
+    video, `audio_conditionings` to the audio), run the loop.
 
     Noise draws are named `<stage>.video` then `<stage>.audio`, in token layout; that order is part
     of the reproducibility contract (`SeededNoise`) and of the golden replay (`ReplayedNoise`).

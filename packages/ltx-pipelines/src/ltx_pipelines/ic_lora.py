@@ -1,0 +1,325 @@
+"""IC-LoRA video-to-video, distilled two-stage: `python -m ltx_pipelines.ic_lora`.
+
+Stage 1 runs at half resolution with the IC-LoRAs (`--lora`, one or more) fused into the distilled
+transformer and each `--video-conditioning` reference appended as reference tokens (at the size
+and frame rate the LoRA's metadata declares); `--conditioning-attention-mask` limits how much the
+generated tokens attend to the reference. Stage 2 refines the x2-upsampled latent at full resolution
+without the IC-LoRAs and without the references (image conditionings only); `--skip-stage-2`
+returns the stage-1 result at half resolution instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ltx_core.components.denoisers import SimpleDenoiser
+from ltx_core.components.schedulers import distilled_sigmas, stage_2_distilled_sigmas
+from ltx_core.loader import LoraSpec, StateDictCache
+from ltx_core.model.transformer import X0Model
+from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
+from ltx_core.types import VideoPixelShape
+from ltx_pipelines.cli.args import _number, _RepeatedValuesAction
+from ltx_pipelines.cli.run_config import RunConfig
+from ltx_pipelines.cli.runner import DISTILLED_LAYOUT, ParsedRun, PipelineCli, run_pipeline_cli
+from ltx_pipelines.engine.defaults import TWO_STAGE_SPATIAL_MULTIPLE
+from ltx_pipelines.engine.generation import Generation
+from ltx_pipelines.engine.ic_references import (
+    ReferenceFactors,
+    VideoReference,
+    check_attention_mask,
+    load_attention_mask,
+    reference_conditionings,
+    reference_factors,
+)
+from ltx_pipelines.engine.loaded_stages import contexts_on, encode_conditioning_images, upsample_between_stages
+from ltx_pipelines.engine.noise import NoiseSource
+from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
+from ltx_pipelines.engine.stages import ImageCondition, run_denoising_stage
+from ltx_pipelines.media import MediaError, probe_video, read_image_rgb
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = ["CLI", "ICLoraPipeline", "VideoReference", "main"]
+
+logger = logging.getLogger(__name__)
+
+
+class ICLoraPipeline(PromptPipeline):
+    """Distilled two-stage generation guided by IC reference videos through stage-1 IC-LoRAs.
+
+    `ic_loras` are fused into the stage-1 transformer only; `loras` (the options) into both stages.
+    The reference downscale and temporal scale factors are read from the IC-LoRAs' metadata when the
+    pipeline is constructed (1 where absent; LoRAs that disagree are refused).
+    """
+
+    spatial_multiple = TWO_STAGE_SPATIAL_MULTIPLE
+
+    def __init__(
+        self,
+        checkpoint_path: str | Path,
+        spatial_upsampler_path: str | Path,
+        gemma_root: str | Path | None,
+        *,
+        ic_loras: Sequence[LoraSpec] = (),
+        **options: Unpack[PipelineOptions],
+    ) -> None:
+        """`options`: loras, device, dtype, tiling, lora_fusion, progress (see `PromptPipeline`)."""
+        super().__init__(checkpoint_path, gemma_root, **options)
+        self.spatial_upsampler_path = Path(spatial_upsampler_path)
+        self.ic_loras = tuple(ic_loras)
+        self.factors: ReferenceFactors = reference_factors(self.ic_loras)
+        if not self.ic_loras:
+            logger.warning("no IC-LoRA given: the references condition a transformer not trained for them")
+
+    @property
+    def reference_downscale_factor(self) -> int:
+        return self.factors.downscale
+
+    @property
+    def reference_temporal_scale_factor(self) -> int:
+        return self.factors.temporal
+
+    def generate_from_contexts(
+        self,
+        contexts: TextContexts,
+        *,
+        height: int,
+        width: int,
+        num_frames: int,
+        frame_rate: float,
+        noise: NoiseSource,
+        images: Sequence[ImageCondition] = (),
+        references: Sequence[VideoReference] = (),
+        attention_strength: float = 1.0,
+        attention_mask: torch.Tensor | None = None,
+        skip_stage_2: bool = False,
+    ) -> Generation:
+        """Both stages (or stage 1 only) and decoding, from given contexts and a noise source.
+
+        `attention_mask`: (1, 1, F, h, w) in [0, 1] over the stage-1 frames, times `attention_strength`,
+        weights the attention between generated and reference tokens.
+        """
+        full = self.output_shape(height, width, num_frames, frame_rate)
+        half = VideoPixelShape(1, num_frames, height // 2, width // 2, frame_rate)
+        if not 0.0 <= attention_strength <= 1.0:
+            raise ValueError(f"attention_strength must be in [0, 1], got {attention_strength}")
+        if attention_mask is not None:
+            check_attention_mask(attention_mask)
+        device, dtype = self.placement.device, self.placement.dtype
+        positive = contexts_on(contexts, self.placement)
+
+        def encode_references(encoder: torch.nn.Module) -> list[list[Any]]:
+            stage_1 = reference_conditionings(
+                references, encoder, height=half.height, width=half.width, num_frames=num_frames,
+                factors=self.factors, device=device, dtype=dtype,
+                attention_strength=attention_strength, attention_mask=attention_mask,
+            )  # fmt: skip
+            return [stage_1, []]  # stage 2 refines without the references
+
+        encoded = encode_conditioning_images(
+            images, self.checkpoint_path, self.placement, [half, full],
+            keep_latent_statistics=not skip_stage_2, also_encode=encode_references,
+        )  # fmt: skip
+        stage_1_items, stage_2_items = encoded.per_stage
+
+        # On the CPU the two transformer builds share one read of the file (see TI2VidTwoStagesPipeline).
+        cache = StateDictCache() if device.type == "cpu" and not skip_stage_2 else None
+        latents: dict[str, torch.Tensor] = {}
+        with self.transformer((*self.loras, *self.ic_loras), cache) as transformer:
+            denoiser = SimpleDenoiser(X0Model(transformer), positive.video, positive.audio)
+            stage_1 = run_denoising_stage(
+                denoiser, half, distilled_sigmas(), noise, "stage_1", device, dtype,
+                conditionings=stage_1_items, progress=self.progress,
+            )  # fmt: skip
+        latents.update(stage_1.named("stage_1"))
+        if skip_stage_2:
+            return self.decoded(half, stage_1.video_latent, stage_1.audio_latent, noise, latents)
+
+        assert encoded.latent_statistics is not None
+        upsampled = upsample_between_stages(
+            stage_1.video_latent, self.spatial_upsampler_path, encoded.latent_statistics, self.placement
+        )
+        latents["upsampled_video_latent"] = upsampled
+        with self.transformer(self.loras, cache) as transformer:
+            if cache is not None:
+                cache.clear()
+            denoiser = SimpleDenoiser(X0Model(transformer), positive.video, positive.audio)
+            stage_2 = run_denoising_stage(
+                denoiser, full, stage_2_distilled_sigmas(), noise, "stage_2", device, dtype,
+                conditionings=stage_2_items, initial_video=upsampled, initial_audio=stage_1.audio_latent,
+                progress=self.progress,
+            )  # fmt: skip
+        latents.update(stage_2.named("stage_2"))
+        return self.decoded(full, stage_2.video_latent, stage_2.audio_latent, noise, latents)
+
+
+# ---- command line ----------------------------------------------------------------------------------
+
+
+class _PathStrengthAction(_RepeatedValuesAction):
+    """`FLAG PATH STRENGTH`; appends (path, strength)."""
+
+    display_metavar = "PATH STRENGTH"
+
+    def parse_values(self, values: list[str]) -> tuple[str, float]:
+        return values[0], _number(self, "STRENGTH", values[1], float)
+
+
+def add_ic_lora_args(parser: argparse.ArgumentParser, defaults: Any = None) -> argparse.ArgumentParser:
+    group = parser.add_argument_group("IC-LoRA")
+    group.add_argument(
+        "--video-conditioning",
+        action=_PathStrengthAction,
+        nargs=2,
+        metavar=("PATH", "STRENGTH"),
+        default=[],
+        help=(
+            "IC-LoRA reference video and its strength in [0, 1] (1 keeps it clean); repeatable, at least one "
+            "(required). Its first --num-frames frames are used, resized to the stage-1 size divided by the "
+            "LoRA's reference_downscale_factor. Example: --video-conditioning depth.mp4 1.0"
+        ),
+    )
+    group.add_argument(
+        "--conditioning-attention-mask",
+        nargs=2,
+        metavar=("MASK", "STRENGTH"),
+        default=None,
+        help=(
+            "Grayscale mask video or image (pixel values map to [0, 1]) and a strength in [0, 1] it is "
+            "multiplied by: how much each region attends to the reference (0 ignores it). "
+            "(default: none, full attention). Example: --conditioning-attention-mask mask.mp4 0.5"
+        ),
+    )
+    group.add_argument(
+        "--skip-stage-2",
+        action="store_true",
+        help="Stop after stage 1: the output is at half the --height/--width (default: off).",
+    )
+    return parser
+
+
+def _probe_media(parser: argparse.ArgumentParser, flag: str, raw: str, *, image_ok: bool) -> int:
+    """Frames of a readable video (1 for an image when `image_ok`); a bad file ends with exit 2."""
+    path = Path(raw).expanduser()
+    if not path.is_file():
+        parser.error(f"{flag} {raw!r}: no such file" if not path.exists() else f"{flag} {raw!r} is not a file")
+    if image_ok:
+        try:
+            read_image_rgb(path)
+            return 1
+        except MediaError:
+            pass
+    try:
+        info = probe_video(path)
+    except MediaError as e:
+        accepted = "a video or image" if image_ok else "a video"
+        parser.error(f"{flag} {raw!r} is not {accepted} that can be decoded: {e}")
+    if info.frames < 1:
+        parser.error(f"{flag} {raw!r} has no video frames")
+    return info.frames
+
+
+def _strength(parser: argparse.ArgumentParser, flag: str, raw: Any) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        parser.error(f"{flag} STRENGTH {raw!r} is not a number")
+    if not (math.isfinite(value) and 0.0 <= value <= 1.0):
+        parser.error(f"{flag} STRENGTH {raw} is not accepted: it must be in [0, 1]")
+    return value
+
+
+class ICLoraCli(PipelineCli):
+    def build_parser(self, defaults: Any) -> argparse.ArgumentParser:
+        parser = super().build_parser(defaults)
+        self.redescribe(
+            parser,
+            "lora",
+            "An IC-LoRA, fused into the stage-1 transformer only, with an optional strength (default 1.0); "
+            "repeatable. Its reference_downscale_factor / reference_temporal_scale_factor metadata (default 1) "
+            "size the references. Example: --lora ic-lora-depth.safetensors",
+        )
+        return parser
+
+    def check_extra(self, parser: argparse.ArgumentParser, args: argparse.Namespace, config: RunConfig) -> dict:
+        if not args.video_conditioning:
+            parser.error("--video-conditioning PATH STRENGTH is required (at least one reference video)")
+        references = []
+        for raw, strength in args.video_conditioning:
+            _probe_media(parser, "--video-conditioning", raw, image_ok=False)
+            references.append(VideoReference(_strength(parser, "--video-conditioning", strength), Path(raw)))
+        try:
+            factors = reference_factors([LoraSpec(Path(lora.path), lora.strength) for lora in config.loras])
+        except ValueError as e:
+            parser.error(f"--lora: {e}")
+        assert config.height is not None and config.width is not None
+        multiple = TWO_STAGE_SPATIAL_MULTIPLE * factors.downscale
+        if config.height % multiple or config.width % multiple:
+            parser.error(
+                f"--height {config.height} / --width {config.width}: with the IC-LoRA's reference_downscale_factor "
+                f"{factors.downscale} both must be multiples of {multiple}"
+            )
+        mask_path, mask_strength = None, 1.0
+        if args.conditioning_attention_mask is not None:
+            raw, strength = args.conditioning_attention_mask
+            mask_strength = _strength(parser, "--conditioning-attention-mask", strength)
+            frames = _probe_media(parser, "--conditioning-attention-mask", raw, image_ok=True)
+            assert config.num_frames is not None
+            if frames != 1 and frames < config.num_frames:
+                parser.error(
+                    f"--conditioning-attention-mask {raw!r} has {frames} frames; it needs at least --num-frames "
+                    f"{config.num_frames} (or be a single image)"
+                )
+            mask_path = Path(raw).expanduser()
+        return {"references": references, "mask_path": mask_path, "mask_strength": mask_strength}
+
+    def generation_options(self, run: ParsedRun) -> dict[str, Any]:
+        options = super().generation_options(run)
+        config, extra = run.config, run.extra
+        mask = None
+        if extra["mask_path"] is not None:
+            assert config.height is not None and config.width is not None and config.num_frames is not None
+            # The mask weights stage 1, where the references are: load it at the stage-1 size.
+            mask = load_attention_mask(extra["mask_path"], config.height // 2, config.width // 2, config.num_frames)
+        options.update(
+            references=extra["references"],
+            attention_strength=extra["mask_strength"],
+            attention_mask=mask,
+            skip_stage_2=bool(run.parameters.get("skip_stage_2")),
+        )
+        return options
+
+
+CLI = ICLoraCli(
+    prog="python -m ltx_pipelines.ic_lora",
+    description=__doc__.splitlines()[0] if __doc__ else None,
+    layout=DISTILLED_LAYOUT,
+    extra_args=add_ic_lora_args,
+)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    def build(run: ParsedRun) -> ICLoraPipeline:
+        # As in the reference, --lora names the IC-LoRAs: fused into stage 1 only.
+        return ICLoraPipeline(
+            run.checkpoint_path,
+            run.spatial_upsampler_path,
+            run.gemma_root,
+            ic_loras=run.lora_specs,
+            **{**run.pipeline_options(), "loras": ()},  # --lora names the IC-LoRAs here, not plain LoRAs
+        )
+
+    return run_pipeline_cli(CLI, argv, build)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,35 @@
+"""Keyframe interpolation, two stages with a full checkpoint: `python -m ltx_pipelines.keyframe_interpolation`.
+
+Each `--image PATH FRAME_IDX STRENGTH [CRF]` is a keyframe at any pixel frame: its VAE latent is
+appended to the video tokens as guiding tokens (positioned at that frame, denoise mask 1 - strength)
+in both stages - frame 0 included, which is never substituted into the generated grid - and the
+appended tokens are dropped after each stage. Stage 1 runs guided at half resolution, stage 2
+refines at full resolution with the distilled LoRA fused in; unlike the text/image-to-video two-stage
+pipeline, the audio that stage 2 refines is the one decoded.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from ltx_pipelines.cli.args import add_max_batch_size_arg
+from ltx_pipelines.cli.runner import TWO_STAGE_LAYOUT, guided_main
+from ltx_pipelines.ti2vid_two_stages import TI2VidTwoStagesPipeline
+
+
+class KeyframeInterpolationPipeline(TI2VidTwoStagesPipeline):
+    """Two-stage generation between keyframes given as `ImageCondition`s (any frame, any strength).
+
+    Same models, stages and options as `TI2VidTwoStagesPipeline`; only how the images condition the
+    stages (all appended as keyframe tokens) and which stage's audio is decoded (stage 2) differ.
+    """
+
+    images_as_keyframes = True
+    shipped_audio_stage = "stage_2"
+
+
+main = guided_main(KeyframeInterpolationPipeline, TWO_STAGE_LAYOUT, extra_args=add_max_batch_size_arg)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
