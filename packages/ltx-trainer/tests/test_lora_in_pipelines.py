@@ -22,7 +22,7 @@ from ltx_trainer.training.draws import PerSampleDraws
 from ltx_trainer.training.trainer import Trainer
 
 sys.path.insert(0, str(Path(__file__).parent))
-from training_data import training_config, write_dataset  # noqa: E402
+from training_data import training_config, write_dataset
 
 
 @pytest.fixture(scope="module")
