@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from torch.utils.data import Dataset, default_collate
+from torch.utils.data import DataLoader, Dataset, Sampler, default_collate
 
 from ltx_trainer.precomputed import CONDITIONS, find_samples, load_sample
 
@@ -127,12 +127,28 @@ class BatchOrder:
         return order[position * self.global_batch : (position + 1) * self.global_batch].tolist()
 
 
-def batches(
-    dataset: PrecomputedTrainingData, order: BatchOrder, start_micro_step: int
-) -> Iterator[tuple[list[int], dict]]:
-    """(sample indices, collated batch) from `start_micro_step` on, forever."""
-    step = start_micro_step
-    while True:
-        ids = order.indices(step)
-        yield ids, collate([dataset[i] for i in ids])
-        step += 1
+class StepBatchSampler(Sampler[list[int]]):
+    """This rank's sample indices for micro-step `start`, `start + 1`, ... (endless; the loop decides when to stop)."""
+
+    def __init__(self, order: BatchOrder, start_micro_step: int) -> None:
+        self.order = order
+        self.start = start_micro_step
+
+    def __iter__(self) -> Iterator[list[int]]:
+        step = self.start
+        while True:
+            yield self.order.indices(step)
+            step += 1
+
+
+def batch_loader(
+    dataset: PrecomputedTrainingData, order: BatchOrder, start_micro_step: int, num_workers: int
+) -> DataLoader:
+    """Batches from `start_micro_step` on; `num_workers` processes read the files ahead of the loop."""
+    return DataLoader(
+        dataset,
+        batch_sampler=StepBatchSampler(order, start_micro_step),
+        collate_fn=collate,
+        num_workers=num_workers,
+        persistent_workers=False,
+    )

@@ -34,7 +34,7 @@ from ltx_core.types import SpatioTemporalScaleFactors
 from ltx_pipelines.media.atomic_files import atomic_output
 from ltx_trainer.config import LtxTrainerConfig, ReferenceCondition, dump_config
 from ltx_trainer.training import checkpoints as ckpt
-from ltx_trainer.training.data import BatchOrder, PrecomputedTrainingData, batches
+from ltx_trainer.training.data import BatchOrder, PrecomputedTrainingData, batch_loader
 from ltx_trainer.training.draws import PerSampleDraws
 from ltx_trainer.training.flexible import FlexibleStrategy, ReferenceScale, strategy_loss
 from ltx_trainer.training.lora_files import (
@@ -48,6 +48,7 @@ from ltx_trainer.training.lora_files import (
 from ltx_trainer.training.lr_schedules import make_lr_scheduler
 from ltx_trainer.training.text_contexts import TextConnectors, text_connectors_spec
 from ltx_trainer.training.timesteps import make_sampler
+from ltx_trainer.training.validation import ValidationRunner, check_validation_config
 
 logger = logging.getLogger(__name__)
 
@@ -170,6 +171,8 @@ class Trainer:
             self.accelerator.process_index,
             self.accelerator.num_processes,
         )
+        check_validation_config(config)
+        self.validation = ValidationRunner(config, self.output_dir, self.device)
         self._build_models()
 
     # -- set-up ------------------------------------------------------------------------------------
@@ -283,6 +286,41 @@ class Trainer:
         logger.info("saved %s", path)
         return path
 
+    # -- validation --------------------------------------------------------------------------------
+    def _validation_due(self, done: int, first: bool) -> bool:
+        v = self.config.validation
+        if v.interval is None or not v.samples:
+            return False
+        if first:
+            return not v.skip_initial_validation
+        return done % v.interval == 0
+
+    def validate(self, step: int) -> list[Path]:
+        """Generate the validation samples with the current adapters (main process; others wait)."""
+        written: list[Path] = []
+        if self.accelerator.is_main_process:
+            lora = self.config.lora
+            assert lora is not None
+            model = self._unwrapped()
+            offload = self.config.acceleration.offload_optimizer_during_validation and self.device.type == "cuda"
+            if offload:
+                _move_optimizer_state(self.optimizer, torch.device("cpu"))
+            was_training = model.training
+            model.eval()
+            try:
+                written = self.validation.run(
+                    step,
+                    lambda path: save_lora_file(
+                        path, model, lora.rank, lora.alpha, torch.float32, self._strategy_metadata()
+                    ),
+                )
+            finally:
+                model.train(was_training)
+                if offload:
+                    _move_optimizer_state(self.optimizer, self.device)
+        self.accelerator.wait_for_everyone()
+        return written
+
     # -- resuming ----------------------------------------------------------------------------------
     def _load_start(self) -> int:
         cfg = self.config
@@ -357,7 +395,7 @@ class Trainer:
         start = self._load_start()
         end = min(opt.steps, stop_at) if stop_at is not None else opt.steps
         history: list[StepRecord] = []
-        data = batches(self.dataset, self.order, start * accum)
+        data = iter(batch_loader(self.dataset, self.order, start * accum, cfg.data.num_dataloader_workers))
         bar = tqdm(
             total=end,
             initial=start,
@@ -365,12 +403,14 @@ class Trainer:
             disable=self.disable_progress_bars or not self.accelerator.is_main_process,
         )
         last_saved: Path | None = None
+        if start == 0 and self._validation_due(0, first=True):
+            self.validate(0)
         for step in range(start, end):
             began = time.perf_counter()
             losses, sigmas = [], []
             for micro in range(accum):
                 micro_step = step * accum + micro
-                _, batch = next(data)
+                batch = next(data)
                 ids = self.order.indices(micro_step)
                 batch = self._to_device(batch)
                 draws = PerSampleDraws(cfg.seed, micro_step, ids)
@@ -418,6 +458,8 @@ class Trainer:
             interval = cfg.checkpoints.interval
             if (interval and done % interval == 0) or done == opt.steps:
                 last_saved = self.save_checkpoint(done) or last_saved
+            if self._validation_due(done, first=False):
+                self.validate(done)
             if on_step is not None:
                 on_step(record)
         bar.close()
@@ -435,6 +477,13 @@ class Trainer:
         else:
             bar.set_postfix(loss=f"{record.loss:.4f}", lr=f"{record.lr:.2e}")
             bar.update(1)
+
+
+def _move_optimizer_state(optimizer, device: torch.device) -> None:
+    for state in optimizer.state.values():
+        for key, value in state.items():
+            if isinstance(value, torch.Tensor):
+                state[key] = value.to(device, non_blocking=True)
 
 
 def _check_bnb() -> None:
