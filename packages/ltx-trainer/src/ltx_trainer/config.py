@@ -130,13 +130,15 @@ TrainingCondition = Annotated[
 class ModalityConfig(_Section):
     is_generated: bool = Field(True, description="Denoised with a loss (true) or given clean (false).")
     latents_dir: str = Field(description="Folder under the data root with this modality's latents.")
-    conditions: list[TrainingCondition] = Field(default_factory=list)
+    conditions: list[TrainingCondition] = Field(
+        default_factory=list, description="Conditions in order; references are applied after the others."
+    )
 
 
 class FlexibleStrategyConfig(_Section):
-    name: Literal["flexible"] = "flexible"
-    video: ModalityConfig | None = None
-    audio: ModalityConfig | None = None
+    name: Literal["flexible"] = Field("flexible", description="The strategy (legacy names are converted).")
+    video: ModalityConfig | None = Field(None, description="The video stream; absent = audio-only training.")
+    audio: ModalityConfig | None = Field(None, description="The audio stream; absent = video-only training.")
 
     @model_validator(mode="after")
     def _check_modes(self) -> FlexibleStrategyConfig:
@@ -220,17 +222,19 @@ class OptimizationConfig(_Section):
     batch_size: int = Field(2, ge=1, description="Samples per process per micro-step.")
     gradient_accumulation_steps: int = Field(1, ge=1)
     max_grad_norm: float = Field(1.0, ge=0, description="Gradient clipping norm (0 = off).")
-    optimizer_type: Literal["adamw", "adamw8bit"] = "adamw"
-    scheduler_type: SchedulerType = "linear"
+    optimizer_type: Literal["adamw", "adamw8bit"] = Field("adamw", description="adamw8bit needs CUDA and bitsandbytes.")
+    scheduler_type: SchedulerType = Field("linear", description="LR schedule, stepped once per optimizer step.")
     scheduler_params: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of the schedule.")
-    enable_gradient_checkpointing: bool = False
+    enable_gradient_checkpointing: bool = Field(False, description="Recompute block activations: less memory.")
 
 
 class AccelerationConfig(_Section):
-    mixed_precision_mode: Literal["no", "fp16", "bf16"] = "bf16"
+    mixed_precision_mode: Literal["no", "fp16", "bf16"] = Field("bf16", description="accelerate autocast mode.")
     quantization: Literal["int8-quanto", "int4-quanto", "int2-quanto", "fp8-quanto", "fp8uz-quanto"] | None = None
-    load_text_encoder_in_8bit: bool = False
-    offload_optimizer_during_validation: bool = False
+    load_text_encoder_in_8bit: bool = Field(False, description="8-bit Gemma for validation prompts (CUDA).")
+    offload_optimizer_during_validation: bool = Field(
+        False, description="Move optimizer state to the CPU while validation samples are generated (CUDA)."
+    )
 
 
 class DataConfig(_Section):
@@ -345,10 +349,10 @@ def _check_dims(value: tuple[int, int, int]) -> tuple[int, int, int]:
 
 
 class ValidationSample(_Section):
-    prompt: str
+    prompt: str = Field(description="Text prompt (include the trigger word and describe the audio).")
     conditions: list[ValidationCondition] = Field(default_factory=list)
     video_dims: tuple[int, int, int] | None = Field(None, description="(width, height, frames) override.")
-    seed: int | None = None
+    seed: int | None = Field(None, description="Per-sample seed override.")
 
     @field_validator("video_dims")
     @classmethod
@@ -364,24 +368,24 @@ class ValidationSample(_Section):
 
 
 class ValidationConfig(_Section):
-    samples: list[ValidationSample] = Field(default_factory=list)
-    negative_prompt: str = DEFAULT_NEGATIVE_PROMPT
+    samples: list[ValidationSample] = Field(default_factory=list, description="What to generate at each validation.")
+    negative_prompt: str = Field(DEFAULT_NEGATIVE_PROMPT, description="Negative prompt for CFG.")
     video_dims: tuple[int, int, int] = Field((960, 544, 89), description="(width, height, frames).")
     frame_rate: float = Field(24.0, gt=0)
     seed: int = 42
-    inference_steps: int = Field(30, ge=1)
+    inference_steps: int = Field(30, ge=1, description="Denoising steps per sample.")
     interval: int | None = Field(100, ge=1, description="Sample every N steps (null = never).")
     video_cfg_scale: float = 3.0
     audio_cfg_scale: float = 7.0
     video_stg_scale: float = 1.0
     audio_stg_scale: float = 1.0
-    stg_blocks: list[int] = Field(default_factory=lambda: [28])
+    stg_blocks: list[int] = Field(default_factory=lambda: [28], description="Blocks perturbed for STG.")
     guidance_rescale: float = 0.7
     video_modality_guidance_scale: float = 3.0
     audio_modality_guidance_scale: float = 3.0
-    generate_audio: bool = True
-    generate_video: bool = True
-    skip_initial_validation: bool = False
+    generate_audio: bool = Field(True, description="Mux the generated audio into the mp4.")
+    generate_video: bool = Field(True, description="false: write only the audio (.wav).")
+    skip_initial_validation: bool = Field(False, description="Do not sample before the first step.")
 
     @field_validator("video_dims")
     @classmethod
@@ -460,8 +464,8 @@ class CheckpointsConfig(_Section):
 
 
 class HubConfig(_Section):
-    push_to_hub: bool = False
-    hub_model_id: str | None = None
+    push_to_hub: bool = Field(False, description="Upload the final LoRA to the Hugging Face Hub.")
+    hub_model_id: str | None = Field(None, description="Target repo, e.g. user/my-lora.")
 
     @model_validator(mode="after")
     def _id_when_pushing(self) -> HubConfig:
@@ -471,7 +475,7 @@ class HubConfig(_Section):
 
 
 class WandbConfig(_Section):
-    enabled: bool = False
+    enabled: bool = Field(False, description="Log to Weights & Biases (pip install ltx-trainer[wandb]).")
     project: str = "ltxv-trainer"
     entity: str | None = None
     tags: list[str] = Field(default_factory=list)
@@ -479,25 +483,31 @@ class WandbConfig(_Section):
 
 
 class FlowMatchingConfig(_Section):
-    timestep_sampling_mode: Literal["uniform", "shifted_logit_normal"] = "shifted_logit_normal"
-    timestep_sampling_params: dict[str, Any] = Field(default_factory=dict)
+    timestep_sampling_mode: Literal["uniform", "shifted_logit_normal"] = Field(
+        "shifted_logit_normal", description="How training noise levels are drawn."
+    )
+    timestep_sampling_params: dict[str, Any] = Field(
+        default_factory=dict,
+        description="shifted_logit_normal: std, eps, uniform_prob, min/max_tokens, min/max_shift; "
+        "uniform: min_value, max_value.",
+    )
 
 
 # -- the whole file -------------------------------------------------------------------------------
 class LtxTrainerConfig(_Section):
-    model: ModelConfig
-    lora: LoraConfig | None = None
+    model: ModelConfig = Field(description="The base checkpoint and what to train.")
+    lora: LoraConfig | None = Field(None, description="Adapter settings; required when training_mode is lora.")
     training_strategy: FlexibleStrategyConfig = Field(default_factory=lambda: FlexibleStrategyConfig(
         video=ModalityConfig(latents_dir="latents")))  # fmt: skip
     optimization: OptimizationConfig = Field(default_factory=OptimizationConfig)
     acceleration: AccelerationConfig = Field(default_factory=AccelerationConfig)
-    data: DataConfig
+    data: DataConfig = Field(description="Where the preprocessed samples are.")
     validation: ValidationConfig = Field(default_factory=ValidationConfig)
     checkpoints: CheckpointsConfig = Field(default_factory=CheckpointsConfig)
     hub: HubConfig = Field(default_factory=HubConfig)
     flow_matching: FlowMatchingConfig = Field(default_factory=FlowMatchingConfig)
     wandb: WandbConfig = Field(default_factory=WandbConfig)
-    seed: int = 42
+    seed: int = Field(42, description="Seeds LoRA initialisation, data order, noise and sigmas.")
     output_dir: Path = Field(Path("outputs"), description="Checkpoints, samples and the config dump go here.")
 
     @model_validator(mode="before")
