@@ -216,3 +216,61 @@ def test_adamw8bit_without_cuda_is_a_clear_error(checkpoint, data_root, tmp_path
     cfg = parse_config(training_config(checkpoint, data_root, tmp_path, optimization={"optimizer_type": "adamw8bit"}))
     with pytest.raises(ValueError, match="adamw8bit.*needs CUDA"):
         Trainer(cfg)
+
+
+def test_full_training_saves_model_weights_and_resumes(checkpoint, data_root, tmp_path):
+    raw = training_config(
+        checkpoint, data_root, tmp_path / "out", "t2a",
+        model={"model_path": str(checkpoint), "training_mode": "full"},
+        optimization={"steps": 3, "learning_rate": 1e-4},
+        checkpoints={"interval": 2, "save_training_state": "full"},
+    )  # fmt: skip
+    raw.pop("lora")
+    Trainer(parse_config(raw)).train(stop_at=2)
+    saved = tmp_path / "out" / "checkpoints" / "model_weights_step_00002.safetensors"
+    tensors, meta = _read(saved)
+    assert all(k.startswith("model.diffusion_model.") for k in tensors) and "config" in meta
+    raw["model"]["load_checkpoint"] = str(saved)
+    history = Trainer(parse_config(raw)).train().history
+    assert [r.step for r in history] == [3]
+
+
+def test_quantization_is_refused_clearly(checkpoint, data_root, tmp_path):
+    cfg = parse_config(training_config(checkpoint, data_root, tmp_path, acceleration={"quantization": "int8-quanto"}))
+    with pytest.raises(ValueError, match="quantization 'int8-quanto' is not supported"):
+        Trainer(cfg)
+
+
+def test_wandb_without_the_package_fails_before_training(checkpoint, data_root, tmp_path):
+    try:
+        import wandb  # noqa: F401
+
+        pytest.skip("wandb is installed")
+    except ImportError:
+        pass
+    cfg = parse_config(training_config(checkpoint, data_root, tmp_path, wandb={"enabled": True}))
+    with pytest.raises(ValueError, match=r"pip install 'ltx-trainer\[wandb\]'"):
+        Trainer(cfg)
+
+
+def test_hub_push_uploads_the_final_weights(checkpoint, data_root, tmp_path):
+    from ltx_trainer.training.reporting import push_to_hub
+
+    class FakeApi:
+        def __init__(self):
+            self.calls = []
+
+        def create_repo(self, repo_id, **kwargs):
+            self.calls.append(("create_repo", repo_id))
+
+        def upload_file(self, *, path_or_fileobj, path_in_repo, repo_id):
+            self.calls.append(("upload", path_in_repo, repo_id))
+
+    raw = training_config(checkpoint, data_root, tmp_path / "out", hub={"push_to_hub": True, "hub_model_id": "me/lora"})
+    cfg = parse_config(raw)
+    weights = tmp_path / "w.safetensors"
+    weights.write_bytes(b"x")
+    api = FakeApi()
+    push_to_hub(cfg, weights, api=api)
+    assert api.calls[0] == ("create_repo", "me/lora")
+    assert ("upload", "w.safetensors", "me/lora") in api.calls and ("upload", "README.md", "me/lora") in api.calls

@@ -46,6 +46,7 @@ from ltx_trainer.training.lora_files import (
     save_lora_file,
 )
 from ltx_trainer.training.lr_schedules import make_lr_scheduler
+from ltx_trainer.training.reporting import WandbLogger, push_to_hub
 from ltx_trainer.training.text_contexts import TextConnectors, text_connectors_spec
 from ltx_trainer.training.timesteps import make_sampler
 from ltx_trainer.training.validation import ValidationRunner, check_validation_config
@@ -146,8 +147,13 @@ class Trainer:
             cpu=not torch.cuda.is_available(),
             kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)],
         )
-        if acc.quantization is not None and self.accelerator.device.type != "cuda":
-            raise ValueError(f"acceleration.quantization {acc.quantization!r} needs CUDA; set it to null on the CPU")
+        if acc.quantization is not None:
+            # optimum-quanto weight quantization is not wired into this trainer yet; refusing beats
+            # silently training an unquantized model that may not fit.
+            raise ValueError(
+                f"acceleration.quantization {acc.quantization!r} is not supported by this trainer yet; set it to null "
+                "(use gradient checkpointing, adamw8bit or a lower rank to save memory)"
+            )
         self.device = self.accelerator.device
         self.output_dir = config.output_dir
         self.checkpoint_dir = self.output_dir / "checkpoints"
@@ -174,6 +180,7 @@ class Trainer:
         check_validation_config(config)
         self.validation = ValidationRunner(config, self.output_dir, self.device)
         self._build_models()
+        self.wandb = WandbLogger(config) if config.wandb.enabled and self.accelerator.is_main_process else None
 
     # -- set-up ------------------------------------------------------------------------------------
     def _build_models(self) -> None:
@@ -458,11 +465,23 @@ class Trainer:
             interval = cfg.checkpoints.interval
             if (interval and done % interval == 0) or done == opt.steps:
                 last_saved = self.save_checkpoint(done) or last_saved
+            if self.wandb is not None:
+                self.wandb.log_step(done, {
+                    "train/loss": record.loss, "train/learning_rate": record.lr, "train/step_time": record.step_time,
+                    "stats/peak_memory_mb": record.peak_memory_mb, **record.sigma_losses,
+                })  # fmt: skip
             if self._validation_due(done, first=False):
-                self.validate(done)
+                written = self.validate(done)
+                if self.wandb is not None:
+                    self.wandb.log_samples(done, written)
             if on_step is not None:
                 on_step(record)
         bar.close()
+        if end == opt.steps and self.accelerator.is_main_process:
+            if cfg.hub.push_to_hub and last_saved is not None:
+                push_to_hub(cfg, last_saved)
+            if self.wandb is not None:
+                self.wandb.finish()
         return TrainingResult(history=history, final_weights=last_saved, output_dir=self.output_dir)
 
     def _report(self, record: StepRecord, total: int, bar: tqdm) -> None:
