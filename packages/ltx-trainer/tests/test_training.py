@@ -274,3 +274,26 @@ def test_hub_push_uploads_the_final_weights(checkpoint, data_root, tmp_path):
     push_to_hub(cfg, weights, api=api)
     assert api.calls[0] == ("create_repo", "me/lora")
     assert ("upload", "w.safetensors", "me/lora") in api.calls and ("upload", "README.md", "me/lora") in api.calls
+
+
+def test_gradient_checkpointing_trains_identically(checkpoint, data_root, tmp_path):
+    results = []
+    for enabled in (False, True):
+        raw = training_config(
+            checkpoint, data_root, tmp_path / f"out-{enabled}",
+            optimization={"steps": 2, "enable_gradient_checkpointing": enabled},
+        )  # fmt: skip
+        trainer = Trainer(parse_config(raw))
+        history = trainer.train().history
+        results.append(([r.loss for r in history], _state(trainer)[0]))
+    (loss_a, w_a), (loss_b, w_b) = results
+    assert loss_a == pytest.approx(loss_b, abs=1e-6)
+    for key in w_a:
+        torch.testing.assert_close(w_a[key], w_b[key], atol=1e-6, rtol=1e-5)
+
+
+def test_a_new_run_refuses_an_output_dir_with_checkpoints(checkpoint, data_root, tmp_path):
+    raw = training_config(checkpoint, data_root, tmp_path / "out", optimization={"steps": 1})
+    Trainer(parse_config(raw)).train()
+    with pytest.raises(ValueError, match="already holds checkpoints"):
+        Trainer(parse_config(raw))

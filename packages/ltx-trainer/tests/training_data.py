@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -114,7 +115,7 @@ def training_config(
     config: dict[str, Any] = {
         "model": {"model_path": str(checkpoint), "training_mode": "lora"},
         "lora": {"rank": 4, "alpha": 8, "target_modules": ["to_q", "to_k", "to_v", "to_out.0"]},
-        "training_strategy": {"name": "flexible", **MODES[mode]},
+        "training_strategy": {"name": "flexible", **copy.deepcopy(MODES[mode])},
         "optimization": {"learning_rate": 1e-3, "steps": 2, "batch_size": 2, "scheduler_type": "linear"},
         "acceleration": {"mixed_precision_mode": "no"},
         "data": {"preprocessed_data_root": str(data_root), "num_dataloader_workers": 0},

@@ -27,7 +27,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from tqdm import tqdm
 
-from ltx_core.loader import build_model, read_checkpoint_config
+from ltx_core.loader import CheckpointError, build_model, read_checkpoint_config
 from ltx_core.loader.key_rules import TRANSFORMER_PREFIX
 from ltx_core.model.transformer import AUDIO_ONLY_TRANSFORMER, AV_TRANSFORMER, VIDEO_ONLY_TRANSFORMER, LTXModel
 from ltx_core.types import SpatioTemporalScaleFactors
@@ -102,16 +102,15 @@ def _transformer_spec(config: LtxTrainerConfig):
 
 
 def _video_scale(model_path: Path) -> SpatioTemporalScaleFactors:
-    """The VAE's compression (time, height, width) from the checkpoint config; 8/32/32 when absent."""
+    """The VAE's compression (time, height, width) from the checkpoint's `vae` config; 8/32/32 without one
+    (a transformer-only file)."""
+    from ltx_core.model.video_vae.config import VideoVAEConfig
+
     try:
         vae = read_checkpoint_config(model_path, "vae")
-    except Exception:
+    except CheckpointError:
         return SpatioTemporalScaleFactors()
-    patch = int(vae.get("patch_size", 4))
-    blocks = vae.get("encoder_blocks", [])
-    space = patch * 2 ** sum(1 for name, _ in blocks if name in ("compress_space_res", "compress_all_res"))
-    time_ = 2 ** sum(1 for name, _ in blocks if name in ("compress_time_res", "compress_all_res"))
-    return SpatioTemporalScaleFactors(time=time_ or 8, height=space or 32, width=space or 32)
+    return VideoVAEConfig.from_checkpoint_config(vae).encoder_scale
 
 
 def reference_scale_from_data(root: Path, latents_dir: str) -> ReferenceScale:
@@ -157,6 +156,7 @@ class Trainer:
         self.device = self.accelerator.device
         self.output_dir = config.output_dir
         self.checkpoint_dir = self.output_dir / "checkpoints"
+        self._check_output_dir()
         strategy_cfg = config.training_strategy
         self.video_scale = _video_scale(config.model.model_path)
         ref_scale = ReferenceScale()
@@ -183,6 +183,17 @@ class Trainer:
         self.wandb = WandbLogger(config) if config.wandb.enabled and self.accelerator.is_main_process else None
 
     # -- set-up ------------------------------------------------------------------------------------
+    def _check_output_dir(self) -> None:
+        """A new run must not prune or overwrite another run's checkpoints."""
+        if self.config.model.load_checkpoint is not None or not self.checkpoint_dir.is_dir():
+            return
+        existing = ckpt.latest_weights(self.checkpoint_dir)
+        if existing is not None:
+            raise ValueError(
+                f"output_dir {str(self.output_dir)!r} already holds checkpoints ({existing.name}); choose another "
+                "output_dir, or resume that run with model.load_checkpoint"
+            )
+
     def _build_models(self) -> None:
         cfg = self.config
         lora_mode = cfg.model.training_mode == "lora"
