@@ -8,7 +8,7 @@ Reported per setting: median step time, the peak bytes of activations saved for 
 process's peak RSS.
 
     uv run python benchmarks/trainer_lora_step.py
-    uv run python benchmarks/trainer_lora_step.py --frames 8 --size 12 --audio-steps 64 --steps 4
+    uv run python benchmarks/trainer_lora_step.py --frames 8 --size 12 --audio-steps 64 --steps 4 --threads 2
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=8, help="latent height = width")
     parser.add_argument("--audio-steps", type=int, default=32)
     parser.add_argument("--steps", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (more than free cores slows steps badly)")
     parser.add_argument("--checkpointing", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
