@@ -76,3 +76,31 @@ def test_mode_configs_match_the_reference_strategy_blocks(golden_fixture):
         got = FlexibleStrategyConfig.model_validate(strategy).model_dump(mode="json")
         want = FlexibleStrategyConfig.model_validate(params[f"{mode}.training_strategy"]).model_dump(mode="json")
         assert _shape_of(got) == _shape_of(want), mode
+
+
+def test_legacy_validation_fields_become_samples():
+    from ltx_trainer.config import ValidationConfig
+
+    with pytest.warns(DeprecationWarning):
+        v = ValidationConfig.model_validate(
+            {"prompts": ["a", "b"], "images": ["a.png", "b.png"], "guidance_scale": 4.0, "stg_scale": 1.0,
+             "stg_mode": "stg_v", "video_dims": [64, 64, 9]}
+        )  # fmt: skip
+    assert [s.prompt for s in v.samples] == ["a", "b"]
+    assert [s.conditions[0].type for s in v.samples] == ["first_frame", "first_frame"]
+    assert (v.video_cfg_scale, v.audio_cfg_scale, v.video_stg_scale, v.audio_stg_scale) == (4.0, 4.0, 1.0, 0.0)
+    with pytest.raises(ValueError, match="cannot be mixed"):
+        ValidationConfig.model_validate({"guidance_scale": 4.0, "video_cfg_scale": 3.0})
+
+
+def test_train_command_reports_config_errors_in_one_line(tmp_path, capsys):
+    from ltx_trainer.train import main
+
+    path = tmp_path / "bad.yaml"
+    path.write_text("model: {model_path: /nonexistent.safetensors}\ndata: {preprocessed_data_root: /nowhere}\nlr: 3\n")
+    assert main([str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: invalid training config:")
+    assert "model.model_path: '/nonexistent.safetensors' is not a file" in err
+    assert "data.preprocessed_data_root: '/nowhere' is not a directory" in err
+    assert "lr: unknown field" in err
