@@ -15,8 +15,9 @@ reference's draws and training can restore its generator on resume.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -223,8 +224,18 @@ class FlexibleStrategy:
 
     # -- shared --------------------------------------------------------------------------------------
     def _modality(
-        self, name, cfg, x0, positions, context, context_mask, draws, token_mask, reference_tokens
+        self,
+        name: str,
+        cfg: ModalityConfig,
+        x0: torch.Tensor,
+        positions: torch.Tensor,
+        context: torch.Tensor,
+        context_mask: torch.Tensor,
+        draws: Draws,
+        token_mask: Callable[[Any], torch.Tensor],
+        reference_tokens: Callable[[ReferenceCondition], tuple[torch.Tensor, torch.Tensor]],
     ) -> ModalityInputs:
+        """Noise, conditions and references for one modality's tokens x0 (B, N, C)."""
         b, n, c = x0.shape
         device = x0.device
         f32 = torch.float32
