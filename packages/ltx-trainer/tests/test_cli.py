@@ -62,7 +62,9 @@ def test_scripts_call_the_same_commands():
         [sys.executable, str(scripts / "serve_captioner.py"), "--print-cmd"], capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 0 and "vllm serve" in result.stdout
-    result = subprocess.run([sys.executable, str(scripts / "train.py"), "--help"], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, str(scripts / "train.py"), "--help"], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0 and "--disable-progress-bars" in result.stdout
 
 
