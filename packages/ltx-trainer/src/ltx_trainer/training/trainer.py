@@ -154,6 +154,18 @@ class Trainer:
                 "(use gradient checkpointing, adamw8bit or a lower rank to save memory)"
             )
         self.device = self.accelerator.device
+        ignored = [
+            name
+            for name, value in (
+                ("acceleration.load_text_encoder_in_8bit", acc.load_text_encoder_in_8bit),
+                ("model.video_vae_path", config.model.video_vae_path),
+                ("model.audio_vae_path", config.model.audio_vae_path),
+            )
+            if value
+        ]
+        if ignored:
+            # Validation runs the pipelines on model.model_path with a full-precision Gemma.
+            logger.warning("%s: not used by this trainer yet (validation reads model.model_path)", ", ".join(ignored))
         self.output_dir = config.output_dir
         self.checkpoint_dir = self.output_dir / "checkpoints"
         self._check_output_dir()
