@@ -57,11 +57,15 @@ def test_help_lists_every_flag_and_defaults(command):
 
 def test_scripts_call_the_same_commands():
     scripts = Path(__file__).resolve().parents[1] / "scripts"
-    assert sorted(p.stem for p in scripts.glob("*.py")) == sorted(COMMANDS)
+    assert sorted(p.stem for p in scripts.glob("*.py")) == sorted([*COMMANDS, "train"])
     result = subprocess.run(
         [sys.executable, str(scripts / "serve_captioner.py"), "--print-cmd"], capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 0 and "vllm serve" in result.stdout
+    result = subprocess.run(
+        [sys.executable, str(scripts / "train.py"), "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0 and "--disable-progress-bars" in result.stdout
 
 
 def test_a_bad_bucket_string_is_one_clear_line(tmp_path, tiny_models):

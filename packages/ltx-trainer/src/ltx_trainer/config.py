@@ -1,0 +1,592 @@
+"""The training configuration: pydantic models that reject unknown fields, and YAML loading.
+
+Every section forbids extra keys, so a typo is an error naming the field path instead of a setting that
+is silently ignored. `load_config` turns pydantic's errors into one `ConfigError` that lists each bad
+field as `section.sub.field: problem (accepted: ...)`. The legacy forms the reference still reads
+(`text_to_video` / `video_to_video` strategies, `validation.prompts/images/reference_videos`,
+`guidance_scale`/`stg_scale`) are converted with a DeprecationWarning.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+DEFAULT_NEGATIVE_PROMPT = (
+    "worst quality, inconsistent motion, blurry, jittery, distorted, low quality, static, watermark, "
+    "text, subtitles, deformed, disfigured, bad anatomy, out of frame"
+)
+VIDEO_ONLY_CONDITIONS = ("first_frame", "spatial_crop")
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be used; the message names every bad field path."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+def _is_url(value: str) -> bool:
+    return "://" in value
+
+
+# -- model ----------------------------------------------------------------------------------------
+class ModelConfig(_Section):
+    model_path: Path = Field(description="Single-file LTX-2 checkpoint (.safetensors); a local path, not a URL.")
+    text_encoder_path: Path | None = Field(
+        None, description="Gemma folder; only needed for validation prompts (training reads precomputed features)."
+    )
+    video_vae_path: Path | None = Field(None, description="Separate video VAE file (split checkpoints).")
+    audio_vae_path: Path | None = Field(None, description="Separate audio VAE file (split checkpoints).")
+    training_mode: Literal["lora", "full"] = Field("lora", description="Train LoRA adapters or every weight.")
+    load_checkpoint: Path | None = Field(
+        None,
+        description="Weights to start from and resume: a saved `*_step_NNNNN.safetensors`, or a folder "
+        "(its latest `*step_*` file is used). Its training state beside it is restored.",
+    )
+
+    @field_validator("model_path")
+    @classmethod
+    def _model_exists(cls, value: Path) -> Path:
+        if _is_url(str(value)):
+            raise ValueError(f"{str(value)!r} is a URL; download the checkpoint and give its local path")
+        if not value.is_file():
+            raise ValueError(f"{str(value)!r} is not a file (expected a .safetensors checkpoint)")
+        return value
+
+    @field_validator("text_encoder_path", "video_vae_path", "audio_vae_path", "load_checkpoint")
+    @classmethod
+    def _optional_exists(cls, value: Path | None) -> Path | None:
+        if value is not None and not value.exists():
+            raise ValueError(f"{str(value)!r} does not exist")
+        return value
+
+
+# -- LoRA -----------------------------------------------------------------------------------------
+class LoraConfig(_Section):
+    rank: int = Field(64, ge=2, description="LoRA rank r.")
+    alpha: float = Field(64, gt=0, description="LoRA alpha; the update is scaled by alpha / rank.")
+    dropout: float = Field(0.0, ge=0.0, lt=1.0, description="Dropout on the LoRA input.")
+    target_modules: list[str] = Field(
+        default_factory=lambda: ["to_k", "to_q", "to_v", "to_out.0"],
+        min_length=1,
+        description="Module names (suffixes such as `to_k`, or `attn1.to_k`, `ff.net.0.proj`) that get adapters.",
+    )
+
+
+# -- training strategy ----------------------------------------------------------------------------
+class _Condition(_Section):
+    probability: float = Field(1.0, ge=0.0, le=1.0, description="Chance per sample (per batch for references).")
+
+
+class FirstFrameCondition(_Condition):
+    type: Literal["first_frame"] = "first_frame"
+
+
+class PrefixCondition(_Condition):
+    type: Literal["prefix"] = "prefix"
+    temporal_boundary: int = Field(ge=1, description="Clean leading latent frames (video) or latent steps (audio).")
+
+
+class SuffixCondition(_Condition):
+    type: Literal["suffix"] = "suffix"
+    temporal_boundary: int = Field(ge=1, description="Clean trailing latent frames (video) or steps (audio).")
+
+
+class SpatialCropCondition(_Condition):
+    type: Literal["spatial_crop"] = "spatial_crop"
+    spatial_region: tuple[int, int, int, int] = Field(description="Clean pixel region (y1, x1, y2, x2).")
+
+    @field_validator("spatial_region")
+    @classmethod
+    def _ordered(cls, value: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
+        y1, x1, y2, x2 = value
+        if min(value) < 0 or y2 <= y1 or x2 <= x1:
+            raise ValueError(f"{list(value)} is not a region (y1, x1, y2, x2) with 0 <= y1 < y2 and 0 <= x1 < x2")
+        return value
+
+
+class MaskCondition(_Condition):
+    type: Literal["mask"] = "mask"
+    mask_dir: str = Field(description="Folder under the data root with per-sample masks (> 0.5 = clean).")
+
+
+class ReferenceCondition(_Condition):
+    type: Literal["reference"] = "reference"
+    latents_dir: str = Field(description="Folder under the data root with the reference latents (IC-LoRA).")
+
+
+TrainingCondition = Annotated[
+    FirstFrameCondition | PrefixCondition | SuffixCondition | SpatialCropCondition | MaskCondition | ReferenceCondition,
+    Field(discriminator="type"),
+]
+
+
+class ModalityConfig(_Section):
+    is_generated: bool = Field(True, description="Denoised with a loss (true) or given clean (false).")
+    latents_dir: str = Field(description="Folder under the data root with this modality's latents.")
+    conditions: list[TrainingCondition] = Field(
+        default_factory=list, description="Conditions in order; references are applied after the others."
+    )
+
+
+class FlexibleStrategyConfig(_Section):
+    name: Literal["flexible"] = Field("flexible", description="The strategy (legacy names are converted).")
+    video: ModalityConfig | None = Field(None, description="The video stream; absent = audio-only training.")
+    audio: ModalityConfig | None = Field(None, description="The audio stream; absent = video-only training.")
+
+    @model_validator(mode="after")
+    def _check_modes(self) -> FlexibleStrategyConfig:
+        present = {k: m for k, m in (("video", self.video), ("audio", self.audio)) if m is not None}
+        if not any(m.is_generated for m in present.values()):
+            raise ValueError(
+                "no generated modality: set video.is_generated or audio.is_generated to true "
+                f"(configured: {sorted(present) or 'none'})"
+            )
+        if self.audio is not None:
+            for i, c in enumerate(self.audio.conditions):
+                if c.type in VIDEO_ONLY_CONDITIONS:
+                    raise ValueError(
+                        f"audio.conditions.{i}: {c.type!r} is a video-only condition "
+                        f"(audio accepts prefix, suffix, mask, reference)"
+                    )
+        for key, m in present.items():
+            if not m.is_generated and m.conditions:
+                raise ValueError(f"{key}.conditions: a frozen modality (is_generated: false) takes no conditions")
+        return self
+
+    def data_sources(self) -> list[str]:
+        """Folders under the data root every sample needs (conditions/ always)."""
+        sources = ["conditions"]
+        for m in (self.video, self.audio):
+            if m is None:
+                continue
+            sources.append(m.latents_dir)
+            for c in m.conditions:
+                if isinstance(c, MaskCondition):
+                    sources.append(c.mask_dir)
+                elif isinstance(c, ReferenceCondition):
+                    sources.append(c.latents_dir)
+        return list(dict.fromkeys(sources))
+
+
+def _legacy_strategy(raw: dict[str, Any]) -> dict[str, Any]:
+    """The deprecated `text_to_video` / `video_to_video` blocks as the equivalent flexible block."""
+    name = raw.get("name", "text_to_video")
+    if name == "flexible":
+        return raw
+    accepted = {
+        "text_to_video": {"name", "first_frame_conditioning_p", "with_audio", "audio_latents_dir"},
+        "video_to_video": {"name", "first_frame_conditioning_p", "reference_latents_dir"},
+    }
+    if name not in accepted:
+        raise ValueError(
+            f"name {name!r} is not a strategy (accepted: 'flexible'; legacy 'text_to_video', 'video_to_video')"
+        )
+    unknown = set(raw) - accepted[name]
+    if unknown:
+        raise ValueError(
+            f"{sorted(unknown)} are not fields of the {name} strategy (accepted: {sorted(accepted[name])})"
+        )
+    warnings.warn(
+        f"training_strategy.name {name!r} is deprecated; it is read as the equivalent 'flexible' block",
+        DeprecationWarning,
+        stacklevel=4,
+    )
+    p = raw.get("first_frame_conditioning_p", 0.1)
+    video_conditions: list[dict[str, Any]] = []
+    if name == "video_to_video":
+        video_conditions.append(
+            {"type": "reference", "latents_dir": raw.get("reference_latents_dir", "reference_latents")}
+        )
+    if p > 0:
+        video_conditions.append({"type": "first_frame", "probability": p})
+    block: dict[str, Any] = {"name": "flexible", "video": {"latents_dir": "latents", "conditions": video_conditions}}
+    if name == "text_to_video" and raw.get("with_audio", False):
+        block["audio"] = {"latents_dir": raw.get("audio_latents_dir", "audio_latents")}
+    return block
+
+
+# -- optimization / acceleration / data ---------------------------------------------------------------
+SchedulerType = Literal["constant", "linear", "cosine", "cosine_with_restarts", "polynomial", "step"]
+
+
+class OptimizationConfig(_Section):
+    learning_rate: float = Field(5e-4, gt=0)
+    steps: int = Field(3000, ge=1, description="Optimizer steps.")
+    batch_size: int = Field(2, ge=1, description="Samples per process per micro-step.")
+    gradient_accumulation_steps: int = Field(1, ge=1)
+    max_grad_norm: float = Field(1.0, ge=0, description="Gradient clipping norm (0 = off).")
+    optimizer_type: Literal["adamw", "adamw8bit"] = Field("adamw", description="adamw8bit needs CUDA and bitsandbytes.")
+    scheduler_type: SchedulerType = Field("linear", description="LR schedule, stepped once per optimizer step.")
+    scheduler_params: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of the schedule.")
+    enable_gradient_checkpointing: bool = Field(False, description="Recompute block activations: less memory.")
+
+
+class AccelerationConfig(_Section):
+    mixed_precision_mode: Literal["no", "fp16", "bf16"] = Field("bf16", description="accelerate autocast mode.")
+    quantization: Literal["int8-quanto", "int4-quanto", "int2-quanto", "fp8-quanto", "fp8uz-quanto"] | None = None
+    load_text_encoder_in_8bit: bool = Field(False, description="8-bit Gemma for validation prompts (CUDA).")
+    offload_optimizer_during_validation: bool = Field(
+        False, description="Move optimizer state to the CPU while validation samples are generated (CUDA)."
+    )
+
+
+class DataConfig(_Section):
+    preprocessed_data_root: Path = Field(description="The dataset's `.precomputed` folder (or the folder holding it).")
+    num_dataloader_workers: int = Field(2, ge=0)
+
+    @field_validator("preprocessed_data_root")
+    @classmethod
+    def _root_exists(cls, value: Path) -> Path:
+        if not value.is_dir():
+            raise ValueError(f"{str(value)!r} is not a directory (run process_dataset first)")
+        if (value / ".precomputed").is_dir():
+            return value / ".precomputed"
+        return value
+
+
+# -- validation -----------------------------------------------------------------------------------
+class _ValidationCondition(_Section):
+    pass
+
+
+class FirstFrameInput(_ValidationCondition):
+    type: Literal["first_frame"] = "first_frame"
+    image_or_video: Path
+
+
+class _MediaInput(_ValidationCondition):
+    video: Path | None = None
+    audio: Path | None = None
+
+    @model_validator(mode="after")
+    def _one_medium(self):
+        if (self.video is None) == (self.audio is None):
+            raise ValueError("give exactly one of video or audio")
+        return self
+
+
+class PrefixInput(_MediaInput):
+    type: Literal["prefix"] = "prefix"
+    num_frames: int | None = Field(None, description="Frames of the video to keep (8k+1).")
+    duration: float | None = Field(None, gt=0, description="Seconds of audio to keep.")
+
+    @field_validator("num_frames")
+    @classmethod
+    def _frames(cls, v: int | None) -> int | None:
+        if v is not None and v % 8 != 1:
+            raise ValueError(f"{v} is not 8k+1 (1, 9, 17, ...)")
+        return v
+
+
+class SuffixInput(_MediaInput):
+    type: Literal["suffix"] = "suffix"
+    num_frames: int | None = Field(None, description="Frames of the video to keep (a multiple of 8).")
+    duration: float | None = Field(None, gt=0)
+
+    @field_validator("num_frames")
+    @classmethod
+    def _frames(cls, v: int | None) -> int | None:
+        if v is not None and (v < 8 or v % 8 != 0):
+            raise ValueError(f"{v} is not a multiple of 8 (8, 16, ...)")
+        return v
+
+
+class SpatialCropInput(_ValidationCondition):
+    type: Literal["spatial_crop"] = "spatial_crop"
+    video: Path
+    spatial_region: tuple[int, int, int, int]
+
+
+class MaskInput(_MediaInput):
+    type: Literal["mask"] = "mask"
+    mask: Path
+
+
+class ReferenceInput(_MediaInput):
+    type: Literal["reference"] = "reference"
+    downscale_factor: int = Field(1, ge=1)
+    temporal_scale_factor: int = Field(1, ge=1)
+    include_in_output: bool = False
+
+
+class VideoToAudioInput(_ValidationCondition):
+    type: Literal["video_to_audio"] = "video_to_audio"
+    video: Path
+
+
+class AudioToVideoInput(_ValidationCondition):
+    type: Literal["audio_to_video"] = "audio_to_video"
+    audio: Path
+
+
+ValidationCondition = Annotated[
+    FirstFrameInput
+    | PrefixInput
+    | SuffixInput
+    | SpatialCropInput
+    | MaskInput
+    | ReferenceInput
+    | VideoToAudioInput
+    | AudioToVideoInput,
+    Field(discriminator="type"),
+]
+
+
+def _check_dims(value: tuple[int, int, int]) -> tuple[int, int, int]:
+    width, height, frames = value
+    if width % 32 or height % 32 or width <= 0 or height <= 0:
+        raise ValueError(f"width and height must be positive multiples of 32, got {width}x{height}")
+    if frames % 8 != 1:
+        raise ValueError(f"frames must be 8k+1 (1, 9, 17, ...), got {frames}")
+    return value
+
+
+class ValidationSample(_Section):
+    prompt: str = Field(description="Text prompt (include the trigger word and describe the audio).")
+    conditions: list[ValidationCondition] = Field(default_factory=list)
+    video_dims: tuple[int, int, int] | None = Field(None, description="(width, height, frames) override.")
+    seed: int | None = Field(None, description="Per-sample seed override.")
+
+    @field_validator("video_dims")
+    @classmethod
+    def _dims(cls, v: tuple[int, int, int] | None) -> tuple[int, int, int] | None:
+        return None if v is None else _check_dims(v)
+
+    @model_validator(mode="after")
+    def _frozen_types(self) -> ValidationSample:
+        kinds = {c.type for c in self.conditions}
+        if {"video_to_audio", "audio_to_video"} <= kinds:
+            raise ValueError("video_to_audio and audio_to_video cannot be combined (both modalities frozen)")
+        return self
+
+
+class ValidationConfig(_Section):
+    samples: list[ValidationSample] = Field(default_factory=list, description="What to generate at each validation.")
+    negative_prompt: str = Field(DEFAULT_NEGATIVE_PROMPT, description="Negative prompt for CFG.")
+    video_dims: tuple[int, int, int] = Field((960, 544, 89), description="(width, height, frames).")
+    frame_rate: float = Field(24.0, gt=0)
+    seed: int = 42
+    inference_steps: int = Field(30, ge=1, description="Denoising steps per sample.")
+    interval: int | None = Field(100, ge=1, description="Sample every N steps (null = never).")
+    video_cfg_scale: float = 3.0
+    audio_cfg_scale: float = 7.0
+    video_stg_scale: float = 1.0
+    audio_stg_scale: float = 1.0
+    stg_blocks: list[int] = Field(default_factory=lambda: [28], description="Blocks perturbed for STG.")
+    guidance_rescale: float = 0.7
+    video_modality_guidance_scale: float = 3.0
+    audio_modality_guidance_scale: float = 3.0
+    generate_audio: bool = Field(True, description="Mux the generated audio into the mp4.")
+    generate_video: bool = Field(True, description="false: write only the audio (.wav).")
+    skip_initial_validation: bool = Field(False, description="Do not sample before the first step.")
+
+    @field_validator("video_dims")
+    @classmethod
+    def _dims(cls, v: tuple[int, int, int]) -> tuple[int, int, int]:
+        return _check_dims(v)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        legacy = [k for k in ("prompts", "images", "reference_videos") if k in data]
+        if legacy:
+            if "samples" in data:
+                raise ValueError(f"{legacy} (deprecated) cannot be combined with samples")
+            warnings.warn(
+                f"validation {legacy} are deprecated; use validation.samples", DeprecationWarning, stacklevel=2
+            )
+            prompts = data.pop("prompts", None) or []
+            images = data.pop("images", None)
+            references = data.pop("reference_videos", None)
+            for name, values in (("images", images), ("reference_videos", references)):
+                if values is not None and len(values) != len(prompts):
+                    raise ValueError(f"{name} has {len(values)} entries for {len(prompts)} prompts")
+            samples = []
+            for i, prompt in enumerate(prompts):
+                conditions: list[dict[str, Any]] = []
+                if images:
+                    conditions.append({"type": "first_frame", "image_or_video": images[i]})
+                if references:
+                    conditions.append({"type": "reference", "video": references[i]})
+                samples.append({"prompt": prompt, "conditions": conditions})
+            data["samples"] = samples
+        old = [k for k in ("guidance_scale", "stg_scale", "stg_mode") if k in data]
+        if old:
+            new = [k for k in ("video_cfg_scale", "audio_cfg_scale", "video_stg_scale", "audio_stg_scale") if k in data]
+            if new:
+                raise ValueError(f"deprecated {old} cannot be mixed with {new}")
+            warnings.warn(f"validation {old} are deprecated; use video_/audio_ cfg and stg scales",
+                          DeprecationWarning, stacklevel=2)  # fmt: skip
+            if "guidance_scale" in data:
+                data["video_cfg_scale"] = data["audio_cfg_scale"] = data.pop("guidance_scale")
+            stg = data.pop("stg_scale", None)
+            mode = data.pop("stg_mode", "stg_av")
+            if mode not in ("stg_av", "stg_v"):
+                raise ValueError(f"stg_mode {mode!r} is not accepted (accepted: 'stg_av', 'stg_v')")
+            if stg is not None:
+                data["video_stg_scale"] = stg
+                data["audio_stg_scale"] = stg if mode == "stg_av" else 0.0
+        return data
+
+    @model_validator(mode="after")
+    def _something_generated(self) -> ValidationConfig:
+        if not (self.generate_audio or self.generate_video):
+            raise ValueError("generate_audio and generate_video are both false; at least one must be true")
+        return self
+
+
+# -- checkpoints / hub / tracking / flow matching -------------------------------------------------
+class CheckpointsConfig(_Section):
+    interval: int | None = Field(None, ge=1, description="Save every N steps (null = only the final one).")
+    keep_last_n: int = Field(1, ge=-1, description="Checkpoints to keep (-1 = all).")
+    precision: Literal["bfloat16", "float32"] = "bfloat16"
+    no_resume: bool = Field(False, description="Load `load_checkpoint` weights but start from step 0.")
+    save_training_state: Literal["full", "minimal", "off"] = Field(
+        "minimal", description="full: optimizer too; minimal: step, scheduler, RNG, data order; off: no state."
+    )
+
+    @field_validator("keep_last_n")
+    @classmethod
+    def _not_zero(cls, v: int) -> int:
+        if v == 0:
+            raise ValueError("0 would delete every checkpoint (accepted: -1 = keep all, or N >= 1)")
+        return v
+
+
+class HubConfig(_Section):
+    push_to_hub: bool = Field(False, description="Upload the final LoRA to the Hugging Face Hub.")
+    hub_model_id: str | None = Field(None, description="Target repo, e.g. user/my-lora.")
+
+    @model_validator(mode="after")
+    def _id_when_pushing(self) -> HubConfig:
+        if self.push_to_hub and not self.hub_model_id:
+            raise ValueError("hub_model_id is required when push_to_hub is true (e.g. 'user/my-lora')")
+        return self
+
+
+class WandbConfig(_Section):
+    enabled: bool = Field(False, description="Log to Weights & Biases (pip install ltx-trainer[wandb]).")
+    project: str = "ltxv-trainer"
+    entity: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    log_validation_videos: bool = True
+
+
+class FlowMatchingConfig(_Section):
+    timestep_sampling_mode: Literal["uniform", "shifted_logit_normal"] = Field(
+        "shifted_logit_normal", description="How training noise levels are drawn."
+    )
+    timestep_sampling_params: dict[str, Any] = Field(
+        default_factory=dict,
+        description="shifted_logit_normal: std, eps, uniform_prob, min/max_tokens, min/max_shift; "
+        "uniform: min_value, max_value.",
+    )
+
+
+# -- the whole file -------------------------------------------------------------------------------
+class LtxTrainerConfig(_Section):
+    model: ModelConfig = Field(description="The base checkpoint and what to train.")
+    lora: LoraConfig | None = Field(None, description="Adapter settings; required when training_mode is lora.")
+    training_strategy: FlexibleStrategyConfig = Field(default_factory=lambda: FlexibleStrategyConfig(
+        video=ModalityConfig(latents_dir="latents")))  # fmt: skip
+    optimization: OptimizationConfig = Field(default_factory=OptimizationConfig)
+    acceleration: AccelerationConfig = Field(default_factory=AccelerationConfig)
+    data: DataConfig = Field(description="Where the preprocessed samples are.")
+    validation: ValidationConfig = Field(default_factory=ValidationConfig)
+    checkpoints: CheckpointsConfig = Field(default_factory=CheckpointsConfig)
+    hub: HubConfig = Field(default_factory=HubConfig)
+    flow_matching: FlowMatchingConfig = Field(default_factory=FlowMatchingConfig)
+    wandb: WandbConfig = Field(default_factory=WandbConfig)
+    seed: int = Field(42, description="Seeds LoRA initialisation, data order, noise and sigmas.")
+    output_dir: Path = Field(Path("outputs"), description="Checkpoints, samples and the config dump go here.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_strategy(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("training_strategy"), dict):
+            data = dict(data)
+            try:
+                data["training_strategy"] = _legacy_strategy(data["training_strategy"])
+            except ValueError as exc:
+                raise ValueError(f"training_strategy: {exc}") from None
+        return data
+
+    @field_validator("output_dir")
+    @classmethod
+    def _resolve(cls, v: Path) -> Path:
+        return v.expanduser().resolve()
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> LtxTrainerConfig:
+        if self.model.training_mode == "lora" and self.lora is None:
+            raise ValueError("lora: the section is required when model.training_mode is 'lora'")
+        if self.model.training_mode == "full" and self.acceleration.quantization is not None:
+            raise ValueError("acceleration.quantization: only LoRA training runs on a quantized model (set it to null)")
+        root = self.data.preprocessed_data_root
+        fields = _source_fields(self.training_strategy)
+        for source in self.training_strategy.data_sources():
+            if not (root / source).is_dir():
+                raise ValueError(
+                    f"{fields.get(source, 'data.preprocessed_data_root')}: folder {source!r} is missing "
+                    f"under {str(root)!r} (it holds: {sorted(p.name for p in root.iterdir() if p.is_dir())})"
+                )
+        return self
+
+
+def _source_fields(strategy: FlexibleStrategyConfig) -> dict[str, str]:
+    fields = {"conditions": "data.preprocessed_data_root"}
+    for key, m in (("video", strategy.video), ("audio", strategy.audio)):
+        if m is None:
+            continue
+        fields.setdefault(m.latents_dir, f"training_strategy.{key}.latents_dir")
+        for i, c in enumerate(m.conditions):
+            if isinstance(c, MaskCondition):
+                fields.setdefault(c.mask_dir, f"training_strategy.{key}.conditions.{i}.mask_dir")
+            elif isinstance(c, ReferenceCondition):
+                fields.setdefault(c.latents_dir, f"training_strategy.{key}.conditions.{i}.latents_dir")
+    return fields
+
+
+def _describe(error: dict[str, Any]) -> str:
+    path = ".".join(str(p) for p in error["loc"] if not str(p).startswith("function-"))
+    message = error["msg"].removeprefix("Value error, ")
+    if error["type"] == "extra_forbidden":
+        message = "unknown field (check the spelling; see docs/configuration-reference.md)"
+    return f"{path or '<config>'}: {message}"
+
+
+def parse_config(data: dict[str, Any]) -> LtxTrainerConfig:
+    """Validate a config dict; a `ConfigError` lists every problem with its field path."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"the config must be a mapping of sections, got {type(data).__name__}")
+    try:
+        return LtxTrainerConfig.model_validate(data)
+    except ValidationError as exc:
+        lines = [_describe(e) for e in exc.errors()]
+        raise ConfigError("invalid training config:\n  " + "\n  ".join(lines)) from None
+
+
+def load_config(path: str | Path) -> LtxTrainerConfig:
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file {str(p)!r} does not exist")
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{str(p)!r} is not valid YAML: {exc}") from None
+    return parse_config(data or {})
+
+
+def dump_config(config: LtxTrainerConfig) -> str:
+    """The config as YAML (paths as strings), as written beside the checkpoints."""
+    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)

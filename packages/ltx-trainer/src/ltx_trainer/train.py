@@ -1,0 +1,44 @@
+"""`python -m ltx_trainer.train CONFIG.yaml [--disable-progress-bars]` (also under `accelerate launch`)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from ltx_trainer.config import ConfigError, load_config
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ltx_trainer.train", description=__doc__.splitlines()[0])
+    parser.add_argument("config", help="training config YAML (see packages/ltx-trainer/configs/)")
+    parser.add_argument(
+        "--disable-progress-bars",
+        action="store_true",
+        help="no progress bar; log one parseable line every --log-every steps instead",
+    )
+    parser.add_argument("--log-every", type=int, default=20, help="steps between log lines (default 20)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    from ltx_trainer.training.checkpoints import ResumeError
+    from ltx_trainer.training.trainer import Trainer, TrainingDiverged
+
+    try:
+        trainer = Trainer(config, disable_progress_bars=args.disable_progress_bars, log_every=args.log_every)
+        result = trainer.train()
+    except (ValueError, ResumeError, TrainingDiverged) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if result.final_weights is not None:
+        print(f"saved {result.final_weights}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

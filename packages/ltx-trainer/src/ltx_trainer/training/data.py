@@ -1,0 +1,154 @@
+"""Training samples from `.precomputed/`, and the order they are visited in.
+
+A sample is usable when a file with its name exists in every source folder the strategy reads (see
+docs/data.md); others are skipped and counted. The order is a function of (seed, epoch) only: epoch e
+is `randperm(n)` from a generator seeded with seed + e, cut into global batches of
+batch_size * world_size (a short last batch is dropped), and rank r takes the r-th slice of each global
+batch. So a run can resume at any step without stored iterator state, and two processes with batch b
+see exactly the samples one process with batch 2b sees.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch.utils.data import DataLoader, Dataset, Sampler, default_collate
+
+from ltx_trainer.precomputed import CONDITIONS, find_samples, load_sample
+
+logger = logging.getLogger(__name__)
+
+_LEGACY_PROMPT_KEY = "prompt_embeds"
+
+
+class PrecomputedTrainingData(Dataset):
+    """Item i -> {source folder: {tensor name: tensor}} for the i-th usable sample (sorted by name)."""
+
+    def __init__(self, root: str | Path, sources: Sequence[str]) -> None:
+        self.root = Path(root)
+        self.sources = list(sources)
+        if not self.sources:
+            raise ValueError("no data sources to read")
+        names: set[Path] | None = None
+        suffixes: dict[tuple[str, Path], Path] = {}
+        for source in self.sources:
+            folder = self.root / source
+            found = set()
+            for path in find_samples(folder):
+                key = path.relative_to(folder).with_suffix("")
+                found.add(key)
+                suffixes[(source, key)] = path
+            names = found if names is None else names & found
+            if not found:
+                raise ValueError(f"{str(folder)!r} holds no sample files (.safetensors / .pt)")
+        self.keys = sorted(names or ())
+        self._paths = {(s, k): suffixes[(s, k)] for s in self.sources for k in self.keys}
+        if not self.keys:
+            raise ValueError(
+                f"no sample is present in every source folder {self.sources} under {str(self.root)!r} "
+                "(files are matched by their relative name)"
+            )
+        total = max(len([k for (s, k) in suffixes if s == source]) for source in self.sources)
+        if total > len(self.keys):
+            logger.info(
+                "%d samples are usable; %d are missing from some source", len(self.keys), total - len(self.keys)
+            )
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __getitem__(self, index: int) -> dict[str, dict[str, torch.Tensor]]:
+        key = self.keys[index]
+        item: dict[str, dict[str, torch.Tensor]] = {}
+        for source in self.sources:
+            tensors = dict(load_sample(self._paths[(source, key)]).tensors)
+            if source == CONDITIONS:
+                tensors = _text_tensors(tensors)
+            item[source] = tensors
+        return item
+
+
+def _text_tensors(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    if "video_prompt_embeds" not in tensors and _LEGACY_PROMPT_KEY in tensors:
+        tensors["video_prompt_embeds"] = tensors.pop(_LEGACY_PROMPT_KEY)
+    if "video_prompt_embeds" not in tensors or "prompt_attention_mask" not in tensors:
+        raise ValueError(
+            f"a conditions/ file lacks video_prompt_embeds / prompt_attention_mask (has {sorted(tensors)})"
+        )
+    return tensors
+
+
+def collate(items: list[dict[str, dict[str, torch.Tensor]]]) -> dict[str, dict[str, torch.Tensor]]:
+    try:
+        return default_collate(items)
+    except RuntimeError as exc:
+        raise ValueError(
+            f"samples of one batch have different shapes ({exc}); use batch_size 1 with several resolution buckets"
+        ) from None
+
+
+@dataclass(frozen=True)
+class BatchOrder:
+    num_samples: int
+    batch_size: int
+    seed: int
+    rank: int = 0
+    world_size: int = 1
+
+    def __post_init__(self) -> None:
+        if self.batches_per_epoch == 0:
+            raise ValueError(
+                f"the dataset has {self.num_samples} samples, fewer than one global batch "
+                f"({self.batch_size} x {self.world_size} processes); lower optimization.batch_size"
+            )
+
+    @property
+    def global_batch(self) -> int:
+        return self.batch_size * self.world_size
+
+    @property
+    def batches_per_epoch(self) -> int:
+        return self.num_samples // self.global_batch
+
+    def indices(self, micro_step: int) -> list[int]:
+        """This rank's sample indices for the given micro-step (counted from the start of training)."""
+        epoch, position = divmod(micro_step, self.batches_per_epoch)
+        order = torch.randperm(self.num_samples, generator=torch.Generator().manual_seed(self.seed + epoch))
+        start = position * self.global_batch + self.rank * self.batch_size
+        return order[start : start + self.batch_size].tolist()
+
+    def global_indices(self, micro_step: int) -> list[int]:
+        epoch, position = divmod(micro_step, self.batches_per_epoch)
+        order = torch.randperm(self.num_samples, generator=torch.Generator().manual_seed(self.seed + epoch))
+        return order[position * self.global_batch : (position + 1) * self.global_batch].tolist()
+
+
+class StepBatchSampler(Sampler[list[int]]):
+    """This rank's sample indices for micro-step `start`, `start + 1`, ... (endless; the loop decides when to stop)."""
+
+    def __init__(self, order: BatchOrder, start_micro_step: int) -> None:
+        self.order = order
+        self.start = start_micro_step
+
+    def __iter__(self) -> Iterator[list[int]]:
+        step = self.start
+        while True:
+            yield self.order.indices(step)
+            step += 1
+
+
+def batch_loader(
+    dataset: PrecomputedTrainingData, order: BatchOrder, start_micro_step: int, num_workers: int
+) -> DataLoader:
+    """Batches from `start_micro_step` on; `num_workers` processes read the files ahead of the loop."""
+    return DataLoader(
+        dataset,
+        batch_sampler=StepBatchSampler(order, start_micro_step),
+        collate_fn=collate,
+        num_workers=num_workers,
+        persistent_workers=False,
+    )

@@ -1,0 +1,77 @@
+"""Optional outputs of a run: Weights & Biases metrics and the Hugging Face Hub upload.
+
+Both are set up before training starts, so a missing package or a missing repo id fails at once, not
+after hours of training.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from ltx_trainer.config import LtxTrainerConfig
+
+logger = logging.getLogger(__name__)
+
+
+class WandbLogger:
+    """Logs `train/loss`, `train/learning_rate`, `train/step_time`, `stats/peak_memory_mb` and the sigma
+    buckets; run name = the output folder's name."""
+
+    def __init__(self, config: LtxTrainerConfig) -> None:
+        try:
+            import wandb
+        except ImportError:
+            raise ValueError(
+                "wandb.enabled is true but wandb is not installed: pip install 'ltx-trainer[wandb]'"
+            ) from None
+        w = config.wandb
+        self._wandb = wandb
+        self.run = wandb.init(
+            project=w.project, entity=w.entity, tags=w.tags, name=config.output_dir.name,
+            config=config.model_dump(mode="json"), dir=str(config.output_dir),
+        )  # fmt: skip
+        self.log_videos = w.log_validation_videos
+
+    def log_step(self, step: int, metrics: dict[str, float]) -> None:
+        self.run.log(metrics, step=step)
+
+    def log_samples(self, step: int, paths: list[Path]) -> None:
+        if not self.log_videos:
+            return
+        media = {}
+        for i, path in enumerate(paths):
+            if path.suffix == ".mp4":
+                media[f"validation/sample_{i}"] = self._wandb.Video(str(path))
+            elif path.suffix == ".png":
+                media[f"validation/sample_{i}"] = self._wandb.Image(str(path))
+            elif path.suffix == ".wav":
+                media[f"validation/sample_{i}"] = self._wandb.Audio(str(path))
+        if media:
+            self.run.log(media, step=step)
+
+    def finish(self) -> None:
+        self.run.finish()
+
+
+def push_to_hub(config: LtxTrainerConfig, weights: Path, api: Any = None) -> str:
+    """Create (or reuse) the model repo and upload the final weights, the config and a short model card."""
+    from huggingface_hub import HfApi
+
+    repo_id = config.hub.hub_model_id
+    assert repo_id is not None  # the config requires it when pushing
+    api = api or HfApi()
+    api.create_repo(repo_id, repo_type="model", exist_ok=True)
+    card = (
+        f"# {repo_id}\n\nLTX-2 LoRA trained with ltx-trainer ({config.model.training_mode}, "
+        f"{config.optimization.steps} steps).\n\nPrompts used for validation:\n\n"
+        + "".join(f"- {s.prompt}\n" for s in config.validation.samples)
+    )
+    api.upload_file(path_or_fileobj=str(weights), path_in_repo=weights.name, repo_id=repo_id)
+    api.upload_file(path_or_fileobj=card.encode(), path_in_repo="README.md", repo_id=repo_id)
+    config_file = config.output_dir / "training_config.yaml"
+    if config_file.is_file():
+        api.upload_file(path_or_fileobj=str(config_file), path_in_repo=config_file.name, repo_id=repo_id)
+    logger.info("pushed %s to https://huggingface.co/%s", weights.name, repo_id)
+    return repo_id
