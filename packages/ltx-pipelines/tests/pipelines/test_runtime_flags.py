@@ -93,3 +93,18 @@ def test_a_run_that_cannot_fit_stops_with_the_estimate_and_the_flags_that_would(
 def test_a_run_that_fits_is_not_stopped(tmp_path, monkeypatch):
     monkeypatch.setattr("ltx_pipelines.cli.run_config.free_device_memory", lambda device: 64 * 2**30)
     assert main(demo_argv(tmp_path / "x.mp4")) == 0
+
+
+def test_offload_streams_gemma_too(tmp_path, monkeypatch):
+    seen = []
+    from ltx_core.text_encoders.gemma import text_encoder
+
+    real = text_encoder.GemmaTextEncoder.from_folder.__func__
+
+    def recording(cls, *args, **kwargs):
+        seen.append(kwargs.get("offload", "none"))
+        return real(cls, *args, **kwargs)
+
+    monkeypatch.setattr(text_encoder.GemmaTextEncoder, "from_folder", classmethod(recording))
+    assert main(demo_argv(tmp_path / "disk.mp4", "--offload", "disk")) == 0
+    assert seen == ["disk"]

@@ -197,6 +197,8 @@ class PromptPipeline(ABC):
             enhance=enhance,
             images=images,
             seed=seed,
+            # --offload streams Gemma's layers too, so the text encoder fits where the transformer does.
+            gemma_offload=self.runtime.offload if self.runtime is not None else "none",
         )
         return [context_row(contexts, i) for i in range(len(prompts))], final_prompt
 

@@ -26,10 +26,12 @@ def encode_prompt(
     enhance: bool = False,
     images: Sequence[ImageCondition] = (),
     seed: int = 0,
+    gemma_offload: str = "none",
 ) -> tuple[TextContexts, str]:
     """Encode prompts with Gemma (freed afterwards) and the checkpoint's text stage.
 
     With `enhance`, Gemma first rewrites prompts[0] (looking at the first conditioning image, if any).
+    `gemma_offload` (none | cpu | disk) keeps Gemma's weights off the device (same contexts).
     Returns the contexts (one row per prompt) and the prompt actually used.
     """
     from ltx_core.text_encoders.gemma.prompt_encoding import PromptEnhancement, encode_text_prompts
@@ -47,6 +49,7 @@ def encode_prompt(
             dtype=placement.dtype,
             device=placement.device,
             enhancement=enhancement,
+            offload=gemma_offload,
         )
     except CheckpointError as e:
         # Usually a Gemma folder of another size than the checkpoint's: name both files.

@@ -94,13 +94,16 @@ def encode_text_prompts(
     device: str | torch.device | None = None,
     enhancement: PromptEnhancement | None = None,
     max_length: int = DEFAULT_MAX_LENGTH,
+    offload: str = "none",
 ) -> EncodedPrompts:
     """Load Gemma, optionally enhance prompts[0], encode all prompts in one forward, free Gemma, then
     run the checkpoint's text embeddings stage (itself freed afterwards)."""
     prompts = [prompts] if isinstance(prompts, str) else list(prompts)
     if not prompts:
         raise ValueError("no prompts to encode")
-    with GemmaTextEncoder.from_folder(gemma_root, dtype=dtype, device=device, max_length=max_length) as gemma:
+    with GemmaTextEncoder.from_folder(
+        gemma_root, dtype=dtype, device=device, max_length=max_length, offload=offload
+    ) as gemma:
         if enhancement is not None:
             prompts[0] = enhance_prompt(
                 gemma, prompts[0], enhancement.image, seed=enhancement.seed, settings=enhancement.settings

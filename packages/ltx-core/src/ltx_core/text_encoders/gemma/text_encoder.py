@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import gc
 import logging
+import shutil
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +55,23 @@ def _load_model(folder: GemmaFolder, dtype: torch.dtype, device: torch.device) -
     return model.eval().requires_grad_(False)
 
 
+GEMMA_OFFLOAD_CHOICES = ("none", "cpu", "disk")
+
+
+def _offload(model: Any, offload: str, device: torch.device) -> str | None:
+    """Keep Gemma's weights off the device: each module's weights are brought to `device` for its own
+    forward only (accelerate's hooks), from host RAM (`cpu`) or from files in a temporary folder
+    (`disk`, returned so it can be removed on release). Same outputs, a few layers resident."""
+    from accelerate import cpu_offload, disk_offload
+
+    if offload == "cpu":
+        cpu_offload(model, execution_device=device)
+        return None
+    folder = tempfile.mkdtemp(prefix="ltx-gemma-offload-")
+    disk_offload(model, offload_dir=folder, execution_device=device)
+    return folder
+
+
 class GemmaTextEncoder:
     """Holds the Gemma model, its prompt tokenizer and (loaded on first use) its image processor.
 
@@ -65,6 +84,8 @@ class GemmaTextEncoder:
         self.tokenizer = tokenizer
         self.folder = folder
         self._processor: Any = None
+        self._execution_device: torch.device | None = None  # set when the weights are offloaded
+        self._offload_dir: str | None = None
 
     @classmethod
     def from_folder(
@@ -74,8 +95,14 @@ class GemmaTextEncoder:
         dtype: torch.dtype = torch.bfloat16,
         device: str | torch.device | None = None,
         max_length: int = DEFAULT_MAX_LENGTH,
+        offload: str = "none",
     ) -> GemmaTextEncoder:
-        """Load tokenizer and model from a Gemma 3 folder, checking its files first."""
+        """Load tokenizer and model from a Gemma 3 folder, checking its files first.
+
+        `offload` (none | cpu | disk): keep the weights in host RAM or in a temporary folder and bring
+        each layer to `device` only for its forward - the 12B Gemma then fits beside little memory."""
+        if offload not in GEMMA_OFFLOAD_CHOICES:
+            raise ValueError(f"Gemma offload {offload!r} is not supported; accepted: {GEMMA_OFFLOAD_CHOICES}")
         from transformers import AutoTokenizer
 
         folder = locate_gemma_folder(path)
@@ -86,8 +113,13 @@ class GemmaTextEncoder:
             raise CheckpointError(f"cannot load the Gemma tokenizer from {str(folder.root)!r}: {e}") from e
         tokenizer = GemmaPromptTokenizer(hf_tokenizer, max_length=max_length)
         logger.info("loading Gemma from %s (%s, %s)", folder.root, dtype, device)
-        model = _load_model(folder, dtype, device)
-        return cls(model, tokenizer, folder)
+        model = _load_model(folder, dtype, device if offload == "none" else torch.device("cpu"))
+        encoder = cls(model, tokenizer, folder)
+        if offload != "none":
+            encoder._offload_dir = _offload(model, offload, device)
+            encoder._execution_device = device
+            logger.info("Gemma weights offloaded to %s; layers run on %s", offload, device)
+        return encoder
 
     # -- properties ----------------------------------------------------------------------------
     @property
@@ -115,7 +147,7 @@ class GemmaTextEncoder:
 
     @property
     def device(self) -> torch.device:
-        return self.model.device
+        return self._execution_device if self._execution_device is not None else self.model.device
 
     @property
     def dtype(self) -> torch.dtype:
@@ -157,9 +189,16 @@ class GemmaTextEncoder:
         """Free the model's weights now, even where other references to the module remain."""
         if self._model is None:
             return
-        device = self._model.device
+        device = self.device
+        if self._execution_device is not None:
+            from accelerate.hooks import remove_hook_from_module
+
+            remove_hook_from_module(self._model, recurse=True)
         self._model.to(torch.device("meta"))
         self._model = None
+        if self._offload_dir is not None:
+            shutil.rmtree(self._offload_dir, ignore_errors=True)
+            self._offload_dir = None
         self._processor = None
         gc.collect()
         if device.type == "cuda":
