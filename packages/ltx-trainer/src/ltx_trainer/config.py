@@ -85,21 +85,21 @@ class _Condition(_Section):
 
 
 class FirstFrameCondition(_Condition):
-    type: Literal["first_frame"] = "first_frame"
+    type: Literal["first_frame"] = Field("first_frame", description="Discriminator of this entry.")
 
 
 class PrefixCondition(_Condition):
-    type: Literal["prefix"] = "prefix"
+    type: Literal["prefix"] = Field("prefix", description="Discriminator of this entry.")
     temporal_boundary: int = Field(ge=1, description="Clean leading latent frames (video) or latent steps (audio).")
 
 
 class SuffixCondition(_Condition):
-    type: Literal["suffix"] = "suffix"
+    type: Literal["suffix"] = Field("suffix", description="Discriminator of this entry.")
     temporal_boundary: int = Field(ge=1, description="Clean trailing latent frames (video) or steps (audio).")
 
 
 class SpatialCropCondition(_Condition):
-    type: Literal["spatial_crop"] = "spatial_crop"
+    type: Literal["spatial_crop"] = Field("spatial_crop", description="Discriminator of this entry.")
     spatial_region: tuple[int, int, int, int] = Field(description="Clean pixel region (y1, x1, y2, x2).")
 
     @field_validator("spatial_region")
@@ -112,12 +112,12 @@ class SpatialCropCondition(_Condition):
 
 
 class MaskCondition(_Condition):
-    type: Literal["mask"] = "mask"
+    type: Literal["mask"] = Field("mask", description="Discriminator of this entry.")
     mask_dir: str = Field(description="Folder under the data root with per-sample masks (> 0.5 = clean).")
 
 
 class ReferenceCondition(_Condition):
-    type: Literal["reference"] = "reference"
+    type: Literal["reference"] = Field("reference", description="Discriminator of this entry.")
     latents_dir: str = Field(description="Folder under the data root with the reference latents (IC-LoRA).")
 
 
@@ -233,7 +233,8 @@ class AccelerationConfig(_Section):
     quantization: Literal["int8-quanto", "int4-quanto", "int2-quanto", "fp8-quanto", "fp8uz-quanto"] | None = None
     load_text_encoder_in_8bit: bool = Field(False, description="8-bit Gemma for validation prompts (CUDA).")
     offload_optimizer_during_validation: bool = Field(
-        False, description="Move optimizer state to the CPU while validation samples are generated (CUDA)."
+        default=False,
+        description="Move optimizer state to the CPU while validation samples are generated (CUDA).",
     )
 
 
@@ -257,7 +258,7 @@ class _ValidationCondition(_Section):
 
 
 class FirstFrameInput(_ValidationCondition):
-    type: Literal["first_frame"] = "first_frame"
+    type: Literal["first_frame"] = Field("first_frame", description="Discriminator of this entry.")
     image_or_video: Path
 
 
@@ -267,13 +268,14 @@ class _MediaInput(_ValidationCondition):
 
     @model_validator(mode="after")
     def _one_medium(self):
-        if (self.video is None) == (self.audio is None):
-            raise ValueError("give exactly one of video or audio")
+        given = [name for name in ("video", "audio") if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of video or audio (got {given or 'neither'})")
         return self
 
 
 class PrefixInput(_MediaInput):
-    type: Literal["prefix"] = "prefix"
+    type: Literal["prefix"] = Field("prefix", description="Discriminator of this entry.")
     num_frames: int | None = Field(None, description="Frames of the video to keep (8k+1).")
     duration: float | None = Field(None, gt=0, description="Seconds of audio to keep.")
 
@@ -286,7 +288,7 @@ class PrefixInput(_MediaInput):
 
 
 class SuffixInput(_MediaInput):
-    type: Literal["suffix"] = "suffix"
+    type: Literal["suffix"] = Field("suffix", description="Discriminator of this entry.")
     num_frames: int | None = Field(None, description="Frames of the video to keep (a multiple of 8).")
     duration: float | None = Field(None, gt=0)
 
@@ -299,30 +301,30 @@ class SuffixInput(_MediaInput):
 
 
 class SpatialCropInput(_ValidationCondition):
-    type: Literal["spatial_crop"] = "spatial_crop"
+    type: Literal["spatial_crop"] = Field("spatial_crop", description="Discriminator of this entry.")
     video: Path
     spatial_region: tuple[int, int, int, int]
 
 
 class MaskInput(_MediaInput):
-    type: Literal["mask"] = "mask"
+    type: Literal["mask"] = Field("mask", description="Discriminator of this entry.")
     mask: Path
 
 
 class ReferenceInput(_MediaInput):
-    type: Literal["reference"] = "reference"
+    type: Literal["reference"] = Field("reference", description="Discriminator of this entry.")
     downscale_factor: int = Field(1, ge=1)
     temporal_scale_factor: int = Field(1, ge=1)
     include_in_output: bool = False
 
 
 class VideoToAudioInput(_ValidationCondition):
-    type: Literal["video_to_audio"] = "video_to_audio"
+    type: Literal["video_to_audio"] = Field("video_to_audio", description="Discriminator of this entry.")
     video: Path
 
 
 class AudioToVideoInput(_ValidationCondition):
-    type: Literal["audio_to_video"] = "audio_to_video"
+    type: Literal["audio_to_video"] = Field("audio_to_video", description="Discriminator of this entry.")
     audio: Path
 
 
@@ -350,7 +352,7 @@ def _check_dims(value: tuple[int, int, int]) -> tuple[int, int, int]:
 
 class ValidationSample(_Section):
     prompt: str = Field(description="Text prompt (include the trigger word and describe the audio).")
-    conditions: list[ValidationCondition] = Field(default_factory=list)
+    conditions: list[ValidationCondition] = Field(default_factory=list, description="Conditions of this sample.")
     video_dims: tuple[int, int, int] | None = Field(None, description="(width, height, frames) override.")
     seed: int | None = Field(None, description="Per-sample seed override.")
 
@@ -451,7 +453,7 @@ class CheckpointsConfig(_Section):
     keep_last_n: int = Field(1, ge=-1, description="Checkpoints to keep (-1 = all).")
     precision: Literal["bfloat16", "float32"] = "bfloat16"
     no_resume: bool = Field(False, description="Load `load_checkpoint` weights but start from step 0.")
-    save_training_state: Literal["full", "minimal", "off"] = Field(
+    save_training_state: Literal["off", "minimal", "full"] = Field(
         "minimal", description="full: optimizer too; minimal: step, scheduler, RNG, data order; off: no state."
     )
 
@@ -469,7 +471,7 @@ class HubConfig(_Section):
 
     @model_validator(mode="after")
     def _id_when_pushing(self) -> HubConfig:
-        if self.push_to_hub and not self.hub_model_id:
+        if self.push_to_hub and not (self.hub_model_id or "").strip():
             raise ValueError("hub_model_id is required when push_to_hub is true (e.g. 'user/my-lora')")
         return self
 
@@ -483,7 +485,7 @@ class WandbConfig(_Section):
 
 
 class FlowMatchingConfig(_Section):
-    timestep_sampling_mode: Literal["uniform", "shifted_logit_normal"] = Field(
+    timestep_sampling_mode: Literal["shifted_logit_normal", "uniform"] = Field(
         "shifted_logit_normal", description="How training noise levels are drawn."
     )
     timestep_sampling_params: dict[str, Any] = Field(
@@ -494,19 +496,24 @@ class FlowMatchingConfig(_Section):
 
 
 # -- the whole file -------------------------------------------------------------------------------
+def _defaults_of(section: type[_Section]) -> Any:
+    """A section left out of the YAML takes all its defaults (a fresh object per config)."""
+    return Field(default_factory=section)
+
+
 class LtxTrainerConfig(_Section):
     model: ModelConfig = Field(description="The base checkpoint and what to train.")
     lora: LoraConfig | None = Field(None, description="Adapter settings; required when training_mode is lora.")
     training_strategy: FlexibleStrategyConfig = Field(default_factory=lambda: FlexibleStrategyConfig(
         video=ModalityConfig(latents_dir="latents")))  # fmt: skip
-    optimization: OptimizationConfig = Field(default_factory=OptimizationConfig)
-    acceleration: AccelerationConfig = Field(default_factory=AccelerationConfig)
+    optimization: OptimizationConfig = _defaults_of(OptimizationConfig)
+    acceleration: AccelerationConfig = _defaults_of(AccelerationConfig)
     data: DataConfig = Field(description="Where the preprocessed samples are.")
-    validation: ValidationConfig = Field(default_factory=ValidationConfig)
-    checkpoints: CheckpointsConfig = Field(default_factory=CheckpointsConfig)
-    hub: HubConfig = Field(default_factory=HubConfig)
-    flow_matching: FlowMatchingConfig = Field(default_factory=FlowMatchingConfig)
-    wandb: WandbConfig = Field(default_factory=WandbConfig)
+    validation: ValidationConfig = _defaults_of(ValidationConfig)
+    checkpoints: CheckpointsConfig = _defaults_of(CheckpointsConfig)
+    hub: HubConfig = _defaults_of(HubConfig)
+    flow_matching: FlowMatchingConfig = _defaults_of(FlowMatchingConfig)
+    wandb: WandbConfig = _defaults_of(WandbConfig)
     seed: int = Field(42, description="Seeds LoRA initialisation, data order, noise and sigmas.")
     output_dir: Path = Field(Path("outputs"), description="Checkpoints, samples and the config dump go here.")
 
@@ -528,7 +535,7 @@ class LtxTrainerConfig(_Section):
 
     @model_validator(mode="after")
     def _cross_checks(self) -> LtxTrainerConfig:
-        if self.model.training_mode == "lora" and self.lora is None:
+        if self.lora is None and self.model.training_mode == "lora":
             raise ValueError("lora: the section is required when model.training_mode is 'lora'")
         if self.model.training_mode == "full" and self.acceleration.quantization is not None:
             raise ValueError("acceleration.quantization: only LoRA training runs on a quantized model (set it to null)")
