@@ -19,7 +19,11 @@ from ltx_trainer.dataset_file import DatasetFileError, read_dataset, relative_me
 
 
 def _same_path(recorded: object, given: Path) -> bool:
-    return recorded is not None and Path(str(recorded)).expanduser().resolve() == given.expanduser().resolve()
+    if recorded is None:
+        return False
+    path = Path(str(recorded)).expanduser()
+    # A relative path was relative to wherever preprocessing ran, which is unknown here: compare names.
+    return path.resolve() == given.expanduser().resolve() if path.is_absolute() else path.name == given.name
 
 
 def check(root: Path, dataset_path: Path, model: Path | None, gemma: Path | None) -> tuple[list[str], list[str]]:
