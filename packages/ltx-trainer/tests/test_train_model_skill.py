@@ -97,3 +97,63 @@ def test_field_paths_follow_nested_and_union_types():
     assert field_path_exists("training_strategy.video.conditions")
     assert field_path_exists("validation.samples.prompt")
     assert not field_path_exists("training_strategy.video.prompt")
+
+
+def _skill_script(name: str):
+    import importlib.util
+
+    from skill_lint import SKILL_DIR
+
+    spec = importlib.util.spec_from_file_location(f"skill_{name}", SKILL_DIR / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
+    spec.loader.exec_module(module)
+    return module
+
+
+def _step(step: int, seconds: float, total: int = 1000) -> str:
+    return f"step {step}/{total} loss 0.{step:06d} lr 1.000e-04 step_time {seconds:.3f}s peak_mem 100.0MB"
+
+
+def test_status_eta_comes_from_steady_state_steps_only(tmp_path):
+    status = _skill_script("status")
+    run = tmp_path / "run"
+    (run / "logs").mkdir(parents=True)
+    # Step 1 pays for compilation, step 60 for a validation pass: neither may move the ETA.
+    lines = [_step(1, 40.0)] + [_step(s, 90.0 if s == 60 else 2.0) for s in range(20, 101, 20)]
+    lines += ["saved /x/checkpoints/lora_weights_step_00100.safetensors"]
+    lines += ["validation sample /x/samples/step_000100_0.mp4"]
+    (run / "logs" / "train.log").write_text("\n".join(lines) + "\n")
+    block = status.format_status(status.read_status(run, run / "logs" / "train.log", run / "outputs"))
+    assert "Step: 100/1000 (10%)" in block
+    assert "Step time: 2.000s | ETA: 30m" in block  # (1000 - 100) steps x 2 s
+    assert block.splitlines()[0] == "Run: run (stopped)"
+    assert "Latest checkpoint: lora_weights_step_00100.safetensors" in block
+    assert "Latest sample: step_000100_0.mp4" in block
+
+
+def test_status_says_measuring_before_two_steady_steps(tmp_path):
+    status = _skill_script("status")
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "train.log").write_text(_step(1, 40.0) + "\n" + _step(20, 2.0) + "\n")
+    block = status.format_status(status.read_status(tmp_path, tmp_path / "logs" / "train.log", tmp_path))
+    assert "Step time: measuring | ETA: measuring" in block
+    assert "Latest checkpoint: none" in block
+
+
+def test_split_holdout_is_seeded_and_never_overwrites_silently(tmp_path, capsys):
+    import json
+
+    split = _skill_script("split_holdout")
+    rows = [{"video": f"videos/{i}.mp4", "caption": f"clip {i}"} for i in range(20)]
+    (tmp_path / "captions.json").write_text(json.dumps(rows))
+    assert split.main([str(tmp_path / "captions.json")]) == 0
+    held = [json.loads(x) for x in (tmp_path / "holdout.jsonl").read_text().splitlines()]
+    train = json.loads((tmp_path / "dataset.json").read_text())
+    assert len(held) == 2 and len(train) == 18 and not {r["video"] for r in held} & {r["video"] for r in train}
+    assert split.main([str(tmp_path / "captions.json")]) == 2
+    assert "pass --overwrite" in capsys.readouterr().err
+    assert split.main([str(tmp_path / "captions.json"), "--overwrite", "--seed", "7"]) == 0
+    assert [json.loads(x) for x in (tmp_path / "holdout.jsonl").read_text().splitlines()] != held
+    assert split.main([str(tmp_path / "captions.json"), "--overwrite", "--count", "20"]) == 2
+    assert "accepted 0 to 19" in capsys.readouterr().err
