@@ -41,6 +41,7 @@ SECTIONS = (
 FIELD_PATH = re.compile(r"(?<![\w/.<-])(?:" + "|".join(SECTIONS) + r")(?:\.[a-z_]+)+(?![\w/-])")
 FILE_SUFFIXES = (".md", ".py", ".yaml", ".json", ".jsonl", ".log", ".safetensors", ".pt", ".mp4", ".txt")
 FLAG = re.compile(r"(?<![\w-])(--[a-z][a-z0-9_-]*|-[a-zA-Z])(?![\w-])")
+MODULE = re.compile(r"\b(?:ltx_trainer|ltx_pipelines|ltx_core)(?:\.[a-z_0-9]+)+")
 GREP = re.compile(r"grep -o?E '([^']+)'")
 CODE_BLOCK = re.compile(r"^```[^\n]*\n(.*?)^```", re.S | re.M)
 INLINE_CODE = re.compile(r"`([^`\n]+)`")
@@ -87,6 +88,7 @@ class Extracted:
     field_paths: set[str] = field(default_factory=set)
     paths: set[str] = field(default_factory=set)
     grep_patterns: set[str] = field(default_factory=set)
+    modules: set[str] = field(default_factory=set)
 
 
 def _tokens(command: str) -> list[str]:
@@ -139,6 +141,7 @@ def extract(texts: Mapping[str, str]) -> Extracted:
         segments = code_lines(text) + inline_spans(text)
         for segment in segments:
             found.grep_patterns.update(GREP.findall(segment))
+            found.modules.update(MODULE.findall(segment))
             found.field_paths.update(m for m in FIELD_PATH.findall(segment) if not m.endswith(FILE_SUFFIXES))
             for token in _tokens(segment):
                 if token.startswith((".claude/", "packages/", "benchmarks/", "phases/", "references/")) or (
@@ -249,6 +252,15 @@ def path_exists(token: str) -> bool:
     return (REPO_ROOT / token).exists()
 
 
+def module_exists(name: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
 # -- the lint -------------------------------------------------------------------------------------------
 def lint_skill(texts: Mapping[str, str], log_lines: Iterable[str], helps: HelpCache | None = None) -> list[str]:
     helps = helps or HelpCache()
@@ -272,6 +284,7 @@ def lint_skill(texts: Mapping[str, str], log_lines: Iterable[str], helps: HelpCa
     problems += [f"config field {p} is not in ltx_trainer.config" for p in sorted(found.field_paths)
                  if not field_path_exists(p)]  # fmt: skip
     problems += [f"path {p} does not exist" for p in sorted(found.paths) if not path_exists(p)]
+    problems += [f"module {m} does not exist" for m in sorted(found.modules) if not module_exists(m)]
     lines = list(log_lines)
     for pattern in sorted(found.grep_patterns):
         if not any(re.search(pattern, line) for line in lines):

@@ -66,6 +66,7 @@ def test_the_extraction_finds_the_skill_s_commands_fields_and_patterns():
     assert {"optimization.learning_rate", "model.load_checkpoint", "data.preprocessed_data_root"} <= found.field_paths
     assert len(found.grep_patterns) >= 4
     assert "packages/ltx-trainer/configs/accelerate/ddp.yaml" in found.paths
+    assert {"ltx_trainer.config", "ltx_trainer.compute_reference"} <= found.modules
 
 
 def _altered(old: str, new: str) -> dict[str, str]:
@@ -86,6 +87,7 @@ def _altered(old: str, new: str) -> dict[str, str]:
         ("configs/accelerate/ddp.yaml", "configs/accelerate/dp.yaml", "path packages/ltx-trainer/configs/accelerate/dp.yaml"),  # noqa: E501
         ("-m ltx_trainer.split_scenes", "-m ltx_trainer.split_scene", "command 'ltx_trainer.split_scene' does not run"),
         ("'^validation sample '", "'^validation samples '", "log pattern '^validation samples '"),
+        ("`ltx_trainer.compute_reference`", "`ltx_trainer.compute_refs`", "module ltx_trainer.compute_refs"),
     ],
 )
 def test_an_altered_skill_is_reported(trainer_log, helps, old, new, reported):
