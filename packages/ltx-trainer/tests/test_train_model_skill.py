@@ -1,0 +1,161 @@
+"""The train-model agent skill names only what exists: every command it runs parses its flags, every
+config field is in the schema, every path exists, and every log pattern the monitor phase greps for
+matches a line of a real (tiny) training run's log. Altered copies of the skill are reported."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+sys.path.insert(0, str(Path(__file__).parent))
+from skill_lint import HelpCache, extract, field_path_exists, lint_skill, skill_texts
+from training_data import training_config, write_dataset
+
+
+def run_logged(args: list[str], log: Path) -> int:
+    """Run a command with stdout and stderr into `log`, as the skill's launch line does."""
+    with log.open("w") as out:
+        return subprocess.run(args, stdout=out, stderr=subprocess.STDOUT, timeout=300).returncode
+
+
+@pytest.fixture(scope="module")
+def trainer_log(tiny_models, tmp_path_factory) -> list[str]:
+    """Lines of a real 2-step run (checkpoints, a validation sample) and of a run stopped by a config error."""
+    root = tmp_path_factory.mktemp("skill-log")
+    data_root = write_dataset(root / "data", num_samples=2)
+    config = training_config(
+        tiny_models.checkpoint, data_root, root / "out",
+        model={"model_path": str(tiny_models.checkpoint), "text_encoder_path": str(tiny_models.gemma_root)},
+        optimization={"steps": 2, "batch_size": 1},
+        validation={"interval": 2, "inference_steps": 1, "video_dims": [32, 32, 9], "skip_initial_validation": True,
+                    "samples": [{"prompt": "sks a square, a tone hums"}]},
+        checkpoints={"interval": 1},
+    )  # fmt: skip
+    (root / "config.yaml").write_text(yaml.safe_dump(config))
+    train = [sys.executable, "-m", "ltx_trainer.train"]
+    assert run_logged([*train, str(root / "config.yaml"), "--disable-progress-bars"], root / "train.log") == 0
+    config["data"]["preprocessed_data_root"] = str(root / "missing")
+    (root / "bad.yaml").write_text(yaml.safe_dump(config))
+    assert run_logged([*train, str(root / "bad.yaml"), "--disable-progress-bars"], root / "bad.log") == 2
+    return (root / "train.log").read_text().splitlines() + (root / "bad.log").read_text().splitlines()
+
+
+@pytest.fixture(scope="module")
+def helps() -> HelpCache:
+    return HelpCache()
+
+
+def test_the_skill_names_only_commands_flags_fields_paths_and_log_lines_that_exist(trainer_log, helps):
+    problems = lint_skill(skill_texts(), trainer_log, helps)
+    assert problems == []
+
+
+def test_the_extraction_finds_the_skill_s_commands_fields_and_patterns():
+    found = extract(skill_texts())
+    targets = {inv.target for inv in found.invocations}
+    expected = {"ltx_trainer.split_scenes", "ltx_trainer.caption_videos", "ltx_trainer.serve_captioner",
+                "ltx_trainer.process_dataset", "ltx_trainer.decode_latents", "ltx_trainer.train",
+                "ltx_pipelines.ti2vid_one_stage", ".claude/skills/train-model/scripts/split_holdout.py",
+                ".claude/skills/train-model/scripts/status.py",
+                ".claude/skills/train-model/scripts/check_precomputed.py"}  # fmt: skip
+    assert expected <= targets
+    assert {"optimization.learning_rate", "model.load_checkpoint", "data.preprocessed_data_root"} <= found.field_paths
+    assert len(found.grep_patterns) >= 4
+    assert "packages/ltx-trainer/configs/accelerate/ddp.yaml" in found.paths
+    assert {"ltx_trainer.config", "ltx_trainer.compute_reference"} <= found.modules
+
+
+def _altered(old: str, new: str) -> dict[str, str]:
+    texts = skill_texts()
+    hits = [name for name, text in texts.items() if old in text]
+    assert hits, f"{old!r} is not in the skill any more; pick another text to alter"
+    return {name: text.replace(old, new) for name, text in texts.items()}
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "reported"),
+    [
+        ("--filter-shorter-than 2s", "--filter-shorter 2s", "ltx_trainer.split_scenes: unknown flag --filter-shorter"),
+        ("--lora-trigger <TRIGGER>", "--trigger <TRIGGER>", "ltx_trainer.process_dataset: unknown flag --trigger"),
+        ("`--print-cmd`", "`--print-command`", "flag --print-command is not accepted"),
+        ("`optimization.learning_rate`", "`optimization.lr`", "config field optimization.lr is not in"),
+        ("| `output_dir` |", "| `outputs_dir` |", "config field outputs_dir is not in"),
+        ("configs/accelerate/ddp.yaml", "configs/accelerate/dp.yaml", "path packages/ltx-trainer/configs/accelerate/dp.yaml"),  # noqa: E501
+        ("-m ltx_trainer.split_scenes", "-m ltx_trainer.split_scene", "command 'ltx_trainer.split_scene' does not run"),
+        ("'^validation sample '", "'^validation samples '", "log pattern '^validation samples '"),
+        ("`ltx_trainer.compute_reference`", "`ltx_trainer.compute_refs`", "module ltx_trainer.compute_refs"),
+    ],
+)
+def test_an_altered_skill_is_reported(trainer_log, helps, old, new, reported):
+    problems = lint_skill(_altered(old, new), trainer_log, helps)
+    assert any(reported in p for p in problems), problems
+
+
+def test_field_paths_follow_nested_and_union_types():
+    assert field_path_exists("training_strategy.video.conditions")
+    assert field_path_exists("validation.samples.prompt")
+    assert not field_path_exists("training_strategy.video.prompt")
+
+
+def _skill_script(name: str):
+    import importlib.util
+
+    from skill_lint import SKILL_DIR
+
+    spec = importlib.util.spec_from_file_location(f"skill_{name}", SKILL_DIR / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
+    spec.loader.exec_module(module)
+    return module
+
+
+def _step(step: int, seconds: float, total: int = 1000) -> str:
+    return f"step {step}/{total} loss 0.{step:06d} lr 1.000e-04 step_time {seconds:.3f}s peak_mem 100.0MB"
+
+
+def test_status_eta_comes_from_steady_state_steps_only(tmp_path):
+    status = _skill_script("status")
+    run = tmp_path / "run"
+    (run / "logs").mkdir(parents=True)
+    # Step 1 pays for compilation, step 60 for a validation pass: neither may move the ETA.
+    lines = [_step(1, 40.0)] + [_step(s, 90.0 if s == 60 else 2.0) for s in range(20, 101, 20)]
+    lines += ["saved /x/checkpoints/lora_weights_step_00100.safetensors"]
+    lines += ["validation sample /x/samples/step_000100_0.mp4"]
+    (run / "logs" / "train.log").write_text("\n".join(lines) + "\n")
+    block = status.format_status(status.read_status(run, run / "logs" / "train.log", run / "outputs"))
+    assert "Step: 100/1000 (10%)" in block
+    assert "Step time: 2.000s | ETA: 30m" in block  # (1000 - 100) steps x 2 s
+    assert block.splitlines()[0] == "Run: run (stopped)"
+    assert "Latest checkpoint: lora_weights_step_00100.safetensors" in block
+    assert "Latest sample: step_000100_0.mp4" in block
+
+
+def test_status_says_measuring_before_two_steady_steps(tmp_path):
+    status = _skill_script("status")
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "train.log").write_text(_step(1, 40.0) + "\n" + _step(20, 2.0) + "\n")
+    block = status.format_status(status.read_status(tmp_path, tmp_path / "logs" / "train.log", tmp_path))
+    assert "Step time: measuring | ETA: measuring" in block
+    assert "Latest checkpoint: none" in block
+
+
+def test_split_holdout_is_seeded_and_never_overwrites_silently(tmp_path, capsys):
+    import json
+
+    split = _skill_script("split_holdout")
+    rows = [{"video": f"videos/{i}.mp4", "caption": f"clip {i}"} for i in range(20)]
+    (tmp_path / "captions.json").write_text(json.dumps(rows))
+    assert split.main([str(tmp_path / "captions.json")]) == 0
+    held = [json.loads(x) for x in (tmp_path / "holdout.jsonl").read_text().splitlines()]
+    train = json.loads((tmp_path / "dataset.json").read_text())
+    assert len(held) == 2 and len(train) == 18 and not {r["video"] for r in held} & {r["video"] for r in train}
+    assert split.main([str(tmp_path / "captions.json")]) == 2
+    assert "pass --overwrite" in capsys.readouterr().err
+    assert split.main([str(tmp_path / "captions.json"), "--overwrite", "--seed", "7"]) == 0
+    assert [json.loads(x) for x in (tmp_path / "holdout.jsonl").read_text().splitlines()] != held
+    assert split.main([str(tmp_path / "captions.json"), "--overwrite", "--count", "20"]) == 2
+    assert "accepted 0 to 19" in capsys.readouterr().err
