@@ -8,6 +8,9 @@ from pathlib import Path
 import torch
 
 from ltx_core.model.transformer.model import LTXModel, Modality
+from ltx_core.model.video_vae.decoder import VideoDecoder
+from ltx_core.model.video_vae.tiling import TilingConfig
+from ltx_core.multigpu.distributed_decode import decode_tiled_distributed
 from ltx_core.multigpu.sequence_parallel import SequenceParallelTransformer
 
 
@@ -22,7 +25,30 @@ def sequence_parallel_forward_job(
         for video, audio in cases:
             outputs.append(parallel(video, audio))
     if rank == 0:
-        target = Path(out_path)
-        partial = target.with_name(target.name + ".partial")
-        torch.save(outputs, partial)
-        os.replace(partial, target)
+        _save(outputs, out_path)
+
+
+def distributed_decode_job(
+    rank: int,
+    world: int,
+    decoder: VideoDecoder,
+    latent: torch.Tensor,
+    tiling: TilingConfig,
+    seed: int | None,
+    out_path: str,
+) -> None:
+    """Decode `latent` over all ranks (noise from a generator seeded with `seed`); rank 0 saves the video."""
+    generator = None if seed is None else torch.Generator().manual_seed(seed)
+    with torch.inference_mode():
+        chunks = list(decode_tiled_distributed(decoder.eval(), latent, tiling, generator))
+    if rank == 0:
+        _save(torch.cat(chunks, dim=2), out_path)
+    elif chunks:
+        raise RuntimeError(f"rank {rank} yielded {len(chunks)} decoded chunks; only rank 0 should")
+
+
+def _save(value: object, out_path: str) -> None:
+    target = Path(out_path)
+    partial = target.with_name(target.name + ".partial")
+    torch.save(value, partial)
+    os.replace(partial, target)
