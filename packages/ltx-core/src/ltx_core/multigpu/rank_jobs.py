@@ -52,3 +52,13 @@ def _save(value: object, out_path: str) -> None:
     partial = target.with_name(target.name + ".partial")
     torch.save(value, partial)
     os.replace(partial, target)
+
+
+def fail_on_rank_job(rank: int, world: int, failing_rank: int, message: str) -> None:
+    """A launcher self-check: `failing_rank` raises ValueError(message) while the others wait in a
+    collective that can never complete, so only the launcher's fail-fast can end the run."""
+    import torch.distributed as dist
+
+    if rank == failing_rank:
+        raise ValueError(message)
+    dist.barrier()
