@@ -33,7 +33,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         description=__doc__.splitlines()[0] if __doc__ else None,
         layout=DISTILLED_LAYOUT,
     )
-    return main_mgpu(cli, argv, build)
+    return main_mgpu(cli, argv, build=build)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,8 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 import torch
@@ -29,7 +30,7 @@ from ltx_core.multigpu.launch import (
     launched_by_torchrun,
     run_ranks,
 )
-from ltx_pipelines.cli.runner import ParsedRun, PipelineCli
+from ltx_pipelines.cli.runner import GuidedMain, ParsedRun, PipelineCli
 
 logger = logging.getLogger(__name__)
 
@@ -102,7 +103,9 @@ def rank_main(rank: int, world: int, cli: PipelineCli, argv: list[str], build: C
     del generation  # rank 0 decodes and writes
 
 
-def main_mgpu(cli: PipelineCli, argv: Sequence[str] | None, build: Callable[[ParsedRun, torch.device], Any]) -> int:
+def main_mgpu(
+    cli: PipelineCli, argv: Sequence[str] | None = None, *, build: Callable[[ParsedRun, torch.device], Any]
+) -> int:
     """The `main()` of an mgpu pipeline module; `build(run, device)` makes the (mgpu) pipeline for one rank."""
     argv = list(sys.argv[1:] if argv is None else argv)
     mgpu = split_mgpu_args(cli.prog, argv)
@@ -127,3 +130,32 @@ def main_mgpu(cli: PipelineCli, argv: Sequence[str] | None, build: Callable[[Par
         print(f"error: {error}", file=sys.stderr)
         return 1
     return 0
+
+
+@dataclass(frozen=True)
+class GuidedMgpuBuild:
+    """`build(run, device)` of a guided mgpu pipeline: its single-device twin's constructor arguments
+    (`PipelineCli.build_guided` plus the twin's extra options) with this rank's device."""
+
+    cli: PipelineCli
+    pipeline_class: type
+    extra_options: Callable[[ParsedRun], dict[str, Any]] | None = None
+
+    def __call__(self, run: ParsedRun, device: torch.device) -> Any:
+        run = replace(run, config=replace(run.config, device=device))
+        extra = self.extra_options(run) if self.extra_options is not None else {}
+        return self.cli.build_guided(self.pipeline_class, run, **extra)
+
+
+def guided_mgpu_main(twin: GuidedMain, pipeline_class: type, prog: str, description: str | None) -> Callable[..., int]:
+    """The `main(argv=None)` of the mgpu variant of a guided pipeline whose own main is `twin`."""
+    base = twin.cli
+    cli = PipelineCli(
+        prog=prog,
+        description=description,
+        layout=base.layout,
+        extra_args=base.extra_args,
+        fixed_defaults=base.fixed_defaults,
+    )
+    build = GuidedMgpuBuild(cli, pipeline_class, twin.extra_options)
+    return partial(main_mgpu, cli, build=build)

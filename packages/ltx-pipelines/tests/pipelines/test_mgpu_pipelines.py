@@ -1,5 +1,5 @@
-"""`python -m ltx_pipelines.distilled_mgpu --num-gpus 2 --device cpu`: two gloo processes write the
-video the single-process `ltx_pipelines.distilled` writes (on the demo models), and refuse bad input."""
+"""The `*_mgpu` pipelines with `--num-gpus 2 --device cpu`: two gloo processes write what the
+single-process twin writes (on the demo models), refuse bad input, and report a failing rank."""
 
 from __future__ import annotations
 
@@ -70,3 +70,20 @@ def test_a_rank_failure_exits_non_zero_with_its_error(demo_cache_home, monkeypat
     assert code == 1
     assert "heads divisible by 3" in capsys.readouterr().err
     assert not (tmp_path / "out.mp4").exists()
+
+
+@pytest.mark.slow
+def test_guided_two_stage_mgpu_matches_single_process_latents(demo_cache_home, monkeypatch, tmp_path):
+    """The guided pipeline (CFG/STG batches through the sequence-parallel transformer) over 2 ranks."""
+    import ltx_pipelines.ti2vid_two_stages as two_stages
+    import ltx_pipelines.ti2vid_two_stages_mgpu as two_stages_mgpu
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(demo_cache_home))
+    single, parallel = tmp_path / "single.mp4", tmp_path / "parallel.mp4"
+    steps = ("--num-inference-steps", "2")
+    assert two_stages.main(_argv(single, *steps)) == 0
+    assert two_stages_mgpu.main(["--num-gpus", "2", "--mgpu-timeout", "120", *_argv(parallel, *steps)]) == 0
+    want = load_file(str(single.with_suffix(".latents.safetensors")))
+    got = load_file(str(parallel.with_suffix(".latents.safetensors")))
+    for name in ("video_latent", "audio_latent"):
+        assert float((got[name] - want[name]).abs().max()) <= 1e-5, name
