@@ -37,6 +37,7 @@ def decode_tiled_distributed(
     latent: torch.Tensor,
     tiling: TilingConfig | None,
     generator: torch.Generator | None = None,
+    noise: Sequence[torch.Tensor] | None = None,
     *,
     timestep: torch.Tensor | float | None = None,
     group: dist.ProcessGroup | None = None,
@@ -45,15 +46,19 @@ def decode_tiled_distributed(
 
     Every rank must call it with the same latent, tiling and generator state and exhaust the
     iterator: on rank 0 it yields the blended (B, 3, f, H, W) chunks; on the other ranks it decodes
-    their tiles, sends them, and yields nothing.
+    their tiles, sends them, and yields nothing. `noise` (one per tile of the layout, the same on every
+    rank) replaces the draws from `generator`, as in `decode_tiled`.
     """
     world, rank = world_rank(group)
     if world == 1:
-        yield from decoder.decode_tiled(latent, tiling, generator, timestep=timestep)
+        yield from decoder.decode_tiled(latent, tiling, generator, noise, timestep=timestep)
         return
     decoder.check_latent(latent.shape)
     tiles = decoder.tile_layout(latent.shape, tiling)
-    noise = draw_tile_noise(decoder, latent, tiles, generator) if decoder.timestep_conditioning else None
+    if noise is not None and len(noise) != len(tiles):
+        raise ValueError(f"tiled decoding needs one noise per tile: {len(tiles)} tiles, got {len(noise)}")
+    if noise is None and decoder.timestep_conditioning:
+        noise = draw_tile_noise(decoder, latent, tiles, generator)
     ranks = dist.get_process_group_ranks(group) if group is not None else list(range(world))
 
     def decode(tile: VideoTile) -> torch.Tensor:

@@ -100,7 +100,9 @@ def rank_main(rank: int, world: int, cli: PipelineCli, argv: list[str], build: C
         return
     run = cli.parse(argv)
     generation = build(run, device)(run.config.prompt, **cli.generation_options(run))
-    del generation  # rank 0 decodes and writes
+    # The video decode is tile-parallel: this rank decodes and sends its tiles (rank 0 writes).
+    for _ in generation.frames:
+        raise RuntimeError(f"rank {rank} received video frames; only rank 0 should")
 
 
 def main_mgpu(
