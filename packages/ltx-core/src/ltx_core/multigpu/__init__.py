@@ -1,0 +1,13 @@
+"""Several devices for one generation, on `torch.distributed` (NCCL on GPUs, gloo on CPU)."""
+
+from ltx_core.multigpu.comm import broadcast_tensor, padded_length, world_rank
+from ltx_core.multigpu.sequence_parallel import SequenceParallelTransformer, StreamShard, check_heads_divide
+
+__all__ = [
+    "SequenceParallelTransformer",
+    "StreamShard",
+    "broadcast_tensor",
+    "check_heads_divide",
+    "padded_length",
+    "world_rank",
+]

@@ -1,0 +1,64 @@
+"""Work that runs inside spawned ranks; module-level so the spawn start method can import it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+from ltx_core.model.transformer.model import LTXModel, Modality
+from ltx_core.model.video_vae.decoder import VideoDecoder
+from ltx_core.model.video_vae.tiling import TilingConfig
+from ltx_core.multigpu.distributed_decode import decode_tiled_distributed
+from ltx_core.multigpu.sequence_parallel import SequenceParallelTransformer
+
+
+def sequence_parallel_forward_job(
+    rank: int, world: int, model: LTXModel, cases: list[tuple[Modality | None, Modality | None]], out_path: str
+) -> None:
+    """Run every (video, audio) case through the sequence-parallel model; rank 0 saves the outputs
+    (a list of (video, audio) velocities) to `out_path` with torch.save, via a temporary name."""
+    parallel = SequenceParallelTransformer(model.eval())
+    outputs = []
+    with torch.inference_mode():
+        for video, audio in cases:
+            outputs.append(parallel(video, audio))
+    if rank == 0:
+        _save(outputs, out_path)
+
+
+def distributed_decode_job(
+    rank: int,
+    world: int,
+    decoder: VideoDecoder,
+    latent: torch.Tensor,
+    tiling: TilingConfig,
+    seed: int | None,
+    out_path: str,
+) -> None:
+    """Decode `latent` over all ranks (noise from a generator seeded with `seed`); rank 0 saves the video."""
+    generator = None if seed is None else torch.Generator().manual_seed(seed)
+    with torch.inference_mode():
+        chunks = list(decode_tiled_distributed(decoder.eval(), latent, tiling, generator))
+    if rank == 0:
+        _save(torch.cat(chunks, dim=2), out_path)
+    elif chunks:
+        raise RuntimeError(f"rank {rank} yielded {len(chunks)} decoded chunks; only rank 0 should")
+
+
+def _save(value: object, out_path: str) -> None:
+    target = Path(out_path)
+    partial = target.with_name(target.name + ".partial")
+    torch.save(value, partial)
+    os.replace(partial, target)
+
+
+def fail_on_rank_job(rank: int, world: int, failing_rank: int, message: str) -> None:
+    """A launcher self-check: `failing_rank` raises ValueError(message) while the others wait in a
+    collective that can never complete, so only the launcher's fail-fast can end the run."""
+    import torch.distributed as dist
+
+    if rank == failing_rank:
+        raise ValueError(message)
+    dist.barrier()
