@@ -10,7 +10,9 @@ conditioning tokens at training time).
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -71,6 +73,29 @@ def _read_video_mask(
     return fitted.clamp(0.0, 1.0)
 
 
+def _pending_masks(
+    dataset: DatasetFile,
+    mask_column: str,
+    key_column: Columns,
+    latents_dir: str | Path,
+    output_dir: str | Path,
+    report: RunReport,
+    overwrite: bool,
+    shard: Shard | None,
+    stage: str,
+) -> Iterator[tuple[Any, Path, Path]]:
+    """(row, mask file to write, its latents file) for each mask still to compute: existing outputs are
+    skipped (unless `overwrite`), and rows whose clip was dropped (no latents; its stage said why) too."""
+    for item in rows_with(dataset, mask_column, key_column=key_column, shard=shard, desc=stage):
+        target = sample_path(Path(output_dir), "", item.key)
+        if target.exists() and not overwrite:
+            report.skip(stage)
+            continue
+        latents_file = sample_path(latents_dir, "", item.key)
+        if latents_file.exists():
+            yield item, target, latents_file
+
+
 def compute_video_masks(
     dataset: DatasetFile,
     mask_column: str,
@@ -83,15 +108,8 @@ def compute_video_masks(
     shard: Shard | None = None,
     stage: str = "video mask",
 ) -> None:
-    out_root = Path(output_dir)
-    for item in rows_with(dataset, mask_column, key_column=key_column, shard=shard, desc=stage):
-        target = sample_path(out_root, "", item.key)
-        if target.exists() and not overwrite:
-            report.skip(stage)
-            continue
-        latents_file = sample_path(latents_dir, "", item.key)
-        if not latents_file.exists():
-            continue  # the clip was dropped; its stage said why
+    pending = _pending_masks(dataset, mask_column, key_column, latents_dir, output_dir, report, overwrite, shard, stage)
+    for item, target, latents_file in pending:
         clip = load_sample(latents_file)
         crop = Crop(**clip.meta_json("crop"))
         size = (int(clip.meta_json("pixel_height")), int(clip.meta_json("pixel_width")))
@@ -137,15 +155,10 @@ def compute_audio_masks(
     shard: Shard | None = None,
     stage: str = "audio mask",
 ) -> None:
-    out_root = Path(output_dir)
-    for item in rows_with(dataset, mask_column, key_column=key_column, shard=shard, desc=stage):
-        target = sample_path(out_root, "", item.key)
-        if target.exists() and not overwrite:
-            report.skip(stage)
-            continue
-        latents_file = sample_path(audio_latents_dir, "", item.key)
-        if not latents_file.exists():
-            continue
+    pending = _pending_masks(
+        dataset, mask_column, key_column, audio_latents_dir, output_dir, report, overwrite, shard, stage
+    )
+    for item, target, latents_file in pending:
         steps = int(load_sample(latents_file).tensors["latents"].shape[1])
         try:
             raw = _read_audio_mask(dataset.media_path(item.value))
