@@ -18,6 +18,7 @@ from PIL import Image
 from safetensors.torch import save_file
 
 from ltx_core.loader import read_safetensors_header
+from ltx_core.loader import state_dict as state_dict_module
 from ltx_pipelines.demo_assets import DemoAssets, default_demo_dir, ensure_demo_assets
 
 # The prefix transformer keys have in a released checkpoint, and the one LoRA files use for them.
@@ -200,3 +201,31 @@ def write_clip() -> Callable[..., Path]:
 def read_output() -> Callable[[Path], Written]:
     """read_output(mp4) -> Written: decoded frames, frame rate, audio channels/samples and the sidecar."""
     return _read_output
+
+
+@pytest.fixture
+def read_keys(monkeypatch) -> list[str]:
+    """Every tensor key the loader reads from a safetensors file while the test runs."""
+    read: list[str] = []
+    original = state_dict_module.safe_open
+
+    class CountingOpen:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self.inner = original(*args, **kwargs)
+
+        def __enter__(self) -> CountingOpen:
+            self.inner.__enter__()
+            return self
+
+        def __exit__(self, *exc: Any) -> None:
+            self.inner.__exit__(*exc)
+
+        def get_tensor(self, key: str) -> torch.Tensor:
+            read.append(key)
+            return self.inner.get_tensor(key)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.inner, name)
+
+    monkeypatch.setattr(state_dict_module, "safe_open", CountingOpen)
+    return read

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import av
 import pytest
@@ -14,38 +13,9 @@ import torch
 from safetensors.torch import save_file
 
 from ltx_core.loader import build_model, read_checkpoint_config, selected_keys
-from ltx_core.loader import state_dict as state_dict_module
 from ltx_core.model.audio_vae import VOCODER
 from ltx_core.model.transformer import AUDIO_ONLY_TRANSFORMER, VIDEO_ONLY_TRANSFORMER, configure_transformer
 from ltx_pipelines import t2a_one_stage
-
-
-@pytest.fixture
-def read_keys(monkeypatch) -> list[str]:
-    """Every tensor key the loader reads from a safetensors file while the test runs."""
-    read: list[str] = []
-    original = state_dict_module.safe_open
-
-    class CountingOpen:
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            self.inner = original(*args, **kwargs)
-
-        def __enter__(self) -> CountingOpen:
-            self.inner.__enter__()
-            return self
-
-        def __exit__(self, *exc: Any) -> None:
-            self.inner.__exit__(*exc)
-
-        def get_tensor(self, key: str) -> torch.Tensor:
-            read.append(key)
-            return self.inner.get_tensor(key)
-
-        def __getattr__(self, name: str) -> Any:
-            return getattr(self.inner, name)
-
-    monkeypatch.setattr(state_dict_module, "safe_open", CountingOpen)
-    return read
 
 
 def _wav(path: Path) -> tuple[int, int, str, int]:
