@@ -230,8 +230,14 @@ class OptimizationConfig(_Section):
 
 class AccelerationConfig(_Section):
     mixed_precision_mode: Literal["no", "fp16", "bf16"] = Field("bf16", description="accelerate autocast mode.")
-    quantization: Literal["int8-quanto", "int4-quanto", "int2-quanto", "fp8-quanto", "fp8uz-quanto"] | None = None
-    load_text_encoder_in_8bit: bool = Field(False, description="8-bit Gemma for validation prompts (CUDA).")
+    quantization: Literal["int8-quanto", "int4-quanto", "int2-quanto", "fp8-quanto", "fp8uz-quanto"] | None = Field(
+        None,
+        description="Quantize the frozen transformer's block Linears with optimum-quanto (LoRA mode only; "
+        "needs `ltx-trainer[quanto]`). LoRA files are unchanged.",
+    )
+    load_text_encoder_in_8bit: bool = Field(
+        False, description="8-bit Gemma (bitsandbytes LLM.int8()) for validation prompts; needs CUDA and bitsandbytes."
+    )
     offload_optimizer_during_validation: bool = Field(
         default=False,
         description="Move optimizer state to the CPU while validation samples are generated (CUDA).",
@@ -538,7 +544,10 @@ class LtxTrainerConfig(_Section):
         if self.lora is None and self.model.training_mode == "lora":
             raise ValueError("lora: the section is required when model.training_mode is 'lora'")
         if self.model.training_mode == "full" and self.acceleration.quantization is not None:
-            raise ValueError("acceleration.quantization: only LoRA training runs on a quantized model (set it to null)")
+            raise ValueError(
+                f"acceleration.quantization: {self.acceleration.quantization!r} needs model.training_mode 'lora' "
+                "(a quantized base cannot be fully trained); with training_mode 'full' the accepted value is null"
+            )
         root = self.data.preprocessed_data_root
         fields = _source_fields(self.training_strategy)
         for source in self.training_strategy.data_sources():

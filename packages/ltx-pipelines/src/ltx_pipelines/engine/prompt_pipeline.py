@@ -52,6 +52,7 @@ class PipelineOptions(TypedDict, total=False):
     lora_fusion: LoraFusionPrecision | str
     runtime: RuntimeOptions | None
     progress: bool
+    gemma_8bit: bool
 
 
 class GuidedOptions(PipelineOptions, total=False):
@@ -93,12 +94,14 @@ class PromptPipeline(ABC):
         lora_fusion: LoraFusionPrecision | str = DEFAULT_LORA_FUSION,
         runtime: RuntimeOptions | None = None,
         progress: bool = True,
+        gemma_8bit: bool = False,
     ) -> None:
         """`gemma_root` may be None when only `generate_from_contexts` is used. `lora_fusion`: how LoRAs
         are fused into the transformer - `weight-dtype` (default: the reference's rounding in the dtype
         the checkpoint stores the weights in) or `float32` accumulation. `runtime`: fp8 quantization,
         block streaming, compilation and the attention backend of the transformer (None: a plain load);
-        it is checked against the device here, before any weight is read."""
+        it is checked against the device here, before any weight is read. `gemma_8bit`: encode prompts with
+        an 8-bit (LLM.int8()) Gemma - CUDA and bitsandbytes, also checked here."""
         from ltx_core.devices import resolve_device
 
         self.checkpoint_path = Path(checkpoint_path)
@@ -110,6 +113,13 @@ class PromptPipeline(ABC):
         self.runtime = runtime
         if runtime is not None:
             runtime.validate(self.placement.device)
+        if gemma_8bit:
+            from ltx_core.text_encoders.gemma.eight_bit import require_gemma_8bit
+
+            require_gemma_8bit(self.placement.device, "gemma_8bit")
+            if runtime is not None and runtime.offload != "none":
+                raise ValueError(f"gemma_8bit: an 8-bit Gemma is not offloaded (offload {runtime.offload!r})")
+        self.gemma_8bit = gemma_8bit
         self.progress = progress
 
     # ---- the prompt call ---------------------------------------------------------------------------
@@ -199,6 +209,7 @@ class PromptPipeline(ABC):
             seed=seed,
             # --offload streams Gemma's layers too, so the text encoder fits where the transformer does.
             gemma_offload=self.runtime.offload if self.runtime is not None else "none",
+            gemma_8bit=self.gemma_8bit,
         )
         return [context_row(contexts, i) for i in range(len(prompts))], final_prompt
 

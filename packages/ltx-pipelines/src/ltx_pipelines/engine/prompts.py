@@ -27,11 +27,13 @@ def encode_prompt(
     images: Sequence[ImageCondition] = (),
     seed: int = 0,
     gemma_offload: str = "none",
+    gemma_8bit: bool = False,
 ) -> tuple[TextContexts, str]:
     """Encode prompts with Gemma (freed afterwards) and the checkpoint's text stage.
 
     With `enhance`, Gemma first rewrites prompts[0] (looking at the first conditioning image, if any).
-    `gemma_offload` (none | cpu | disk) keeps Gemma's weights off the device (same contexts).
+    `gemma_offload` (none | cpu | disk) keeps Gemma's weights off the device (same contexts);
+    `gemma_8bit` loads its 8-bit (LLM.int8()) form instead (CUDA and bitsandbytes; close contexts).
     Returns the contexts (one row per prompt) and the prompt actually used.
     """
     from ltx_core.text_encoders.gemma.prompt_encoding import PromptEnhancement, encode_text_prompts
@@ -50,6 +52,7 @@ def encode_prompt(
             device=placement.device,
             enhancement=enhancement,
             offload=gemma_offload,
+            load_in_8bit=gemma_8bit,
         )
     except CheckpointError as e:
         # Usually a Gemma folder of another size than the checkpoint's: name both files.

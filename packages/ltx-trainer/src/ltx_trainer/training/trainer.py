@@ -30,6 +30,7 @@ from tqdm import tqdm
 from ltx_core.loader import CheckpointError, build_model, read_checkpoint_config
 from ltx_core.loader.key_rules import TRANSFORMER_PREFIX
 from ltx_core.model.transformer import AUDIO_ONLY_TRANSFORMER, AV_TRANSFORMER, VIDEO_ONLY_TRANSFORMER, LTXModel
+from ltx_core.text_encoders.gemma.eight_bit import require_gemma_8bit
 from ltx_core.types import SpatioTemporalScaleFactors
 from ltx_pipelines.media.atomic_files import atomic_output
 from ltx_trainer.config import LtxTrainerConfig, ReferenceCondition, dump_config
@@ -46,6 +47,12 @@ from ltx_trainer.training.lora_files import (
     save_lora_file,
 )
 from ltx_trainer.training.lr_schedules import make_lr_scheduler
+from ltx_trainer.training.quantization import (
+    QuantizedTransformer,
+    check_quantization_device,
+    quantize_transformer,
+    require_quanto,
+)
 from ltx_trainer.training.reporting import WandbLogger, push_to_hub
 from ltx_trainer.training.text_contexts import TextConnectors, text_connectors_spec
 from ltx_trainer.training.timesteps import make_sampler
@@ -146,25 +153,25 @@ class Trainer:
             cpu=not torch.cuda.is_available(),
             kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)],
         )
-        if acc.quantization is not None:
-            # optimum-quanto weight quantization is not wired into this trainer yet; refusing beats
-            # silently training an unquantized model that may not fit.
-            raise ValueError(
-                f"acceleration.quantization {acc.quantization!r} is not supported by this trainer yet; set it to null "
-                "(use gradient checkpointing, adamw8bit or a lower rank to save memory)"
-            )
         self.device = self.accelerator.device
+        if acc.quantization is not None:
+            # Before any weight is read: the extra must be installed and the type must run on this device.
+            require_quanto(acc.quantization)
+            check_quantization_device(acc.quantization, self.device)
+        if acc.load_text_encoder_in_8bit:
+            require_gemma_8bit(self.device, "acceleration.load_text_encoder_in_8bit")
+            if config.validation.interval is None or not config.validation.samples:
+                logger.warning("acceleration.load_text_encoder_in_8bit: no effect, validation sampling is off")
         ignored = [
             name
             for name, value in (
-                ("acceleration.load_text_encoder_in_8bit", acc.load_text_encoder_in_8bit),
                 ("model.video_vae_path", config.model.video_vae_path),
                 ("model.audio_vae_path", config.model.audio_vae_path),
             )
             if value
         ]
         if ignored:
-            # Validation runs the pipelines on model.model_path with a full-precision Gemma.
+            # Validation runs the pipelines on model.model_path.
             logger.warning("%s: not used by this trainer yet (validation reads model.model_path)", ", ".join(ignored))
         self.output_dir = config.output_dir
         self.checkpoint_dir = self.output_dir / "checkpoints"
@@ -214,9 +221,18 @@ class Trainer:
         bf16_base = lora_mode and self.device.type == "cuda" and cfg.acceleration.mixed_precision_mode == "bf16"
         base_dtype = torch.bfloat16 if bf16_base else torch.float32
         torch.manual_seed(cfg.seed)
+        quantization = cfg.acceleration.quantization
+        # A quantized run builds the model in host memory and quantizes it block by block onto the
+        # device, so the device never holds the whole full-precision model.
         model: LTXModel = build_model(
-            _transformer_spec(cfg), cfg.model.model_path, dtype=base_dtype, device=self.device
-        )
+            _transformer_spec(cfg), cfg.model.model_path, dtype=base_dtype,
+            device=torch.device("cpu") if quantization else self.device,
+        )  # fmt: skip
+        self.quantized: QuantizedTransformer | None = None
+        if quantization is not None:
+            self.quantized = quantize_transformer(
+                model, quantization, self.device, progress=not self.disable_progress_bars
+            )
         with_audio = cfg.training_strategy.audio is not None
         self.connectors: TextConnectors = build_model(
             text_connectors_spec(with_audio), cfg.model.model_path, dtype=torch.float32, device=self.device
@@ -264,6 +280,8 @@ class Trainer:
             "training_strategy": cfg.training_strategy.model_dump(mode="json"),
             "flow_matching": cfg.flow_matching.model_dump(mode="json"),
             "num_samples": len(self.dataset),
+            # Only when set, so runs saved before quantization existed keep their fingerprint.
+            **({"quantization": cfg.acceleration.quantization} if cfg.acceleration.quantization else {}),
         }
 
     # -- saving ------------------------------------------------------------------------------------

@@ -89,7 +89,7 @@ class ValidationRunner:
         dtype = torch.float32 if self.device.type == "cpu" else torch.bfloat16
         pipeline = TI2VidOneStagePipeline(
             cfg.model.model_path, cfg.model.text_encoder_path, loras=[LoraSpec(self.lora_path)],
-            device=self.device, dtype=dtype, progress=False,
+            device=self.device, dtype=dtype, progress=False, gemma_8bit=cfg.acceleration.load_text_encoder_in_8bit,
         )  # fmt: skip
         video_guidance, audio_guidance = self._guidance()
         self.samples_dir.mkdir(parents=True, exist_ok=True)

@@ -95,14 +95,16 @@ def encode_text_prompts(
     enhancement: PromptEnhancement | None = None,
     max_length: int = DEFAULT_MAX_LENGTH,
     offload: str = "none",
+    load_in_8bit: bool = False,
 ) -> EncodedPrompts:
-    """Load Gemma, optionally enhance prompts[0], encode all prompts in one forward, free Gemma, then
-    run the checkpoint's text embeddings stage (itself freed afterwards)."""
+    """Load Gemma (`load_in_8bit`: its 8-bit form, CUDA only), optionally enhance prompts[0], encode all
+    prompts in one forward, free Gemma, then run the checkpoint's text embeddings stage (itself freed
+    afterwards)."""
     prompts = [prompts] if isinstance(prompts, str) else list(prompts)
     if not prompts:
         raise ValueError("no prompts to encode")
     with GemmaTextEncoder.from_folder(
-        gemma_root, dtype=dtype, device=device, max_length=max_length, offload=offload
+        gemma_root, dtype=dtype, device=device, max_length=max_length, offload=offload, load_in_8bit=load_in_8bit
     ) as gemma:
         if enhancement is not None:
             prompts[0] = enhance_prompt(

@@ -35,15 +35,21 @@ class GemmaHiddenStates:
     attention_mask: torch.Tensor
 
 
-def _load_model(folder: GemmaFolder, dtype: torch.dtype, device: torch.device) -> Any:
+def _load_model(folder: GemmaFolder, dtype: torch.dtype, device: torch.device, load_in_8bit: bool = False) -> Any:
     from transformers import Gemma3ForConditionalGeneration
 
+    extra: dict[str, Any] = {}
+    if load_in_8bit:
+        from ltx_core.text_encoders.gemma.eight_bit import gemma_8bit_config
+
+        extra["quantization_config"] = gemma_8bit_config()
     model, info = Gemma3ForConditionalGeneration.from_pretrained(
         folder.root,
         dtype=dtype,
         device_map={"": device},
         local_files_only=True,
         output_loading_info=True,
+        **extra,
     )
     # transformers fills absent weights with random values and only logs it; that would silently
     # give random prompts, so any missing or mismatched tensor is an error here.
@@ -86,6 +92,7 @@ class GemmaTextEncoder:
         self._processor: Any = None
         self._execution_device: torch.device | None = None  # set when the weights are offloaded
         self._offload_dir: str | None = None
+        self.is_8bit = False
 
     @classmethod
     def from_folder(
@@ -96,25 +103,34 @@ class GemmaTextEncoder:
         device: str | torch.device | None = None,
         max_length: int = DEFAULT_MAX_LENGTH,
         offload: str = "none",
+        load_in_8bit: bool = False,
     ) -> GemmaTextEncoder:
         """Load tokenizer and model from a Gemma 3 folder, checking its files first.
 
         `offload` (none | cpu | disk): keep the weights in host RAM or in a temporary folder and bring
-        each layer to `device` only for its forward - the 12B Gemma then fits beside little memory."""
+        each layer to `device` only for its forward - the 12B Gemma then fits beside little memory.
+        `load_in_8bit`: LLM.int8() Linear layers through bitsandbytes (CUDA only; see `eight_bit`)."""
         if offload not in GEMMA_OFFLOAD_CHOICES:
             raise ValueError(f"Gemma offload {offload!r} is not supported; accepted: {GEMMA_OFFLOAD_CHOICES}")
         from transformers import AutoTokenizer
 
-        folder = locate_gemma_folder(path)
         device = resolve_device(device)
+        if load_in_8bit:
+            from ltx_core.text_encoders.gemma.eight_bit import require_gemma_8bit
+
+            require_gemma_8bit(device, "load_in_8bit")
+            if offload != "none":
+                raise ValueError(f"an 8-bit Gemma is not offloaded (got offload {offload!r}); use one or the other")
+        folder = locate_gemma_folder(path)
         try:
             hf_tokenizer = AutoTokenizer.from_pretrained(folder.root, local_files_only=True)
         except (OSError, ValueError) as e:
             raise CheckpointError(f"cannot load the Gemma tokenizer from {str(folder.root)!r}: {e}") from e
         tokenizer = GemmaPromptTokenizer(hf_tokenizer, max_length=max_length)
-        logger.info("loading Gemma from %s (%s, %s)", folder.root, dtype, device)
-        model = _load_model(folder, dtype, device if offload == "none" else torch.device("cpu"))
+        logger.info("loading Gemma from %s (%s, %s%s)", folder.root, dtype, device, ", 8-bit" if load_in_8bit else "")
+        model = _load_model(folder, dtype, device if offload == "none" else torch.device("cpu"), load_in_8bit)
         encoder = cls(model, tokenizer, folder)
+        encoder.is_8bit = load_in_8bit
         if offload != "none":
             encoder._offload_dir = _offload(model, offload, device)
             encoder._execution_device = device
@@ -194,7 +210,10 @@ class GemmaTextEncoder:
             from accelerate.hooks import remove_hook_from_module
 
             remove_hook_from_module(self._model, recurse=True)
-        self._model.to(torch.device("meta"))
+        if not self.is_8bit:
+            # bitsandbytes' int8 parameters cannot be moved to the meta device; an 8-bit model is freed
+            # when its last reference goes, below.
+            self._model.to(torch.device("meta"))
         self._model = None
         if self._offload_dir is not None:
             shutil.rmtree(self._offload_dir, ignore_errors=True)
