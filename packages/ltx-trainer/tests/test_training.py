@@ -235,12 +235,6 @@ def test_full_training_saves_model_weights_and_resumes(checkpoint, data_root, tm
     assert [r.step for r in history] == [3]
 
 
-def test_quantization_is_refused_clearly(checkpoint, data_root, tmp_path):
-    cfg = parse_config(training_config(checkpoint, data_root, tmp_path, acceleration={"quantization": "int8-quanto"}))
-    with pytest.raises(ValueError, match="quantization 'int8-quanto' is not supported"):
-        Trainer(cfg)
-
-
 def test_wandb_without_the_package_fails_before_training(checkpoint, data_root, tmp_path):
     try:
         import wandb  # noqa: F401

@@ -15,6 +15,7 @@ import torch
 
 from ltx_core.loader import build_model
 from ltx_core.text_encoders.gemma import GemmaTextEncoder
+from ltx_core.text_encoders.gemma.eight_bit import require_gemma_8bit
 from ltx_core.text_encoders.gemma.embeddings_processor import text_embeddings_spec
 from ltx_pipelines.engine.progress import progress
 from ltx_trainer.dataset_file import DatasetFile
@@ -93,10 +94,17 @@ def compute_caption_features(
     overwrite: bool = False,
     shard: Shard | None = None,
     stage: str = "caption",
+    load_in_8bit: bool = False,
 ) -> None:
-    """Encode the captions of this rank's rows; Gemma is loaded only when some caption needs encoding."""
+    """Encode the captions of this rank's rows; Gemma is loaded only when some caption needs encoding
+    (`load_in_8bit`: its 8-bit form, which needs CUDA and bitsandbytes - checked before anything else)."""
     if batch_size < 1:
         raise ValueError(f"--batch-size must be >= 1; got {batch_size}")
+    from ltx_core.devices import resolve_device
+
+    where = resolve_device(device)
+    if load_in_8bit:
+        require_gemma_8bit(where, "--load-text-encoder-in-8bit")
     out_root = Path(output_dir)
     pending: list[RowItem] = []
     for item in shard_items(dataset, caption_column, key_column=key_column, shard=shard):
@@ -106,12 +114,10 @@ def compute_caption_features(
             pending.append(item)
     if not pending:
         return
-    from ltx_core.devices import resolve_device
     from ltx_trainer.models import default_dtype
 
-    where = resolve_device(device)
     dtype = dtype or default_dtype(where)
-    with GemmaTextEncoder.from_folder(text_encoder_path, dtype=dtype, device=where) as gemma:
+    with GemmaTextEncoder.from_folder(text_encoder_path, dtype=dtype, device=where, load_in_8bit=load_in_8bit) as gemma:
         spec = text_embeddings_spec(gemma.hidden_size, gemma.num_hidden_states)
         processor = build_model(spec, checkpoint, dtype=dtype, device=where)
         batches = [pending[i : i + batch_size] for i in range(0, len(pending), batch_size)]

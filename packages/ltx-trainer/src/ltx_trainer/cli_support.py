@@ -8,6 +8,7 @@ from typing import TypeVar
 import typer
 
 from ltx_core.loader import CheckpointError
+from ltx_core.text_encoders.gemma.eight_bit import Gemma8bitUnavailable
 from ltx_pipelines.media import MediaError
 from ltx_trainer.buckets import BucketError
 from ltx_trainer.cli_basics import configure_logging, new_app
@@ -17,7 +18,15 @@ T = TypeVar("T")
 __all__ = ["USER_ERRORS", "configure_logging", "new_app", "run_or_exit"]
 
 # Errors that mean "the input is wrong": reported as one line, exit code 2, no traceback.
-USER_ERRORS = (BucketError, DatasetFileError, CheckpointError, MediaError, FileNotFoundError, FileExistsError)
+USER_ERRORS = (
+    BucketError,
+    DatasetFileError,
+    CheckpointError,
+    MediaError,
+    FileNotFoundError,
+    FileExistsError,
+    Gemma8bitUnavailable,
+)
 
 
 def run_or_exit(work: Callable[[], T]) -> T:

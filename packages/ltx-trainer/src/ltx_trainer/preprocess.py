@@ -13,6 +13,8 @@ import logging
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ltx_core.devices import resolve_device
+from ltx_core.text_encoders.gemma.eight_bit import require_gemma_8bit
 from ltx_trainer import precomputed as pc
 from ltx_trainer.audio_latents import compute_audio_latents
 from ltx_trainer.buckets import Bucket, BucketError, reference_bucket
@@ -51,11 +53,14 @@ class PreprocessSettings:
     reference_temporal_scale_factor: int = 1
     decode: bool = False
     overwrite: bool = False
+    load_text_encoder_in_8bit: bool = False
 
     def manifest(self) -> dict:
         """The parameters that decide what the outputs contain (recorded in preprocessing.json)."""
         data = asdict(self)
-        for name in ("device", "batch_size", "decode", "overwrite", "output_dir", "resolution_buckets"):
+        # How the work runs (device, batch, 8-bit Gemma's numerics, like the device's) is not recorded.
+        for name in ("device", "batch_size", "decode", "overwrite", "output_dir", "resolution_buckets",
+                     "load_text_encoder_in_8bit"):  # fmt: skip
             data.pop(name)
         data["resolution_buckets"] = [str(b) for b in self.resolution_buckets]
         # Through JSON, so tuples compare equal to the lists a previous run's file holds.
@@ -64,6 +69,8 @@ class PreprocessSettings:
 
 def preprocess_dataset(dataset_path: str | Path, settings: PreprocessSettings, shard: Shard | None = None) -> RunReport:
     """Run every stage the dataset's columns call for; returns the report (also printed by the CLI)."""
+    if settings.load_text_encoder_in_8bit:  # before reading anything
+        require_gemma_8bit(resolve_device(shard_device(settings.device)), "--load-text-encoder-in-8bit")
     dataset = read_dataset(dataset_path)
     roles = resolve_roles(dataset.columns, {"video": settings.video_column, "caption": settings.caption_column})
     for role, column in sorted(roles.items()):
@@ -118,6 +125,7 @@ def preprocess_dataset(dataset_path: str | Path, settings: PreprocessSettings, s
         strip_prefixes=settings.remove_llm_prefixes,
         batch_size=settings.batch_size,
         device=device,
+        load_in_8bit=settings.load_text_encoder_in_8bit,
         **common,
     )
     with LazyModels(sources, device=device) as models:

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import typer
 
+from ltx_core.devices import resolve_device
+from ltx_core.text_encoders.gemma.eight_bit import require_gemma_8bit
 from ltx_trainer.captions import compute_caption_features
 from ltx_trainer.cli_support import configure_logging, new_app, run_or_exit
 from ltx_trainer.dataset_file import DatasetFileError, read_dataset, resolve_roles
@@ -32,7 +34,10 @@ def process_captions(
     remove_llm_prefixes: bool = False,
     device: str | None = None,
     overwrite: bool = False,
+    load_text_encoder_in_8bit: bool = False,
 ) -> RunReport:
+    if load_text_encoder_in_8bit:  # before reading anything
+        require_gemma_8bit(resolve_device(shard_device(device)), "--load-text-encoder-in-8bit")
     dataset = read_dataset(dataset_path)
     if caption_column not in dataset.columns:
         raise DatasetFileError(
@@ -69,6 +74,7 @@ def process_captions(
         device=shard_device(device),
         overwrite=overwrite,
         shard=current_shard(),
+        load_in_8bit=load_text_encoder_in_8bit,
     )
     return report
 
@@ -86,6 +92,9 @@ def main(
     remove_llm_prefixes: bool = typer.Option(False, help="Strip 'This video shows', 'Caption:' ... from captions"),
     device: str | None = typer.Option(None, help="Device [default: cuda if available, else cpu]"),
     overwrite: bool = typer.Option(False, help="Recompute outputs that already exist"),
+    load_text_encoder_in_8bit: bool = typer.Option(
+        False, help="8-bit Gemma (bitsandbytes LLM.int8(), about half the memory); needs CUDA and bitsandbytes"
+    ),
     verbose: bool = typer.Option(False, help="Debug logging"),
 ) -> None:
     configure_logging(verbose)
@@ -102,6 +111,7 @@ def main(
             remove_llm_prefixes=remove_llm_prefixes,
             device=device,
             overwrite=overwrite,
+            load_text_encoder_in_8bit=load_text_encoder_in_8bit,
         )
     )
     report.print()

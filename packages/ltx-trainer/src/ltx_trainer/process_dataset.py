@@ -49,6 +49,9 @@ def main(
     ),
     decode: bool = typer.Option(False, help="Also write decoded previews to .precomputed/decoded_videos"),
     overwrite: bool = typer.Option(False, help="Recompute outputs that already exist (after changing settings)"),
+    load_text_encoder_in_8bit: bool = typer.Option(
+        False, help="8-bit Gemma (bitsandbytes LLM.int8(), about half the memory); needs CUDA and bitsandbytes"
+    ),
     verbose: bool = typer.Option(False, help="Debug logging"),
 ) -> None:
     configure_logging(verbose)
@@ -80,6 +83,7 @@ def main(
             ),
             decode=decode,
             overwrite=overwrite,
+            load_text_encoder_in_8bit=load_text_encoder_in_8bit,
         )
         return preprocess_dataset(dataset, settings)
 

@@ -19,21 +19,32 @@ LLM_INT8_THRESHOLD = 6.0
 FULL_PRECISION_MODULES = ("lm_head",)
 
 
+class Gemma8bitUnavailable(ValueError):
+    """8-bit Gemma was asked for on a machine that cannot run it (no CUDA or no bitsandbytes)."""
+
+
+def bitsandbytes_installed() -> bool:
+    return importlib.util.find_spec("bitsandbytes") is not None
+
+
 def gemma_8bit_unavailable(device: torch.device) -> str | None:
     """Why an 8-bit Gemma cannot be loaded for `device` (None when it can)."""
     missing = []
     if device.type != "cuda":
         missing.append(f"a CUDA device (this run uses {device.type})")
-    if importlib.util.find_spec("bitsandbytes") is None:
+    if not bitsandbytes_installed():
         missing.append("the bitsandbytes package (pip install bitsandbytes)")
     return " and ".join(missing) or None
 
 
 def require_gemma_8bit(device: torch.device, setting: str) -> None:
-    """Raise a ValueError naming `setting` (the user's flag or field) when 8-bit Gemma cannot run here."""
+    """Raise `Gemma8bitUnavailable` naming `setting` (the user's flag or field) when 8-bit Gemma cannot run
+    here - before any weight is read."""
     reason = gemma_8bit_unavailable(device)
     if reason is not None:
-        raise ValueError(f"{setting}: an 8-bit Gemma text encoder needs {reason}; turn {setting} off on this machine")
+        raise Gemma8bitUnavailable(
+            f"{setting}: an 8-bit Gemma text encoder needs {reason}; turn {setting} off on this machine"
+        )
 
 
 def gemma_8bit_config() -> Any:
