@@ -153,6 +153,28 @@ def test_the_saved_lora_changes_the_pipeline_model_as_it_did_in_training(int8_ru
     assert error < 0.05, error
 
 
+def test_bf16_autocast_run_on_a_quantized_base_trains_from_the_command_line(checkpoint, data_root, tmp_path):
+    """bf16 is the default mixed precision; on the CPU it needs the quantized base in bf16 (quanto's int8
+    CPU kernel). Run in a subprocess: accelerate allows one mixed-precision mode per process."""
+    import os
+    import subprocess
+
+    import yaml
+
+    raw = _config(checkpoint, data_root, tmp_path / "out", acceleration={"mixed_precision_mode": "bf16"})
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    run = subprocess.run(
+        [sys.executable, "-m", "ltx_trainer.train", str(config), "--disable-progress-bars", "--log-every", "1"],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "quantized" in run.stdout and "step 2/2 loss" in run.stdout
+    saved, _ = _read(tmp_path / "out" / "checkpoints" / "lora_weights_step_00002.safetensors")
+    assert saved and all(torch.isfinite(t).all() for t in saved.values())
+
+
 def test_resume_on_a_quantized_base_continues_bit_for_bit(checkpoint, data_root, tmp_path):
     overrides = {
         "optimization": {"steps": 4, "learning_rate": 1e-3, "scheduler_type": "cosine", "batch_size": 2},
@@ -207,6 +229,24 @@ def test_every_setting_quantizes_the_blocks_to_its_type_and_still_runs(setting, 
     assert torch.isfinite(got).all()
     if setting == "int8-quanto":  # 8 bits per weight: close to the float model
         assert float((got - want).norm() / want.norm()) < 0.05
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_quantizing_onto_cuda_moves_every_block_and_keeps_the_outputs_close(checkpoint):
+    model = build_model(AV_TRANSFORMER, checkpoint, dtype=torch.bfloat16, device="cpu")
+    reference = build_model(AV_TRANSFORMER, checkpoint, dtype=torch.bfloat16, device="cuda")
+    done = quantize_transformer(model, "int8-quanto", torch.device("cuda"), progress=False)
+    assert done.quantized
+    assert all(t.is_cuda for t in model.state_dict().values())
+    modules = dict(model.named_modules())
+    assert all(modules[n].weight._data.dtype == torch.int8 for n in done.quantized)
+    block = reference.transformer_blocks[0]
+    tokens = torch.randn(1, 8, block.attn1.to_q.in_features, device="cuda", dtype=torch.bfloat16)
+    with torch.no_grad():
+        want = reference.transformer_blocks[0].ff(tokens).float()
+        got = model.transformer_blocks[0].ff(tokens).float()
+    assert float((got - want).norm() / want.norm()) < 0.05
 
 
 @pytest.mark.parametrize(

@@ -217,8 +217,14 @@ class Trainer:
         cfg = self.config
         lora_mode = cfg.model.training_mode == "lora"
         # LoRA keeps the frozen base in bf16 on accelerators (the released dtype); full training and the
-        # CPU keep float32 master weights. Mixed precision is autocast over either.
-        bf16_base = lora_mode and self.device.type == "cuda" and cfg.acceleration.mixed_precision_mode == "bf16"
+        # CPU keep float32 master weights. Mixed precision is autocast over either. A quantized base is
+        # bf16 under bf16 autocast on the CPU too: quanto's CPU int8 kernel takes bf16 activations only
+        # with bf16 scales, and custom ops are not autocast.
+        bf16_base = (
+            lora_mode
+            and cfg.acceleration.mixed_precision_mode == "bf16"
+            and (self.device.type == "cuda" or cfg.acceleration.quantization is not None)
+        )
         base_dtype = torch.bfloat16 if bf16_base else torch.float32
         torch.manual_seed(cfg.seed)
         quantization = cfg.acceleration.quantization
