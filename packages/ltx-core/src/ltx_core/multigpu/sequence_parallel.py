@@ -67,6 +67,17 @@ def check_heads_divide(model: LTXModel, world: int) -> None:
             )
 
 
+def check_config_heads_divide(transformer_config: dict, world: int) -> None:
+    """`check_heads_divide` from a checkpoint's transformer config alone (before any rank loads a weight)."""
+    for key in ("num_attention_heads", "audio_num_attention_heads"):
+        heads = transformer_config.get(key)
+        if isinstance(heads, int) and heads % world:
+            raise ValueError(
+                f"sequence parallel over {world} ranks needs attention heads divisible by {world}; the checkpoint's "
+                f"{key} is {heads} (use a number of ranks that divides it)"
+            )
+
+
 def _is_text_attention(name: str) -> bool:
     return name.endswith("attn2")
 
