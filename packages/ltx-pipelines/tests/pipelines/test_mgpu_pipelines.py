@@ -5,7 +5,10 @@ tolerance, bad input is refused before any rank starts, and a failing rank is re
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import av
@@ -163,3 +166,37 @@ def test_guided_two_stage_mgpu_matches_single_process_latents(demo_cache_home, m
     assert got_tiled["video_latent"].shape == want["video_latent"].shape
     sidecar = json.loads(tiled.with_suffix(".json").read_text())["parameters"]
     assert (sidecar["stage_2_parallel"], sidecar["num_gpus"]) == ("tiled", 2)
+
+
+@pytest.mark.slow
+def test_torchrun_launches_the_same_module(demo_cache_home, tmp_path):
+    """`torchrun --nproc_per_node 2 -m ltx_pipelines.distilled_mgpu ...` (no --num-gpus): the module joins
+    torchrun's group, rank 0 alone writes, the sidecar records torchrun's world size."""
+    from ltx_core.multigpu.launch import find_free_port
+
+    out = tmp_path / "torchrun.mp4"
+    env = {**os.environ, "XDG_CACHE_HOME": str(demo_cache_home), "OMP_NUM_THREADS": "1"}
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2",
+        "--master_addr", "127.0.0.1", "--master_port", str(find_free_port()),
+        "-m", "ltx_pipelines.distilled_mgpu", *_argv(out), "--mgpu-timeout", "120",
+    ]  # fmt: skip
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "torchrun.json", "torchrun.latents.safetensors", "torchrun.mp4"
+    ]  # fmt: skip
+    assert _frames(out).shape == (FRAMES, HEIGHT, WIDTH, 3)
+    assert json.loads(out.with_suffix(".json").read_text())["parameters"]["num_gpus"] == 2
+
+
+def test_num_gpus_other_than_torchruns_world_size_is_refused(monkeypatch, capsys):
+    from ltx_pipelines.cli.multigpu import split_mgpu_args
+
+    for name, value in (("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "1")):
+        monkeypatch.setenv(name, value)
+    assert split_mgpu_args("prog", []).num_gpus == 2
+    with pytest.raises(SystemExit) as exit_info:
+        split_mgpu_args("prog", ["--num-gpus", "3"])
+    assert exit_info.value.code == 2
+    assert "--num-gpus 3 but torchrun started 2 processes (WORLD_SIZE)" in capsys.readouterr().err
