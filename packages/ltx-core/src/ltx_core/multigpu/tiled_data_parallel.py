@@ -29,6 +29,7 @@ from ltx_core.guidance.perturbations import BatchedPerturbationConfig
 from ltx_core.latent_tiles import LatentTile, TileCounts, latent_tiles
 from ltx_core.model.transformer.model import Modality
 from ltx_core.multigpu.comm import world_rank
+from ltx_core.multigpu.wrapped_transformer import WrappedTransformer
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,7 @@ def _tile_modality(video: Modality, tokens: torch.Tensor, grid_count: int, norma
     )
 
 
-class TiledDataParallelTransformer(nn.Module):
+class TiledDataParallelTransformer(WrappedTransformer):
     """Runs `model` (an `LTXModel`, or anything with its call signature) tile by tile over the ranks of
     `group`; returns the blended velocities, identical on every rank.
 
@@ -109,9 +110,7 @@ class TiledDataParallelTransformer(nn.Module):
         *,
         normalize_positions: bool = True,
     ) -> None:
-        super().__init__()
-        self.model = model
-        self.group = group
+        super().__init__(model, group)
         self.grid = tuple(grid)
         self.tiles = token_tiles(self.grid, counts)
         self.normalize_positions = normalize_positions
@@ -124,14 +123,6 @@ class TiledDataParallelTransformer(nn.Module):
                 f"{world} ranks; use at most {len(self.tiles)} ranks or a larger output"
             )
         self.local_tiles = [tile for tile in self.tiles if tile.index % world == rank]
-
-    @property
-    def config(self):
-        return self.model.config
-
-    @property
-    def num_blocks(self) -> int:
-        return self.model.num_blocks
 
     def forward(
         self,
