@@ -114,7 +114,7 @@ def test_a_rank_failure_exits_non_zero_with_its_error(demo_cache_home, tiny_mode
 
 
 @pytest.mark.slow
-def test_tiled_stage_2_stays_within_the_blend_tolerance(demo_cache_home, tiny_models, monkeypatch, tmp_path):
+def test_tiled_stage_2_stays_within_the_blend_tolerance(demo_cache_home, tiny_models, monkeypatch, tmp_path, capfd):
     """`--stage-2-parallel tiled` over 2 ranks (1x2 tiles of the 4x4 stage-2 latent, overlap 2): stage 1 is
     sequence parallel, so the shipped (stage-1) audio equals the single process's stage-1 audio; the video
     differs from the full-frame stage 2 by the tiling approximation, measured here on the demo model."""
@@ -130,7 +130,10 @@ def test_tiled_stage_2_stays_within_the_blend_tolerance(demo_cache_home, tiny_mo
     )
     parallel = tmp_path / "tiled.mp4"
     argv = ["--num-gpus", "2", "--mgpu-timeout", "120", *_argv(parallel), "--stage-2-parallel", "tiled"]
-    assert distilled_mgpu.main([*argv, "--stage-2-tile-overlap", "2"]) == 0
+    capfd.readouterr()
+    assert distilled_mgpu.main([*argv, "--stage-2-tile-overlap", "2", "--log-level", "INFO"]) == 0
+    # One prompt: only rank 0 loads Gemma; rank 1 receives the contexts.
+    assert capfd.readouterr().err.count("loading Gemma from") == 1
     got = load_file(str(parallel.with_suffix(".latents.safetensors")))
     stage_1_audio = single.latents["stage_1.audio_latent"]
     assert float((got["audio_latent"] - stage_1_audio).abs().max()) <= 1e-5
@@ -143,7 +146,7 @@ def test_tiled_stage_2_stays_within_the_blend_tolerance(demo_cache_home, tiny_mo
 
 
 @pytest.mark.slow
-def test_guided_two_stage_mgpu_matches_single_process_latents(demo_cache_home, monkeypatch, tmp_path):
+def test_guided_two_stage_mgpu_matches_single_process_latents(demo_cache_home, monkeypatch, tmp_path, capfd):
     """The guided pipeline (CFG/STG batches through the sequence-parallel transformer) over 2 ranks, the
     positive and negative prompts encoded on one rank each: with a sequence-parallel stage 2 the final
     latents are the single process's; with its default tiled stage 2 the shipped stage-1 audio still is."""
@@ -156,7 +159,10 @@ def test_guided_two_stage_mgpu_matches_single_process_latents(demo_cache_home, m
     mgpu = ("--num-gpus", "2", "--mgpu-timeout", "120")
     assert two_stages.main(_argv(single, *steps)) == 0
     assert two_stages_mgpu.main([*mgpu, *_argv(parallel, *steps), "--stage-2-parallel", "sequence"]) == 0
-    assert two_stages_mgpu.main([*mgpu, *_argv(tiled, *steps)]) == 0
+    capfd.readouterr()
+    assert two_stages_mgpu.main([*mgpu, *_argv(tiled, *steps), "--log-level", "INFO"]) == 0
+    # Batch-parallel Gemma: each rank loaded it once, for its own prompt.
+    assert capfd.readouterr().err.count("loading Gemma from") == 2
     want = load_file(str(single.with_suffix(".latents.safetensors")))
     got = load_file(str(parallel.with_suffix(".latents.safetensors")))
     for name in ("video_latent", "audio_latent"):
