@@ -37,7 +37,13 @@ from ltx_pipelines.engine.generation import Generation
 from ltx_pipelines.engine.loaded_stages import contexts_on
 from ltx_pipelines.engine.noise import NoiseSource
 from ltx_pipelines.engine.prompt_pipeline import GuidanceRequest, PipelineOptions, PromptPipeline
-from ltx_pipelines.engine.stages import GuidedDenoiser, ImageCondition, SamplingLoop, guided_denoiser
+from ltx_pipelines.engine.stages import (
+    GuidedDenoiser,
+    ImageCondition,
+    SamplingLoop,
+    StageConditions,
+    guided_denoiser,
+)
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -82,6 +88,8 @@ class GuidedRun:
     """Schedules given for named stages (`stage_1`, `stage_2`), replacing the pipeline's own."""
     sde_noise: NoiseSource | None = None
     """Draws of samplers that inject noise during sampling (res2s); None: their own seeded generators."""
+    conditions: StageConditions = field(default_factory=StageConditions)
+    """Caller-encoded items, initial latents and the modalities that take part (pipelines that accept them)."""
 
     def sigmas(self, stage: str, default: Callable[[], torch.Tensor]) -> torch.Tensor:
         given = self.stage_sigmas.get(stage)
@@ -93,6 +101,8 @@ class GuidedPipeline(PromptPipeline):
 
     stage_names: ClassVar[tuple[str, ...]] = ("stage_1",)
     """The denoising stages, as named in noise draws, latents and `stage_sigmas`."""
+    accepts_stage_conditions: ClassVar[bool] = False
+    """Whether `run_stages` honours `GuidedRun.conditions` (others refuse non-default ones)."""
 
     def __init__(
         self,
@@ -192,14 +202,19 @@ class GuidedPipeline(PromptPipeline):
         audio_guidance: MultiModalGuiderParams | None = None,
         stage_sigmas: Mapping[str, torch.Tensor] | None = None,
         sde_noise: NoiseSource | None = None,
+        conditions: StageConditions | None = None,
     ) -> Generation:
         """All stages and decoding from given contexts (batch 1 each) and a noise source.
 
         `negative_contexts` may be None only when neither modality uses CFG. `stage_sigmas` replaces
         the schedule of the named stages (see `stage_names`; a stage's step count is then its length
         - 1). `sde_noise` feeds samplers that draw noise while sampling (res2s) - by default they use
-        their own seeded generators, as the reference does.
+        their own seeded generators, as the reference does. `conditions`: caller-encoded conditioning
+        items, initial latents and the modalities that take part (see `StageConditions`), for pipelines
+        with `accepts_stage_conditions`.
         """
+        if conditions is not None and not self.accepts_stage_conditions:
+            raise ValueError(f"{type(self).__name__} does not take stage conditions (conditions=...)")
         unknown = sorted(set(stage_sigmas or {}) - set(self.stage_names))
         if unknown:
             raise ValueError(
@@ -212,6 +227,7 @@ class GuidedPipeline(PromptPipeline):
             images=tuple(images),
             stage_sigmas=dict(stage_sigmas or {}),
             sde_noise=sde_noise,
+            conditions=conditions if conditions is not None else StageConditions(),
         )
         return self.run_stages(run)
 
