@@ -67,7 +67,7 @@ def _cases(m: dict[str, Path]) -> dict[str, list[dict]]:
         "reference_audio": [{"type": "reference", "audio": str(m["wav"])}],
         "video_to_audio": [{"type": "video_to_audio", "video": str(m["clip"])}],
         "audio_to_video": [{"type": "audio_to_video", "audio": str(m["wav"])}],
-        "prefix_and_first_frame": [
+        "first_frame_and_audio_suffix": [
             {"type": "first_frame", "image_or_video": str(m["clip"])},
             {"type": "suffix", "audio": str(m["wav"]), "duration": 0.2},
         ],
@@ -88,7 +88,7 @@ def _config(tiny_models, tmp_path, conditions, **validation):
 
 CASES = [
     "first_frame", "prefix_video", "suffix_video", "prefix_audio", "suffix_audio", "spatial_crop", "mask_video",
-    "mask_audio", "reference_video", "reference_audio", "video_to_audio", "audio_to_video", "prefix_and_first_frame",
+    "mask_audio", "reference_video", "reference_audio", "video_to_audio", "audio_to_video", "first_frame_and_audio_suffix",
 ]  # fmt: skip
 
 
