@@ -88,7 +88,8 @@ def _config(tiny_models, tmp_path, conditions, **validation):
 
 CASES = [
     "first_frame", "prefix_video", "suffix_video", "prefix_audio", "suffix_audio", "spatial_crop", "mask_video",
-    "mask_audio", "reference_video", "reference_audio", "video_to_audio", "audio_to_video", "first_frame_and_audio_suffix",
+    "mask_audio", "reference_video", "reference_audio", "video_to_audio", "audio_to_video",
+    "first_frame_and_audio_suffix",
 ]  # fmt: skip
 
 
