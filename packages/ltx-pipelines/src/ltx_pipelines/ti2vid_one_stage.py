@@ -19,7 +19,7 @@ from ltx_pipelines.cli.runner import ONE_STAGE_LAYOUT, guided_main
 from ltx_pipelines.engine.audio_output import AudioGeneration
 from ltx_pipelines.engine.final_latents import decode_audio_from_checkpoint
 from ltx_pipelines.engine.generation import Generation
-from ltx_pipelines.engine.guided import GuidedPipeline, GuidedRun
+from ltx_pipelines.engine.guided import GuidedPipeline, GuidedRun, frozen_streams_keep_positive_context
 from ltx_pipelines.engine.loaded_stages import encode_conditioning_images
 from ltx_pipelines.engine.stages import run_denoising_stage
 
@@ -47,7 +47,9 @@ class TI2VidOneStagePipeline(GuidedPipeline):
 
         (loras,) = self.stage_loras()
         with self.transformer(loras) as transformer:
-            denoiser = self.guided_stage_denoiser(transformer, run.inputs)
+            denoiser = self.guided_stage_denoiser(
+                transformer, frozen_streams_keep_positive_context(run.inputs, conditions)
+            )
             result = run_denoising_stage(
                 denoiser, run.shape, sigmas, run.noise, "stage_1", device, dtype,
                 conditionings=[*image_items, *conditions.video], **conditions.stage_arguments(),

@@ -380,3 +380,28 @@ def test_stage_conditions_are_checked_and_refused_by_pipelines_without_them(asse
     pipeline = TI2VidTwoStagesPipeline(assets.checkpoint, assets.upsampler, None, distilled_lora=None, device="cpu")
     with pytest.raises(ValueError, match="TI2VidTwoStagesPipeline does not take stage conditions"):
         _run(pipeline, prompts, 7, 128, 128, assets.guidance(), conditions=StageConditions())
+
+
+def test_a_frozen_stream_keeps_its_positive_context_in_the_negative_pass(assets, prompts):
+    """Video CFG runs a negative-prompt pass; the frozen audio takes its positive context there, so the
+    negative prompt's audio context has no effect on the result."""
+    pipeline = TI2VidOneStagePipeline(assets.checkpoint, None, device="cpu", dtype=torch.float32, progress=False)
+    shape = VideoPixelShape(1, 9, 64, 96, 24.0)
+    given_audio = torch.randn(AudioLatentShape.from_video(shape).dims, generator=torch.Generator().manual_seed(3))
+    conditions = StageConditions(audio=(FrozenModality(),), initial_audio=given_audio)
+    video_guidance, _ = assets.guidance()
+    guidance = (video_guidance, MultiModalGuiderParams())
+    negative = prompts.negative
+    scrambled = replace(negative, audio=torch.randn_like(negative.audio))
+
+    def video_latent(negative_contexts, stage_conditions):
+        run = pipeline.generate_from_contexts(
+            prompts.positive, negative_contexts, height=64, width=96, num_frames=9, frame_rate=24.0,
+            noise=SeededNoise(7), num_inference_steps=2, video_guidance=guidance[0], audio_guidance=guidance[1],
+            conditions=stage_conditions,
+        )  # fmt: skip
+        return run.latents["stage_1.video_latent"]
+
+    assert torch.equal(video_latent(negative, conditions), video_latent(scrambled, conditions))
+    # A generated audio stream does take the negative audio context in that pass.
+    assert not torch.equal(video_latent(negative, StageConditions()), video_latent(scrambled, StageConditions()))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from abc import abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -94,6 +94,23 @@ class GuidedRun:
     def sigmas(self, stage: str, default: Callable[[], torch.Tensor]) -> torch.Tensor:
         given = self.stage_sigmas.get(stage)
         return default() if given is None else given
+
+
+def frozen_streams_keep_positive_context(inputs: GuidedInputs, conditions: StageConditions) -> GuidedInputs:
+    """A frozen stream is not guided, so in the negative-prompt (CFG) pass it keeps its positive text
+    context (what the other stream attends to through it), as in the reference's audio-to-video and
+    its trainer's validation sampling."""
+    negative = inputs.negative
+    if negative is None or not (conditions.video_frozen or conditions.audio_frozen):
+        return inputs
+    return replace(
+        inputs,
+        negative=TextContexts(
+            video=inputs.positive.video if conditions.video_frozen else negative.video,
+            audio=inputs.positive.audio if conditions.audio_frozen else negative.audio,
+            mask=negative.mask,
+        ),
+    )
 
 
 class GuidedPipeline(PromptPipeline):

@@ -19,6 +19,7 @@ from ltx_core.components.noisers import add_noise
 from ltx_core.components.sampling import euler_denoising_loop
 from ltx_core.conditioning import (
     ConditioningItem,
+    FrozenModality,
     VideoConditionByKeyframeIndex,
     VideoConditionByLatentIndex,
     apply_conditionings,
@@ -124,6 +125,14 @@ class StageConditions:
                 raise ValueError(
                     f"stage conditions give {name} items or an initial {name} latent with with_{name}=False"
                 )
+
+    @property
+    def video_frozen(self) -> bool:
+        return any(isinstance(item, FrozenModality) for item in self.video)
+
+    @property
+    def audio_frozen(self) -> bool:
+        return any(isinstance(item, FrozenModality) for item in self.audio)
 
     def stage_arguments(self) -> dict[str, object]:
         """The keywords of `run_denoising_stage` these conditions set (images' items are passed apart)."""
