@@ -20,10 +20,16 @@ from ltx_pipelines import TI2VidOneStagePipeline
 from ltx_pipelines.engine.audio_output import AudioGeneration
 from ltx_pipelines.engine.model_loading import Placement, loaded
 from ltx_pipelines.engine.source_latents import encode_audio_latent, encode_video_latent
-from ltx_pipelines.media import frames_to_model_input, iter_video_frames, read_audio
+from ltx_pipelines.media import frames_to_model_input, iter_video_frames, read_audio, write_video
 from ltx_trainer.config import parse_config
 from ltx_trainer.training.trainer import Trainer
 from ltx_trainer.training.validation import ValidationRunner
+from ltx_trainer.training.validation_conditions import (
+    SampleGeometry,
+    spatial_crop_cells,
+    video_mask_cells,
+    with_reference_beside,
+)
 
 sys.path.insert(0, str(Path(__file__).parent))
 from training_data import training_config, write_dataset
@@ -284,3 +290,38 @@ def test_without_video_the_stage_runs_audio_only(tiny_models, tmp_path, media):
     generation, (video, audio) = _generate(tiny_models, tmp_path, [], generate_video=False)
     assert isinstance(generation, AudioGeneration) and video is None and audio is not None
 
+
+
+# -- the pieces ------------------------------------------------------------------------------------
+
+
+def test_reference_beside_the_output_is_scaled_to_its_height_and_stretched_in_time():
+    reference = torch.arange(5, dtype=torch.float32).view(5, 1, 1, 1).expand(5, 16, 16, 3) / 10  # frame i = i / 10
+    chunks = [torch.ones(4, 32, 32, 3), torch.ones(5, 32, 32, 3)]
+    out = list(with_reference_beside(iter(chunks), reference, temporal=2, num_frames=9))
+    frames = torch.cat(out)
+    assert frames.shape == (9, 32, 64, 3)
+    # Frame 0 once, then each reference frame held for 2 output frames.
+    assert [round(float(f[0, 0, 0]) * 10) for f in frames] == [0, 1, 1, 2, 2, 3, 3, 4, 4]
+    assert frames[:, :, 32:].eq(1).all()
+
+
+def test_video_mask_groups_eight_frames_from_frame_zero_and_keeps_a_cell_if_any_frame_does(tmp_path):
+    geometry = SampleGeometry(width=64, height=64, frames=17, fps=24.0)
+    frames = torch.zeros(17, 64, 64, 3, dtype=torch.uint8)
+    frames[8] = 255  # one white frame: the second group of 8 frames (8-15) is kept
+    path = write_video(tmp_path / "mask.mp4", frames, fps=24.0, crf=0).path
+    assert video_mask_cells(path, geometry)[0].flatten(1).amax(dim=1).tolist() == [0.0, 1.0, 0.0]
+    still = tmp_path / "half.png"
+    pixels = torch.zeros(64, 64, 3, dtype=torch.uint8)
+    pixels[32:] = 255
+    Image.fromarray(pixels.numpy()).save(still)
+    assert video_mask_cells(still, geometry)[0, :, :, 0].tolist() == [[0.0, 1.0]] * 3
+
+
+def test_spatial_crop_cells_round_the_region_to_whole_cells():
+    latent = SampleGeometry(width=96, height=64, frames=9, fps=24.0).video_latent
+    cells = spatial_crop_cells((0, 32, 64, 96), latent)
+    assert cells.shape == (1, 2, 2, 3)
+    assert cells[0, 0].tolist() == [[0.0, 1.0, 1.0], [0.0, 1.0, 1.0]]
+    assert cells[0, 1].equal(cells[0, 0])
