@@ -54,7 +54,9 @@ def bad_media(tmp_path, make_clip, make_wav):
     long = make_clip(tmp_path / "long.mp4", frames=17)
     mask = make_clip(tmp_path / "mask.mp4", frames=9, audio=False)
     wav = make_wav(tmp_path / "tone.wav", seconds=0.2)
-    return {"short": str(short), "long": str(long), "mask": str(mask), "wav": str(wav)}
+    garbage = tmp_path / "mask.pt"
+    garbage.write_text("not a tensor")
+    return {"short": str(short), "long": str(long), "mask": str(mask), "wav": str(wav), "garbage": str(garbage)}
 
 
 BAD_CONDITIONS = {
@@ -85,6 +87,10 @@ BAD_CONDITIONS = {
     "audio shorter than the duration": (
         {"type": "prefix", "audio": "wav", "duration": 0.5},
         r"lasts 0\.200 s, less than duration 0\.5 s",
+    ),
+    "audio mask not a tensor file": (
+        {"type": "mask", "audio": "wav", "mask": "garbage"},
+        r"is not a tensor file torch\.load reads with weights_only=True",
     ),
     "reference size not a multiple of 32": (
         {"type": "reference", "video": "long", "downscale_factor": 4},

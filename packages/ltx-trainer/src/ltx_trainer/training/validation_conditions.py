@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import pickle
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -292,7 +293,13 @@ def video_mask_cells(path: Path, g: SampleGeometry) -> torch.Tensor:
 def audio_mask_steps(path: Path, g: SampleGeometry) -> torch.Tensor:
     """A `.pt` mask (tensor, or dict with `mask`) or an audio file -> (1, T) over the audio latent steps."""
     if path.suffix == ".pt":
-        raw = torch.load(path, map_location="cpu", weights_only=True)
+        try:
+            raw = torch.load(path, map_location="cpu", weights_only=True)
+        except (pickle.UnpicklingError, RuntimeError, EOFError) as error:
+            raise ValueError(
+                f"mask {str(path)!r} is not a tensor file torch.load reads with weights_only=True "
+                f"({str(error).splitlines()[0][:120]})"
+            ) from None
         if isinstance(raw, dict):
             if not raw:
                 raise ValueError(f"mask {str(path)!r} holds an empty dict")
