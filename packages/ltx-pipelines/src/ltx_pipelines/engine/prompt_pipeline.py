@@ -259,7 +259,7 @@ class PromptPipeline(ABC):
         self,
         shape: VideoPixelShape,
         video_latent: torch.Tensor,
-        audio_latent: torch.Tensor,
+        audio_latent: torch.Tensor | None,
         noise: NoiseSource,
         latents: dict[str, torch.Tensor],
     ) -> Generation:
