@@ -7,6 +7,7 @@ import torch
 
 from ltx_core.components.noisers import add_noise
 from ltx_core.conditioning import (
+    AudioConditionByMask,
     AudioConditionByReferenceLatent,
     ConditioningError,
     FrozenModality,
@@ -234,3 +235,30 @@ def test_apply_conditionings_in_order_then_clear(video_tools):
     assert state.token_count == video_tools.token_count + 6 + 18
     assert state.positions.shape[2] == state.token_count and state.denoise_mask.shape[1] == state.token_count
     assert video_tools.state_to_latent(state).shape == video_tools.target_shape.dims
+
+
+def test_audio_mask_keeps_chosen_steps_clean_and_leaves_the_others(audio_tools):
+    state = audio_tools.create_initial_state()
+    latent = _rand(1, 2, 6, 4)
+    mask = torch.tensor([[1.0, 0.0, 0.5, 0.0, 0.0, 1.0]])
+    out = AudioConditionByMask(latent, mask).apply_to(state, audio_tools)
+    tokens = audio_tools.patchify(latent)
+    torch.testing.assert_close(out.denoise_mask[0, :, 0], 1 - mask[0])
+    torch.testing.assert_close(out.clean_latent[:, [0, 5]], tokens[:, [0, 5]])
+    torch.testing.assert_close(out.clean_latent[:, 2], 0.5 * tokens[:, 2])
+    assert torch.equal(out.clean_latent[:, [1, 3, 4]], state.clean_latent[:, [1, 3, 4]])
+    noisy = add_noise(out, _rand(*out.latent.shape, seed=1))
+    torch.testing.assert_close(noisy.latent[:, [0, 5]], tokens[:, [0, 5]])
+
+
+def test_audio_span_places_a_suffix_at_the_last_steps(audio_tools):
+    latent = _rand(1, 2, 2, 4)
+    item = AudioConditionByMask.span(latent, target_steps=6, start=4)
+    out = item.apply_to(audio_tools.create_initial_state(), audio_tools)
+    assert out.denoise_mask[0, :, 0].tolist() == [1, 1, 1, 1, 0, 0]
+    torch.testing.assert_close(out.clean_latent[:, 4:], audio_tools.patchify(latent))
+    with pytest.raises(ConditioningError, match=r"steps \[5, 7\) fall outside the target's 6 steps"):
+        AudioConditionByMask.span(latent, target_steps=6, start=5)
+    with pytest.raises(ConditioningError, match=r"must be \(B, T\)"):
+        item = AudioConditionByMask(_rand(1, 2, 6, 4), torch.ones(1, 5))
+        item.apply_to(audio_tools.create_initial_state(), audio_tools)

@@ -94,14 +94,18 @@ class DistilledPipeline(PromptPipeline):
                 stage_1.video_latent, self.spatial_upsampler_path, encoded.latent_statistics, self.placement
             )
             latents["upsampled_video_latent"] = upsampled
+            refiner = SimpleDenoiser(
+                X0Model(self.refinement_transformer(transformer, full)), positive.video, positive.audio
+            )
             stage_2 = run_denoising_stage(
-                denoiser, full, stage_2_distilled_sigmas(), noise, "stage_2", device, dtype,
+                refiner, full, stage_2_distilled_sigmas(), noise, "stage_2", device, dtype,
                 conditionings=stage_2_items, initial_video=upsampled, initial_audio=stage_1.audio_latent,
                 progress=self.progress,
             )  # fmt: skip
             latents.update(stage_2.named("stage_2"))
 
-        return self.decoded(full, stage_2.video_latent, stage_2.audio_latent, noise, latents)
+        audio = stage_2.audio_latent if self.refined_audio_is_usable else stage_1.audio_latent
+        return self.decoded(full, stage_2.video_latent, audio, noise, latents)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

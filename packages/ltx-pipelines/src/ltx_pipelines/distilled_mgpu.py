@@ -1,8 +1,11 @@
 """Distilled two-stage text/image-to-video+audio on several devices: `python -m ltx_pipelines.distilled_mgpu`.
 
-`--num-gpus N` and the same flags and outputs as `ltx_pipelines.distilled`; both stages run the transformer sequence
-parallel (video and audio tokens sharded over the ranks, Ulysses attention), Gemma runs on rank 0
-and its contexts are broadcast, rank 0 decodes and writes. `--device cpu` runs N gloo processes.
+`--num-gpus N` and the same flags and outputs as `ltx_pipelines.distilled`. Both stages run the transformer
+sequence parallel by default (video and audio tokens sharded over the ranks, Ulysses attention: the
+single-device result, as the reference's runner); `--stage-2-parallel tiled` runs stage 2 tiled data
+parallel instead (one overlapping spatial tile per rank, blended; the stage-1 audio is shipped). Gemma
+runs on rank 0 and its contexts are shared, the video is decoded tile-parallel, rank 0 writes.
+`--device cpu` runs N gloo processes.
 """
 
 from __future__ import annotations
@@ -12,23 +15,24 @@ from collections.abc import Sequence
 
 import torch
 
-from ltx_pipelines.cli.multigpu import main_mgpu
-from ltx_pipelines.cli.runner import DISTILLED_LAYOUT, ParsedRun, PipelineCli
+from ltx_pipelines.cli.multigpu import MgpuCli, main_mgpu, mgpu_options
+from ltx_pipelines.cli.runner import DISTILLED_LAYOUT, ParsedRun
 from ltx_pipelines.distilled import DistilledPipeline
-from ltx_pipelines.engine.multigpu import SequenceParallelMixin
+from ltx_pipelines.engine.multigpu import MultiDeviceMixin
 
 
-class DistilledMgpuPipeline(SequenceParallelMixin, DistilledPipeline):
-    """`DistilledPipeline` with its transformer sequence parallel over the default process group."""
+class DistilledMgpuPipeline(MultiDeviceMixin, DistilledPipeline):
+    """`DistilledPipeline` over the ranks of the default process group: sequence parallel, stage 2 tiled data
+    parallel with `stage_2_parallel="tiled"`."""
 
 
 def build(run: ParsedRun, device: torch.device) -> DistilledMgpuPipeline:
-    options = {**run.pipeline_options(), "device": device}
+    options = {**run.pipeline_options(), "device": device, **mgpu_options(run)}
     return DistilledMgpuPipeline(run.checkpoint_path, run.spatial_upsampler_path, run.gemma_root, **options)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    cli = PipelineCli(
+    cli = MgpuCli(
         prog="python -m ltx_pipelines.distilled_mgpu",
         description=__doc__.splitlines()[0] if __doc__ else None,
         layout=DISTILLED_LAYOUT,

@@ -26,6 +26,7 @@ import torch
 from ltx_core.components.denoisers import SimpleDenoiser
 from ltx_core.components.schedulers import distilled_sigmas, stage_2_distilled_sigmas
 from ltx_core.conditioning import VideoConditionByReferenceLatent
+from ltx_core.latent_tiles import AxisTileCount, LatentTile, TileCounts
 from ltx_core.loader import CheckpointError, LoraSpec, read_checkpoint_config, read_safetensors_header
 from ltx_core.model.transformer import X0Model
 from ltx_core.model.video_vae.tiling import AxisTiling, TilingConfig
@@ -46,7 +47,7 @@ from ltx_pipelines.engine.model_loading import Placement
 from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
 from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
 from ltx_pipelines.engine.stages import run_denoising_stage
-from ltx_pipelines.engine.tiled_refinement import AxisTileCount, LatentTile, TileCounts, run_tiled_video_stage
+from ltx_pipelines.engine.tiled_refinement import run_tiled_video_stage
 from ltx_pipelines.media import MediaError, iter_video_frames, probe_video
 from ltx_pipelines.media.atomic_files import check_output_path, write_json_atomic
 from ltx_pipelines.media.hdr import aligned_size, fit_reflect_pad, logc3_decode, sdr_to_working_space
@@ -563,7 +564,6 @@ def _run_jobs(run: HdrRun) -> None:
             "versions": _package_versions(),
         }
         write_json_atomic(job.sidecar, sidecar, overwrite=run.args.overwrite)
-
 
 
 if __name__ == "__main__":

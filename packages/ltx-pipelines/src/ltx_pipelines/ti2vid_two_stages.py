@@ -80,6 +80,9 @@ class TI2VidTwoStagesPipeline(GuidedPipeline):
         # As in the reference, the scheduler is not told the latent size: default token count.
         return LTX2Scheduler().sigmas(settings.num_inference_steps)
 
+    def default_stage_2_sigmas(self) -> torch.Tensor:
+        return stage_2_distilled_sigmas()
+
     # ---- the flow ----------------------------------------------------------------------------------
 
     def run_stages(self, run: GuidedRun) -> Generation:
@@ -87,7 +90,7 @@ class TI2VidTwoStagesPipeline(GuidedPipeline):
         half = VideoPixelShape(1, full.frames, full.height // 2, full.width // 2, full.fps)
         settings = run.inputs.settings
         stage_1_sigmas = run.sigmas("stage_1", lambda: self.default_stage_1_sigmas(settings, half))
-        stage_2_sigmas = run.sigmas("stage_2", stage_2_distilled_sigmas)
+        stage_2_sigmas = run.sigmas("stage_2", self.default_stage_2_sigmas)
         device, dtype = self.placement.device, self.placement.dtype
         loras_1, loras_2 = self.stage_loras()
 
@@ -125,7 +128,8 @@ class TI2VidTwoStagesPipeline(GuidedPipeline):
         with self.transformer(loras_2, cache) as transformer:
             if cache is not None:
                 cache.clear()  # the stage-2 model holds every weight it needs
-            denoiser = SimpleDenoiser(X0Model(transformer), run.inputs.positive.video, run.inputs.positive.audio)
+            refiner = X0Model(self.refinement_transformer(transformer, full))
+            denoiser = SimpleDenoiser(refiner, run.inputs.positive.video, run.inputs.positive.audio)
             stage_2 = run_denoising_stage(
                 denoiser, full, stage_2_sigmas, run.noise, "stage_2", device, dtype,
                 conditionings=stage_2_items, initial_video=upsampled, initial_audio=stage_1.audio_latent,
@@ -134,7 +138,8 @@ class TI2VidTwoStagesPipeline(GuidedPipeline):
         latents.update(stage_2.named("stage_2"))
 
         # By default stage 2 only refines the video: its audio pass is discarded and the stage-1 audio shipped.
-        audio = stage_2.audio_latent if self.shipped_audio_stage == "stage_2" else stage_1.audio_latent
+        refined_audio = self.shipped_audio_stage == "stage_2" and self.refined_audio_is_usable
+        audio = stage_2.audio_latent if refined_audio else stage_1.audio_latent
         return self.decoded(full, stage_2.video_latent, audio, run.noise, latents)
 
 

@@ -1,8 +1,10 @@
 """HQ two-stage text/image-to-video+audio on several devices: `python -m ltx_pipelines.ti2vid_two_stages_hq_mgpu`.
 
-`--num-gpus N` and the same flags and outputs as `ltx_pipelines.ti2vid_two_stages_hq`; both stages run the
-transformer sequence parallel (Ulysses attention over the ranks), Gemma runs on rank 0 and its
-contexts are broadcast, rank 0 decodes and writes. `--device cpu` runs N gloo processes.
+`--num-gpus N` and the same flags and outputs as `ltx_pipelines.ti2vid_two_stages_hq`. Stage 1 runs the
+transformer sequence parallel (the single-device result); stage 2 runs tiled data parallel by default (one
+overlapping spatial tile per rank, blended; the reference's tiled schedule 0.625, 0.4, 0), or sequence
+parallel with `--stage-2-parallel sequence`. Each prompt is encoded on its own rank, the video is decoded
+tile-parallel, rank 0 writes. `--device cpu` runs N gloo processes.
 """
 
 from __future__ import annotations
@@ -10,13 +12,16 @@ from __future__ import annotations
 import sys
 
 from ltx_pipelines.cli.multigpu import guided_mgpu_main
-from ltx_pipelines.engine.multigpu import SequenceParallelMixin
+from ltx_pipelines.engine.multigpu import MultiDeviceMixin
 from ltx_pipelines.ti2vid_two_stages_hq import TI2VidTwoStagesHQPipeline
 from ltx_pipelines.ti2vid_two_stages_hq import main as single_device_main
 
 
-class TI2VidTwoStagesHQMgpuPipeline(SequenceParallelMixin, TI2VidTwoStagesHQPipeline):
-    """`TI2VidTwoStagesHQPipeline` with its transformers sequence parallel over the default process group."""
+class TI2VidTwoStagesHQMgpuPipeline(MultiDeviceMixin, TI2VidTwoStagesHQPipeline):
+    """`TI2VidTwoStagesHQPipeline` over the ranks of the default process group: stage 1 sequence parallel, stage 2
+    tiled data parallel unless `stage_2_parallel="sequence"`."""
+
+    default_stage_2_parallel = "tiled"
 
 
 main = guided_mgpu_main(

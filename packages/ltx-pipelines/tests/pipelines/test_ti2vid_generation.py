@@ -8,6 +8,7 @@ LoRAs land in the stages they belong to. STG blocks come from the checkpoint's t
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import av
@@ -16,16 +17,18 @@ import torch
 
 from ltx_core.components.guiders import MultiModalGuiderParams
 from ltx_core.components.schedulers import LTX2Scheduler
+from ltx_core.conditioning import FrozenModality, VideoConditionByLatentIndex
 from ltx_core.loader import LoraFusionPrecision, LoraSpec, build_model, read_checkpoint_config, read_safetensors_header
 from ltx_core.model.video_vae import VIDEO_ENCODER
 from ltx_core.text_encoders.gemma.prompt_encoding import context_row
-from ltx_core.types import VideoLatentShape, VideoPixelShape
+from ltx_core.types import AudioLatentShape, VideoLatentShape, VideoPixelShape
 from ltx_pipelines import ti2vid_one_stage, ti2vid_two_stages, ti2vid_two_stages_hq
+from ltx_pipelines.engine.audio_output import AudioGeneration
 from ltx_pipelines.engine.defaults import LTX_2_3_HQ_DEFAULTS, defaults_for_checkpoint
 from ltx_pipelines.engine.model_loading import Placement
 from ltx_pipelines.engine.noise import SeededNoise
 from ltx_pipelines.engine.prompts import PromptPair, encode_prompt, encode_prompt_pair
-from ltx_pipelines.engine.stages import ImageCondition
+from ltx_pipelines.engine.stages import ImageCondition, StageConditions
 from ltx_pipelines.ti2vid_one_stage import TI2VidOneStagePipeline
 from ltx_pipelines.ti2vid_two_stages import TI2VidTwoStagesPipeline
 from ltx_pipelines.ti2vid_two_stages_hq import TI2VidTwoStagesHQPipeline
@@ -337,3 +340,68 @@ def test_a_first_frame_image_at_full_strength_is_kept_in_every_stage(assets, pro
         torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5, msg=f"{case} {stage}")
         # The rest of the video is generated, not copied.
         assert not torch.allclose(generation.latents[f"{stage}.video_latent"][:, :, 1:], expected)
+
+
+def test_one_stage_stage_conditions_freeze_a_stream_and_condition_the_other(assets, prompts):
+    pipeline = TI2VidOneStagePipeline(assets.checkpoint, None, device="cpu", dtype=torch.float32, progress=False)
+    shape = VideoPixelShape(1, 9, 64, 96, 24.0)
+    audio_dims = AudioLatentShape.from_video(shape).dims
+    given_audio = torch.randn(audio_dims, generator=torch.Generator().manual_seed(3))
+    b, c, _, h, w = _latent_dims(64, 96)
+    first_latent = torch.randn(b, c, 1, h, w)
+    conditions = StageConditions(
+        video=(VideoConditionByLatentIndex(first_latent, 1.0, 0),),
+        audio=(FrozenModality(),),
+        initial_audio=given_audio,
+    )
+    video_guidance, _ = assets.guidance()
+    run = _run(pipeline, prompts, 7, 64, 96, (video_guidance, MultiModalGuiderParams()), conditions=conditions)
+    torch.testing.assert_close(run.latents["stage_1.audio_latent"], given_audio)
+    torch.testing.assert_close(run.latents["stage_1.video_latent"][:, :, :1], first_latent)
+    plain = _run(pipeline, prompts, 7, 64, 96, (video_guidance, MultiModalGuiderParams()))
+    assert not torch.equal(plain.latents["stage_1.video_latent"], run.latents["stage_1.video_latent"])
+
+
+def test_one_stage_without_the_video_stream_returns_audio_only(assets, prompts):
+    pipeline = TI2VidOneStagePipeline(assets.checkpoint, None, device="cpu", dtype=torch.float32, progress=False)
+    _, audio_guidance = assets.guidance()
+    audio_only = replace(audio_guidance, modality_scale=1.0)
+    run = _run(pipeline, prompts, 7, 64, 96, (MultiModalGuiderParams(), audio_only),
+               conditions=StageConditions(with_video=False))  # fmt: skip
+    assert isinstance(run, AudioGeneration) and set(run.latents) == {"stage_1.audio_latent"}
+    assert run.audio.shape[0] == 2 and run.sample_rate > 0
+
+
+def test_stage_conditions_are_checked_and_refused_by_pipelines_without_them(assets, prompts):
+    with pytest.raises(ValueError, match="leave out both video and audio"):
+        StageConditions(with_video=False, with_audio=False)
+    with pytest.raises(ValueError, match="give audio items or an initial audio latent with with_audio=False"):
+        StageConditions(audio=(FrozenModality(),), with_audio=False)
+    pipeline = TI2VidTwoStagesPipeline(assets.checkpoint, assets.upsampler, None, distilled_lora=None, device="cpu")
+    with pytest.raises(ValueError, match="TI2VidTwoStagesPipeline does not take stage conditions"):
+        _run(pipeline, prompts, 7, 128, 128, assets.guidance(), conditions=StageConditions())
+
+
+def test_a_frozen_stream_keeps_its_positive_context_in_the_negative_pass(assets, prompts):
+    """Video CFG runs a negative-prompt pass; the frozen audio takes its positive context there, so the
+    negative prompt's audio context has no effect on the result."""
+    pipeline = TI2VidOneStagePipeline(assets.checkpoint, None, device="cpu", dtype=torch.float32, progress=False)
+    shape = VideoPixelShape(1, 9, 64, 96, 24.0)
+    given_audio = torch.randn(AudioLatentShape.from_video(shape).dims, generator=torch.Generator().manual_seed(3))
+    conditions = StageConditions(audio=(FrozenModality(),), initial_audio=given_audio)
+    video_guidance, _ = assets.guidance()
+    guidance = (video_guidance, MultiModalGuiderParams())
+    negative = prompts.negative
+    scrambled = replace(negative, audio=torch.randn_like(negative.audio))
+
+    def video_latent(negative_contexts, stage_conditions):
+        run = pipeline.generate_from_contexts(
+            prompts.positive, negative_contexts, height=64, width=96, num_frames=9, frame_rate=24.0,
+            noise=SeededNoise(7), num_inference_steps=2, video_guidance=guidance[0], audio_guidance=guidance[1],
+            conditions=stage_conditions,
+        )  # fmt: skip
+        return run.latents["stage_1.video_latent"]
+
+    assert torch.equal(video_latent(negative, conditions), video_latent(scrambled, conditions))
+    # A generated audio stream does take the negative audio context in that pass.
+    assert not torch.equal(video_latent(negative, StageConditions()), video_latent(scrambled, StageConditions()))

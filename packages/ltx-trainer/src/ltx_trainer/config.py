@@ -265,12 +265,12 @@ class _ValidationCondition(_Section):
 
 class FirstFrameInput(_ValidationCondition):
     type: Literal["first_frame"] = Field("first_frame", description="Discriminator of this entry.")
-    image_or_video: Path
+    image_or_video: Path = Field(description="Image (or video: its first frame) kept as latent frame 0.")
 
 
 class _MediaInput(_ValidationCondition):
-    video: Path | None = None
-    audio: Path | None = None
+    video: Path | None = Field(None, description="Video file (give this or audio).")
+    audio: Path | None = Field(None, description="Audio file, or a video with sound (give this or video).")
 
     @model_validator(mode="after")
     def _one_medium(self):
@@ -295,8 +295,10 @@ class PrefixInput(_MediaInput):
 
 class SuffixInput(_MediaInput):
     type: Literal["suffix"] = Field("suffix", description="Discriminator of this entry.")
-    num_frames: int | None = Field(None, description="Frames of the video to keep (a multiple of 8).")
-    duration: float | None = Field(None, gt=0)
+    num_frames: int | None = Field(
+        None, description="Last frames of the video to keep (a multiple of 8); the whole clip is encoded."
+    )
+    duration: float | None = Field(None, gt=0, description="Last seconds of audio to keep.")
 
     @field_validator("num_frames")
     @classmethod
@@ -308,30 +310,35 @@ class SuffixInput(_MediaInput):
 
 class SpatialCropInput(_ValidationCondition):
     type: Literal["spatial_crop"] = Field("spatial_crop", description="Discriminator of this entry.")
-    video: Path
-    spatial_region: tuple[int, int, int, int]
+    video: Path = Field(description="Video kept inside the region (at least the sample's frame count).")
+    spatial_region: tuple[int, int, int, int] = Field(
+        description="Kept pixel region (y1, x1, y2, x2) in the sample's frame; the rest is generated."
+    )
 
 
 class MaskInput(_MediaInput):
     type: Literal["mask"] = Field("mask", description="Discriminator of this entry.")
-    mask: Path
+    mask: Path = Field(
+        description="Video: grayscale image or video, > 0.5 keeps the given video. Audio: `.pt` tensor (or dict "
+        "with `mask`) or an audio file (|amplitude|), > 0.5 keeps the given audio."
+    )
 
 
 class ReferenceInput(_MediaInput):
     type: Literal["reference"] = Field("reference", description="Discriminator of this entry.")
-    downscale_factor: int = Field(1, ge=1)
-    temporal_scale_factor: int = Field(1, ge=1)
-    include_in_output: bool = False
+    downscale_factor: int = Field(1, ge=1, description="Reference resolution = sample resolution / this.")
+    temporal_scale_factor: int = Field(1, ge=1, description="Reference keeps frame 0 and every N-th frame after.")
+    include_in_output: bool = Field(False, description="Show the reference left of the generated video.")
 
 
 class VideoToAudioInput(_ValidationCondition):
     type: Literal["video_to_audio"] = Field("video_to_audio", description="Discriminator of this entry.")
-    video: Path
+    video: Path = Field(description="Video held frozen (at least the sample's frame count); audio is generated.")
 
 
 class AudioToVideoInput(_ValidationCondition):
     type: Literal["audio_to_video"] = Field("audio_to_video", description="Discriminator of this entry.")
-    audio: Path
+    audio: Path = Field(description="Audio held frozen (cut to the sample's duration); video is generated.")
 
 
 ValidationCondition = Annotated[

@@ -1,6 +1,7 @@
 """Conditioning items: edits of a modality's token state (replace, append, mask) before sampling."""
 
 from ltx_core.conditioning.attention import extend_attention_mask
+from ltx_core.conditioning.audio_mask import AudioConditionByMask
 from ltx_core.conditioning.item import ConditioningError, ConditioningItem, apply_conditionings
 from ltx_core.conditioning.keyframe import VideoConditionByKeyframeIndex
 from ltx_core.conditioning.latent_index import VideoConditionByLatentIndex
@@ -9,6 +10,7 @@ from ltx_core.conditioning.reference_audio import AudioConditionByReferenceLaten
 from ltx_core.conditioning.reference_video import VideoConditionByReferenceLatent
 
 __all__ = [
+    "AudioConditionByMask",
     "AudioConditionByReferenceLatent",
     "ConditioningError",
     "ConditioningItem",

@@ -1,12 +1,20 @@
 """Several devices for one generation, on `torch.distributed` (NCCL on GPUs, gloo on CPU)."""
 
 from ltx_core.multigpu.comm import broadcast_tensor, padded_length, world_rank
-from ltx_core.multigpu.sequence_parallel import SequenceParallelTransformer, StreamShard, check_heads_divide
+from ltx_core.multigpu.sequence_parallel import (
+    SequenceParallelTransformer,
+    StreamShard,
+    check_config_heads_divide,
+    check_heads_divide,
+)
+from ltx_core.multigpu.tiled_data_parallel import TiledDataParallelTransformer
 
 __all__ = [
     "SequenceParallelTransformer",
     "StreamShard",
+    "TiledDataParallelTransformer",
     "broadcast_tensor",
+    "check_config_heads_divide",
     "check_heads_divide",
     "padded_length",
     "world_rank",

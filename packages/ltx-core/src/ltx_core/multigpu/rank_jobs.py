@@ -7,11 +7,13 @@ from pathlib import Path
 
 import torch
 
+from ltx_core.latent_tiles import TileCounts
 from ltx_core.model.transformer.model import LTXModel, Modality
 from ltx_core.model.video_vae.decoder import VideoDecoder
 from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.multigpu.distributed_decode import decode_tiled_distributed
 from ltx_core.multigpu.sequence_parallel import SequenceParallelTransformer
+from ltx_core.multigpu.tiled_data_parallel import TiledDataParallelTransformer
 
 
 def sequence_parallel_forward_job(
@@ -24,6 +26,23 @@ def sequence_parallel_forward_job(
     with torch.inference_mode():
         for video, audio in cases:
             outputs.append(parallel(video, audio))
+    if rank == 0:
+        _save(outputs, out_path)
+
+
+def tiled_data_parallel_forward_job(
+    rank: int,
+    world: int,
+    model: LTXModel,
+    grid: tuple[int, int, int],
+    counts: TileCounts,
+    cases: list[tuple[Modality, Modality | None]],
+    out_path: str,
+) -> None:
+    """Run every (video, audio) case through the tiled data-parallel model; rank 0 saves the outputs."""
+    parallel = TiledDataParallelTransformer(model.eval(), grid, counts)
+    with torch.inference_mode():
+        outputs = [parallel(video, audio) for video, audio in cases]
     if rank == 0:
         _save(outputs, out_path)
 

@@ -16,7 +16,6 @@ from dataclasses import dataclass, replace
 
 import torch
 import torch.distributed as dist
-from torch import nn
 
 from ltx_core.guidance.perturbations import BatchedPerturbationConfig
 from ltx_core.model.transformer.attention import Attention
@@ -29,6 +28,7 @@ from ltx_core.multigpu.comm import (
     padded_length,
     world_rank,
 )
+from ltx_core.multigpu.wrapped_transformer import WrappedTransformer
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,17 @@ def check_heads_divide(model: LTXModel, world: int) -> None:
             raise ValueError(
                 f"sequence parallel over {world} ranks needs attention heads divisible by {world}; "
                 f"{name} has {module.heads} heads (use a world size that divides the video and audio head counts)"
+            )
+
+
+def check_config_heads_divide(transformer_config: dict, world: int) -> None:
+    """`check_heads_divide` from a checkpoint's transformer config alone (before any rank loads a weight)."""
+    for key in ("num_attention_heads", "audio_num_attention_heads"):
+        heads = transformer_config.get(key)
+        if isinstance(heads, int) and heads % world:
+            raise ValueError(
+                f"sequence parallel over {world} ranks needs attention heads divisible by {world}; the checkpoint's "
+                f"{key} is {heads} (use a number of ranks that divides it)"
             )
 
 
@@ -132,7 +143,7 @@ def _ulysses_attention(
     return all_to_all_tokens_to_heads(out, world, group)
 
 
-class SequenceParallelTransformer(nn.Module):
+class SequenceParallelTransformer(WrappedTransformer):
     """Runs `model` (an `LTXModel`) sequence-parallel over `group`; the call signature and the
     outputs are those of the model itself, identical on every rank.
 
@@ -141,19 +152,9 @@ class SequenceParallelTransformer(nn.Module):
     """
 
     def __init__(self, model: LTXModel, group: dist.ProcessGroup | None = None) -> None:
-        super().__init__()
-        self.model = model
-        self.group = group
+        super().__init__(model, group)
         world, _ = world_rank(group)
         check_heads_divide(model, world)
-
-    @property
-    def config(self):
-        return self.model.config
-
-    @property
-    def num_blocks(self) -> int:
-        return self.model.num_blocks
 
     def _sharded_layers(self) -> list[tuple[Attention, str]]:
         """(layer, which stream's shard its keys come from) for every attention that needs the all-to-all."""

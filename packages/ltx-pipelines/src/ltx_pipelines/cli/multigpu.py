@@ -1,12 +1,12 @@
-"""Command lines of the `*_mgpu` pipelines: `--num-gpus N` (and `--mgpu-timeout`) in front of the
-single-device pipeline's own flags.
+"""Command lines of the `*_mgpu` pipelines: the single-device pipeline's flags plus `--num-gpus`,
+`--mgpu-timeout`, `--stage-2-parallel` and `--stage-2-tile-overlap` (all recorded in the sidecar).
 
 `python -m ltx_pipelines.<name>_mgpu --num-gpus N ...` is the controller: it checks the command
-line (building the demo models once when `--demo`), then starts N ranks (torch.multiprocessing,
-spawn, a free port; NCCL on CUDA, gloo with `--device cpu`). Under `torchrun` (RANK, WORLD_SIZE,
-MASTER_ADDR/PORT set) the same module joins that group instead. Every rank runs the pipeline;
-only rank 0 writes files. A failure on any rank ends all ranks; the controller prints the failing
-rank's error and exits 1.
+line (building the demo models once when `--demo`), and that N ranks can split the checkpoint's attention
+heads, then starts N ranks (torch.multiprocessing, spawn, a free port; NCCL on CUDA, gloo with
+`--device cpu`). Under `torchrun` (RANK, WORLD_SIZE, MASTER_ADDR/PORT set) the same module joins that
+group instead. Every rank runs the pipeline; only rank 0 writes files. A failure on any rank ends all
+ranks; the controller prints the failing rank's error and exits 1.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from ltx_core.loader.safetensors_header import read_checkpoint_config
+from ltx_core.multigpu import check_config_heads_divide
 from ltx_core.multigpu.launch import (
     RankFailedError,
     default_backend,
@@ -30,7 +32,14 @@ from ltx_core.multigpu.launch import (
     launched_by_torchrun,
     run_ranks,
 )
+from ltx_pipelines.cli.run_config import RunConfig
 from ltx_pipelines.cli.runner import GuidedMain, ParsedRun, PipelineCli
+from ltx_pipelines.engine.defaults import PipelineDefaults
+from ltx_pipelines.engine.multigpu import (
+    DEFAULT_STAGE_2_TILE_OVERLAP,
+    STAGE_2_PARALLEL_MODES,
+    Stage2Parallel,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -41,22 +50,97 @@ DEFAULT_TIMEOUT_S = 3600.0
 class MgpuArgs:
     num_gpus: int
     timeout_s: float
-    rest: list[str]
+
+
+def add_mgpu_args(parser: argparse.ArgumentParser, default_stage_2: Stage2Parallel) -> None:
+    group = parser.add_argument_group("several devices")
+    group.add_argument(
+        "--num-gpus", type=int, default=None,
+        help="Processes (one per device) to spread the run over (default: WORLD_SIZE under torchrun, else 1).",
+    )  # fmt: skip
+    group.add_argument(
+        "--mgpu-timeout", type=float, default=DEFAULT_TIMEOUT_S,
+        help="Seconds after which a run whose ranks stopped answering is ended (default: %(default)s).",
+    )  # fmt: skip
+    group.add_argument(
+        "--stage-2-parallel", choices=STAGE_2_PARALLEL_MODES, default=default_stage_2,
+        help="Stage 2 over the ranks: 'sequence' (exactly the single-device result) or 'tiled' (one overlapping "
+        "spatial tile per rank, blended; faster at high resolution, an approximation). Default: %(default)s.",
+    )  # fmt: skip
+    group.add_argument(
+        "--stage-2-tile-overlap", type=int, default=DEFAULT_STAGE_2_TILE_OVERLAP,
+        help="Latent cells neighbouring stage-2 tiles share (default: %(default)s).",
+    )  # fmt: skip
+
+
+def resolved_num_gpus(given: int | None) -> int:
+    """`--num-gpus` as given, else torchrun's WORLD_SIZE, else 1."""
+    if given is not None:
+        return given
+    return int(os.environ["WORLD_SIZE"]) if launched_by_torchrun() else 1
 
 
 def split_mgpu_args(prog: str, argv: Sequence[str]) -> MgpuArgs:
-    """Take `--num-gpus` and `--mgpu-timeout` off `argv`; a bad value exits 2 naming what is accepted."""
+    """`--num-gpus` and `--mgpu-timeout` read ahead of the full parse (the controller and torchrun need them
+    first); a bad value exits 2 naming what is accepted."""
     parser = argparse.ArgumentParser(prog=prog, add_help=False)
-    parser.add_argument("--num-gpus", type=int, default=None)
-    parser.add_argument("--mgpu-timeout", type=float, default=DEFAULT_TIMEOUT_S)
-    known, rest = parser.parse_known_args(list(argv))
-    if known.num_gpus is None:
-        known.num_gpus = int(os.environ.get("WORLD_SIZE", "1"))
-    if known.num_gpus < 1:
-        parser.error(f"--num-gpus must be >= 1, got {known.num_gpus}")
+    add_mgpu_args(parser, "sequence")
+    known, _ = parser.parse_known_args(list(argv))
+    launched_world = int(os.environ["WORLD_SIZE"]) if launched_by_torchrun() else None
+    num_gpus = resolved_num_gpus(known.num_gpus)
+    if num_gpus < 1:
+        parser.error(f"--num-gpus must be >= 1, got {num_gpus}")
+    if launched_world is not None and num_gpus != launched_world:
+        parser.error(f"--num-gpus {num_gpus} but torchrun started {launched_world} processes (WORLD_SIZE)")
     if known.mgpu_timeout <= 0:
         parser.error(f"--mgpu-timeout must be > 0 seconds, got {known.mgpu_timeout}")
-    return MgpuArgs(known.num_gpus, known.mgpu_timeout, rest)
+    if known.stage_2_tile_overlap < 0:
+        parser.error(f"--stage-2-tile-overlap must be >= 0 latent cells, got {known.stage_2_tile_overlap}")
+    return MgpuArgs(num_gpus, known.mgpu_timeout)
+
+
+class MgpuCli(PipelineCli):
+    """A single-device pipeline's command line with the multi-device flags added and checked."""
+
+    def __init__(self, *, default_stage_2: Stage2Parallel = "sequence", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.default_stage_2 = default_stage_2
+
+    def build_parser(self, defaults: PipelineDefaults) -> argparse.ArgumentParser:
+        parser = super().build_parser(defaults)
+        add_mgpu_args(parser, self.default_stage_2)
+        return parser
+
+    def check_extra(
+        self, parser: argparse.ArgumentParser, args: argparse.Namespace, config: RunConfig
+    ) -> dict[str, Any]:
+        return {
+            "num_gpus": resolved_num_gpus(args.num_gpus),
+            "stage_2_parallel": args.stage_2_parallel,
+            "stage_2_tile_overlap": args.stage_2_tile_overlap,
+        }
+
+    def parse(self, argv: Sequence[str] | None = None) -> ParsedRun:
+        """The pipeline's parse, then a check that the ranks can split the checkpoint's attention heads
+        (after `--demo` put its models in place), before any rank starts or loads a weight."""
+        run = super().parse(argv)
+        num_gpus = run.extra["num_gpus"]
+        if num_gpus > 1:
+            transformer = read_checkpoint_config(run.checkpoint_path).get("transformer", {})
+            try:
+                check_config_heads_divide(transformer, num_gpus)
+            except ValueError as error:
+                self.build_parser(run.defaults).error(f"--num-gpus {num_gpus}: {error}")
+        return run
+
+    def sidecar_parameters(self, run: ParsedRun) -> dict[str, Any]:
+        # The world size actually used (torchrun's when --num-gpus was not given).
+        return {**super().sidecar_parameters(run), "num_gpus": run.extra["num_gpus"]}
+
+
+def mgpu_options(run: ParsedRun) -> dict[str, Any]:
+    """The multi-device constructor options of a checked command line."""
+    return {key: run.extra[key] for key in ("stage_2_parallel", "stage_2_tile_overlap")}
 
 
 def _requested_device(argv: Sequence[str]) -> torch.device:
@@ -111,23 +195,23 @@ def main_mgpu(
     """The `main()` of an mgpu pipeline module; `build(run, device)` makes the (mgpu) pipeline for one rank."""
     argv = list(sys.argv[1:] if argv is None else argv)
     mgpu = split_mgpu_args(cli.prog, argv)
-    backend = default_backend(_requested_device(mgpu.rest))
+    backend = default_backend(_requested_device(argv))
     if launched_by_torchrun():
         rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
         init_process_group(rank, world, backend, timeout_s=mgpu.timeout_s)
         try:
-            rank_main(rank, world, cli, mgpu.rest, build)
+            rank_main(rank, world, cli, argv, build)
         finally:
             dist.destroy_process_group()
         return 0
     # Checked (bad flags exit 2) and the demo models built once here, before any rank starts.
-    cli.parse(mgpu.rest)
-    device = _requested_device(mgpu.rest)
+    cli.parse(argv)
+    device = _requested_device(argv)
     if device.type == "cuda" and mgpu.num_gpus > torch.cuda.device_count():
         print(f"error: --num-gpus {mgpu.num_gpus} but only {torch.cuda.device_count()} CUDA devices", file=sys.stderr)
         return 2
     try:
-        run_ranks(rank_main, mgpu.num_gpus, args=(cli, mgpu.rest, build), backend=backend, timeout_s=mgpu.timeout_s)
+        run_ranks(rank_main, mgpu.num_gpus, args=(cli, argv, build), backend=backend, timeout_s=mgpu.timeout_s)
     except RankFailedError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
@@ -137,7 +221,8 @@ def main_mgpu(
 @dataclass(frozen=True)
 class GuidedMgpuBuild:
     """`build(run, device)` of a guided mgpu pipeline: its single-device twin's constructor arguments
-    (`PipelineCli.build_guided` plus the twin's extra options) with this rank's device."""
+    (`PipelineCli.build_guided` plus the twin's extra options) with this rank's device and the
+    multi-device options."""
 
     cli: PipelineCli
     pipeline_class: type
@@ -146,18 +231,19 @@ class GuidedMgpuBuild:
     def __call__(self, run: ParsedRun, device: torch.device) -> Any:
         run = replace(run, config=replace(run.config, device=device))
         extra = self.extra_options(run) if self.extra_options is not None else {}
-        return self.cli.build_guided(self.pipeline_class, run, **extra)
+        return self.cli.build_guided(self.pipeline_class, run, **extra, **mgpu_options(run))
 
 
 def guided_mgpu_main(twin: GuidedMain, pipeline_class: type, prog: str, description: str | None) -> Callable[..., int]:
     """The `main(argv=None)` of the mgpu variant of a guided pipeline whose own main is `twin`."""
     base = twin.cli
-    cli = PipelineCli(
+    cli = MgpuCli(
         prog=prog,
         description=description,
         layout=base.layout,
         extra_args=base.extra_args,
         fixed_defaults=base.fixed_defaults,
+        default_stage_2=pipeline_class.default_stage_2_parallel,
     )
     build = GuidedMgpuBuild(cli, pipeline_class, twin.extra_options)
     return partial(main_mgpu, cli, build=build)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from abc import abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -37,7 +37,13 @@ from ltx_pipelines.engine.generation import Generation
 from ltx_pipelines.engine.loaded_stages import contexts_on
 from ltx_pipelines.engine.noise import NoiseSource
 from ltx_pipelines.engine.prompt_pipeline import GuidanceRequest, PipelineOptions, PromptPipeline
-from ltx_pipelines.engine.stages import GuidedDenoiser, ImageCondition, SamplingLoop, guided_denoiser
+from ltx_pipelines.engine.stages import (
+    GuidedDenoiser,
+    ImageCondition,
+    SamplingLoop,
+    StageConditions,
+    guided_denoiser,
+)
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -82,10 +88,29 @@ class GuidedRun:
     """Schedules given for named stages (`stage_1`, `stage_2`), replacing the pipeline's own."""
     sde_noise: NoiseSource | None = None
     """Draws of samplers that inject noise during sampling (res2s); None: their own seeded generators."""
+    conditions: StageConditions = field(default_factory=StageConditions)
+    """Caller-encoded items, initial latents and the modalities that take part (pipelines that accept them)."""
 
     def sigmas(self, stage: str, default: Callable[[], torch.Tensor]) -> torch.Tensor:
         given = self.stage_sigmas.get(stage)
         return default() if given is None else given
+
+
+def frozen_streams_keep_positive_context(inputs: GuidedInputs, conditions: StageConditions) -> GuidedInputs:
+    """A frozen stream is not guided, so in the negative-prompt (CFG) pass it keeps its positive text
+    context (what the other stream attends to through it), as in the reference's audio-to-video and
+    its trainer's validation sampling."""
+    negative = inputs.negative
+    if negative is None or not (conditions.video_frozen or conditions.audio_frozen):
+        return inputs
+    return replace(
+        inputs,
+        negative=TextContexts(
+            video=inputs.positive.video if conditions.video_frozen else negative.video,
+            audio=inputs.positive.audio if conditions.audio_frozen else negative.audio,
+            mask=negative.mask,
+        ),
+    )
 
 
 class GuidedPipeline(PromptPipeline):
@@ -93,6 +118,8 @@ class GuidedPipeline(PromptPipeline):
 
     stage_names: ClassVar[tuple[str, ...]] = ("stage_1",)
     """The denoising stages, as named in noise draws, latents and `stage_sigmas`."""
+    accepts_stage_conditions: ClassVar[bool] = False
+    """Whether `run_stages` honours `GuidedRun.conditions` (others refuse non-default ones)."""
 
     def __init__(
         self,
@@ -192,14 +219,19 @@ class GuidedPipeline(PromptPipeline):
         audio_guidance: MultiModalGuiderParams | None = None,
         stage_sigmas: Mapping[str, torch.Tensor] | None = None,
         sde_noise: NoiseSource | None = None,
+        conditions: StageConditions | None = None,
     ) -> Generation:
         """All stages and decoding from given contexts (batch 1 each) and a noise source.
 
         `negative_contexts` may be None only when neither modality uses CFG. `stage_sigmas` replaces
         the schedule of the named stages (see `stage_names`; a stage's step count is then its length
         - 1). `sde_noise` feeds samplers that draw noise while sampling (res2s) - by default they use
-        their own seeded generators, as the reference does.
+        their own seeded generators, as the reference does. `conditions`: caller-encoded conditioning
+        items, initial latents and the modalities that take part (see `StageConditions`), for pipelines
+        with `accepts_stage_conditions`.
         """
+        if conditions is not None and not self.accepts_stage_conditions:
+            raise ValueError(f"{type(self).__name__} does not take stage conditions (conditions=...)")
         unknown = sorted(set(stage_sigmas or {}) - set(self.stage_names))
         if unknown:
             raise ValueError(
@@ -212,6 +244,7 @@ class GuidedPipeline(PromptPipeline):
             images=tuple(images),
             stage_sigmas=dict(stage_sigmas or {}),
             sde_noise=sde_noise,
+            conditions=conditions if conditions is not None else StageConditions(),
         )
         return self.run_stages(run)
 

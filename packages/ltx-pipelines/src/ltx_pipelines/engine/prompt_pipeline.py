@@ -255,11 +255,22 @@ class PromptPipeline(ABC):
             release_transformer(model)
             release()
 
+    def refinement_transformer(self, transformer: nn.Module, shape: VideoPixelShape) -> nn.Module:
+        """The model a refinement stage (stage 2 of the two-stage pipelines) runs at `shape`, given the stage's
+        transformer: the transformer itself here; the multi-device pipelines may swap in a tiled one."""
+        return transformer
+
+    @property
+    def refined_audio_is_usable(self) -> bool:
+        """Whether a refinement stage's audio output may be shipped (a tiled stage's is a mean over tiles
+        that each saw part of the video: the pipelines then ship the audio of the stage before)."""
+        return True
+
     def decoded(
         self,
         shape: VideoPixelShape,
         video_latent: torch.Tensor,
-        audio_latent: torch.Tensor,
+        audio_latent: torch.Tensor | None,
         noise: NoiseSource,
         latents: dict[str, torch.Tensor],
     ) -> Generation:

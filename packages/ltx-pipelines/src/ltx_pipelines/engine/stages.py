@@ -19,6 +19,7 @@ from ltx_core.components.noisers import add_noise
 from ltx_core.components.sampling import euler_denoising_loop
 from ltx_core.conditioning import (
     ConditioningItem,
+    FrozenModality,
     VideoConditionByKeyframeIndex,
     VideoConditionByLatentIndex,
     apply_conditionings,
@@ -91,6 +92,57 @@ def image_conditionings(
         else:
             items.append(VideoConditionByKeyframeIndex(latent, image.frame_idx, image.strength))
     return items
+
+
+@dataclass(frozen=True, eq=False)
+class StageConditions:
+    """What a caller adds to a denoising stage beyond images: conditioning items per modality, the
+    initial (source) latents they refer to, and which modalities take part at all.
+
+    Callers that encode their own media (the trainer's validation samples: video/audio extension,
+    inpainting, outpainting, IC references, one modality frozen) hand these to a pipeline's stage.
+    A frozen modality is present with a `FrozenModality` item (denoise mask 0): it conditions the other
+    one and comes out unchanged. `with_video` / `with_audio` False leave a modality out entirely.
+    """
+
+    video: tuple[ConditioningItem, ...] = ()
+    audio: tuple[ConditioningItem, ...] = ()
+    initial_video: torch.Tensor | None = None
+    """Video latent (1, 128, F, H, W) the state starts from (None: zeros); e.g. the frozen video."""
+    initial_audio: torch.Tensor | None = None
+    """Audio latent (1, 8, T, 16) the state starts from (None: zeros); e.g. the frozen audio."""
+    with_video: bool = True
+    with_audio: bool = True
+
+    def __post_init__(self) -> None:
+        if not (self.with_video or self.with_audio):
+            raise ValueError("stage conditions leave out both video and audio; at least one must take part")
+        for name, present, items, initial in (
+            ("video", self.with_video, self.video, self.initial_video),
+            ("audio", self.with_audio, self.audio, self.initial_audio),
+        ):
+            if not present and (items or initial is not None):
+                raise ValueError(
+                    f"stage conditions give {name} items or an initial {name} latent with with_{name}=False"
+                )
+
+    @property
+    def video_frozen(self) -> bool:
+        return any(isinstance(item, FrozenModality) for item in self.video)
+
+    @property
+    def audio_frozen(self) -> bool:
+        return any(isinstance(item, FrozenModality) for item in self.audio)
+
+    def stage_arguments(self) -> dict[str, object]:
+        """The keywords of `run_denoising_stage` these conditions set (images' items are passed apart)."""
+        return {
+            "audio_conditionings": self.audio,
+            "initial_video": self.initial_video,
+            "initial_audio": self.initial_audio,
+            "with_video": self.with_video,
+            "with_audio": self.with_audio,
+        }
 
 
 @dataclass(frozen=True)

@@ -3,18 +3,25 @@
 There is one inference path: the current adapters are written to a LoRA file in the run folder (the same
 format as the checkpoints, float32) and `TI2VidOneStagePipeline` runs with it, exactly as a user would
 run `python -m ltx_pipelines.ti2vid_one_stage --lora FILE`. Prompts are encoded with the Gemma folder of
-`model.text_encoder_path`. Outputs: `samples/step_NNNNNN_i.mp4` (audio muxed), `.png` for 1-frame
-samples, `.wav` when video generation is off.
+`model.text_encoder_path`.
 
-Supported sample conditions: text only and `first_frame` (an image, or a video's first frame). The
-other condition types need pipeline features (masks, references, frozen modalities) that the one-stage
-pipeline does not expose yet; configs that use them are refused when the trainer starts.
+Every condition type of the config schema is honoured (see `validation_conditions` for the mapping):
+`first_frame`, video or audio `prefix` / `suffix`, `spatial_crop` (outpainting), `mask` (video or
+audio inpainting), `reference` (IC-LoRA reference tokens, optionally shown beside the output),
+`video_to_audio` and `audio_to_video` (one stream frozen). Their media are checked when the trainer
+starts and encoded once, at the first validation; the pipeline receives them as stage conditions.
+
+Streams: the video takes part when `generate_video` is true or it is frozen by `video_to_audio`, the
+audio likewise with `generate_audio` / `audio_to_video`. Outputs: `samples/step_NNNNNN_i.mp4` (the
+audio muxed when it takes part), `.png` for 1-frame samples, `.wav` when there is no video stream.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -24,15 +31,30 @@ from ltx_core.components.guiders import MultiModalGuiderParams
 from ltx_core.loader import LoraSpec
 from ltx_pipelines.media import write_audio, write_video
 from ltx_pipelines.media.atomic_files import atomic_output
-from ltx_trainer.config import FirstFrameInput, LtxTrainerConfig, ValidationSample
+from ltx_trainer.config import LtxTrainerConfig, ValidationSample
+from ltx_trainer.training.validation_conditions import (
+    EncodedSample,
+    SampleGeometry,
+    check_sample_conditions,
+    encode_sample,
+    with_reference_beside,
+)
+
+if TYPE_CHECKING:
+    from ltx_pipelines import Generation, TI2VidOneStagePipeline
+    from ltx_pipelines.engine.audio_output import AudioGeneration
 
 logger = logging.getLogger(__name__)
 
-SUPPORTED_CONDITIONS = ("first_frame",)
+
+def sample_geometry(config: LtxTrainerConfig, sample: ValidationSample) -> SampleGeometry:
+    v = config.validation
+    width, height, frames = sample.video_dims or v.video_dims
+    return SampleGeometry(width=width, height=height, frames=frames, fps=v.frame_rate)
 
 
 def check_validation_config(config: LtxTrainerConfig) -> None:
-    """Refuse, before training starts, validation settings this runner cannot honour."""
+    """Refuse, before training starts, validation settings or media this runner cannot honour."""
     v = config.validation
     if v.interval is None or not v.samples:
         return
@@ -43,12 +65,9 @@ def check_validation_config(config: LtxTrainerConfig) -> None:
     if config.model.text_encoder_path is None or not config.model.text_encoder_path.is_dir():
         raise ValueError("model.text_encoder_path: validation needs the Gemma folder to encode its prompts")
     for i, sample in enumerate(v.samples):
-        for j, condition in enumerate(sample.conditions):
-            if condition.type not in SUPPORTED_CONDITIONS:
-                raise ValueError(
-                    f"validation.samples.{i}.conditions.{j}: {condition.type!r} is not supported by validation "
-                    f"sampling yet (supported: {', '.join(SUPPORTED_CONDITIONS)}, or text only)"
-                )
+        check_sample_conditions(
+            sample, i, sample_geometry(config, sample), generate_video=v.generate_video, generate_audio=v.generate_audio
+        )
 
 
 class ValidationRunner:
@@ -57,30 +76,37 @@ class ValidationRunner:
         self.samples_dir = output_dir / "samples"
         self.lora_path = output_dir / ".validation_lora.safetensors"
         self.device = device
+        # The VAEs are not trained, so each sample's media are encoded once and reused.
+        self._encoded: dict[int, EncodedSample] = {}
 
-    def _guidance(self) -> tuple[MultiModalGuiderParams, MultiModalGuiderParams]:
+    def _guidance(self, encoded: EncodedSample) -> tuple[MultiModalGuiderParams, MultiModalGuiderParams]:
+        """Each stream's guidance; a frozen stream gets none, and without the other stream there is no
+        cross-modal (isolation) guidance."""
         v = self.config.validation
         blocks = tuple(v.stg_blocks)
-        video = MultiModalGuiderParams(
+        both = encoded.conditions.with_video and encoded.conditions.with_audio
+        video = MultiModalGuiderParams() if encoded.video_frozen else MultiModalGuiderParams(
             cfg_scale=v.video_cfg_scale, stg_scale=v.video_stg_scale, stg_blocks=blocks,
-            rescale_scale=v.guidance_rescale, modality_scale=v.video_modality_guidance_scale,
+            rescale_scale=v.guidance_rescale, modality_scale=v.video_modality_guidance_scale if both else 1.0,
         )  # fmt: skip
-        audio = MultiModalGuiderParams(
+        audio = MultiModalGuiderParams() if encoded.audio_frozen else MultiModalGuiderParams(
             cfg_scale=v.audio_cfg_scale, stg_scale=v.audio_stg_scale, stg_blocks=blocks,
-            rescale_scale=v.guidance_rescale, modality_scale=v.audio_modality_guidance_scale,
+            rescale_scale=v.guidance_rescale, modality_scale=v.audio_modality_guidance_scale if both else 1.0,
         )  # fmt: skip
         return video, audio
 
-    def _images(self, sample: ValidationSample):
-        from ltx_pipelines import ImageCondition
+    def encoded(self, index: int, pipeline: TI2VidOneStagePipeline) -> EncodedSample:
+        """Sample `index`'s conditions, encoded on first use with the pipeline's checkpoint and placement."""
+        if index not in self._encoded:
+            v = self.config.validation
+            sample = v.samples[index]
+            self._encoded[index] = encode_sample(
+                sample, sample_geometry(self.config, sample), pipeline.checkpoint_path, pipeline.placement,
+                generate_video=v.generate_video, generate_audio=v.generate_audio,
+            )  # fmt: skip
+        return self._encoded[index]
 
-        return [
-            ImageCondition(frame_idx=0, strength=1.0, path=c.image_or_video)
-            for c in sample.conditions
-            if isinstance(c, FirstFrameInput)
-        ]
-
-    def run(self, step: int, save_lora) -> list[Path]:
+    def run(self, step: int, save_lora: Callable[[Path], object]) -> list[Path]:
         """Write the current LoRA with `save_lora(path)` and generate every sample; returns the files."""
         from ltx_pipelines import TI2VidOneStagePipeline
 
@@ -91,37 +117,52 @@ class ValidationRunner:
             cfg.model.model_path, cfg.model.text_encoder_path, loras=[LoraSpec(self.lora_path)],
             device=self.device, dtype=dtype, progress=False, gemma_8bit=cfg.acceleration.load_text_encoder_in_8bit,
         )  # fmt: skip
-        video_guidance, audio_guidance = self._guidance()
         self.samples_dir.mkdir(parents=True, exist_ok=True)
         written = []
-        for i, sample in enumerate(v.samples):
-            width, height, frames = sample.video_dims or v.video_dims
-            generation = pipeline(
-                sample.prompt, seed=sample.seed if sample.seed is not None else v.seed,
-                height=height, width=width, num_frames=frames, frame_rate=v.frame_rate,
-                negative_prompt=v.negative_prompt, num_inference_steps=v.inference_steps,
-                video_guidance=video_guidance, audio_guidance=audio_guidance, images=self._images(sample),
-            )  # fmt: skip
-            stem = self.samples_dir / f"step_{step:06d}_{i}"
-            if not v.generate_video:
-                path = write_audio(
-                    stem.with_suffix(".wav"), generation.audio, generation.audio_sample_rate, overwrite=True
-                )
-            elif frames == 1:
-                first = next(iter(generation.frames))[0]
-                pixels = (first.clamp(0, 1) * 255).round().to(torch.uint8).cpu().numpy()
-                path = stem.with_suffix(".png")
-                with atomic_output(path, overwrite=True) as tmp:
-                    Image.fromarray(np.ascontiguousarray(pixels)).save(tmp, format="PNG")
-            else:
-                path = stem.with_suffix(".mp4")
-                audio = generation.audio if v.generate_audio else None
-                # write_video publishes the file only once it is complete.
-                write_video(
-                    path, generation.frames, fps=generation.frame_rate, audio=audio,
-                    audio_sample_rate=generation.audio_sample_rate if audio is not None else None,
-                    overwrite=True, expected_frames=generation.num_frames,
-                )  # fmt: skip
+        for i in range(len(v.samples)):
+            generation = self.generate(pipeline, i)
+            path = self._write(self.samples_dir / f"step_{step:06d}_{i}", generation, self._encoded[i])
             written.append(path)
             logger.info("validation sample %s", path)
         return written
+
+    def generate(self, pipeline: TI2VidOneStagePipeline, index: int) -> Generation | AudioGeneration:
+        """Sample `index` generated by `pipeline` (a `TI2VidOneStagePipeline`): a `Generation`, or an
+        `AudioGeneration` when the sample has no video stream."""
+        v = self.config.validation
+        sample = v.samples[index]
+        g = sample_geometry(self.config, sample)
+        encoded = self.encoded(index, pipeline)
+        video_guidance, audio_guidance = self._guidance(encoded)
+        return pipeline(
+            sample.prompt, seed=sample.seed if sample.seed is not None else v.seed,
+            height=g.height, width=g.width, num_frames=g.frames, frame_rate=g.fps,
+            negative_prompt=v.negative_prompt, num_inference_steps=v.inference_steps,
+            video_guidance=video_guidance, audio_guidance=audio_guidance, images=encoded.images,
+            conditions=encoded.conditions,
+        )  # fmt: skip
+
+    @staticmethod
+    def _write(stem: Path, generation: Generation | AudioGeneration, encoded: EncodedSample) -> Path:
+        if not encoded.conditions.with_video:
+            return write_audio(stem.with_suffix(".wav"), generation.audio, generation.sample_rate, overwrite=True)
+        frames = generation.frames
+        if encoded.side_by_side is not None:
+            reference, temporal = encoded.side_by_side
+            frames = with_reference_beside(frames, reference, temporal, generation.num_frames)
+        if generation.num_frames == 1:
+            first = next(iter(frames))[0]
+            pixels = (first.clamp(0, 1) * 255).round().to(torch.uint8).cpu().numpy()
+            path = stem.with_suffix(".png")
+            with atomic_output(path, overwrite=True) as tmp:
+                Image.fromarray(np.ascontiguousarray(pixels)).save(tmp, format="PNG")
+            return path
+        path = stem.with_suffix(".mp4")
+        audio = generation.audio
+        # write_video publishes the file only once it is complete.
+        write_video(
+            path, frames, fps=generation.frame_rate, audio=audio,
+            audio_sample_rate=generation.audio_sample_rate if audio is not None else None,
+            overwrite=True, expected_frames=generation.num_frames,
+        )  # fmt: skip
+        return path
