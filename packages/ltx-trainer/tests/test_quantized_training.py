@@ -12,25 +12,32 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import optimum.quanto as quanto
 import pytest
 import torch
 from safetensors import safe_open
 from torch import nn
 from typer.testing import CliRunner
 
+import ltx_trainer.training.quantization as quantization
 from ltx_core.loader import LoraSpec, build_model
 from ltx_core.model.transformer import AV_TRANSFORMER
 from ltx_trainer.config import ConfigError, parse_config
 from ltx_trainer.training.checkpoints import ResumeError
 from ltx_trainer.training.data import collate
 from ltx_trainer.training.draws import PerSampleDraws
-from ltx_trainer.training.quantization import QUANTO_WEIGHT_TYPES, keeps_full_precision, quantize_transformer
+from ltx_trainer.training.quantization import (
+    PACKED_SETTINGS,
+    QUANTO_WEIGHT_TYPES,
+    check_quantization_device,
+    cpp_compiler,
+    keeps_full_precision,
+    quantize_transformer,
+)
 from ltx_trainer.training.trainer import Trainer
 
 sys.path.insert(0, str(Path(__file__).parent))
 from training_data import training_config, write_dataset
-
-quanto = pytest.importorskip("optimum.quanto")
 
 TARGETS = ["to_q", "to_k", "to_v", "to_out.0", "ff.net.0.proj"]
 # Top-level layers of the transformer that must stay in full precision (a sample of each kind).
@@ -210,7 +217,13 @@ def _model_inputs(trainer: Trainer, seed: int):
     return inputs.video.modality, inputs.audio.modality
 
 
-@pytest.mark.parametrize("setting", sorted(QUANTO_WEIGHT_TYPES))
+def _setting_case(setting: str):
+    # int4/int2 run through a C++ extension optimum-quanto compiles on first use (about 20 s, once).
+    needs_compiler = setting in PACKED_SETTINGS and cpp_compiler() is None
+    return pytest.param(setting, marks=pytest.mark.skipif(needs_compiler, reason="needs a C++ compiler"))
+
+
+@pytest.mark.parametrize("setting", [_setting_case(s) for s in sorted(QUANTO_WEIGHT_TYPES)])
 def test_every_setting_quantizes_the_blocks_to_its_type_and_still_runs(setting, int8_run, checkpoint):
     args = _model_inputs(int8_run[0], seed=1)
     model = build_model(AV_TRANSFORMER, checkpoint)
@@ -320,3 +333,10 @@ def test_pipeline_with_8bit_gemma_on_the_cpu_is_refused_at_construction(checkpoi
 
     with pytest.raises(ValueError, match=r"gemma_8bit: an 8-bit Gemma text encoder needs a CUDA device"):
         TI2VidOneStagePipeline(checkpoint, tmp_path, device="cpu", dtype=torch.float32, gemma_8bit=True)
+
+
+def test_sub_byte_weights_on_the_cpu_without_a_compiler_are_refused_before_loading(monkeypatch):
+    monkeypatch.setattr(quantization, "cpp_compiler", lambda: None)
+    with pytest.raises(ValueError, match="'int4-quanto' on the CPU needs a C\\+\\+ compiler"):
+        check_quantization_device("int4-quanto", torch.device("cpu"))
+    check_quantization_device("int8-quanto", torch.device("cpu"))  # no extension needed

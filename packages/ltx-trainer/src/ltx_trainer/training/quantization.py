@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import fnmatch
 import logging
+import os
+import shutil
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -84,12 +86,27 @@ def require_quanto(setting: str) -> ModuleType:
     return quanto
 
 
+PACKED_SETTINGS = ("int4-quanto", "int2-quanto")
+"""Sub-byte weights are unpacked on the CPU by a C++ extension optimum-quanto compiles on first use."""
+
+
+def cpp_compiler() -> str | None:
+    """The C++ compiler torch's extension builder would use (`$CXX`, else `c++`), if it is installed."""
+    return shutil.which(os.environ.get("CXX", "c++"))
+
+
 def check_quantization_device(setting: str, device: torch.device) -> None:
     """Refuse what quanto cannot run on `device`, before any weight is read."""
     if setting.startswith("fp8") and device.type == "mps":
         raise ValueError(
             f"acceleration.quantization {setting!r}: float8 weights are not supported on MPS; "
             "use int8-quanto, int4-quanto or int2-quanto there"
+        )
+    if setting in PACKED_SETTINGS and device.type == "cpu" and cpp_compiler() is None:
+        raise ValueError(
+            f"acceleration.quantization {setting!r} on the CPU needs a C++ compiler (optimum-quanto builds its "
+            "weight-unpacking extension on first use) and none was found (set CXX or install g++); "
+            "int8-quanto and fp8-quanto need none"
         )
 
 
