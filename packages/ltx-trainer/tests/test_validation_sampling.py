@@ -7,6 +7,7 @@ from pathlib import Path
 
 import av
 import pytest
+import torch
 from PIL import Image
 
 from ltx_trainer.config import parse_config
@@ -35,6 +36,9 @@ def test_validation_writes_samples_at_the_interval(tiny_models, tmp_path):
     with av.open(str(tmp_path / "out" / "samples" / "step_000002_0.mp4")) as container:
         assert container.streams.video[0].height == 64 and container.streams.audio, "video with muxed audio"
     assert Image.open(tmp_path / "out" / "samples" / "step_000002_1.png").size == (64, 32)
+    # The PNG takes only the first decoded chunk: the abandoned decode must not leave autograd off
+    # (a later training run in the same process would have no gradients).
+    assert torch.is_grad_enabled()
 
 
 def test_missing_condition_media_is_refused_before_training(tiny_models, tmp_path):

@@ -29,6 +29,7 @@ from ltx_core.model.video_vae import VIDEO_DECODER
 from ltx_core.model.video_vae.decoder import to_rgb_frames
 from ltx_core.multigpu import SequenceParallelTransformer, TiledDataParallelTransformer, world_rank
 from ltx_core.multigpu.distributed_decode import decode_tiled_distributed
+from ltx_core.no_grad_iteration import no_grad_items
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.tools import VideoLatentTools
 from ltx_core.types import VideoPixelShape
@@ -57,9 +58,8 @@ def _distributed_frames(final: FinalLatents) -> Iterator[torch.Tensor]:
         latent = final.video
         # Every rank draws the same per-tile noise, in tile order, as the single-process decode does.
         tile_noise = decoder_noise(decoder, latent, final.tiling, fork_noise(final.noise))
-        with torch.no_grad():
-            for chunk in decode_tiled_distributed(decoder, latent, final.tiling, noise=tile_noise):
-                yield to_rgb_frames(chunk)
+        for chunk in no_grad_items(decode_tiled_distributed(decoder, latent, final.tiling, noise=tile_noise)):
+            yield to_rgb_frames(chunk)
     finally:
         release(decoder)
 

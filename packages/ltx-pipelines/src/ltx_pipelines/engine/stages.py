@@ -27,6 +27,7 @@ from ltx_core.conditioning import (
 from ltx_core.model.audio_vae import AudioDecoder, decode_audio
 from ltx_core.model.video_vae import VideoDecoder, VideoEncoder
 from ltx_core.model.video_vae.tiling import TilingConfig
+from ltx_core.no_grad_iteration import no_grad_items
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.tools import AudioLatentTools, VideoLatentTools
 from ltx_core.types import LatentState, VideoPixelShape
@@ -229,8 +230,7 @@ def decode_video_frames(
 ) -> Iterator[torch.Tensor]:
     """Chunks of (f, H, W, 3) float frames in [0, 1], decoded tile band by tile band."""
     tile_noise = decoder_noise(decoder, latent, tiling, noise)
-    with torch.no_grad():
-        yield from decoder.decode_video(latent, tiling, noise=tile_noise)
+    yield from no_grad_items(decoder.decode_video(latent, tiling, noise=tile_noise))
 
 
 def decode_audio_waveform(decoder: AudioDecoder, vocoder: torch.nn.Module, latent: torch.Tensor) -> torch.Tensor:
