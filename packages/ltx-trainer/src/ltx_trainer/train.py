@@ -31,12 +31,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         trainer = Trainer(config, disable_progress_bars=args.disable_progress_bars, log_every=args.log_every)
-        result = trainer.train()
+        trainer.train()  # logs `saved <file>` for every checkpoint, the final one included
     except (ValueError, ResumeError, TrainingDiverged) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    if result.final_weights is not None:
-        print(f"saved {result.final_weights}")
     return 0
 
 
