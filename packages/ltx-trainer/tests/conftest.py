@@ -5,6 +5,7 @@ between differently coloured scenes, and a sine tone."""
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,21 @@ def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> TinyModels:
     write_demo_checkpoint(checkpoint)
     write_demo_gemma(gemma)
     return TinyModels(checkpoint=checkpoint, gemma_root=gemma)
+
+
+@pytest.fixture(scope="session")
+def checkpoint(tiny_models: TinyModels) -> Path:
+    """The tiny checkpoint alone, for tests that need no Gemma."""
+    return tiny_models.checkpoint
+
+
+@pytest.fixture(scope="module")
+def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small precomputed dataset (`training_data.write_dataset`), one per test module."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from training_data import write_dataset
+
+    return write_dataset(tmp_path_factory.mktemp("data"))
 
 
 # -- a video VAE that reconstructs block-constant video -------------------------------------------------

@@ -37,7 +37,7 @@ from ltx_trainer.training.quantization import (
 from ltx_trainer.training.trainer import Trainer
 
 sys.path.insert(0, str(Path(__file__).parent))
-from training_data import training_config, write_dataset
+from training_data import training_config
 
 TARGETS = ["to_q", "to_k", "to_v", "to_out.0", "ff.net.0.proj"]
 # Top-level layers of the transformer that must stay in full precision (a sample of each kind).
@@ -51,20 +51,6 @@ KEPT = [
     "audio_prompt_adaln_single.emb.timestep_embedder.linear_2",
     "av_ca_a2v_gate_adaln_single.linear",
 ]
-
-
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory) -> Path:
-    from ltx_pipelines.demo_assets import write_demo_checkpoint
-
-    path = tmp_path_factory.mktemp("ckpt") / "tiny.safetensors"
-    write_demo_checkpoint(path)
-    return path
-
-
-@pytest.fixture(scope="module")
-def data_root(tmp_path_factory) -> Path:
-    return write_dataset(tmp_path_factory.mktemp("data"))
 
 
 def _config(checkpoint: Path, data_root: Path, out: Path, quantization: str | None = "int8-quanto", **overrides):

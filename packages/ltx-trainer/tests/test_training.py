@@ -15,21 +15,7 @@ from ltx_trainer.training.checkpoints import ResumeError
 from ltx_trainer.training.trainer import Trainer, TrainingDiverged
 
 sys.path.insert(0, str(Path(__file__).parent))
-from training_data import MODES, training_config, write_dataset
-
-
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory) -> Path:
-    from ltx_pipelines.demo_assets import write_demo_checkpoint
-
-    path = tmp_path_factory.mktemp("ckpt") / "tiny.safetensors"
-    write_demo_checkpoint(path)
-    return path
-
-
-@pytest.fixture(scope="module")
-def data_root(tmp_path_factory) -> Path:
-    return write_dataset(tmp_path_factory.mktemp("data"))
+from training_data import MODES, training_config
 
 
 def _read(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
