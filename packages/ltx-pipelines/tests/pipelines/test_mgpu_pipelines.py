@@ -206,3 +206,17 @@ def test_num_gpus_other_than_torchruns_world_size_is_refused(monkeypatch, capsys
         split_mgpu_args("prog", ["--num-gpus", "3"])
     assert exit_info.value.code == 2
     assert "--num-gpus 3 but torchrun started 2 processes (WORLD_SIZE)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("num_gpus", "height", "width", "fits"),
+    [(2, 64, 64, True), (4, 64, 64, True), (6, 64, 64, False), (8, 64, 128, True), (8, 64, 64, False)],
+)
+def test_a_tiled_stage_2_needs_a_tile_per_rank(num_gpus, height, width, fits):
+    """Checked when the command line is parsed: 6 ranks cannot share the 2x2 latent of a 64x64 output."""
+    from ltx_pipelines.cli.multigpu import tiled_stage_2_problem
+
+    problem = tiled_stage_2_problem(num_gpus, height, width, overlap=5)
+    assert (problem is None) == fits
+    if not fits:
+        assert f"fewer than --num-gpus {num_gpus}; use --stage-2-parallel sequence" in problem

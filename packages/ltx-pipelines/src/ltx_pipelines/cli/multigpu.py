@@ -23,6 +23,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from ltx_core.latent_tiles import balanced_tile_counts, latent_tiles
 from ltx_core.loader.safetensors_header import read_checkpoint_config
 from ltx_core.multigpu import check_config_heads_divide
 from ltx_core.multigpu.launch import (
@@ -44,6 +45,7 @@ from ltx_pipelines.engine.multigpu import (
 logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 3600.0
+VIDEO_PIXELS_PER_LATENT_CELL = 32
 
 
 @dataclass(frozen=True)
@@ -131,11 +133,30 @@ class MgpuCli(PipelineCli):
                 check_config_heads_divide(transformer, num_gpus)
             except ValueError as error:
                 self.build_parser(run.defaults).error(f"--num-gpus {num_gpus}: {error}")
+            if run.extra["stage_2_parallel"] == "tiled":
+                overlap = run.extra["stage_2_tile_overlap"]
+                problem = tiled_stage_2_problem(num_gpus, run.config.height, run.config.width, overlap)
+                if problem is not None:
+                    self.build_parser(run.defaults).error(problem)
         return run
 
     def sidecar_parameters(self, run: ParsedRun) -> dict[str, Any]:
         # The world size actually used (torchrun's when --num-gpus was not given).
         return {**super().sidecar_parameters(run), "num_gpus": run.extra["num_gpus"]}
+
+
+def tiled_stage_2_problem(num_gpus: int, height: int, width: int, overlap: int) -> str | None:
+    """Why a tiled stage 2 of a `height` x `width` output cannot give each of `num_gpus` ranks a tile (None
+    when it can): the ranks would otherwise fail only after stage 1."""
+    rows, columns = height // VIDEO_PIXELS_PER_LATENT_CELL, width // VIDEO_PIXELS_PER_LATENT_CELL
+    tiles = len(latent_tiles((1, 1, 1, rows, columns), balanced_tile_counts(num_gpus, rows, columns, overlap)))
+    if tiles >= num_gpus:
+        return None
+    return (
+        f"--stage-2-parallel tiled: the {rows}x{columns} stage-2 latent of a {width}x{height} output splits into "
+        f"{tiles} tiles, fewer than --num-gpus {num_gpus}; use --stage-2-parallel sequence, fewer GPUs or a "
+        "larger output"
+    )
 
 
 def mgpu_options(run: ParsedRun) -> dict[str, Any]:
