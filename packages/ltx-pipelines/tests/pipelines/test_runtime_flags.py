@@ -1,5 +1,6 @@
-"""--quantization / --offload / --compile / --attention-backend reach the transformer, and what cannot run
-on the machine is refused before any model loads (exit 2, naming the value and the alternative)."""
+"""--quantization / --offload / --compile / --attention-backend reach the transformer (--gemma-8bit the text
+encoder), and what cannot run on the machine is refused before any model loads (exit 2, naming the value and
+the alternative)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ def demo_argv(out, *extra: str) -> list[str]:
         (["--quantization", "fp8-scaled-mm"], ["fp8-scaled-mm", "fp8-cast"]),
         (["--attention-backend", "flash3"], ["flash3"]),
         (["--compile", "nonsense"], ["nonsense"]),
+        (["--gemma-8bit"], ["--gemma-8bit needs a CUDA device (this run uses cpu)"]),
     ],
 )
 def test_what_cannot_run_here_exits_2_before_loading(tmp_path, capsys, monkeypatch, extra, fragments):

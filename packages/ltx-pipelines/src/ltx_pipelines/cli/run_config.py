@@ -112,6 +112,8 @@ class RunConfig:
     max_batch_size: int | None = None
     runtime: RuntimeOptions | None = None
     """fp8 / streaming / compile / attention choices of the transformer; None: a plain load."""
+    gemma_8bit: bool = False
+    """Encode prompts with an 8-bit Gemma (`--gemma-8bit`; checked against the device)."""
     distilled_lora_strength_stage_1: float | None = None
     distilled_lora_strength_stage_2: float | None = None
 
@@ -259,6 +261,19 @@ class _Checker:
         except (ValueError, RuntimeError) as e:
             self.fail(str(e))
         return options
+
+    def gemma_8bit(self, device: torch.device) -> bool:
+        if not self.get("gemma_8bit"):
+            return False
+        from ltx_core.text_encoders.gemma.eight_bit import gemma_8bit_unavailable
+
+        reason = gemma_8bit_unavailable(device)
+        if reason is not None:
+            self.fail(f"--gemma-8bit needs {reason}; leave it off on this machine")
+        if self.get("offload") not in (None, "none"):
+            offload = self.get("offload")
+            self.fail(f"--gemma-8bit cannot be combined with --offload {offload} (an 8-bit Gemma is not offloaded)")
+        return True
 
     def fits_in_memory(
         self,
@@ -447,6 +462,7 @@ def validate_args(
     audio_guidance = c.guidance("audio", "--v2a-guidance-scale")
     device = c.device()
     runtime = c.runtime(device)
+    gemma_8bit = c.gemma_8bit(device)
     dtype = c.dtype()
     prompt = c.get("prompt")
     if prompt is None or not str(prompt).strip():
@@ -547,6 +563,7 @@ def validate_args(
         tiling=tiling,
         max_batch_size=c.get("max_batch_size"),
         runtime=runtime,
+        gemma_8bit=gemma_8bit,
         distilled_lora_strength_stage_1=c.get("distilled_lora_strength_stage_1"),
         distilled_lora_strength_stage_2=c.get("distilled_lora_strength_stage_2"),
     )

@@ -154,6 +154,7 @@ class ParsedRun:
             "tiling": config.tiling,
             "lora_fusion": config.lora_fusion,
             "runtime": config.runtime,
+            "gemma_8bit": config.gemma_8bit,
         }
 
     @property

@@ -1,5 +1,6 @@
-"""The transformer's run-time flags (`--quantization`, `--offload`, `--compile`, `--attention-backend`):
-how the 22B model fits on the user's GPU and how fast it runs. They map onto `ltx_core.runtime`."""
+"""The run-time flags (`--quantization`, `--offload`, `--compile`, `--attention-backend` for the transformer,
+`--gemma-8bit` for the text encoder): how the models fit on the user's GPU and how fast they run. The
+transformer's map onto `ltx_core.runtime`."""
 
 from __future__ import annotations
 
@@ -33,6 +34,12 @@ def add_runtime_args(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="torch.compile each transformer block (e.g. --compile mode=max-autotune-no-cudagraphs backend=inductor "
         "dynamic=true inductor.X=... dynamo.X=...); bare --compile uses the defaults (default: off).",
+    )
+    group.add_argument(
+        "--gemma-8bit",
+        action="store_true",
+        help="Encode the prompt with an 8-bit (LLM.int8()) Gemma: about half the text encoder's memory, close "
+        "contexts; needs CUDA and bitsandbytes (default: off).",
     )
     group.add_argument(
         "--attention-backend",
