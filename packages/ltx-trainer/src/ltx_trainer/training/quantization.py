@@ -23,7 +23,9 @@ import fnmatch
 import logging
 import os
 import shutil
+import sysconfig
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 
 import torch
@@ -91,8 +93,10 @@ PACKED_SETTINGS = ("int4-quanto", "int2-quanto")
 
 
 def cpp_compiler() -> str | None:
-    """The C++ compiler torch's extension builder would use (`$CXX`, else `c++`), if it is installed."""
-    return shutil.which(os.environ.get("CXX", "c++"))
+    """The C++ compiler torch's extension builder would use (`$CXX`, else `c++`), if it is installed and
+    this Python has the headers an extension is built against."""
+    headers = Path(sysconfig.get_paths()["include"]) / "Python.h"
+    return shutil.which(os.environ.get("CXX", "c++")) if headers.is_file() else None
 
 
 def check_quantization_device(setting: str, device: torch.device) -> None:
@@ -104,8 +108,9 @@ def check_quantization_device(setting: str, device: torch.device) -> None:
         )
     if setting in PACKED_SETTINGS and device.type == "cpu" and cpp_compiler() is None:
         raise ValueError(
-            f"acceleration.quantization {setting!r} on the CPU needs a C++ compiler (optimum-quanto builds its "
-            "weight-unpacking extension on first use) and none was found (set CXX or install g++); "
+            f"acceleration.quantization {setting!r} on the CPU needs a C++ compiler and the Python headers "
+            "(optimum-quanto builds its weight-unpacking extension on first use); one of them is missing (set CXX "
+            "or install g++ and the Python development headers); "
             "int8-quanto and fp8-quanto need none"
         )
 
