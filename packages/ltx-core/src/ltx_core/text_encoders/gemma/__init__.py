@@ -1,4 +1,5 @@
-"""Gemma 3 text encoder, prompt enhancement, feature extraction and the embeddings connectors.
+"""Gemma text encoder (Gemma 3 folders, packed Gemma 4 files), prompt enhancement, feature extraction
+and the embeddings connectors.
 
 Names from the text embeddings stage (`embeddings_processor`) and from modules that import it
 are loaded on first access, so the Gemma wrapper is usable on its own.
@@ -10,6 +11,7 @@ import importlib
 from typing import Any
 
 from ltx_core.text_encoders.gemma.folder import GemmaFolder, locate_gemma_folder
+from ltx_core.text_encoders.gemma.packed import PackedGemma, read_packed_gemma
 from ltx_core.text_encoders.gemma.prompt_enhancer import (
     DEFAULT_ENHANCE_SEED,
     EnhancementSettings,
@@ -33,6 +35,7 @@ _LAZY = {
     "contexts_from_hidden_states": "prompt_encoding",
     "encode_prompts": "prompt_encoding",
     "encode_text_prompts": "prompt_encoding",
+    "encode_prompts_from_files": "prompt_encoding",
 }
 
 
@@ -56,6 +59,7 @@ __all__ = [
     "GemmaHiddenStates",
     "GemmaPromptTokenizer",
     "GemmaTextEncoder",
+    "PackedGemma",
     "PromptEnhancement",
     "TextContexts",
     "TokenizedPrompts",
@@ -65,7 +69,9 @@ __all__ = [
     "context_row",
     "contexts_from_hidden_states",
     "encode_prompts",
+    "encode_prompts_from_files",
     "encode_text_prompts",
     "enhance_prompt",
     "locate_gemma_folder",
+    "read_packed_gemma",
 ]
