@@ -21,6 +21,7 @@ from ltx_core.text_encoders.gemma.prompt_enhancer import (
 from ltx_core.text_encoders.gemma.system_prompts import IMAGE_TO_VIDEO, TEXT_TO_VIDEO
 from ltx_core.text_encoders.gemma.text_encoder import GemmaHiddenStates, GemmaTextEncoder
 from ltx_core.text_encoders.gemma.tiny import build_tiny_gemma_folder
+from ltx_core.text_encoders.gemma.tiny_packed import build_tiny_packed_gemma4
 from ltx_core.text_encoders.gemma.tokenizer import DEFAULT_MAX_LENGTH, GemmaPromptTokenizer, TokenizedPrompts
 
 _LAZY = {
@@ -65,6 +66,7 @@ __all__ = [
     "TokenizedPrompts",
     "build_text_embeddings",
     "build_tiny_gemma_folder",
+    "build_tiny_packed_gemma4",
     "clean_enhanced_prompt",
     "context_row",
     "contexts_from_hidden_states",
