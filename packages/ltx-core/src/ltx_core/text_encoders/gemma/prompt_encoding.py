@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +75,8 @@ class PromptEnhancement:
 
     image: Any = None
     seed: int = DEFAULT_ENHANCE_SEED
-    settings: EnhancementSettings = field(default_factory=EnhancementSettings)
+    # None: the release's settings for the enhancer's Gemma family (`EnhancementSettings.for_model_type`).
+    settings: EnhancementSettings | None = None
 
 
 @dataclass(frozen=True)

@@ -43,14 +43,15 @@ class GemmaHiddenStates:
 
 
 def _load_model(folder: GemmaFolder, dtype: torch.dtype, device: torch.device, load_in_8bit: bool = False) -> Any:
-    from transformers import Gemma3ForConditionalGeneration
+    from transformers import Gemma3ForConditionalGeneration, Gemma4ForConditionalGeneration
 
+    model_class = Gemma4ForConditionalGeneration if folder.model_type == "gemma4" else Gemma3ForConditionalGeneration
     extra: dict[str, Any] = {}
     if load_in_8bit:
         from ltx_core.text_encoders.gemma.eight_bit import gemma_8bit_config
 
         extra["quantization_config"] = gemma_8bit_config()
-    model, info = Gemma3ForConditionalGeneration.from_pretrained(
+    model, info = model_class.from_pretrained(
         folder.root,
         dtype=dtype,
         device_map={"": device},
@@ -198,6 +199,11 @@ class GemmaTextEncoder:
     @property
     def is_released(self) -> bool:
         return self._model is None
+
+    @property
+    def model_type(self) -> str:
+        """`gemma3`, `gemma4` (dense, a prompt enhancer) or `gemma4_unified` (the packed LTX-2.5 encoder)."""
+        return str(self.model.config.model_type)
 
     @property
     def text_config(self) -> Any:
