@@ -60,6 +60,9 @@ COMPONENT_FLAGS: Mapping[Component, str] = {
 }
 
 
+DURATION_HEAD_PREFIX = "duration_head."
+
+
 def component_flag(component: Component, layout: Layout) -> str:
     if layout is Layout.SINGLE_FILE:
         return GEMMA_ROOT_FLAG if component is Component.TEXT_ENCODER else CHECKPOINT_FLAG
@@ -132,8 +135,9 @@ class ModelFiles:
         video_vae: str | Path | None = None,
     ) -> ModelFiles:
         """The released single file (LTX-2 / LTX-2.3): every component is read from `checkpoint`
-        under its own key prefix, exactly as before; the text encoder is a Gemma folder (or none
-        when prompts are not encoded). `video_vae` replaces the checkpoint's video VAE."""
+        under its own key prefix, exactly as before (the duration head too, when the file has one);
+        the text encoder is a Gemma folder (or none when prompts are not encoded). `video_vae`
+        replaces the checkpoint's video VAE."""
         layout = Layout.SINGLE_FILE
         ckpt = _file(checkpoint, Component.TRANSFORMER, layout)
         sources = [
@@ -144,6 +148,9 @@ class ModelFiles:
             ),
             ComponentSource(Component.AUDIO_VAE, (ckpt,)),
         ]
+        # A single file may also carry the LTX-2.5 duration head (`duration_head.*`).
+        if any(k.startswith(DURATION_HEAD_PREFIX) for k in read_safetensors_header(ckpt).tensors):
+            sources.append(ComponentSource(Component.DURATION_HEAD, (ckpt,)))
         if gemma_root is not None:
             gemma = _existing(gemma_root, Component.TEXT_ENCODER, layout)
             sources.append(ComponentSource(Component.TEXT_ENCODER, (gemma,)))
