@@ -74,3 +74,20 @@ def test_files_that_are_not_packed_encoders_are_refused(tmp_path):
         read_packed_gemma(other)
     with pytest.raises(ValueError, match="8-bit loading is for Gemma 3 folders"):
         GemmaTextEncoder.from_packed_file(other, load_in_8bit=True)
+
+
+def test_encoding_refuses_a_text_encoder_the_transformer_was_not_trained_with(packed, tmp_path):
+    from ltx_core.text_encoders.gemma import encode_text_prompts
+
+    path, _ = packed
+    transformer = tmp_path / "transformer.safetensors"
+    save_file(
+        {"model.diffusion_model.x": torch.zeros(1)},
+        str(transformer),
+        {
+            "config": json.dumps({"transformer": {}}),
+            "gemma_source_checkpoint": json.dumps({"gemma_version": "gemma4-12b-ltx-v1"}),
+        },
+    )
+    with pytest.raises(CheckpointError, match=f"{TINY_GEMMA4_VERSION}.*trained with gemma4-12b-ltx-v1"):
+        encode_text_prompts(["a fox"], gemma_root=path, checkpoint=transformer)

@@ -296,18 +296,30 @@ class ModelFiles:
         (a packed file's `gemma_config.gemma_version`, a folder's `config.json`)."""
         if not (self.has(Component.TRANSFORMER) and self.has(Component.TEXT_ENCODER)):
             return
-        wanted = _transformer_gemma_version(self.source(Component.TRANSFORMER).read_metadata())
-        if wanted is None:
-            return
-        encoder = self.source(Component.TEXT_ENCODER)
-        found = text_encoder_version(encoder.path)
-        if found != wanted:
-            raise CheckpointError(
-                f"the text encoder {str(encoder.path)!r} is {found or 'of no stated version'!s}, but the transformer "
-                f"{str(self.source(Component.TRANSFORMER).path)!r} was trained with {wanted} "
-                f"(its metadata gemma_source_checkpoint.gemma_version); give the matching "
-                f"{component_flag(Component.TEXT_ENCODER, self.layout)}"
-            )
+        transformer = self.source(Component.TRANSFORMER)
+        check_text_encoder_version(
+            transformer.read_metadata(),
+            self.source(Component.TEXT_ENCODER).path,
+            transformer_name=str(transformer.path),
+            flag=component_flag(Component.TEXT_ENCODER, self.layout),
+        )
+
+
+def check_text_encoder_version(
+    transformer_metadata: Mapping[str, Any], encoder: str | Path, *, transformer_name: str, flag: str = ""
+) -> None:
+    """Refuse, before loading, a text encoder whose stated version is not the transformer's
+    `gemma_source_checkpoint.gemma_version` (transformers that state none accept any encoder)."""
+    wanted = _transformer_gemma_version(transformer_metadata)
+    if wanted is None:
+        return
+    found = text_encoder_version(Path(encoder))
+    if found != wanted:
+        hint = f"; give the matching {flag}" if flag else ""
+        raise CheckpointError(
+            f"the text encoder {str(encoder)!r} is {found or 'of no stated version'}, but the transformer "
+            f"{transformer_name!r} was trained with {wanted} (its metadata gemma_source_checkpoint.gemma_version){hint}"
+        )
 
 
 def _transformer_gemma_version(metadata: Mapping[str, Any]) -> str | None:

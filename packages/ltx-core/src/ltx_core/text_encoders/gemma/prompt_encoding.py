@@ -17,6 +17,8 @@ import torch
 from torch import nn
 
 from ltx_core.loader import Component, ComponentSource, ModelFiles, build_model, free_model_weights
+from ltx_core.loader.builder import component_source
+from ltx_core.loader.model_files import check_text_encoder_version
 from ltx_core.text_encoders.gemma.embeddings_processor import EmbeddingsProcessor, TextContexts, text_embeddings_spec
 from ltx_core.text_encoders.gemma.prompt_enhancer import DEFAULT_ENHANCE_SEED, EnhancementSettings, enhance_prompt
 from ltx_core.text_encoders.gemma.text_encoder import GemmaHiddenStates, GemmaTextEncoder
@@ -105,6 +107,9 @@ def encode_text_prompts(
     prompts = [prompts] if isinstance(prompts, str) else list(prompts)
     if not prompts:
         raise ValueError("no prompts to encode")
+    # The embeddings' config file is the transformer's: refuse another Gemma than it was trained with.
+    embeddings = component_source(text_embeddings_spec(), checkpoint)
+    check_text_encoder_version(embeddings.read_metadata(), gemma_root, transformer_name=str(embeddings.path))
     with GemmaTextEncoder.load(
         gemma_root, dtype=dtype, device=device, max_length=max_length, offload=offload, load_in_8bit=load_in_8bit
     ) as gemma:
