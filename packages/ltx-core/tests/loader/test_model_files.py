@@ -174,3 +174,15 @@ def test_single_file_with_a_duration_head_provides_it(write_safetensors):
         CONFIG,
     )
     assert ModelFiles.single_file(path).source(Component.DURATION_HEAD).files == (path,)
+
+
+def test_a_set_names_each_component_once_and_describes_itself(tiny_checkpoint):
+    path, _ = tiny_checkpoint
+    source = ComponentSource(Component.TRANSFORMER, (path,))
+    with pytest.raises(ValueError, match=r"twice: \['transformer'\]"):
+        ModelFiles(Layout.SPLIT, (source, source))
+    record = ModelFiles.split(transformer=path).as_dict()
+    assert record == {
+        "layout": "split",
+        "components": {"transformer": [str(path)], "text_embeddings": [str(path)]},
+    }

@@ -125,6 +125,21 @@ class ModelFiles:
     layout: Layout
     sources: tuple[ComponentSource, ...]
 
+    def __post_init__(self) -> None:
+        named = [s.component for s in self.sources]
+        if None in named:
+            raise ValueError("every source of a set of model files names its component")
+        doubled = sorted({c.value for c in named if named.count(c) > 1})
+        if doubled:
+            raise ValueError(f"a set of model files gives these components twice: {doubled}")
+
+    def as_dict(self) -> dict[str, Any]:
+        """Layout and each component's files, as plain JSON values (for run records)."""
+        return {
+            "layout": self.layout.value,
+            "components": {str(s.component.value): [str(f) for f in s.files] for s in self.sources if s.component},
+        }
+
     # -- constructors -------------------------------------------------------------------------
     @classmethod
     def single_file(
