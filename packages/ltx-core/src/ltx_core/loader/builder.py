@@ -22,6 +22,7 @@ from ltx_core.loader.state_dict import StateDict, load_state_dict, stored_float_
 logger = logging.getLogger(__name__)
 
 Configurator = Callable[[dict[str, Any]], nn.Module]
+StateDictRewrite = Callable[[StateDict], StateDict]
 
 _MAX_LISTED_KEYS = 20
 
@@ -35,6 +36,9 @@ class ComponentSpec:
     device, so it must allocate no real memory and must not create non-persistent buffers that
     need real values (compute such constants in forward, or make them persistent weights).
     `config_section` names the section it needs, so a wrong file is reported before building.
+    `rewrite`, when set, sees the whole state dict after the per-key rules, in the dtypes the file
+    stores (before the cast to the build dtype): for rewrites that need sibling tensors, such as
+    static gates folded into the weights they scale.
     """
 
     name: str
@@ -42,6 +46,7 @@ class ComponentSpec:
     configurator: Configurator
     config_section: str | None = None
     expected_kind: str = "an LTX-2 single-file checkpoint"
+    rewrite: StateDictRewrite | None = None
 
 
 def _listing(keys: Sequence[str]) -> str:
@@ -109,7 +114,10 @@ def build_model(
         module = spec.configurator(config)
 
     def load() -> StateDict:
-        return load_state_dict(path, spec.ops, dtype=dtype)
+        if spec.rewrite is None:
+            return load_state_dict(path, spec.ops, dtype=dtype)
+        rewritten = spec.rewrite(load_state_dict(path, spec.ops))
+        return {k: v.to(dtype) if v.is_floating_point() else v for k, v in rewritten.items()}
 
     state_dict = cache.get_or_load(path, spec.ops, dtype, load) if cache is not None else load()
     if not state_dict:

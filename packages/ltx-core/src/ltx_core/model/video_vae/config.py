@@ -129,8 +129,9 @@ class VideoVAEConfig:
         class_name = vae.get("_class_name", CONV_VAE_CLASS_NAME)
         if class_name != CONV_VAE_CLASS_NAME:
             raise CheckpointError(
-                f"vae _class_name {class_name!r} is not supported; only the convolutional "
-                f"{CONV_VAE_CLASS_NAME!r} (LTX-2 / LTX-2.3) is implemented"
+                f"vae _class_name {class_name!r} is not supported by this builder; only the convolutional "
+                f"{CONV_VAE_CLASS_NAME!r} (LTX-2 / LTX-2.3) decoder is built here; the LTX-2.5 diffusion decoder "
+                "(CausalDiffusionVAE) is built by DIFFUSION_VIDEO_DECODER"
             )
         if vae.get("dims", 3) != 3:
             raise CheckpointError(f"vae dims {vae.get('dims')!r} is not supported; only 3-D convolutions (dims=3)")
@@ -159,6 +160,33 @@ class VideoVAEConfig:
             causal_decoder=bool(vae.get("causal_decoder", False)),
             timestep_conditioning=bool(vae.get("timestep_conditioning", True)),
             decoder_base_channels=int(vae.get("decoder_base_channels", 128)),
+        )
+        config.check()
+        return config
+
+    @classmethod
+    def encoder_from_checkpoint_config(cls, vae: Mapping[str, Any]) -> VideoVAEConfig:
+        """The encoder part of a `vae` section: the flat conv layout, or the LTX-2.5 diffusion VAE's
+        (`_class_name` CausalDiffusionVAE), whose conv encoder is nested under `vae.encoder` with
+        `blocks` and `out_channels` (the latent width). Decoder fields are left empty there."""
+        if not isinstance(vae, Mapping):
+            raise CheckpointError(f"the 'vae' config section must be an object, got {type(vae).__name__}")
+        encoder = vae.get("encoder")
+        if not isinstance(encoder, Mapping):
+            return cls.from_checkpoint_config(vae)
+        if encoder.get("dims", 3) != 3:
+            raise CheckpointError(f"vae encoder dims {encoder.get('dims')!r} is not supported; only 3-D convolutions")
+        config = cls(
+            encoder_blocks=tuple(
+                VAEBlock.parse(b, ENCODER_BLOCK_KINDS, "vae encoder blocks") for b in encoder.get("blocks", ())
+            ),
+            decoder_blocks=(),
+            in_channels=int(encoder.get("in_channels", 3)),
+            latent_channels=int(encoder.get("out_channels", vae.get("latent_channels", 128))),
+            patch_size=int(encoder.get("patch_size", 4)),
+            norm_layer=_choice(encoder, "norm_layer", "pixel_norm", NORM_LAYERS),
+            latent_log_var=_choice(encoder, "latent_log_var", "uniform", LATENT_LOG_VAR_MODES),
+            encoder_padding=_choice(encoder, "spatial_padding_mode", "zeros", PADDING_MODES),
         )
         config.check()
         return config
