@@ -186,6 +186,11 @@ def test_tiles_are_picked_from_free_memory():
     assert cpu_free is None or cpu_free > 0
     decoder = _tiny_decoder()
     assert decoder.recommended_tiling((1, 8, 3, 4, 6), free_bytes=1 << 40) is None
+    latent_shape = (1, 8, 3, 16, 24)  # 17 x 256 x 384 pixels
+    picked = decoder.recommended_tiling(latent_shape, free_bytes=untiled_peak // 2)
+    assert picked is not None and len(decoder.tile_layout(latent_shape, picked)) > 1
+    tile = tuple(a.tile_size if a.tiled else n for a, n in zip((picked.frames, picked.height, picked.width), pixels))
+    assert decode_peak_bytes(TINY, DiffusionTileGeometry.of(TINY), pixels, tile, 4) < untiled_peak // 2
 
 
 def test_loads_raw_layout_and_folds_static_gates(tmp_path):

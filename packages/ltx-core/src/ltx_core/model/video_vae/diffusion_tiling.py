@@ -13,6 +13,7 @@ The tile layout follows the reference decoder exactly, so a tiled decode there a
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import logging
 import math
@@ -184,7 +185,12 @@ def available_memory(device: torch.device) -> int | None:
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
-    if hasattr(os, "sysconf") and "SC_AVPHYS_PAGES" in os.sysconf_names:  # macOS / BSD: free pages only
+    try:  # elsewhere (macOS): psutil, which accelerate already installs, when it is importable
+        psutil = importlib.import_module("psutil")
+        return int(psutil.virtual_memory().available)
+    except (ImportError, AttributeError, OSError):
+        pass
+    if hasattr(os, "sysconf") and "SC_AVPHYS_PAGES" in os.sysconf_names:  # free pages only (no cache)
         try:
             return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
         except (OSError, ValueError):
