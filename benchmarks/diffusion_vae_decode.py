@@ -6,7 +6,8 @@
 
 `attention` times one neighborhood-attention call per backend on stage-shaped inputs (best of 3).
 `decoders` decodes the same random latent with the released diffusion-decoder architecture (the
-`DiffusionDecoderConfig` defaults: 1024..128 channels, depths 4/6/4/2/8, 2 steps) and with the
+`DiffusionDecoderConfig` defaults: 1024..128 channels, depths 4/6/4/2/8, 2 steps; `--arch small` for a
+reduced one) and with the
 released LTX-2.3 conv decoder (`vae` config of `ltx-2.3-22b-keys.json`), both with random float32
 weights. `tiling` decodes one latent untiled, with the tiles `recommended_tiling` picks for a given
 budget, and with small explicit tiles. Every decode runs in its own process, so its peak resident
@@ -32,6 +33,18 @@ from ltx_core.model.video_vae.diffusion_decoder import DiffusionVideoDecoder
 from ltx_core.model.video_vae.neighborhood_attention import BACKENDS, natten_available
 
 SMALL_TILES = TilingConfig(AxisTiling(), AxisTiling(128, 64), AxisTiling(128, 64))
+# `--arch small`: the released layout at a quarter of the widths and fewer blocks, for quick runs.
+ARCHITECTURES = {
+    "released": DiffusionDecoderConfig(),
+    "small": DiffusionDecoderConfig(
+        head_dim=32,
+        t_emb_dim=128,
+        stage_channels=(256, 128, 64, 64, 64),
+        stage_depths=(1, 2, 1, 1, 2),
+        stage_kernels=((3, 7, 7), (3, 7, 7), (3, 5, 5), (3, 5, 5), (3, 3, 3)),
+        stage5_kernel=(3, 7, 7),
+    ),
+}
 
 
 def _peak_rss_mib() -> float:
@@ -65,15 +78,15 @@ def _conv_decoder() -> torch.nn.Module:
         return _randomize(video_decoder_from_config(config))
 
 
-def _diffusion_decoder() -> torch.nn.Module:
+def _diffusion_decoder(arch: str) -> torch.nn.Module:
     with torch.device("meta"):
-        return _randomize(DiffusionVideoDecoder(DiffusionDecoderConfig()))
+        return _randomize(DiffusionVideoDecoder(ARCHITECTURES[arch]))
 
 
 def child(args: argparse.Namespace) -> dict:
     """One decode in this process: which decoder, which tiling; seconds and peak RSS."""
     torch.set_num_threads(os.cpu_count() or 1)
-    decoder = _diffusion_decoder() if args.decoder == "diffusion" else _conv_decoder()
+    decoder = _diffusion_decoder(args.arch) if args.decoder == "diffusion" else _conv_decoder()
     scale = decoder.scale
     latent = torch.randn(
         1,
@@ -108,7 +121,7 @@ def child(args: argparse.Namespace) -> dict:
 def _spawn(args: argparse.Namespace, decoder: str, tiling: str) -> dict:
     cmd = [sys.executable, __file__, "child", "--decoder", decoder, "--tiling", tiling]
     cmd += ["--frames", str(args.frames), "--height", str(args.height), "--width", str(args.width)]
-    cmd += ["--budget-gib", str(args.budget_gib)]
+    cmd += ["--budget-gib", str(args.budget_gib), "--arch", args.arch]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
     return json.loads(out)
 
@@ -152,6 +165,7 @@ def main() -> None:
     parser.add_argument("--decoder", choices=["diffusion", "conv"], default="diffusion")
     parser.add_argument("--tiling", choices=["none", "small", "budget"], default="none")
     parser.add_argument("--budget-gib", type=float, default=2.0, help="free memory the 'budget' tiling assumes")
+    parser.add_argument("--arch", choices=sorted(ARCHITECTURES), default="released", help="diffusion decoder size")
     args = parser.parse_args()
     if args.part == "child":
         print(json.dumps(child(args)), flush=True)
@@ -159,7 +173,10 @@ def main() -> None:
     if args.part == "attention":
         attention(args)
         return
-    print(f"{args.frames} x {args.height} x {args.width}, float32 random weights, CPU, {os.cpu_count()} threads")
+    print(
+        f"{args.frames} x {args.height} x {args.width}, {args.arch} diffusion decoder, float32 random weights, "
+        f"CPU, {os.cpu_count()} threads"
+    )
     if args.part == "decoders":
         _report("diffusion decoder (2.5)", _spawn(args, "diffusion", "none"))
         _report("conv decoder (2.3)", _spawn(args, "conv", "none"))
