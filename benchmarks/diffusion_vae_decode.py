@@ -39,7 +39,7 @@ ARCHITECTURES = {
     "small": DiffusionDecoderConfig(
         head_dim=32,
         t_emb_dim=128,
-        stage_channels=(256, 128, 64, 64, 64),
+        stage_channels=(256, 128, 64, 64, 32),
         stage_depths=(1, 2, 1, 1, 2),
         stage_kernels=((3, 7, 7), (3, 7, 7), (3, 5, 5), (3, 5, 5), (3, 3, 3)),
         stage5_kernel=(3, 7, 7),

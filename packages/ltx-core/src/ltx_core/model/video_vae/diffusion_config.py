@@ -108,9 +108,10 @@ class DiffusionDecoderConfig:
             fields["stage5_kernel"] = _triple(dec["stage5_kernel"], "stage5_kernel")
         if dec.get("stage5_channels") is not None:
             fields["stage5_channels"] = int(dec["stage5_channels"])
-        config = cls(**fields)
-        config.check()
-        return config
+        return cls(**fields)
+
+    def __post_init__(self) -> None:
+        self.check()
 
     def check(self) -> None:
         n = len(self.stage_channels)
