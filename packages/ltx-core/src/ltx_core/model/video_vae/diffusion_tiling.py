@@ -28,9 +28,12 @@ from ltx_core.types import SpatioTemporalScaleFactors
 
 logger = logging.getLogger(__name__)
 
-# Working-set multiplicity of one stage-5 token (channels x element size x this), eager attention:
-# the residual stream, the modulated copy, q/k/v and the gathered attention blocks (reference: 5).
-STAGE5_WORKING_SET = 5.0
+# Working-set multiplicity of one stage-5 token (its stage-5 + context channels x element size x this)
+# on the eager blocked path: residual stream, context, modulated copy, q/k/v, the blocked attention's
+# stacked keys and the MLP hidden. Calibrated on CPU float32 decodes (benchmarks/diffusion_vae_decode.py:
+# estimate / measured activation peak = 0.9-1.2 for the released and a reduced architecture, tiled
+# and untiled).
+STAGE5_WORKING_SET = 12.0
 # Share of the free memory a tile may use; the rest stays for the allocator and other tenants.
 FREE_MEMORY_SHARE = 0.6
 
@@ -205,8 +208,9 @@ def decode_peak_bytes(
     tile_fhw: Triple,
     element_size: int,
 ) -> int:
-    """Estimated peak of a tiled decode: the resident stage-4 input, the float32 blend band
-    (two tile-heights of frames, full frame) and one tile's stage-4 and stage-5 working sets."""
+    """Estimated peak of a tiled decode: the resident stage-4 input and canvas noise, the float32 blend
+    band (two tile-heights of frames, full frame), one tile's pixel temporaries (x_t, the Euler update,
+    the weighted copy) and its stage-4 and stage-5 working sets."""
     frames, height, width = pixels_fhw
     scale = config.scale
     latent = (1 + (frames - 1) // scale.time + config.ghost_latent_frames, height // scale.height, width // scale.width)
@@ -218,7 +222,9 @@ def decode_peak_bytes(
     px = geometry.stage4_to_pixels
     tile_tokens4 = math.prod(-(-n // f) for n, f in zip(tile_fhw, (px.time, px.height, px.width)))
     stage4 = tile_tokens4 * config.stage_channels[3] * element_size * STAGE5_WORKING_SET
-    return int(resident + blend + stage5 + stage4)
+    noise = frames * height * width * config.out_channels * element_size
+    tile_pixels = 4 * math.prod(tile_fhw) * config.out_channels * 4
+    return int(resident + noise + blend + tile_pixels + stage5 + stage4)
 
 
 def tiling_for_memory(
