@@ -22,6 +22,7 @@ from ltx_core.loader.state_dict import StateDict, load_state_dict, stored_float_
 logger = logging.getLogger(__name__)
 
 Configurator = Callable[[dict[str, Any]], nn.Module]
+StateDictRewrite = Callable[[StateDict], StateDict]
 
 _MAX_LISTED_KEYS = 20
 
@@ -37,6 +38,9 @@ class ComponentSpec:
     `config_section` names the section it needs, so a wrong file is reported before building.
     `component` names the part of a `ModelFiles` set it is built from (None: a standalone file,
     such as a latent upsampler, always passed as a path).
+    `rewrite`, when set, sees the whole state dict after the per-key rules, in the dtypes the file
+    stores (before the cast to the build dtype): for rewrites that need sibling tensors, such as
+    static gates folded into the weights they scale.
     """
 
     name: str
@@ -45,6 +49,7 @@ class ComponentSpec:
     config_section: str | None = None
     expected_kind: str = "an LTX-2 single-file checkpoint"
     component: Component | None = None
+    rewrite: StateDictRewrite | None = None
 
 
 def _listing(keys: Sequence[str]) -> str:
@@ -135,7 +140,10 @@ def build_model(
     where = " + ".join(str(f) for f in files)
 
     def load() -> StateDict:
-        return load_state_dict(files, ops, dtype=dtype)
+        if spec.rewrite is None:
+            return load_state_dict(files, ops, dtype=dtype)
+        rewritten = spec.rewrite(load_state_dict(files, ops))
+        return {k: v.to(dtype) if v.is_floating_point() else v for k, v in rewritten.items()}
 
     state_dict = cache.get_or_load(files, ops, dtype, load) if cache is not None else load()
     if not state_dict:

@@ -1,4 +1,5 @@
-"""LTX-2 video VAE: causal 3-D conv encoder/decoder, latent statistics, tiled encode/decode."""
+"""LTX-2 video VAE: causal 3-D conv encoder/decoder, the LTX-2.5 diffusion decoder, latent statistics,
+tiled encode/decode."""
 
 from ltx_core.model.video_vae.config import VAEBlock, VideoVAEConfig, scale_factors_of
 from ltx_core.model.video_vae.decoder import (
@@ -7,12 +8,17 @@ from ltx_core.model.video_vae.decoder import (
     VideoDecoder,
     to_rgb_frames,
 )
+from ltx_core.model.video_vae.diffusion_config import DiffusionDecoderConfig, is_diffusion_vae_config
+from ltx_core.model.video_vae.diffusion_decoder import DiffusionVideoDecoder
 from ltx_core.model.video_vae.encoder import VideoEncoder
 from ltx_core.model.video_vae.layers import PerChannelStatistics
 from ltx_core.model.video_vae.spec import (
+    DIFFUSION_VIDEO_DECODER,
     VIDEO_DECODER,
     VIDEO_ENCODER,
+    diffusion_video_decoder_from_config,
     video_decoder_from_config,
+    video_decoder_spec,
     video_encoder_from_config,
 )
 from ltx_core.model.video_vae.tiling import (
@@ -26,9 +32,12 @@ from ltx_core.model.video_vae.tiling import (
 __all__ = [
     "DECODE_NOISE_SCALE",
     "DEFAULT_DECODE_TIMESTEP",
+    "DIFFUSION_VIDEO_DECODER",
     "VIDEO_DECODER",
     "VIDEO_ENCODER",
     "AxisTiling",
+    "DiffusionDecoderConfig",
+    "DiffusionVideoDecoder",
     "PerChannelStatistics",
     "TilingConfig",
     "VAEBlock",
@@ -37,9 +46,12 @@ __all__ = [
     "VideoTile",
     "VideoVAEConfig",
     "decode_tile_layout",
+    "diffusion_video_decoder_from_config",
     "encode_tile_layout",
+    "is_diffusion_vae_config",
     "scale_factors_of",
     "to_rgb_frames",
     "video_decoder_from_config",
+    "video_decoder_spec",
     "video_encoder_from_config",
 ]

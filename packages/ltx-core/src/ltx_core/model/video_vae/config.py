@@ -129,8 +129,9 @@ class VideoVAEConfig:
         class_name = vae.get("_class_name", CONV_VAE_CLASS_NAME)
         if class_name != CONV_VAE_CLASS_NAME:
             raise CheckpointError(
-                f"vae _class_name {class_name!r} is not supported; only the convolutional "
-                f"{CONV_VAE_CLASS_NAME!r} (LTX-2 / LTX-2.3) is implemented"
+                f"vae _class_name {class_name!r} is not supported by this builder; only the convolutional "
+                f"{CONV_VAE_CLASS_NAME!r} (LTX-2 / LTX-2.3) decoder is built here; the LTX-2.5 diffusion decoder "
+                "(CausalDiffusionVAE) is built by DIFFUSION_VIDEO_DECODER"
             )
         if vae.get("dims", 3) != 3:
             raise CheckpointError(f"vae dims {vae.get('dims')!r} is not supported; only 3-D convolutions (dims=3)")
