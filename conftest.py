@@ -129,6 +129,45 @@ def golden_fixture(golden_dir: Path) -> Callable[[str], GoldenFixture]:
     return get
 
 
+LTX25_SUBSET = "ltx-2.5"
+
+
+@pytest.fixture(scope="session")
+def golden_ltx25_dir(golden_dir: Path) -> Path:
+    """The LTX-2.5 sub-set `<golden_dir>/ltx-2.5/`: skipped (by name) when an `LTX_GOLDEN_DIR` set
+    lacks it, a failure when the vendored set does."""
+    d = golden_dir / LTX25_SUBSET
+    if not (d / "manifest.json").is_file():
+        if os.environ.get("LTX_GOLDEN_DIR"):
+            pytest.skip(f"the golden set {golden_dir} has no {LTX25_SUBSET}/ sub-set")
+        pytest.fail(f"the vendored golden set {golden_dir} lacks its {LTX25_SUBSET}/ sub-set", pytrace=False)
+    return d
+
+
+@pytest.fixture(scope="session")
+def golden_ltx25_manifest(golden_ltx25_dir: Path) -> dict[str, Any]:
+    return json.loads((golden_ltx25_dir / "manifest.json").read_text())
+
+
+@pytest.fixture(scope="session")
+def golden_ltx25_fixture(golden_ltx25_dir: Path) -> Callable[[str], GoldenFixture]:
+    """`golden_ltx25_fixture("fx_ltx25_components")` -> GoldenFixture (cached per session); a missing
+    file fails on the vendored set and skips, by name, under `LTX_GOLDEN_DIR`."""
+    cache: dict[str, GoldenFixture] = {}
+
+    def get(stem: str) -> GoldenFixture:
+        if stem not in cache:
+            path = golden_ltx25_dir / f"{stem}.safetensors"
+            if not path.is_file():
+                if os.environ.get("LTX_GOLDEN_DIR"):
+                    pytest.skip(f"golden fixture {LTX25_SUBSET}/{path.name} is not in {golden_ltx25_dir.parent}")
+                pytest.fail(f"the vendored golden set lacks {LTX25_SUBSET}/{path.name}", pytrace=False)
+            cache[stem] = load_golden_fixture(path)
+        return cache[stem]
+
+    return get
+
+
 @pytest.fixture(scope="session")
 def assert_golden_close() -> Callable[..., None]:
     """The acceptance check as a fixture, since test modules cannot import conftest."""

@@ -22,6 +22,7 @@ from ltx_core.loader.key_rules import (
     VOCODER_KEYS,
 )
 from ltx_core.loader.lora import DEFAULT_LORA_FUSION, LoraFusionPrecision, LoraSpec, fuse_loras, lora_metadata
+from ltx_core.loader.model_files import COMPONENT_FLAGS, Component, ComponentSource, Layout, ModelFiles
 from ltx_core.loader.safetensors_header import (
     SafetensorsHeader,
     TensorInfo,
@@ -37,6 +38,7 @@ __all__ = [
     "AUDIO_DECODER_KEYS",
     "AUDIO_ENCODER_KEYS",
     "COMFY_LORA_KEYS",
+    "COMPONENT_FLAGS",
     "DEFAULT_LORA_FUSION",
     "TEXT_EMBEDDINGS_KEYS",
     "TRANSFORMER_KEYS",
@@ -45,12 +47,16 @@ __all__ = [
     "VIDEO_ENCODER_KEYS",
     "VOCODER_KEYS",
     "CheckpointError",
+    "Component",
+    "ComponentSource",
     "ComponentSpec",
     "Configurator",
     "KeyPattern",
     "KeyRename",
+    "Layout",
     "LoraFusionPrecision",
     "LoraSpec",
+    "ModelFiles",
     "SDOps",
     "SafetensorsHeader",
     "StateDict",

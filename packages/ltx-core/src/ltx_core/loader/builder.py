@@ -15,7 +15,7 @@ from ltx_core.devices import resolve_device
 from ltx_core.loader.cache import StateDictCache
 from ltx_core.loader.errors import CheckpointError
 from ltx_core.loader.lora import DEFAULT_LORA_FUSION, LoraFusionPrecision, LoraSpec, fuse_loras
-from ltx_core.loader.safetensors_header import read_safetensors_header
+from ltx_core.loader.model_files import Component, ComponentSource, ModelFiles
 from ltx_core.loader.sd_ops import SDOps
 from ltx_core.loader.state_dict import StateDict, load_state_dict, stored_float_dtypes
 
@@ -35,6 +35,8 @@ class ComponentSpec:
     device, so it must allocate no real memory and must not create non-persistent buffers that
     need real values (compute such constants in forward, or make them persistent weights).
     `config_section` names the section it needs, so a wrong file is reported before building.
+    `component` names the part of a `ModelFiles` set it is built from (None: a standalone file,
+    such as a latent upsampler, always passed as a path).
     """
 
     name: str
@@ -42,6 +44,7 @@ class ComponentSpec:
     configurator: Configurator
     config_section: str | None = None
     expected_kind: str = "an LTX-2 single-file checkpoint"
+    component: Component | None = None
 
 
 def _listing(keys: Sequence[str]) -> str:
@@ -50,17 +53,33 @@ def _listing(keys: Sequence[str]) -> str:
     return f"{len(keys)}: {shown}{more}"
 
 
-def checkpoint_config(spec: ComponentSpec, path: str | Path) -> dict[str, Any]:
+Source = str | Path | ComponentSource | ModelFiles
+
+
+def component_source(spec: ComponentSpec, source: Source) -> ComponentSource:
+    """The files `spec` is read from: a plain path (one file, released key names), a component
+    source, or the matching component of a set of model files."""
+    if isinstance(source, ComponentSource):
+        return source
+    if isinstance(source, ModelFiles):
+        if spec.component is None:
+            raise CheckpointError(f"the {spec.name} is not part of a set of model files; pass its own file (a path)")
+        return source.source(spec.component)
+    path = Path(source)
+    return ComponentSource(spec.component, (path,))
+
+
+def checkpoint_config(spec: ComponentSpec, source: Source) -> dict[str, Any]:
     """The `config` metadata `spec` is built from, validated to hold the needed section."""
-    header = read_safetensors_header(path)
+    src = component_source(spec, source)
     kind = f"; expected {spec.expected_kind}"
-    config = header.metadata.get("config")
+    config = src.read_metadata().get("config")
     if not isinstance(config, dict):
-        raise CheckpointError(f"{str(header.path)!r} has no 'config' entry in its safetensors metadata{kind}")
+        raise CheckpointError(f"{str(src.path)!r} has no 'config' entry in its safetensors metadata{kind}")
     if spec.config_section is not None and not isinstance(config.get(spec.config_section), dict):
         present = sorted(k for k, v in config.items() if isinstance(v, dict))
         raise CheckpointError(
-            f"{str(header.path)!r} cannot provide the {spec.name}: its config has no "
+            f"{str(src.path)!r} cannot provide the {spec.name}: its config has no "
             f"{spec.config_section!r} section (sections present: {present}){kind}"
         )
     return config
@@ -89,7 +108,7 @@ def check_state_dict_fits(module: nn.Module, state_dict: StateDict, *, component
 
 def build_model(
     spec: ComponentSpec,
-    path: str | Path,
+    source: Source,
     *,
     dtype: torch.dtype = torch.float32,
     device: str | torch.device | None = None,
@@ -97,34 +116,41 @@ def build_model(
     cache: StateDictCache | None = None,
     lora_fusion: LoraFusionPrecision | str = DEFAULT_LORA_FUSION,
 ) -> nn.Module:
-    """Build `spec` from `path`: meta-device construction, lazy read of its keys, LoRA fusion,
+    """Build `spec` from `source`: meta-device construction, lazy read of its keys, LoRA fusion,
     cast of floating tensors to `dtype`, strict load with `assign`, move to `device`, eval mode.
+
+    `source` is a file path (read with the released key names), a `ComponentSource`, or a
+    `ModelFiles` set (the component `spec.component` of it).
 
     `lora_fusion`: `weight-dtype` (default) fuses LoRAs with the roundings of the dtype the file
     stores each weight in, as the reference does before casting to `dtype`; `float32` accumulates
     in float32 (see `ltx_core.loader.lora`)."""
     device = resolve_device(device)
-    config = checkpoint_config(spec, path)
+    src = component_source(spec, source)
+    config = checkpoint_config(spec, src)
     with torch.device("meta"):
         module = spec.configurator(config)
+    ops = spec.ops.after(src.key_translation)
+    files = list(src.files)
+    where = " + ".join(str(f) for f in files)
 
     def load() -> StateDict:
-        return load_state_dict(path, spec.ops, dtype=dtype)
+        return load_state_dict(files, ops, dtype=dtype)
 
-    state_dict = cache.get_or_load(path, spec.ops, dtype, load) if cache is not None else load()
+    state_dict = cache.get_or_load(files, ops, dtype, load) if cache is not None else load()
     if not state_dict:
         raise CheckpointError(
-            f"{str(path)!r} holds no {spec.name} weights (no key matches the rules {spec.ops.name!r}); "
+            f"{where!r} holds no {spec.name} weights (no key matches the rules {ops.name!r}); "
             f"expected {spec.expected_kind}"
         )
-    check_state_dict_fits(module, state_dict, component=spec.name, path=path)
+    check_state_dict_fits(module, state_dict, component=spec.name, path=where)
     if loras:
         state_dict = fuse_loras(
             state_dict,
             loras,
             component=spec.name,
             precision=lora_fusion,
-            stored_dtypes=stored_float_dtypes(path, spec.ops),
+            stored_dtypes=stored_float_dtypes(files, ops),
             device=device,
         )
     module.load_state_dict(state_dict, strict=True, assign=True)
@@ -132,7 +158,7 @@ def build_model(
     if leftover:
         raise CheckpointError(f"{spec.name}: tensors left without values after loading: {_listing(leftover)}")
     module = module.to(device).eval().requires_grad_(False)
-    logger.info("built %s from %s (%s, %s)", spec.name, Path(path).name, dtype, device)
+    logger.info("built %s from %s (%s, %s)", spec.name, ", ".join(f.name for f in src.files), dtype, device)
     return module
 
 

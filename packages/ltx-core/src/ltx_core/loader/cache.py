@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,10 +16,15 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class _CacheKey:
+class _FileIdentity:
     path: str
     mtime_ns: int
     size: int
+
+
+@dataclass(frozen=True)
+class _CacheKey:
+    files: tuple[_FileIdentity, ...]
     ops: SDOps
     dtype: torch.dtype | None
 
@@ -35,28 +40,36 @@ class StateDictCache:
         self._entries: dict[_CacheKey, StateDict] = {}
 
     @staticmethod
-    def _key(path: str | Path, ops: SDOps, dtype: torch.dtype | None) -> _CacheKey:
-        p = Path(path).resolve()
-        st = p.stat()
-        return _CacheKey(str(p), st.st_mtime_ns, st.st_size, ops, dtype)
+    def _key(paths: str | Path | Sequence[str | Path], ops: SDOps, dtype: torch.dtype | None) -> _CacheKey:
+        files = []
+        for path in [paths] if isinstance(paths, (str, Path)) else paths:
+            p = Path(path).resolve()
+            st = p.stat()
+            files.append(_FileIdentity(str(p), st.st_mtime_ns, st.st_size))
+        return _CacheKey(tuple(files), ops, dtype)
 
     def get_or_load(
-        self, path: str | Path, ops: SDOps, dtype: torch.dtype | None, load: Callable[[], StateDict]
+        self,
+        paths: str | Path | Sequence[str | Path],
+        ops: SDOps,
+        dtype: torch.dtype | None,
+        load: Callable[[], StateDict],
     ) -> StateDict:
-        key = self._key(path, ops, dtype)
+        """The state dict read from `paths` (one file, or the files of one component) with `ops`."""
+        key = self._key(paths, ops, dtype)
         if key not in self._entries:
             self._entries[key] = load()
         else:
-            logger.debug("state dict cache hit: %s (%s)", key.path, ops.name)
+            logger.debug("state dict cache hit: %s (%s)", [f.path for f in key.files], ops.name)
         return self._entries[key]
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def evict(self, path: str | Path) -> int:
-        """Drop every entry read from `path`; returns how many were dropped."""
+        """Drop every entry read (in whole or in part) from `path`; returns how many were dropped."""
         target = str(Path(path).resolve())
-        doomed = [k for k in self._entries if k.path == target]
+        doomed = [k for k in self._entries if any(f.path == target for f in k.files)]
         for k in doomed:
             del self._entries[k]
         return len(doomed)

@@ -60,6 +60,9 @@ class SDOps:
     drop: tuple[KeyPattern, ...] = ()
     renames: tuple[KeyRename, ...] = ()
     value_ops: tuple[ValueOp, ...] = ()
+    # A file layout's own translation, run on every file key before these rules (e.g. diffusers
+    # names -> the released single-file names), so one component rule set serves every layout.
+    pre: SDOps | None = None
 
     # -- construction -------------------------------------------------------------------------
     def keeping(self, prefix: str = "", suffix: str = "", contains: str = "") -> SDOps:
@@ -80,6 +83,14 @@ class SDOps:
     def named(self, name: str) -> SDOps:
         return replace(self, name=name)
 
+    def after(self, pre: SDOps | None) -> SDOps:
+        """These rules applied to the keys (and tensors) that `pre` produces from a file; `pre=None`
+        leaves the rules as they are."""
+        if pre is None:
+            return self
+        inner = pre if self.pre is None else self.pre.after(pre)
+        return replace(self, name=f"{pre.name}>{self.name}", pre=inner)
+
     def then(self, other: SDOps) -> SDOps:
         """Concatenate two rule sets: keep/drop patterns are united, renames and value ops run in order."""
         return SDOps(
@@ -92,15 +103,38 @@ class SDOps:
 
     # -- application --------------------------------------------------------------------------
     def selects(self, key: str) -> bool:
+        if self.pre is not None:
+            inner = self.pre.rename(key)
+            return inner is not None and self._selects_own(inner)
+        return self._selects_own(key)
+
+    def _selects_own(self, key: str) -> bool:
         return any(p.matches(key) for p in self.keep) and not any(p.matches(key) for p in self.drop)
 
     def rename(self, key: str) -> str | None:
         """The module key for file key `key`, or None when the key is not read."""
-        if not self.selects(key):
+        if self.pre is not None:
+            inner = self.pre.rename(key)
+            return None if inner is None else self._rename_own(inner)
+        return self._rename_own(key)
+
+    def _rename_own(self, key: str) -> str | None:
+        if not self._selects_own(key):
             return None
         for r in self.renames:
             key = r.apply(key)
         return key
+
+    def translate(self, file_key: str, tensor: torch.Tensor) -> list[tuple[str, torch.Tensor]]:
+        """Every (module key, tensor) pair file tensor `file_key` becomes (none when it is not read):
+        the layout translation `pre` first, with its own value operations, then these rules."""
+        pairs = [(file_key, tensor)] if self.pre is None else self.pre.translate(file_key, tensor)
+        out: list[tuple[str, torch.Tensor]] = []
+        for key, value in pairs:
+            module_key = self._rename_own(key)
+            if module_key is not None:
+                out.extend(self.apply_value(module_key, value))
+        return out
 
     def apply_value(self, module_key: str, tensor: torch.Tensor) -> list[tuple[str, torch.Tensor]]:
         for op in self.value_ops:

@@ -69,9 +69,9 @@ def load_state_dict(
         if not wanted:
             continue
         with safe_open(str(header.path), framework="pt", device="cpu") as f:
-            for file_key, module_key in wanted:
+            for file_key, _ in wanted:
                 tensor = f.get_tensor(file_key)
-                for key, value in ops.apply_value(module_key, tensor):
+                for key, value in ops.translate(file_key, tensor):
                     if dtype is not None and value.is_floating_point():
                         value = value.to(dtype)
                     if key in state_dict:

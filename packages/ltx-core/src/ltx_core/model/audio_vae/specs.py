@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ltx_core.loader import AUDIO_DECODER_KEYS, AUDIO_ENCODER_KEYS, VOCODER_KEYS, ComponentSpec
+from ltx_core.loader import AUDIO_DECODER_KEYS, AUDIO_ENCODER_KEYS, VOCODER_KEYS, Component, ComponentSpec
 from ltx_core.model.audio_vae.audio_vae import AudioDecoder, AudioEncoder
 from ltx_core.model.audio_vae.config import AudioVAEConfig
 from ltx_core.model.audio_vae.vocoder import vocoder_from_config
@@ -29,6 +29,7 @@ AUDIO_ENCODER = ComponentSpec(
     configurator=audio_encoder_from_config,
     config_section="audio_vae",
     expected_kind=_KIND,
+    component=Component.AUDIO_VAE,
 )
 
 AUDIO_DECODER = ComponentSpec(
@@ -37,6 +38,7 @@ AUDIO_DECODER = ComponentSpec(
     configurator=audio_decoder_from_config,
     config_section="audio_vae",
     expected_kind=_KIND,
+    component=Component.AUDIO_VAE,
 )
 
 # Runs in float32 whatever `dtype` build_model is given (the weights are upcast per call).
@@ -46,4 +48,5 @@ VOCODER = ComponentSpec(
     configurator=vocoder_from_config,
     config_section="vocoder",
     expected_kind=_KIND,
+    component=Component.AUDIO_VAE,
 )

@@ -29,7 +29,6 @@ FIXED_FIELDS: dict[str, Any] = {
     "upcast_attention": False,
     "use_linear_projection": False,
     "use_middle_indices_grid": True,
-    "use_keyframes_abs_pos_embedding": False,
 }
 # Only meaningful when both modalities are built.
 FIXED_AV_FIELDS: dict[str, Any] = {
@@ -153,6 +152,8 @@ class TransformerConfig:
     apply_gated_attention: bool = False
     cross_attention_adaln: bool = False
     use_prompt_adaln_single: bool = True
+    # LTX-2.5: a learned (1, D) video embedding added to the tokens a keyframes mask marks.
+    keyframes_abs_pos_embedding: bool = False
     # LTX-2 only: the text contexts arrive `caption_channels` wide and the transformer projects them.
     caption_channels: int | None = None
 
@@ -252,5 +253,6 @@ def parse_transformer_config(config: Mapping[str, Any], variant: ModelVariant) -
         apply_gated_attention=_flag(config, "apply_gated_attention", False),
         cross_attention_adaln=_flag(config, "cross_attention_adaln", False),
         use_prompt_adaln_single=_flag(config, "use_prompt_adaln_single", True),
+        keyframes_abs_pos_embedding=variant.has_video and _flag(config, "use_keyframes_abs_pos_embedding", False),
         caption_channels=caption_channels,
     )

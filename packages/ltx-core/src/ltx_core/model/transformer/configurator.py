@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ltx_core.loader import TRANSFORMER_KEYS, ComponentSpec
+from ltx_core.loader import TRANSFORMER_KEYS, Component, ComponentSpec
 from ltx_core.model.transformer.config import ModelVariant, parse_transformer_config
 from ltx_core.model.transformer.model import LTXModel
 
@@ -75,6 +75,7 @@ AV_TRANSFORMER = ComponentSpec(
     configurator=_configure_av,
     config_section="transformer",
     expected_kind=_KIND,
+    component=Component.TRANSFORMER,
 )
 VIDEO_ONLY_TRANSFORMER = ComponentSpec(
     name="video-only transformer",
@@ -82,6 +83,7 @@ VIDEO_ONLY_TRANSFORMER = ComponentSpec(
     configurator=_configure_video_only,
     config_section="transformer",
     expected_kind=_KIND,
+    component=Component.TRANSFORMER,
 )
 AUDIO_ONLY_TRANSFORMER = ComponentSpec(
     name="audio-only transformer",
@@ -89,4 +91,5 @@ AUDIO_ONLY_TRANSFORMER = ComponentSpec(
     configurator=_configure_audio_only,
     config_section="transformer",
     expected_kind=_KIND,
+    component=Component.TRANSFORMER,
 )

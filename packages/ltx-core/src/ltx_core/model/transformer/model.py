@@ -26,8 +26,11 @@ class Modality:
     per-sample noise level (drives the prompt AdaLN and the OTHER stream's cross-modal gate).
     positions: (B, axes, T, 2) float32 [start, end) extents (video: seconds, pixels, pixels; audio:
     seconds). context: (B, S, D) text context. context_mask: (B, S), 1 = visible. attention_mask:
-    (B, T, T) in [0, 1] for self-attention. A disabled stream passes through the blocks unchanged
-    but still serves as keys/values of the cross-modal attention.
+    (B, T, T) in [0, 1] for self-attention. keyframes_mask: (B, T, 1), non-zero on the tokens of
+    standalone keyframe latents; they receive the model's learned keyframe embedding (LTX-2.5,
+    `use_keyframes_abs_pos_embedding`; ignored by models without one, as the reference does).
+    A disabled stream passes through the blocks unchanged but still serves as keys/values of the
+    cross-modal attention.
     """
 
     latent: torch.Tensor
@@ -38,6 +41,7 @@ class Modality:
     context_mask: torch.Tensor | None = None
     attention_mask: torch.Tensor | None = None
     enabled: bool = True
+    keyframes_mask: torch.Tensor | None = None
 
 
 def context_bias(mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
@@ -73,6 +77,8 @@ def _check_modality(name: str, m: Modality, stream: StreamConfig, context_width:
         raise ValueError(f"{name} context must be (B={b}, S, {context_width}), got {tuple(m.context.shape)}")
     if m.context_mask is not None and tuple(m.context_mask.shape) != tuple(m.context.shape[:2]):
         raise ValueError(f"{name} context_mask must be {tuple(m.context.shape[:2])}, got {tuple(m.context_mask.shape)}")
+    if m.keyframes_mask is not None and m.keyframes_mask.numel() != b * t:
+        raise ValueError(f"{name} keyframes_mask must be (B={b}, T={t}, 1), got {tuple(m.keyframes_mask.shape)}")
 
 
 class LTXModel(nn.Module):
@@ -86,6 +92,8 @@ class LTXModel(nn.Module):
         rows = config.adaln_rows
         if video is not None:
             self.patchify_proj = nn.Linear(video.in_channels, video.dim)
+            if config.keyframes_abs_pos_embedding:
+                self.keyframes_abs_pos_embedding = nn.Parameter(torch.zeros(1, video.dim))
             self.adaln_single = AdaLNSingle(video.dim, rows)
             if config.has_prompt_adaln:
                 self.prompt_adaln_single = AdaLNSingle(video.dim, 2)
@@ -152,6 +160,11 @@ class LTXModel(nn.Module):
     def _prepare(self, m: Modality, stream: StreamConfig, prefix: str) -> StreamState:
         c = self.config
         x = getattr(self, f"{prefix}patchify_proj")(m.latent)
+        marker = getattr(self, f"{prefix}keyframes_abs_pos_embedding", None)
+        if marker is not None and m.keyframes_mask is not None:
+            # x + [mask > 0] * e: marks single-pixel-frame tokens right after the input projection.
+            marked = (m.keyframes_mask.reshape(x.shape[0], -1, 1) > 0).to(x.dtype)
+            x = x + marked * marker.to(x.dtype)
         batch, dtype = x.shape[0], m.latent.dtype
         timestep_mod, embedded = self._adaln(
             getattr(self, f"{prefix}adaln_single"), m.timesteps * c.timestep_scale_multiplier, batch, dtype

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ltx_core.loader import VIDEO_DECODER_KEYS, VIDEO_ENCODER_KEYS, CheckpointError, ComponentSpec
+from ltx_core.loader import VIDEO_DECODER_KEYS, VIDEO_ENCODER_KEYS, CheckpointError, Component, ComponentSpec
 from ltx_core.model.video_vae.config import VideoVAEConfig
 from ltx_core.model.video_vae.decoder import VideoDecoder
 from ltx_core.model.video_vae.encoder import VideoEncoder
@@ -36,6 +36,7 @@ VIDEO_ENCODER = ComponentSpec(
     configurator=video_encoder_from_config,
     config_section="vae",
     expected_kind=_KIND,
+    component=Component.VIDEO_VAE,
 )
 
 VIDEO_DECODER = ComponentSpec(
@@ -44,4 +45,5 @@ VIDEO_DECODER = ComponentSpec(
     configurator=video_decoder_from_config,
     config_section="vae",
     expected_kind=_KIND,
+    component=Component.VIDEO_VAE,
 )

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ltx_core.loader import TEXT_EMBEDDINGS_KEYS, CheckpointError, ComponentSpec
+from ltx_core.loader import TEXT_EMBEDDINGS_KEYS, CheckpointError, Component, ComponentSpec
 from ltx_core.model.transformer.config import rope_settings, uses_v2_text_path
 from ltx_core.text_encoders.gemma.connector import ConnectorConfig, EmbeddingsConnector
 from ltx_core.text_encoders.gemma.feature_extractor import (
@@ -208,6 +208,7 @@ def text_embeddings_spec(
         configurator=configurator,
         config_section="transformer",
         expected_kind="an LTX-2 / LTX-2.3 single-file checkpoint (text projection and embeddings connectors)",
+        component=Component.TEXT_EMBEDDINGS,
     )
 
 

@@ -1,0 +1,331 @@
+"""The one value for a set of model files: which component comes from which file(s), with which
+config and key translation.
+
+Users bring weights in several shapes: the reference's single file (LTX-2 / 2.3: every component
+under its own prefix in one `.safetensors`, plus a Gemma 3 folder), or one file per component
+(LTX-2.5: transformer, packed text encoder, video VAE, audio VAE, duration head). Each shape is
+read into a `ModelFiles` value by one constructor, and models are built from that value only
+(`build_model(spec, files)` or `build_model(spec, files.source(...))`); nothing downstream looks at
+file names. A new layout (for instance a diffusers folder: per-component `config.json` +
+`diffusion_pytorch_model.safetensors` with diffusers' key names) is one more constructor that fills
+in `ComponentSource`s: the weight files, the metadata the configurators read (`{"config": {...}}`
+as the released files store it) and a key translation to the released names (`SDOps`, applied
+before each component's own rules).
+
+Latent upsamplers are separate files in every layout and stay plain paths.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from ltx_core.loader.errors import CheckpointError
+from ltx_core.loader.safetensors_header import check_checkpoint_path, parse_model_version, read_safetensors_header
+from ltx_core.loader.sd_ops import SDOps
+
+logger = logging.getLogger(__name__)
+
+
+class Component(str, Enum):
+    """The parts a set of model files provides. Values are the keyword names of `ModelFiles.split`."""
+
+    TRANSFORMER = "transformer"
+    TEXT_ENCODER = "text_encoder"  # Gemma: a folder (Gemma 3) or a packed single file (Gemma 4)
+    TEXT_EMBEDDINGS = "text_embeddings"  # text projection + embeddings connectors (spread over files)
+    VIDEO_VAE = "video_vae"
+    AUDIO_VAE = "audio_vae"  # audio VAE encoder / decoder and the vocoder
+    DURATION_HEAD = "duration_head"
+
+
+class Layout(str, Enum):
+    SINGLE_FILE = "single-file"
+    SPLIT = "split"
+
+
+# The command-line option that supplies each component (shared by every pipeline), so that errors
+# raised here name what the user typed.
+CHECKPOINT_FLAG = "--checkpoint-path"
+GEMMA_ROOT_FLAG = "--gemma-root"
+COMPONENT_FLAGS: Mapping[Component, str] = {
+    Component.TRANSFORMER: "--transformer-path",
+    Component.TEXT_ENCODER: "--text-encoder-path",
+    Component.VIDEO_VAE: "--video-vae-path",
+    Component.AUDIO_VAE: "--audio-vae-path",
+    Component.DURATION_HEAD: "--duration-head-path",
+}
+
+
+def component_flag(component: Component, layout: Layout) -> str:
+    if layout is Layout.SINGLE_FILE:
+        return GEMMA_ROOT_FLAG if component is Component.TEXT_ENCODER else CHECKPOINT_FLAG
+    if component is Component.TEXT_EMBEDDINGS:
+        return f"{COMPONENT_FLAGS[Component.TRANSFORMER]} and {COMPONENT_FLAGS[Component.TEXT_ENCODER]}"
+    return COMPONENT_FLAGS[component]
+
+
+@dataclass(frozen=True)
+class ComponentSource:
+    """Where one component's weights, config and key names come from.
+
+    `files`: the weight files, read in order (a component may be spread over several, as the
+    LTX-2.5 text embeddings are: connectors in the transformer file, projection in the text
+    encoder file). `metadata`: the safetensors-style metadata the configurators read (a `config`
+    object with the component's section, `model_version`, ...); None reads it from `config_file`
+    (default: the first file). `key_translation`: rules run on every file key before the
+    component's own rules, mapping a layout's names to the released ones (None: released names).
+    """
+
+    component: Component | None
+    files: tuple[Path, ...]
+    metadata: Mapping[str, Any] | None = field(default=None, compare=False)
+    config_file: Path | None = None
+    key_translation: SDOps | None = None
+
+    def __post_init__(self) -> None:
+        if not self.files:
+            raise ValueError(f"the {self.component} source names no file")
+
+    @property
+    def path(self) -> Path:
+        """The main file (where the metadata is read by default)."""
+        return self.config_file or self.files[0]
+
+    def read_metadata(self) -> Mapping[str, Any]:
+        if self.metadata is not None:
+            return self.metadata
+        return read_safetensors_header(self.path).metadata
+
+
+def _file(path: str | Path, component: Component, layout: Layout) -> Path:
+    try:
+        return check_checkpoint_path(path)
+    except CheckpointError as e:
+        raise CheckpointError(f"{component_flag(component, layout)}: {e}") from None
+
+
+def _existing(path: str | Path, component: Component, layout: Layout) -> Path:
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise CheckpointError(f"{component_flag(component, layout)}: not found: {str(p)!r}")
+    return p
+
+
+@dataclass(frozen=True)
+class ModelFiles:
+    """A set of model files: one `ComponentSource` per component it provides."""
+
+    layout: Layout
+    sources: tuple[ComponentSource, ...]
+
+    # -- constructors -------------------------------------------------------------------------
+    @classmethod
+    def single_file(
+        cls,
+        checkpoint: str | Path,
+        *,
+        gemma_root: str | Path | None = None,
+        video_vae: str | Path | None = None,
+    ) -> ModelFiles:
+        """The released single file (LTX-2 / LTX-2.3): every component is read from `checkpoint`
+        under its own key prefix, exactly as before; the text encoder is a Gemma folder (or none
+        when prompts are not encoded). `video_vae` replaces the checkpoint's video VAE."""
+        layout = Layout.SINGLE_FILE
+        ckpt = _file(checkpoint, Component.TRANSFORMER, layout)
+        sources = [
+            ComponentSource(Component.TRANSFORMER, (ckpt,)),
+            ComponentSource(Component.TEXT_EMBEDDINGS, (ckpt,)),
+            ComponentSource(
+                Component.VIDEO_VAE, (_file(video_vae, Component.VIDEO_VAE, Layout.SPLIT) if video_vae else ckpt,)
+            ),
+            ComponentSource(Component.AUDIO_VAE, (ckpt,)),
+        ]
+        if gemma_root is not None:
+            gemma = _existing(gemma_root, Component.TEXT_ENCODER, layout)
+            sources.append(ComponentSource(Component.TEXT_ENCODER, (gemma,)))
+        files = cls(layout, tuple(sources))
+        files.check_text_encoder_match()
+        return files
+
+    @classmethod
+    def split(
+        cls,
+        *,
+        transformer: str | Path | None = None,
+        text_encoder: str | Path | None = None,
+        video_vae: str | Path | None = None,
+        audio_vae: str | Path | None = None,
+        duration_head: str | Path | None = None,
+    ) -> ModelFiles:
+        """One file per component (the LTX-2.5 release). Omitted components are absent; a pipeline
+        states what it needs with `require`. The text embeddings take their config and connectors
+        from the transformer file and the text projection from the text encoder file (when that is
+        a packed file; a Gemma folder carries no projection)."""
+        layout = Layout.SPLIT
+        given = {
+            Component.TRANSFORMER: transformer,
+            Component.TEXT_ENCODER: text_encoder,
+            Component.VIDEO_VAE: video_vae,
+            Component.AUDIO_VAE: audio_vae,
+            Component.DURATION_HEAD: duration_head,
+        }
+        if all(v is None for v in given.values()):
+            flags = ", ".join(COMPONENT_FLAGS.values())
+            raise CheckpointError(f"a split set of model files needs at least one of {flags}")
+        sources: list[ComponentSource] = []
+        paths: dict[Component, Path] = {}
+        for component, value in given.items():
+            if value is None:
+                continue
+            if component is Component.TEXT_ENCODER:
+                paths[component] = _existing(value, component, layout)
+            else:
+                paths[component] = _file(value, component, layout)
+            sources.append(ComponentSource(component, (paths[component],)))
+        if Component.TRANSFORMER in paths:
+            te = paths.get(Component.TEXT_ENCODER)
+            extra = (te,) if te is not None and te.is_file() else ()
+            sources.append(ComponentSource(Component.TEXT_EMBEDDINGS, (paths[Component.TRANSFORMER], *extra)))
+        files = cls(layout, tuple(sources))
+        files.check_text_encoder_match()
+        return files
+
+    @classmethod
+    def from_paths(
+        cls,
+        *,
+        checkpoint: str | Path | None = None,
+        gemma_root: str | Path | None = None,
+        transformer: str | Path | None = None,
+        text_encoder: str | Path | None = None,
+        video_vae: str | Path | None = None,
+        audio_vae: str | Path | None = None,
+        duration_head: str | Path | None = None,
+    ) -> ModelFiles:
+        """Either a single file (+ Gemma folder) or a split set, from whichever paths were given.
+        A mix of the two is refused, naming the options on both sides; `video_vae` fits both
+        (it replaces the single file's video VAE)."""
+        split_given = {
+            Component.TRANSFORMER: transformer,
+            Component.TEXT_ENCODER: text_encoder,
+            Component.AUDIO_VAE: audio_vae,
+            Component.DURATION_HEAD: duration_head,
+        }
+        split_flags = [COMPONENT_FLAGS[c] for c, v in split_given.items() if v is not None]
+        single_flags = [f for f, v in ((CHECKPOINT_FLAG, checkpoint), (GEMMA_ROOT_FLAG, gemma_root)) if v is not None]
+        if split_flags and single_flags:
+            raise CheckpointError(
+                f"{' and '.join(single_flags)} (single-file checkpoint) cannot be combined with "
+                f"{', '.join(split_flags)} (one file per component): give either the single file "
+                f"(+ {GEMMA_ROOT_FLAG}) or the component files; {COMPONENT_FLAGS[Component.VIDEO_VAE]} fits both"
+            )
+        if checkpoint is not None:
+            return cls.single_file(checkpoint, gemma_root=gemma_root, video_vae=video_vae)
+        if gemma_root is not None:
+            raise CheckpointError(
+                f"{GEMMA_ROOT_FLAG} was given without {CHECKPOINT_FLAG}; with component files give the text "
+                f"encoder as {COMPONENT_FLAGS[Component.TEXT_ENCODER]}"
+            )
+        if not split_flags and video_vae is None:
+            raise CheckpointError(
+                f"no model files given: pass {CHECKPOINT_FLAG} (single file) or the component files "
+                f"({', '.join(COMPONENT_FLAGS.values())})"
+            )
+        return cls.split(
+            transformer=transformer,
+            text_encoder=text_encoder,
+            video_vae=video_vae,
+            audio_vae=audio_vae,
+            duration_head=duration_head,
+        )
+
+    # -- access -------------------------------------------------------------------------------
+    def has(self, component: Component | str) -> bool:
+        component = Component(component)
+        return any(s.component is component for s in self.sources)
+
+    def source(self, component: Component | str) -> ComponentSource:
+        """The source of `component`; a clear error naming the option when the set lacks it."""
+        component = Component(component)
+        for s in self.sources:
+            if s.component is component:
+                return s
+        raise CheckpointError(self._missing_message([component]))
+
+    def require(self, *components: Component | str, purpose: str = "this pipeline") -> None:
+        """Refuse, before any loading, a set that lacks components `purpose` needs (all named at once)."""
+        missing = [Component(c) for c in components if not self.has(c)]
+        if missing:
+            raise CheckpointError(self._missing_message(missing, purpose))
+
+    def _missing_message(self, missing: list[Component], purpose: str = "this run") -> str:
+        names = ", ".join(f"{c.value} ({component_flag(c, self.layout)})" for c in missing)
+        have = ", ".join(str(s.component.value) for s in self.sources if s.component) or "nothing"
+        return (
+            f"{purpose} needs {names}, which the {self.layout.value} model files do not provide (they provide: {have})"
+        )
+
+    @property
+    def main_path(self) -> Path:
+        """The file that describes the model (the transformer's, else the first file given)."""
+        if self.has(Component.TRANSFORMER):
+            return self.source(Component.TRANSFORMER).path
+        return self.sources[0].path
+
+    def model_version(self) -> tuple[int, ...]:
+        """The transformer's `model_version` metadata parsed ('2.5.1' -> (2, 5, 1)); () when absent."""
+        if not self.has(Component.TRANSFORMER):
+            return ()
+        return parse_model_version(self.source(Component.TRANSFORMER).read_metadata().get("model_version"))
+
+    # -- consistency --------------------------------------------------------------------------
+    def check_text_encoder_match(self) -> None:
+        """Refuse a text encoder other than the one the transformer was trained with, before loading:
+        the transformer's `gemma_source_checkpoint.gemma_version` against the encoder's own version
+        (a packed file's `gemma_config.gemma_version`, a folder's `config.json`)."""
+        if not (self.has(Component.TRANSFORMER) and self.has(Component.TEXT_ENCODER)):
+            return
+        wanted = _transformer_gemma_version(self.source(Component.TRANSFORMER).read_metadata())
+        if wanted is None:
+            return
+        encoder = self.source(Component.TEXT_ENCODER)
+        found = text_encoder_version(encoder.path)
+        if found != wanted:
+            raise CheckpointError(
+                f"the text encoder {str(encoder.path)!r} is {found or 'of no stated version'!s}, but the transformer "
+                f"{str(self.source(Component.TRANSFORMER).path)!r} was trained with {wanted} "
+                f"(its metadata gemma_source_checkpoint.gemma_version); give the matching "
+                f"{component_flag(Component.TEXT_ENCODER, self.layout)}"
+            )
+
+
+def _transformer_gemma_version(metadata: Mapping[str, Any]) -> str | None:
+    source = metadata.get("gemma_source_checkpoint")
+    if isinstance(source, Mapping) and isinstance(source.get("gemma_version"), str):
+        return source["gemma_version"]
+    return None
+
+
+def text_encoder_version(path: Path) -> str | None:
+    """The Gemma version a text encoder states: a packed file's `gemma_config.gemma_version`, else its
+    `model_type`; for a folder, the `gemma_version` / `model_type` of its `config.json`."""
+    import json
+
+    if path.is_dir():
+        config_path = path / "config.json"
+        if not config_path.is_file():
+            return None
+        try:
+            config = json.loads(config_path.read_text())
+        except (OSError, json.JSONDecodeError):
+            return None
+    else:
+        config = read_safetensors_header(path).metadata.get("gemma_config")
+    if not isinstance(config, Mapping):
+        return None
+    version = config.get("gemma_version") or config.get("model_type")
+    return str(version) if version is not None else None

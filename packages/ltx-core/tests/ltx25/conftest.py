@@ -1,0 +1,32 @@
+"""The LTX-2.5 golden split files as one `ModelFiles` value (the path the pipelines load through)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ltx_core.loader import ModelFiles
+
+
+@pytest.fixture(scope="session")
+def ltx25_files(golden_ltx25_dir: Path, golden_ltx25_manifest: dict[str, Any]) -> ModelFiles:
+    names = golden_ltx25_manifest["component_files"]
+    return ModelFiles.split(
+        **{
+            c: golden_ltx25_dir / names[c]
+            for c in ("transformer", "text_encoder", "video_vae", "audio_vae", "duration_head")
+        }
+    )
+
+
+@pytest.fixture(scope="session")
+def ltx25_component_file(golden_ltx25_dir: Path, golden_ltx25_manifest: dict[str, Any]):
+    """`ltx25_component_file("spatial_upsampler")` -> the path of a standalone file of the set."""
+
+    def get(name: str) -> Path:
+        files = {**golden_ltx25_manifest["component_files"], **golden_ltx25_manifest.get("more_component_files", {})}
+        return golden_ltx25_dir / files[name]
+
+    return get
