@@ -92,3 +92,119 @@ def connectors_to_diffusers(name: str) -> str:
 def connectors_from_diffusers(name: str) -> str:
     projected = _replace_root(name, _PROJECTION_BACK)
     return projected if projected is not None else _rename_segments(name, _CONNECTOR_BACK)
+
+
+# -- whole checkpoint keys, per diffusers component folder ---------------------------------------
+
+TRANSFORMER_PREFIX = "model.diffusion_model."
+TEXT_PROJECTION_ROOT = "text_embedding_projection."
+STAT_NAMES = {
+    "latents_mean": "per_channel_statistics.mean-of-means",
+    "latents_std": "per_channel_statistics.std-of-means",
+}
+_STAT_BACK = {v: k for k, v in STAT_NAMES.items()}
+
+# Vocoder: reference segment -> diffusers segment (`downsample.lowpass.filter` is handled apart).
+VOCODER_SEGMENTS: Mapping[str, str] = {
+    "conv_pre": "conv_in",
+    "conv_post": "conv_out",
+    "ups": "upsamplers",
+    "resblocks": "resnets",
+    "act_post": "act_out",
+}
+_VOCODER_BACK = _inverse(VOCODER_SEGMENTS)
+
+
+def transformer_key_to_reference(key: str) -> str:
+    return TRANSFORMER_PREFIX + transformer_from_diffusers(key)
+
+
+def transformer_key_to_diffusers(key: str) -> str | None:
+    """None for single-file keys that are not the transformer's (connectors, other components)."""
+    if not key.startswith(TRANSFORMER_PREFIX):
+        return None
+    name = key[len(TRANSFORMER_PREFIX) :]
+    if name.startswith(CONNECTOR_REFERENCE_ROOTS):
+        return None
+    return transformer_to_diffusers(name)
+
+
+def connectors_key_to_reference(key: str) -> str:
+    name = connectors_from_diffusers(key)
+    return name if name.startswith(TEXT_PROJECTION_ROOT) else TRANSFORMER_PREFIX + name
+
+
+def connectors_key_to_diffusers(key: str) -> str | None:
+    if key.startswith(TEXT_PROJECTION_ROOT):
+        return connectors_to_diffusers(key)
+    if key.startswith(TRANSFORMER_PREFIX) and key[len(TRANSFORMER_PREFIX) :].startswith(CONNECTOR_REFERENCE_ROOTS):
+        return connectors_to_diffusers(key[len(TRANSFORMER_PREFIX) :])
+    return None
+
+
+def _longest_prefix(key: str, pairs: list[tuple[str, str]]) -> str | None:
+    best: tuple[str, str] | None = None
+    for old, new in pairs:
+        if key.startswith(old) and (best is None or len(old) > len(best[0])):
+            best = (old, new)
+    return None if best is None else best[1] + key[len(best[0]) :]
+
+
+def video_vae_key_to_reference(key: str, block_pairs: list[tuple[str, str]]) -> str:
+    """`block_pairs`: (reference prefix, diffusers prefix) from `vae_block_renames`."""
+    if key in STAT_NAMES:
+        return "vae." + STAT_NAMES[key]
+    back = [(d, r) for r, d in block_pairs]
+    name = _longest_prefix(key, back) or key
+    name = name.replace(".resnets.", ".res_blocks.")
+    for diffusers_name, reference in (("decoder.time_embedder.", "decoder.last_time_embedder."),
+                                      ("decoder.scale_shift_table", "decoder.last_scale_shift_table")):  # fmt: skip
+        if name.startswith(diffusers_name):
+            name = reference + name[len(diffusers_name) :]
+    return "vae." + name
+
+
+_VAE_DROPPED_STATS = ("channel", "mean-of-stds", "mean-of-stds_over_std-of-means")
+
+
+def video_vae_key_to_diffusers(key: str, block_pairs: list[tuple[str, str]]) -> str | None:
+    """None for keys outside the video VAE and for the statistics diffusers does not keep."""
+    if not key.startswith("vae."):
+        return None
+    name = key[len("vae.") :]
+    if name in _STAT_BACK:
+        return _STAT_BACK[name]
+    if name.startswith("per_channel_statistics."):
+        return None
+    for reference, diffusers_name in (("decoder.last_time_embedder.", "decoder.time_embedder."),
+                                      ("decoder.last_scale_shift_table", "decoder.scale_shift_table")):  # fmt: skip
+        if name.startswith(reference):
+            name = diffusers_name + name[len(reference) :]
+    name = name.replace(".res_blocks.", ".resnets.")
+    mapped = _longest_prefix(name, [(r, d) for r, d in block_pairs])
+    return mapped if mapped is not None else name
+
+
+def audio_vae_key_to_reference(key: str) -> str:
+    return "audio_vae." + STAT_NAMES.get(key, key)
+
+
+def audio_vae_key_to_diffusers(key: str) -> str | None:
+    if not key.startswith("audio_vae."):
+        return None
+    name = key[len("audio_vae.") :]
+    if name.startswith("per_channel_statistics."):
+        return _STAT_BACK.get(name)
+    return name
+
+
+def vocoder_key_to_reference(key: str) -> str:
+    name = _rename_segments(key, _VOCODER_BACK).replace(".downsample.filter", ".downsample.lowpass.filter")
+    return "vocoder." + name
+
+
+def vocoder_key_to_diffusers(key: str) -> str | None:
+    if not key.startswith("vocoder."):
+        return None
+    name = key[len("vocoder.") :].replace(".downsample.lowpass.filter", ".downsample.filter")
+    return _rename_segments(name, VOCODER_SEGMENTS)

@@ -45,6 +45,7 @@ class Component(str, Enum):
 class Layout(str, Enum):
     SINGLE_FILE = "single-file"
     SPLIT = "split"
+    DIFFUSERS = "diffusers"
 
 
 # The command-line option that supplies each component (shared by every pipeline), so that errors
@@ -61,6 +62,13 @@ COMPONENT_FLAGS: Mapping[Component, str] = {
 
 
 def component_flag(component: Component, layout: Layout) -> str:
+    if layout is Layout.DIFFUSERS:
+        from ltx_core.loader.diffusers_folder import COMPONENT_FOLDERS
+
+        folders = COMPONENT_FOLDERS.get(component)
+        if folders is None:
+            return GEMMA_ROOT_FLAG if component is Component.TEXT_ENCODER else "a component diffusers does not carry"
+        return " + ".join(f"{f}/" for f in folders) + " in the diffusers folder"
     if layout is Layout.SINGLE_FILE:
         return GEMMA_ROOT_FLAG if component is Component.TEXT_ENCODER else CHECKPOINT_FLAG
     if component is Component.TEXT_EMBEDDINGS:
@@ -193,6 +201,26 @@ class ModelFiles:
         files = cls(layout, tuple(sources))
         files.check_text_encoder_match()
         return files
+
+    @classmethod
+    def from_diffusers(cls, folder: str | Path, *, gemma_root: str | Path | None = None) -> ModelFiles:
+        """A diffusers model folder (local, or `hf://<org>/<repo>`): each component it carries, with
+        the config translated from its `config.json` and diffusers' key names mapped to the released
+        ones (`ltx_core.loader.diffusers_folder`). The text encoder stays a Gemma folder
+        (`gemma_root`). A folder of another model family is refused here, before any loading."""
+        from ltx_core.loader.diffusers_folder import COMPONENT_FOLDERS, read_diffusers_folder
+
+        found = read_diffusers_folder(folder)
+        sources = [found.source(c) for c in COMPONENT_FOLDERS if found.has(c)]
+        if not sources:
+            raise CheckpointError(
+                f"the diffusers folder {str(found.root)!r} has none of the component folders "
+                f"{sorted({f for fs in COMPONENT_FOLDERS.values() for f in fs})}"
+            )
+        if gemma_root is not None:
+            gemma = _existing(gemma_root, Component.TEXT_ENCODER, Layout.SINGLE_FILE)
+            sources.append(ComponentSource(Component.TEXT_ENCODER, (gemma,)))
+        return cls(Layout.DIFFUSERS, tuple(sources))
 
     @classmethod
     def from_paths(
