@@ -41,3 +41,29 @@ def test_every_upsampler_folder_has_the_upsampler_file_weights(golden_dir, golde
     for folder, file_name in upsamplers.items():
         got = build_model(LATENT_UPSAMPLER, upsampler_source(golden_interop_dir / "diffusers" / folder), device="cpu")
         _same_weights(got, build_model(LATENT_UPSAMPLER, golden_dir / file_name, device="cpu"), folder)
+
+
+@pytest.mark.golden
+def test_export_writes_the_folder_diffusers_wrote(golden_dir, golden_interop_dir, tmp_path):
+    """`to-diffusers` on the golden checkpoint and upsamplers gives the interop folder: same folders,
+    key names, shapes, dtypes, values and config.json contents (`_diffusers_version` included)."""
+    import json
+
+    from safetensors.torch import load_file
+
+    from ltx_core.convert import single_file_to_diffusers
+
+    want_root = golden_interop_dir / "diffusers"
+    conversion = json.loads((golden_interop_dir / "verification.json").read_text())["conversion"]
+    upsamplers = [golden_dir / v["source"] for v in conversion.values() if isinstance(v, dict) and "source" in v]
+    got_root = single_file_to_diffusers(golden_dir / "checkpoint.safetensors", tmp_path / "out", upsamplers=upsamplers)
+    want_files = sorted(p.relative_to(want_root) for p in want_root.rglob("*") if p.is_file())
+    assert sorted(p.relative_to(got_root) for p in got_root.rglob("*") if p.is_file()) == want_files
+    for rel in want_files:
+        if rel.suffix == ".json":
+            assert json.loads((got_root / rel).read_text()) == json.loads((want_root / rel).read_text()), rel
+            continue
+        got, want = load_file(got_root / rel), load_file(want_root / rel)
+        assert got.keys() == want.keys(), rel
+        for key in want:
+            assert got[key].dtype == want[key].dtype and torch.equal(got[key], want[key]), f"{rel}: {key}"
