@@ -67,3 +67,28 @@ def test_export_writes_the_folder_diffusers_wrote(golden_dir, golden_interop_dir
         assert got.keys() == want.keys(), rel
         for key in want:
             assert got[key].dtype == want[key].dtype and torch.equal(got[key], want[key]), f"{rel}: {key}"
+
+
+@pytest.mark.golden
+def test_ltx25_folder_components_read_exactly(golden_ltx25_dir, golden_ltx25_manifest, golden_interop_dir):
+    """The components diffusers carries exactly for LTX-2.5 (transformer, audio VAE + vocoder, upsampler)
+    give the split files' weights; the video VAE (zero placeholder decoder) is refused, naming why."""
+    from ltx_core.loader import CheckpointError
+    from ltx_core.loader.model_files import Component
+
+    names = golden_ltx25_manifest["component_files"]
+    folder = golden_interop_dir / "diffusers-ltx-2.5"
+    files = ModelFiles.from_diffusers(folder)
+    split = ModelFiles.split(
+        transformer=golden_ltx25_dir / names["transformer"], audio_vae=golden_ltx25_dir / names["audio_vae"]
+    )
+    for spec in (AV_TRANSFORMER, AUDIO_ENCODER, AUDIO_DECODER, VOCODER):
+        _same_weights(build_model(spec, files, device="cpu"), build_model(spec, split, device="cpu"), spec.name)
+    got = build_model(LATENT_UPSAMPLER, upsampler_source(folder / "latent_upsampler"), device="cpu")
+    want = build_model(LATENT_UPSAMPLER, golden_ltx25_dir / names["spatial_upsampler"], device="cpu")
+    _same_weights(got, want, "latent_upsampler")
+    from ltx_core.loader.diffusers_folder import read_diffusers_folder
+
+    assert not files.has(Component.VIDEO_VAE)
+    with pytest.raises(CheckpointError, match="zero placeholder decoder"):
+        read_diffusers_folder(folder).source(Component.VIDEO_VAE)

@@ -47,6 +47,12 @@ COMPONENT_FOLDERS: Mapping[Component, tuple[str, ...]] = {
     Component.AUDIO_VAE: ("audio_vae", "vocoder"),
 }
 UPSAMPLER_FOLDERS = ("latent_upsampler", "latent_upsampler_x1.5")
+LTX25_FOLDERS = frozenset({"diffusion_decoder", "duration_head"})
+# LTX-2.5 components whose diffusers form differs from the reference's (they are read from the split files).
+LTX25_NOT_READ: Mapping[Component, str] = {
+    Component.VIDEO_VAE: "vae/ has a zero placeholder decoder; the diffusion decoder is not read yet",
+    Component.TEXT_EMBEDDINGS: "connectors/ has zero-filled FFN biases and no Gemma 4 projection",
+}
 
 
 HF_SCHEME = "hf://"
@@ -123,15 +129,28 @@ class DiffusersFolder:
     config: Mapping[str, Any]  # the reference's `config` metadata (sections for the folders present)
     model_version: str
 
+    @property
+    def is_ltx25(self) -> bool:
+        """An LTX-2.5 conversion: diffusers carries its diffusion decoder and duration head in folders of
+        their own, and its `vae/` keeps a conv decoder of zero placeholders (see docs/interop.md)."""
+        return bool(self.folders & LTX25_FOLDERS)
+
     def has(self, component: Component) -> bool:
         wanted = COMPONENT_FOLDERS.get(component)
-        return wanted is not None and all(f in self.folders for f in wanted)
+        if wanted is None or (self.is_ltx25 and component in LTX25_NOT_READ):
+            return False
+        return all(f in self.folders for f in wanted)
 
     def missing(self, component: Component) -> list[str]:
         return [f for f in COMPONENT_FOLDERS.get(component, ()) if f not in self.folders]
 
     def source(self, component: Component) -> ComponentSource:
         """The component's files, reference config and key table; raises naming missing folders."""
+        if self.is_ltx25 and component in LTX25_NOT_READ:
+            raise CheckpointError(
+                f"the LTX-2.5 diffusers folder {str(self.root)!r}: its {component.value} is not read from diffusers "
+                f"folders ({LTX25_NOT_READ[component]}); give the LTX-2.5 component file instead"
+            )
         missing = self.missing(component)
         if missing:
             raise CheckpointError(
@@ -210,7 +229,7 @@ def read_diffusers_folder(folder: str | Path) -> DiffusersFolder:
     # The reference's version string is not in a diffusers folder; the 2.3 text path (per-modality
     # projections) marks LTX-2.3, its absence LTX-2.0.
     v2 = connectors is not None and bool(connectors.get("per_modality_projections"))
-    version = "2.3.0" if v2 else "2.0.0"
+    version = "2.5.0" if present & LTX25_FOLDERS else "2.3.0" if v2 else "2.0.0"
     return DiffusersFolder(root=root, folders=frozenset(present), config=config, model_version=version)
 
 
