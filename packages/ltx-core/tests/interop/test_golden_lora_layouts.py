@@ -84,3 +84,21 @@ def test_every_released_linear_has_a_kohya_name_that_resolves_back(golden_dir):
     assert modules
     wrong = [m for m in modules if resolve_kohya_name(m.replace(".", "_")) != m]
     assert not wrong, f"kohya names that do not resolve back: {wrong[:10]}"
+
+
+@pytest.mark.golden
+def test_loras_fuse_into_a_model_built_from_the_diffusers_folder(golden_dir, golden_interop_dir):
+    """The bf16 rule rounds to the dtype the folder stores: the full build path from `interop/diffusers/`
+    with each LoRA layout gives the expected fused weights too."""
+    from ltx_core.loader import ModelFiles, build_model
+
+    files = ModelFiles.from_diffusers(golden_interop_dir / "diffusers")
+    strengths, expected = _expected(golden_dir)
+    for lora in _lora_files(golden_dir):
+        strength = strengths[-1]
+        prefix = f"strength_{strength:g}."
+        model = build_model(AV_TRANSFORMER, files, device="cpu", loras=[LoraSpec(lora, strength)])
+        state = model.state_dict()
+        for key, want in expected.items():
+            if key.startswith(prefix):
+                assert torch.equal(state[key[len(prefix) :]], want), f"{lora.name}: {key}"

@@ -126,3 +126,13 @@ def test_hub_folders_download_only_configs_and_safetensors(converted, monkeypatc
     assert ModelFiles.from_diffusers("hf://org/ltx-2-diffusers").has(Component.VIDEO_VAE)
     with pytest.raises(CheckpointError, match="hf://<org>/<repo>"):
         fetch_diffusers_folder("hf://just-a-name")
+
+
+def test_a_folder_given_as_the_checkpoint_is_read_as_a_diffusers_folder(converted):
+    from ltx_core.loader.model_files import Layout
+
+    _, _, folder = converted
+    files = ModelFiles.from_paths(checkpoint=folder)
+    assert files.layout is Layout.DIFFUSERS and files.has(Component.TRANSFORMER)
+    with pytest.raises(CheckpointError, match="cannot replace the video VAE"):
+        ModelFiles.single_file(folder, video_vae=folder / "vae" / "diffusion_pytorch_model.safetensors")

@@ -143,6 +143,16 @@ class ModelFiles:
         under its own key prefix, exactly as before; the text encoder is a Gemma folder (or none
         when prompts are not encoded). `video_vae` replaces the checkpoint's video VAE."""
         layout = Layout.SINGLE_FILE
+        from ltx_core.loader.diffusers_folder import is_diffusers_folder
+
+        hub_folder = str(checkpoint).startswith("hf://") and not str(checkpoint).endswith(".safetensors")
+        if is_diffusers_folder(checkpoint) or hub_folder:
+            # A diffusers model folder given where the single file is expected (same flag).
+            if video_vae is not None:
+                raise CheckpointError(
+                    f"{COMPONENT_FLAGS[Component.VIDEO_VAE]} cannot replace the video VAE of a diffusers folder"
+                )
+            return cls.from_diffusers(checkpoint, gemma_root=gemma_root)
         ckpt = _file(checkpoint, Component.TRANSFORMER, layout)
         sources = [
             ComponentSource(Component.TRANSFORMER, (ckpt,)),
