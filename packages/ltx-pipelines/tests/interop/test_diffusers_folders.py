@@ -136,3 +136,13 @@ def test_a_folder_given_as_the_checkpoint_is_read_as_a_diffusers_folder(converte
     assert files.layout is Layout.DIFFUSERS and files.has(Component.TRANSFORMER)
     with pytest.raises(CheckpointError, match="cannot replace the video VAE"):
         ModelFiles.single_file(folder, video_vae=folder / "vae" / "diffusion_pytorch_model.safetensors")
+
+
+def test_build_model_takes_folder_paths_where_files_are_expected(converted):
+    checkpoint, upsampler, folder = converted
+    _assert_same_tensors(
+        build_model(VOCODER, folder, device="cpu").state_dict(),
+        build_model(VOCODER, checkpoint, device="cpu").state_dict(),
+    )
+    got = build_model(LATENT_UPSAMPLER, folder / "latent_upsampler", device="cpu")
+    _assert_same_tensors(got.state_dict(), build_model(LATENT_UPSAMPLER, upsampler, device="cpu").state_dict())
