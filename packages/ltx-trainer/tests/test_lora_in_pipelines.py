@@ -162,3 +162,23 @@ def test_lora_format_is_validated(tiny_models, tmp_path):
         parse_config(raw)
     raw["checkpoints"]["lora_format"] = "kohya"
     assert parse_config(raw).checkpoints.lora_format == "kohya"
+
+
+def test_trainer_saves_checkpoints_in_the_configured_layout(trained, tiny_models):
+    """`checkpoints.lora_format: kohya` reaches the file the trainer writes, which fuses like the default."""
+    from ltx_core.loader.lora_layouts import LoraLayout, read_lora
+
+    trainer, lora_file = trained
+    checkpoints = trainer.config.checkpoints
+    checkpoints.lora_format = "kohya"
+    try:
+        saved = trainer.save_checkpoint(999)
+    finally:
+        checkpoints.lora_format = "comfyui"
+    assert saved is not None and read_lora(saved).layout is LoraLayout.KOHYA
+
+    def weights(path):
+        return build_model(AV_TRANSFORMER, tiny_models.checkpoint, loras=[LoraSpec(path)], device="cpu").state_dict()
+
+    want, got = weights(lora_file), weights(saved)
+    assert all(torch.equal(got[k], want[k]) for k in want)
