@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -37,7 +37,15 @@ from torch import nn
 from ltx_core.block_streaming import MAX_DEVICE_SLOTS, attach_block_streaming
 from ltx_core.compilation import CompileConfig, compile_blocks
 from ltx_core.devices import resolve_device
-from ltx_core.loader import ComponentSpec, LoraSpec, check_state_dict_fits, checkpoint_config
+from ltx_core.loader import (
+    ComponentSource,
+    ComponentSpec,
+    LoraSpec,
+    ModelFiles,
+    check_state_dict_fits,
+    checkpoint_config,
+)
+from ltx_core.loader.builder import component_source
 from ltx_core.loader.errors import CheckpointError
 from ltx_core.loader.lora import DEFAULT_LORA_FUSION, LoraDeltas, LoraFusionPrecision
 from ltx_core.loader.safetensors_header import read_safetensors_header
@@ -139,7 +147,7 @@ def _quantize(
 
 def build_transformer(
     spec: ComponentSpec,
-    path: str | Path,
+    source: str | Path | ComponentSource | ModelFiles,
     options: RuntimeOptions = RuntimeOptions(),
     *,
     device: str | torch.device | None = None,
@@ -147,15 +155,21 @@ def build_transformer(
     loras: Sequence[LoraSpec] = (),
     lora_fusion: LoraFusionPrecision | str = DEFAULT_LORA_FUSION,
 ) -> nn.Module:
-    """Build a transformer spec (e.g. `AV_TRANSFORMER`) from `path` under `options`.
+    """Build a transformer spec (e.g. `AV_TRANSFORMER`) from `source` (a file path, or the transformer
+    of a set of model files) under `options`.
 
-    `lora_fusion` is the rounding of LoRA fusion into unquantized weights, as in `build_model`: the
-    reference's (in each weight's stored dtype, the default) or float32; quantized weights always take
-    the bfloat16 rule before the downcast.
+        `lora_fusion` is the rounding of LoRA fusion into unquantized weights, as in `build_model`: the
+        reference's (in each weight's stored dtype, the default) or float32; quantized weights always take
+        the bfloat16 rule before the downcast.
     """
     device = resolve_device(device)
     options.validate(device)
-    config = checkpoint_config(spec, path)
+    src = component_source(spec, source)
+    if len(src.files) != 1:
+        raise CheckpointError(f"the {spec.name} is read from one file; its source names {len(src.files)}")
+    path = src.files[0]
+    config = checkpoint_config(spec, src)
+    spec = replace(spec, ops=spec.ops.after(src.key_translation))
     with torch.device("meta"):
         model = spec.configurator(config)
     if not hasattr(model, BLOCKS_ATTR) and options.streams_blocks:

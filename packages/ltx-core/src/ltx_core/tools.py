@@ -71,6 +71,7 @@ def _clear_conditioning(state: LatentState, token_count: int) -> LatentState:
         clean_latent=state.clean_latent[:, :token_count],
         attention_mask=None,
         frozen=state.frozen,
+        keyframes_mask=None if state.keyframes_mask is None else state.keyframes_mask[:, :token_count],
     )
 
 

@@ -144,6 +144,8 @@ class LatentState:
     clean_latent: (B, T, C) what masked tokens are pulled back to after every step.
     attention_mask: optional (B, T, T) self-attention weights in [0, 1]; None = full attention.
     frozen: the whole stream is held fixed (its per-sample sigma is reported as 0 to the model).
+    keyframes_mask: optional (B, T, 1), non-zero on tokens that get the LTX-2.5 keyframe embedding
+        (generated keyframe slots); None = no token marked.
     """
 
     latent: torch.Tensor
@@ -152,6 +154,7 @@ class LatentState:
     clean_latent: torch.Tensor
     attention_mask: torch.Tensor | None = None
     frozen: bool = False
+    keyframes_mask: torch.Tensor | None = None
 
     @property
     def batch_size(self) -> int:

@@ -158,3 +158,20 @@ def test_bad_requests(tiny_gemma):
 )
 def test_clean_enhanced_prompt(raw, clean):
     assert clean_enhanced_prompt(raw) == clean
+
+
+def test_release_settings_per_gemma_family(tiny_gemma):
+    """Gemma 3 samples (T 0.7, 512 tokens); a Gemma 4 enhancer decodes greedily (600 tokens, no repeated 5-gram)."""
+    assert EnhancementSettings.for_model_type("gemma3").generate_kwargs() == {
+        "max_new_tokens": 512,
+        "do_sample": True,
+        "temperature": 0.7,
+    }
+    assert EnhancementSettings.for_model_type("gemma4").generate_kwargs() == {
+        "max_new_tokens": 600,
+        "do_sample": False,
+        "no_repeat_ngram_size": 5,
+    }
+    assert tiny_gemma.model_type == "gemma3"
+    with pytest.raises(ValueError, match="no_repeat_ngram_size"):
+        EnhancementSettings(no_repeat_ngram_size=0)

@@ -165,3 +165,12 @@ def test_text_encoder_version_must_match_the_transformer(write_safetensors, tmp_
     (folder / "config.json").write_text(json.dumps({"model_type": "gemma3"}))
     with pytest.raises(CheckpointError, match=r"gemma3.*gemma4-12b-ltx-v1.*--gemma-root"):
         ModelFiles.single_file(transformer, gemma_root=folder)
+
+
+def test_single_file_with_a_duration_head_provides_it(write_safetensors):
+    path = write_safetensors(
+        "with_head.safetensors",
+        {"model.diffusion_model.x": torch.zeros(1), "duration_head.mlp_out.bias": torch.zeros(1)},
+        CONFIG,
+    )
+    assert ModelFiles.single_file(path).source(Component.DURATION_HEAD).files == (path,)

@@ -25,6 +25,8 @@ VIDEO_CONTEXT, AUDIO_CONTEXT = 24, 12
 
 
 def _model(**overrides):
+    # With the LTX-2.5 keyframe embedding, so the masked cases also check the keyframes-mask sharding.
+    overrides = {"use_keyframes_abs_pos_embedding": True, **overrides}
     config = {"transformer": {**copy.deepcopy(TINY_TRANSFORMER), **SP_HEADS, **overrides}}
     return randomize_(configure_transformer(config, ModelVariant.AUDIO_VIDEO), seed=3)
 
@@ -58,6 +60,7 @@ def _inputs(video_tokens: int, audio_tokens: int, masked: bool, seed: int) -> tu
         video = replace(video, attention_mask=weights)
         a_weights = torch.rand(batch, audio_tokens, audio_tokens, generator=g).clamp(min=0.1)
         audio = replace(audio, attention_mask=a_weights)
+        video = replace(video, keyframes_mask=(torch.rand(batch, video_tokens, 1, generator=g) > 0.5).float())
     return video, audio
 
 

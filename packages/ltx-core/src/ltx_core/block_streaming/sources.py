@@ -112,7 +112,7 @@ def fill_block(
                 reader.read_into(file_key, buffer[place.offset : place.offset + place.nbytes])
                 filled += 1
                 continue
-        for key, value in ops.apply_value(module_key, reader.read(file_key)):
+        for key, value in ops.translate(file_key, reader.read(file_key)):
             local = key[len(block_prefix) :]
             if local not in views:
                 raise CheckpointError(f"{str(reader.path)!r}: {key!r} is not a weight of the model's blocks")

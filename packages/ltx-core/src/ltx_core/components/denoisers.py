@@ -70,6 +70,8 @@ def modality_from_state(
     if state.frozen:
         sigma = torch.zeros_like(sigma)
     make = modality_type or _default_modality_type()
+    # Only a marked state passes the mask, so modality types without the field keep working.
+    extra = {} if state.keyframes_mask is None else {"keyframes_mask": state.keyframes_mask}
     return make(
         latent=state.latent,
         timesteps=token_timesteps(state.denoise_mask, sigma),
@@ -79,6 +81,7 @@ def modality_from_state(
         context_mask=context_mask,
         attention_mask=state.attention_mask,
         enabled=enabled,
+        **extra,
     )
 
 
@@ -148,6 +151,7 @@ def _tile_state(state: LatentState, n: int) -> LatentState:
         positions=_repeat_batch(state.positions, n),
         clean_latent=_repeat_batch(state.clean_latent, n),
         attention_mask=_repeat_batch(state.attention_mask, n),
+        keyframes_mask=_repeat_batch(state.keyframes_mask, n),
     )
 
 

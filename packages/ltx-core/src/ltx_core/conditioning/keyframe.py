@@ -40,7 +40,20 @@ def append_tokens(
         clean_latent=torch.cat([state.clean_latent, tokens.to(state.clean_latent.dtype)], dim=1),
         attention_mask=extend_attention_mask(state, target_tokens, tokens.shape[1], attention_strength),
         frozen=state.frozen,
+        keyframes_mask=extend_keyframes_mask(state, tokens.shape[1], marked=False),
     )
+
+
+def extend_keyframes_mask(state: LatentState, count: int, *, marked: bool) -> torch.Tensor | None:
+    """The state's keyframes mask grown by `count` appended tokens, marked or not (None while no
+    token is marked)."""
+    if state.keyframes_mask is None and not marked:
+        return None
+    existing = state.keyframes_mask
+    if existing is None:
+        existing = torch.zeros(*state.latent.shape[:2], 1, dtype=torch.float32, device=state.latent.device)
+    new = torch.full((state.batch_size, count, 1), float(marked), dtype=existing.dtype, device=existing.device)
+    return torch.cat([existing, new], dim=1)
 
 
 @dataclass(frozen=True, eq=False)

@@ -61,6 +61,9 @@ COMPONENT_FLAGS: Mapping[Component, str] = {
 }
 
 
+DURATION_HEAD_PREFIX = "duration_head."
+
+
 def component_flag(component: Component, layout: Layout) -> str:
     if layout is Layout.DIFFUSERS:
         from ltx_core.loader.diffusers_folder import COMPONENT_FOLDERS
@@ -140,8 +143,9 @@ class ModelFiles:
         video_vae: str | Path | None = None,
     ) -> ModelFiles:
         """The released single file (LTX-2 / LTX-2.3): every component is read from `checkpoint`
-        under its own key prefix, exactly as before; the text encoder is a Gemma folder (or none
-        when prompts are not encoded). `video_vae` replaces the checkpoint's video VAE."""
+        under its own key prefix, exactly as before (the duration head too, when the file has one);
+        the text encoder is a Gemma folder (or none when prompts are not encoded). `video_vae`
+        replaces the checkpoint's video VAE."""
         layout = Layout.SINGLE_FILE
         from ltx_core.loader.diffusers_folder import is_diffusers_folder
 
@@ -162,6 +166,9 @@ class ModelFiles:
             ),
             ComponentSource(Component.AUDIO_VAE, (ckpt,)),
         ]
+        # A single file may also carry the LTX-2.5 duration head (`duration_head.*`).
+        if any(k.startswith(DURATION_HEAD_PREFIX) for k in read_safetensors_header(ckpt).tensors):
+            sources.append(ComponentSource(Component.DURATION_HEAD, (ckpt,)))
         if gemma_root is not None:
             gemma = _existing(gemma_root, Component.TEXT_ENCODER, layout)
             sources.append(ComponentSource(Component.TEXT_ENCODER, (gemma,)))

@@ -78,7 +78,7 @@ def iter_tensors(
         module_key = ops.rename(file_key)
         if module_key is None or (keep is not None and not keep(module_key)):
             continue
-        yield from ops.apply_value(module_key, reader.read(file_key))
+        yield from ops.translate(file_key, reader.read(file_key))
 
 
 def load_tensorwise(

@@ -118,7 +118,14 @@ def _shard_modality(m: Modality, shard: StreamShard) -> Modality:
         # Padding queries see the real keys (their rows are dropped) so no row is fully hidden.
         full[:, t:, :t] = 1
         mask = full
-    return replace(m, latent=latent, timesteps=timesteps, positions=positions, attention_mask=mask)
+    keyframes = m.keyframes_mask
+    if keyframes is not None:
+        # Padding tokens are unmarked; every rank marks its own tokens (LTX-2.5 keyframe embedding).
+        keyframes = _pad_tokens(keyframes.reshape(b, t, 1), shard.padded, 1, replicate=False)
+        keyframes = keyframes.narrow(1, shard.start, shard.local)
+    return replace(
+        m, latent=latent, timesteps=timesteps, positions=positions, attention_mask=mask, keyframes_mask=keyframes
+    )
 
 
 def _ulysses_attention(

@@ -87,8 +87,16 @@ def _tile_modality(video: Modality, tokens: torch.Tensor, grid_count: int, norma
     mask = video.attention_mask
     if mask is not None:
         mask = mask.index_select(1, idx).index_select(2, idx)
+    keyframes = video.keyframes_mask
+    if keyframes is not None:
+        keyframes = keyframes.reshape(keyframes.shape[0], t, -1).index_select(1, idx.to(keyframes.device))
     return replace(
-        video, latent=video.latent.index_select(1, idx), timesteps=timesteps, positions=positions, attention_mask=mask
+        video,
+        latent=video.latent.index_select(1, idx),
+        timesteps=timesteps,
+        positions=positions,
+        attention_mask=mask,
+        keyframes_mask=keyframes,
     )
 
 

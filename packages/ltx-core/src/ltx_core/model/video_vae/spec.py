@@ -9,18 +9,24 @@ from ltx_core.loader import VIDEO_DECODER_KEYS, VIDEO_ENCODER_KEYS, CheckpointEr
 from ltx_core.model.video_vae.config import VideoVAEConfig
 from ltx_core.model.video_vae.decoder import VideoDecoder
 from ltx_core.model.video_vae.encoder import VideoEncoder
+from ltx_core.model.video_vae.vae_class import encoder_vae_config
 
 
-def _vae_config(config: Mapping[str, Any]) -> VideoVAEConfig:
+def _vae_section(config: Mapping[str, Any]) -> Mapping[str, Any]:
     section = config.get("vae")
     if not isinstance(section, Mapping):
         raise CheckpointError("the checkpoint config has no 'vae' section; expected an LTX-2 single-file checkpoint")
-    return VideoVAEConfig.from_checkpoint_config(section)
+    return section
+
+
+def _vae_config(config: Mapping[str, Any]) -> VideoVAEConfig:
+    return VideoVAEConfig.from_checkpoint_config(_vae_section(config))
 
 
 def video_encoder_from_config(config: Mapping[str, Any]) -> VideoEncoder:
-    """Configurator: the encoder described by a checkpoint's whole `config` metadata."""
-    return VideoEncoder(_vae_config(config))
+    """Configurator: the encoder described by a checkpoint's whole `config` metadata (the convolutional
+    VAE's, or the convolutional encoder of the LTX-2.5 diffusion VAE)."""
+    return VideoEncoder(encoder_vae_config(_vae_section(config)))
 
 
 def video_decoder_from_config(config: Mapping[str, Any]) -> VideoDecoder:

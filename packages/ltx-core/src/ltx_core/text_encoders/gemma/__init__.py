@@ -1,4 +1,5 @@
-"""Gemma 3 text encoder, prompt enhancement, feature extraction and the embeddings connectors.
+"""Gemma text encoder (Gemma 3 folders, packed Gemma 4 files), prompt enhancement, feature extraction
+and the embeddings connectors.
 
 Names from the text embeddings stage (`embeddings_processor`) and from modules that import it
 are loaded on first access, so the Gemma wrapper is usable on its own.
@@ -10,6 +11,7 @@ import importlib
 from typing import Any
 
 from ltx_core.text_encoders.gemma.folder import GemmaFolder, locate_gemma_folder
+from ltx_core.text_encoders.gemma.packed import PackedGemma, read_packed_gemma
 from ltx_core.text_encoders.gemma.prompt_enhancer import (
     DEFAULT_ENHANCE_SEED,
     EnhancementSettings,
@@ -19,6 +21,7 @@ from ltx_core.text_encoders.gemma.prompt_enhancer import (
 from ltx_core.text_encoders.gemma.system_prompts import IMAGE_TO_VIDEO, TEXT_TO_VIDEO
 from ltx_core.text_encoders.gemma.text_encoder import GemmaHiddenStates, GemmaTextEncoder
 from ltx_core.text_encoders.gemma.tiny import build_tiny_gemma_folder
+from ltx_core.text_encoders.gemma.tiny_packed import build_tiny_packed_gemma4
 from ltx_core.text_encoders.gemma.tokenizer import DEFAULT_MAX_LENGTH, GemmaPromptTokenizer, TokenizedPrompts
 
 _LAZY = {
@@ -33,6 +36,7 @@ _LAZY = {
     "contexts_from_hidden_states": "prompt_encoding",
     "encode_prompts": "prompt_encoding",
     "encode_text_prompts": "prompt_encoding",
+    "encode_prompts_from_files": "prompt_encoding",
 }
 
 
@@ -56,16 +60,20 @@ __all__ = [
     "GemmaHiddenStates",
     "GemmaPromptTokenizer",
     "GemmaTextEncoder",
+    "PackedGemma",
     "PromptEnhancement",
     "TextContexts",
     "TokenizedPrompts",
     "build_text_embeddings",
     "build_tiny_gemma_folder",
+    "build_tiny_packed_gemma4",
     "clean_enhanced_prompt",
     "context_row",
     "contexts_from_hidden_states",
     "encode_prompts",
+    "encode_prompts_from_files",
     "encode_text_prompts",
     "enhance_prompt",
     "locate_gemma_folder",
+    "read_packed_gemma",
 ]

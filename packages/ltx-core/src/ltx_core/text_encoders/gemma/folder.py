@@ -1,4 +1,5 @@
-"""Finding and checking a Hugging Face Gemma 3 folder (`--gemma-root`) before anything is loaded."""
+"""Finding and checking a Hugging Face Gemma folder (`--gemma-root`: Gemma 3; a dense Gemma 4 serves
+as a prompt enhancer) before anything is loaded."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 from ltx_core.loader.errors import CheckpointError
 
-SUPPORTED_MODEL_TYPES = ("gemma3",)
+SUPPORTED_MODEL_TYPES = ("gemma3", "gemma4")
 CONFIG_FILE = "config.json"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model")
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
@@ -21,7 +22,7 @@ _EXAMPLE = "e.g. gemma-3-12b-it-qat-q4_0-unquantized"
 
 @dataclass(frozen=True)
 class GemmaFolder:
-    """A checked Gemma 3 folder: where its files are and the sizes that matter to LTX."""
+    """A checked Gemma folder: where its files are and the sizes that matter to LTX."""
 
     root: Path
     config: dict[str, Any]
@@ -39,9 +40,10 @@ class GemmaFolder:
     def _text_size(self, name: str) -> int:
         value = self.text_config.get(name)
         if value is None:  # configs may leave a size at the library default
-            from transformers import Gemma3TextConfig
+            from transformers import Gemma3TextConfig, Gemma4TextConfig
 
-            value = getattr(Gemma3TextConfig(), name)
+            defaults = Gemma4TextConfig() if self.model_type == "gemma4" else Gemma3TextConfig()
+            value = getattr(defaults, name)
         return int(value)
 
     @property

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
-from ltx_core.loader import build_model, free_model_weights
+from ltx_core.loader import Component, ComponentSource, ModelFiles, build_model, free_model_weights
 from ltx_core.text_encoders.gemma.embeddings_processor import EmbeddingsProcessor, TextContexts, text_embeddings_spec
 from ltx_core.text_encoders.gemma.prompt_enhancer import DEFAULT_ENHANCE_SEED, EnhancementSettings, enhance_prompt
 from ltx_core.text_encoders.gemma.text_encoder import GemmaHiddenStates, GemmaTextEncoder
@@ -48,7 +48,7 @@ def encode_prompts(
 
 
 def build_text_embeddings(
-    checkpoint: str | Path,
+    checkpoint: str | Path | ComponentSource | ModelFiles,
     gemma: GemmaTextEncoder,
     *,
     dtype: torch.dtype = torch.float32,
@@ -75,7 +75,8 @@ class PromptEnhancement:
 
     image: Any = None
     seed: int = DEFAULT_ENHANCE_SEED
-    settings: EnhancementSettings = field(default_factory=EnhancementSettings)
+    # None: the release's settings for the enhancer's Gemma family (`EnhancementSettings.for_model_type`).
+    settings: EnhancementSettings | None = None
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,7 @@ def encode_text_prompts(
     prompts: Sequence[str],
     *,
     gemma_root: str | Path,
-    checkpoint: str | Path,
+    checkpoint: str | Path | ComponentSource | ModelFiles,
     dtype: torch.dtype = torch.bfloat16,
     device: str | torch.device | None = None,
     enhancement: PromptEnhancement | None = None,
@@ -97,13 +98,14 @@ def encode_text_prompts(
     offload: str = "none",
     load_in_8bit: bool = False,
 ) -> EncodedPrompts:
-    """Load Gemma (`load_in_8bit`: its 8-bit form, CUDA only), optionally enhance prompts[0], encode all
-    prompts in one forward, free Gemma, then run the checkpoint's text embeddings stage (itself freed
-    afterwards)."""
+    """Load Gemma (a Gemma 3 folder or a packed Gemma 4 file; `load_in_8bit`: a folder's 8-bit form,
+    CUDA only), optionally enhance prompts[0], encode all prompts in one forward, free Gemma, then run
+    the checkpoint's text embeddings stage (itself freed afterwards). `checkpoint` is the single file,
+    or a set of model files whose text embeddings are read."""
     prompts = [prompts] if isinstance(prompts, str) else list(prompts)
     if not prompts:
         raise ValueError("no prompts to encode")
-    with GemmaTextEncoder.from_folder(
+    with GemmaTextEncoder.load(
         gemma_root, dtype=dtype, device=device, max_length=max_length, offload=offload, load_in_8bit=load_in_8bit
     ) as gemma:
         if enhancement is not None:
@@ -119,3 +121,29 @@ def encode_text_prompts(
         free_model_weights(processor)
     logger.info("encoded %d prompt(s) into contexts of %d tokens", len(prompts), contexts.video.shape[1])
     return EncodedPrompts(contexts=contexts, prompts=tuple(prompts))
+
+
+def encode_prompts_from_files(
+    prompts: Sequence[str],
+    files: ModelFiles,
+    *,
+    dtype: torch.dtype = torch.bfloat16,
+    device: str | torch.device | None = None,
+    enhancement: PromptEnhancement | None = None,
+    max_length: int = DEFAULT_MAX_LENGTH,
+    offload: str = "none",
+    load_in_8bit: bool = False,
+) -> EncodedPrompts:
+    """`encode_text_prompts` with the text encoder and the text embeddings of a set of model files."""
+    files.require(Component.TEXT_ENCODER, Component.TEXT_EMBEDDINGS, purpose="prompt encoding")
+    return encode_text_prompts(
+        prompts,
+        gemma_root=files.source(Component.TEXT_ENCODER).path,
+        checkpoint=files,
+        dtype=dtype,
+        device=device,
+        enhancement=enhancement,
+        max_length=max_length,
+        offload=offload,
+        load_in_8bit=load_in_8bit,
+    )

@@ -24,19 +24,34 @@ _TYPOGRAPHY = str.maketrans("\u2018\u2019\u2032\u201c\u201d\u2013\u2014\u2212\u0
 @dataclass(frozen=True)
 class EnhancementSettings:
     """Generation settings. Sampling at temperature 0.7 with up to 512 new tokens is what the LTX
-    release uses with Gemma 3; the rest (top-k, top-p) comes from the folder's generation_config.json."""
+    release uses with Gemma 3; the rest (top-k, top-p) comes from the folder's generation_config.json.
+    With a Gemma 4 the release decodes greedily (`for_model_type`)."""
 
     max_new_tokens: int = 512
     do_sample: bool = True
     temperature: float = 0.7
     # The prompt is left-padded to a multiple of this (kernel-friendly lengths); 1 disables it.
     length_multiple: int = 8
+    # No n-gram of this size repeats in the output (greedy decoding loops without it); None = off.
+    no_repeat_ngram_size: int | None = None
+
+    @classmethod
+    def for_model_type(cls, model_type: str) -> EnhancementSettings:
+        """The release's settings for a Gemma family: Gemma 3 samples; Gemma 4 is greedy, up to 600
+        new tokens, with no repeated 5-gram."""
+        if model_type.startswith("gemma4"):
+            return cls(max_new_tokens=600, do_sample=False, no_repeat_ngram_size=5)
+        return cls()
 
     def __post_init__(self) -> None:
         if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be a positive integer, got {self.max_new_tokens!r}")
         if self.do_sample and not self.temperature > 0:
             raise ValueError(f"temperature must be > 0 when sampling, got {self.temperature!r}")
+        if self.no_repeat_ngram_size is not None and self.no_repeat_ngram_size < 1:
+            raise ValueError(
+                f"no_repeat_ngram_size must be a positive integer or None, got {self.no_repeat_ngram_size!r}"
+            )
         if not isinstance(self.length_multiple, int) or self.length_multiple < 1:
             raise ValueError(f"length_multiple must be a positive integer, got {self.length_multiple!r}")
 
@@ -44,6 +59,8 @@ class EnhancementSettings:
         kwargs: dict[str, Any] = {"max_new_tokens": self.max_new_tokens, "do_sample": self.do_sample}
         if self.do_sample:
             kwargs["temperature"] = self.temperature
+        if self.no_repeat_ngram_size is not None:
+            kwargs["no_repeat_ngram_size"] = self.no_repeat_ngram_size
         return kwargs
 
 
@@ -125,7 +142,7 @@ def enhance_prompt(
         raise ValueError(f"the prompt to enhance must be a non-empty string, got {prompt!r}")
     if image is not None:
         image = _as_image_array(image)
-    settings = settings or EnhancementSettings()
+    settings = settings or EnhancementSettings.for_model_type(gemma.model_type)
     if system_prompt is None:
         system_prompt = system_prompts.TEXT_TO_VIDEO if image is None else system_prompts.IMAGE_TO_VIDEO
     inputs = _model_inputs(gemma, _messages(prompt, system_prompt, image is not None), image)

@@ -1,4 +1,5 @@
-"""The Gemma 3 text encoder: a user's Hugging Face folder loaded through `transformers`.
+"""The Gemma text encoder: a user's Hugging Face Gemma 3 folder, or a packed Gemma 4 file (LTX-2.5),
+loaded through `transformers`.
 
 The multimodal class is loaded (not the text-only one) so the same weights serve image-aware
 prompt enhancement. Encoding keeps every hidden state - the embedding output and each decoder
@@ -21,6 +22,12 @@ import torch
 from ltx_core.devices import resolve_device
 from ltx_core.loader.errors import CheckpointError
 from ltx_core.text_encoders.gemma.folder import GemmaFolder, locate_gemma_folder
+from ltx_core.text_encoders.gemma.packed import (
+    PackedGemma,
+    load_packed_gemma_model,
+    load_packed_tokenizer,
+    read_packed_gemma,
+)
 from ltx_core.text_encoders.gemma.tokenizer import DEFAULT_MAX_LENGTH, GemmaPromptTokenizer
 
 logger = logging.getLogger(__name__)
@@ -36,14 +43,15 @@ class GemmaHiddenStates:
 
 
 def _load_model(folder: GemmaFolder, dtype: torch.dtype, device: torch.device, load_in_8bit: bool = False) -> Any:
-    from transformers import Gemma3ForConditionalGeneration
+    from transformers import Gemma3ForConditionalGeneration, Gemma4ForConditionalGeneration
 
+    model_class = Gemma4ForConditionalGeneration if folder.model_type == "gemma4" else Gemma3ForConditionalGeneration
     extra: dict[str, Any] = {}
     if load_in_8bit:
         from ltx_core.text_encoders.gemma.eight_bit import gemma_8bit_config
 
         extra["quantization_config"] = gemma_8bit_config()
-    model, info = Gemma3ForConditionalGeneration.from_pretrained(
+    model, info = model_class.from_pretrained(
         folder.root,
         dtype=dtype,
         device_map={"": device},
@@ -85,10 +93,17 @@ class GemmaTextEncoder:
     encode first and then need the memory for the diffusion model.
     """
 
-    def __init__(self, model: Any, tokenizer: GemmaPromptTokenizer, folder: GemmaFolder | None = None) -> None:
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: GemmaPromptTokenizer,
+        folder: GemmaFolder | None = None,
+        packed: PackedGemma | None = None,
+    ) -> None:
         self._model = model
         self.tokenizer = tokenizer
         self.folder = folder
+        self.packed = packed
         self._processor: Any = None
         self._execution_device: torch.device | None = None  # set when the weights are offloaded
         self._offload_dir: str | None = None
@@ -137,6 +152,43 @@ class GemmaTextEncoder:
             logger.info("Gemma weights offloaded to %s; layers run on %s", offload, device)
         return encoder
 
+    @classmethod
+    def from_packed_file(
+        cls,
+        path: str | Path,
+        *,
+        dtype: torch.dtype = torch.bfloat16,
+        device: str | torch.device | None = None,
+        max_length: int = DEFAULT_MAX_LENGTH,
+        offload: str = "none",
+        load_in_8bit: bool = False,
+    ) -> GemmaTextEncoder:
+        """Load tokenizer and model from a packed Gemma 4 file (config, tokenizer and weights in one
+        safetensors file), checking its header first. `offload` as in `from_folder`; the 8-bit form
+        is for Gemma 3 folders only."""
+        if offload not in GEMMA_OFFLOAD_CHOICES:
+            raise ValueError(f"Gemma offload {offload!r} is not supported; accepted: {GEMMA_OFFLOAD_CHOICES}")
+        if load_in_8bit:
+            raise ValueError(f"8-bit loading is for Gemma 3 folders; {str(path)!r} is a packed text encoder file")
+        device = resolve_device(device)
+        packed = read_packed_gemma(path)
+        tokenizer = GemmaPromptTokenizer(load_packed_tokenizer(packed), max_length=max_length)
+        model = load_packed_gemma_model(
+            packed, dtype=dtype, device=device if offload == "none" else torch.device("cpu")
+        )
+        encoder = cls(model, tokenizer, packed=packed)
+        if offload != "none":
+            encoder._offload_dir = _offload(model, offload, device)
+            encoder._execution_device = device
+        return encoder
+
+    @classmethod
+    def load(cls, path: str | Path, **options: Any) -> GemmaTextEncoder:
+        """A Gemma 3 folder (`from_folder`) or a packed Gemma 4 file (`from_packed_file`), by what `path` is."""
+        if Path(path).expanduser().is_file():
+            return cls.from_packed_file(path, **options)
+        return cls.from_folder(path, **options)
+
     # -- properties ----------------------------------------------------------------------------
     @property
     def model(self) -> Any:
@@ -147,6 +199,11 @@ class GemmaTextEncoder:
     @property
     def is_released(self) -> bool:
         return self._model is None
+
+    @property
+    def model_type(self) -> str:
+        """`gemma3`, `gemma4` (dense, a prompt enhancer) or `gemma4_unified` (the packed LTX-2.5 encoder)."""
+        return str(self.model.config.model_type)
 
     @property
     def text_config(self) -> Any:
@@ -174,6 +231,11 @@ class GemmaTextEncoder:
         if self._processor is None:
             from transformers import AutoProcessor
 
+            if self.packed is not None:
+                raise CheckpointError(
+                    f"the packed text encoder {str(self.packed.path)!r} has no image processor here; "
+                    "image-aware prompt enhancement needs a Gemma 3 folder"
+                )
             if self.folder is None or not self.folder.has_image_processor:
                 where = repr(str(self.folder.root)) if self.folder is not None else "this encoder"
                 raise CheckpointError(
