@@ -71,8 +71,8 @@ def test_export_writes_the_folder_diffusers_wrote(golden_dir, golden_interop_dir
 
 @pytest.mark.golden
 def test_ltx25_folder_components_read_exactly(golden_ltx25_dir, golden_ltx25_manifest, golden_interop_dir):
-    """The components diffusers carries exactly for LTX-2.5 (transformer, audio VAE + vocoder, upsampler)
-    give the split files' weights; the video VAE (zero placeholder decoder) is refused, naming why."""
+    """The components diffusers carries exactly for LTX-2.5 (transformer, video encoder, audio VAE + vocoder,
+    upsampler) give the split files' weights; the text embeddings (zero-filled biases) are refused, naming why."""
     from ltx_core.loader import CheckpointError
     from ltx_core.loader.model_files import Component
 
@@ -89,6 +89,14 @@ def test_ltx25_folder_components_read_exactly(golden_ltx25_dir, golden_ltx25_man
     _same_weights(got, want, "latent_upsampler")
     from ltx_core.loader.diffusers_folder import read_diffusers_folder
 
-    assert not files.has(Component.VIDEO_VAE)
-    with pytest.raises(CheckpointError, match="zero placeholder decoder"):
-        read_diffusers_folder(folder).source(Component.VIDEO_VAE)
+    # The video VAE: its encoder is exact; its zero placeholder decoder is never read (the reference's
+    # decoder is a diffusion decoder, refused by the conv decoder's configurator).
+    split_vae = ModelFiles.split(video_vae=golden_ltx25_dir / names["video_vae"])
+    _same_weights(
+        build_model(VIDEO_ENCODER, files, device="cpu"), build_model(VIDEO_ENCODER, split_vae, device="cpu"), "encoder"
+    )
+    with pytest.raises(CheckpointError, match="CausalDiffusionVAE"):
+        build_model(VIDEO_DECODER, files, device="cpu")
+    assert not files.has(Component.TEXT_EMBEDDINGS)
+    with pytest.raises(CheckpointError, match="zero-filled FFN biases"):
+        read_diffusers_folder(folder).source(Component.TEXT_EMBEDDINGS)

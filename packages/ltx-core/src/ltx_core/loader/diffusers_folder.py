@@ -50,9 +50,12 @@ UPSAMPLER_FOLDERS = ("latent_upsampler", "latent_upsampler_x1.5")
 LTX25_FOLDERS = frozenset({"diffusion_decoder", "duration_head"})
 # LTX-2.5 components whose diffusers form differs from the reference's (they are read from the split files).
 LTX25_NOT_READ: Mapping[Component, str] = {
-    Component.VIDEO_VAE: "vae/ has a zero placeholder decoder; the diffusion decoder is not read yet",
     Component.TEXT_EMBEDDINGS: "connectors/ has zero-filled FFN biases and no Gemma 4 projection",
 }
+# The zero placeholder conv decoder of an LTX-2.5 `vae/` is renamed under this prefix, which no component
+# rule reads: only the encoder and the latent statistics are taken from that folder.
+PLACEHOLDER_PREFIX = "diffusers_placeholder."
+DIFFUSION_VAE_CLASS = "CausalDiffusionVAE"
 
 
 HF_SCHEME = "hf://"
@@ -128,6 +131,8 @@ class DiffusersFolder:
     folders: frozenset[str]
     config: Mapping[str, Any]  # the reference's `config` metadata (sections for the folders present)
     model_version: str
+    # (reference prefix, diffusers prefix) of the video VAE blocks (`diffusers_config.vae_block_renames`).
+    vae_block_pairs: tuple[tuple[str, str], ...] = ()
 
     @property
     def is_ltx25(self) -> bool:
@@ -178,7 +183,13 @@ class DiffusersFolder:
         if folder == "connectors":
             return dn.connectors_key_to_reference
         if folder == "vae":
-            pairs = dc.vae_block_renames(self.config["vae"])
+            pairs = list(self.vae_block_pairs)
+            if self.is_ltx25:
+                return lambda key: (
+                    PLACEHOLDER_PREFIX + key
+                    if key.startswith("decoder.")
+                    else dn.video_vae_key_to_reference(key, pairs)
+                )
             return lambda key: dn.video_vae_key_to_reference(key, pairs)
         if folder == "audio_vae":
             return dn.audio_vae_key_to_reference
@@ -217,9 +228,15 @@ def read_diffusers_folder(folder: str | Path) -> DiffusersFolder:
                 "connectors' sizes are part of the transformer's description"
             )
         config["transformer"] = dc.transformer_from_diffusers(transformer, connectors)
+    ltx25 = bool(present & LTX25_FOLDERS)
     vae = _folder_config(root, "vae")
+    pairs: tuple[tuple[str, str], ...] = ()
     if vae is not None:
-        config["vae"] = dc.video_vae_from_diffusers(vae)
+        flat = dc.video_vae_from_diffusers(vae)
+        pairs = tuple(dc.vae_block_renames(flat))
+        # LTX-2.5: only the encoder of `vae/` is real; the reference describes it inside its diffusion
+        # VAE's section (the decoder, a diffusion decoder, is not read from diffusers folders).
+        config["vae"] = _ltx25_encoder_section(flat) if ltx25 else flat
     audio = _folder_config(root, "audio_vae")
     if audio is not None:
         config["audio_vae"] = dc.audio_vae_from_diffusers(audio)
@@ -229,8 +246,21 @@ def read_diffusers_folder(folder: str | Path) -> DiffusersFolder:
     # The reference's version string is not in a diffusers folder; the 2.3 text path (per-modality
     # projections) marks LTX-2.3, its absence LTX-2.0.
     v2 = connectors is not None and bool(connectors.get("per_modality_projections"))
-    version = "2.5.0" if present & LTX25_FOLDERS else "2.3.0" if v2 else "2.0.0"
-    return DiffusersFolder(root=root, folders=frozenset(present), config=config, model_version=version)
+    version = "2.5.0" if ltx25 else "2.3.0" if v2 else "2.0.0"
+    return DiffusersFolder(
+        root=root, folders=frozenset(present), config=config, model_version=version, vae_block_pairs=pairs
+    )
+
+
+def _ltx25_encoder_section(flat: Mapping[str, Any]) -> dict[str, Any]:
+    """The reference's LTX-2.5 `vae` section for its convolutional encoder (no decoder description)."""
+    encoder = {k: flat[k] for k in ("dims", "in_channels", "patch_size", "norm_layer", "latent_log_var")}
+    encoder.update(
+        out_channels=flat["latent_channels"],
+        spatial_padding_mode=flat["spatial_padding_mode"],
+        blocks=flat["encoder_blocks"],
+    )
+    return {"_class_name": DIFFUSION_VAE_CLASS, "latent_channels": flat["latent_channels"], "encoder": encoder}
 
 
 def upsampler_source(folder: str | Path) -> ComponentSource:
