@@ -168,6 +168,54 @@ def golden_ltx25_fixture(golden_ltx25_dir: Path) -> Callable[[str], GoldenFixtur
     return get
 
 
+INTEROP_SUBSET = "interop"
+MODEL_SOURCES = ("single-file", "diffusers")
+
+
+@pytest.fixture(scope="session")
+def golden_interop_dir(golden_dir: Path) -> Path:
+    """The interop sub-set `<golden_dir>/interop/` (diffusers folder, LoRA layouts): skipped (by name)
+    when an `LTX_GOLDEN_DIR` set lacks it, a failure when the vendored set does."""
+    d = golden_dir / INTEROP_SUBSET
+    if not (d / "verification.json").is_file():
+        if os.environ.get("LTX_GOLDEN_DIR"):
+            pytest.skip(f"the golden set {golden_dir} has no {INTEROP_SUBSET}/ sub-set")
+        pytest.fail(f"the vendored golden set {golden_dir} lacks its {INTEROP_SUBSET}/ sub-set", pytrace=False)
+    return d
+
+
+@pytest.fixture(scope="session", params=MODEL_SOURCES)
+def golden_model_source(request: pytest.FixtureRequest, golden_dir: Path) -> Any:
+    """What the golden models are built from: the single file, or the same weights as diffusers wrote
+    them (`interop/diffusers/`, read through `ModelFiles.from_diffusers`). Parity tests that build from
+    this run their checks, at their tolerances, once per source."""
+    if request.param == "single-file":
+        return golden_dir / "checkpoint.safetensors"
+    from ltx_core.loader import ModelFiles
+
+    return ModelFiles.from_diffusers(request.getfixturevalue("golden_interop_dir") / "diffusers")
+
+
+@pytest.fixture(scope="session")
+def golden_upsampler_source(golden_model_source: Any, golden_dir: Path, request: pytest.FixtureRequest) -> Any:
+    """`golden_upsampler_source(file_name)`: the upsampler file of the golden set, or (with the diffusers
+    source) the diffusers folder converted from it (per `interop/verification.json`)."""
+    if isinstance(golden_model_source, Path):
+        return lambda file_name: golden_dir / file_name
+    from ltx_core.loader.diffusers_folder import upsampler_source
+
+    interop = request.getfixturevalue("golden_interop_dir")
+    conversion = json.loads((interop / "verification.json").read_text())["conversion"]
+    folders = {v["source"]: k for k, v in conversion.items() if isinstance(v, dict) and "source" in v}
+
+    def get(file_name: str) -> Any:
+        if file_name not in folders:
+            pytest.fail(f"interop/verification.json names no diffusers folder converted from {file_name}")
+        return upsampler_source(interop / "diffusers" / folders[file_name])
+
+    return get
+
+
 @pytest.fixture(scope="session")
 def assert_golden_close() -> Callable[..., None]:
     """The acceptance check as a fixture, since test modules cannot import conftest."""

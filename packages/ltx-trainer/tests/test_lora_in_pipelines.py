@@ -106,3 +106,79 @@ def test_one_stage_pipeline_output_changes_as_peft_predicts(trained, tiny_models
     expected = run(merged_ckpt, ())
     assert float((with_lora - base).abs().max()) > 1e-3, "the LoRA should change the output"
     assert float((with_lora - expected).abs().max()) <= _effect_tolerance(expected, base)
+
+
+@pytest.mark.parametrize("layout", ["diffusers", "kohya"])
+def test_saved_and_converted_layouts_fuse_like_the_comfyui_file(trained, tiny_models, tmp_path, layout):
+    """`checkpoints.lora_format` files and `convert_lora` outputs give the transformer exactly the weights the
+    default (ComfyUI) file gives, and the trainer resumes from them."""
+    from ltx_core.loader.lora_layouts import read_lora
+    from ltx_trainer.convert_lora import convert_lora
+    from ltx_trainer.training.lora_files import (
+        adapter_state,
+        adapter_state_from_file,
+        lora_scale,
+        save_lora_file,
+    )
+
+    trainer, lora_file = trained
+    model = trainer._unwrapped()
+    lora_cfg = trainer.config.lora
+    saved = save_lora_file(tmp_path / f"saved.{layout}.safetensors", model, lora_cfg.rank, lora_cfg.alpha,
+                           torch.float32, {"strategy": "t2v"}, layout)  # fmt: skip
+    converted = convert_lora(lora_file, tmp_path / f"converted.{layout}.safetensors", layout)
+    assert read_lora(saved).layout.value == layout
+    assert read_lora(converted).layout.value == layout
+    with pytest.raises(FileExistsError):
+        convert_lora(saved, converted, layout)
+
+    def transformer_weights(loras):
+        built = build_model(AV_TRANSFORMER, tiny_models.checkpoint, dtype=torch.float32, loras=loras)
+        return built.state_dict()
+
+    want = transformer_weights([LoraSpec(lora_file, 0.5)])
+    for other in (saved, converted):
+        got = transformer_weights([LoraSpec(other, 0.5)])
+        assert all(torch.equal(got[k], want[k]) for k in want), other.name
+
+    # Resuming reads the file back into the same (unscaled) adapter weights.
+    from safetensors import safe_open
+
+    with safe_open(str(saved), framework="pt") as f:
+        tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118
+    state = adapter_state_from_file(tensors, lora_scale(lora_cfg.rank, lora_cfg.alpha))
+    live = adapter_state(model)
+    assert set(state) == set(live)
+    for key, value in live.items():
+        torch.testing.assert_close(state[key], value.float(), rtol=1e-6, atol=1e-7)
+
+
+def test_lora_format_is_validated(tiny_models, tmp_path):
+    from ltx_trainer.config import ConfigError
+
+    raw = training_config(tiny_models.checkpoint, write_dataset(tmp_path / "data"), tmp_path / "out", "t2v",
+                          checkpoints={"lora_format": "safetensors"})  # fmt: skip
+    with pytest.raises((ConfigError, ValueError), match="lora_format"):
+        parse_config(raw)
+    raw["checkpoints"]["lora_format"] = "kohya"
+    assert parse_config(raw).checkpoints.lora_format == "kohya"
+
+
+def test_trainer_saves_checkpoints_in_the_configured_layout(trained, tiny_models):
+    """`checkpoints.lora_format: kohya` reaches the file the trainer writes, which fuses like the default."""
+    from ltx_core.loader.lora_layouts import LoraLayout, read_lora
+
+    trainer, lora_file = trained
+    checkpoints = trainer.config.checkpoints
+    checkpoints.lora_format = "kohya"
+    try:
+        saved = trainer.save_checkpoint(999)
+    finally:
+        checkpoints.lora_format = "comfyui"
+    assert saved is not None and read_lora(saved).layout is LoraLayout.KOHYA
+
+    def weights(path):
+        return build_model(AV_TRANSFORMER, tiny_models.checkpoint, loras=[LoraSpec(path)], device="cpu").state_dict()
+
+    want, got = weights(lora_file), weights(saved)
+    assert all(torch.equal(got[k], want[k]) for k in want)

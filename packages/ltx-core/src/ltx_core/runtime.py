@@ -176,10 +176,11 @@ def build_transformer(
         raise ValueError(f"--offload {options.offload} needs a model with {BLOCKS_ATTR!r}; {spec.name} has none")
     quantized, storage = _quantize(options, model, path, spec, loras)
     active = [lora for lora in loras if lora.strength != 0.0]
-    lora = LoraDeltas(active, component=spec.name) if active else None
     expected = model.state_dict()
+    weight_keys = [k for k in expected if k.endswith(".weight")]
+    lora = LoraDeltas(active, component=spec.name, weight_keys=weight_keys) if active else None
     if lora is not None:
-        lora.check_targets([k for k in expected if k.endswith(".weight")])
+        lora.check_targets(weight_keys)
     conversion = WeightConversion(dtype=dtype, storage_dtypes=storage, lora=lora, lora_rule=_lora_rule(lora_fusion))
 
     prefix = f"{BLOCKS_ATTR}."

@@ -157,9 +157,10 @@ def state_under() -> Callable[..., dict[str, torch.Tensor]]:
 
 
 @pytest.fixture(scope="session")
-def golden_audio_models(golden_checkpoint: Path) -> dict[str, nn.Module]:
-    """Encoder, decoder and vocoder of the golden checkpoint, built as the pipelines build them."""
+def golden_audio_models(golden_model_source: Any) -> dict[str, nn.Module]:
+    """Encoder, decoder and vocoder of the golden checkpoint (or its diffusers folder), built as the
+    pipelines build them."""
     return {
-        name: build_model(spec, golden_checkpoint, dtype=torch.float32, device="cpu")
+        name: build_model(spec, golden_model_source, dtype=torch.float32, device="cpu")
         for name, spec in (("encoder", AUDIO_ENCODER), ("decoder", AUDIO_DECODER), ("vocoder", VOCODER))
     }

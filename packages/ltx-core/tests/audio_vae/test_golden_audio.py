@@ -26,9 +26,9 @@ def _waveform_cases_present(fx) -> bool:
     return stored
 
 
-def test_preprocessor_settings_match_fixture(golden_checkpoint, golden_fixture):
+def test_preprocessor_settings_match_fixture(golden_model_source, golden_fixture):
     fx = golden_fixture("fx_audio_vae")
-    pre = AudioPreprocessor.from_config(checkpoint_config(VOCODER, golden_checkpoint))
+    pre = AudioPreprocessor.from_config(checkpoint_config(VOCODER, golden_model_source))
     assert (pre.sample_rate, pre.mel_bins, pre.hop_length, pre.n_fft) == (
         fx.params["sample_rate"],
         fx.params["mel_bins"],
@@ -90,9 +90,9 @@ def test_vocoder(golden_fixture, golden_audio_models, assert_golden_close):
 
 
 @pytest.mark.slow
-def test_vocoder_built_in_bfloat16_still_computes_in_float32(golden_checkpoint, golden_fixture, assert_golden_close):
+def test_vocoder_built_in_bfloat16_still_computes_in_float32(golden_model_source, golden_fixture, assert_golden_close):
     fx = golden_fixture("fx_vocoder")
-    vocoder = build_model(VOCODER, golden_checkpoint, dtype=torch.bfloat16, device="cpu")
+    vocoder = build_model(VOCODER, golden_model_source, dtype=torch.bfloat16, device="cpu")
     assert vocoder(fx["mel"].to(torch.bfloat16)).dtype == torch.float32
     got = vocoder(fx["mel"])
     assert next(vocoder.parameters()).dtype == torch.bfloat16  # the module itself is left as built

@@ -27,10 +27,10 @@ def _modality(fx, case: str, stream: str) -> Modality:
     )
 
 
-def test_ltx25_transformer_matches_reference(golden_ltx25_fixture, ltx25_files, assert_golden_close):
+def test_ltx25_transformer_matches_reference(golden_ltx25_fixture, ltx25_model_source, assert_golden_close):
     fx = golden_ltx25_fixture("fx_ltx25_components")
     params = fx.params[PREFIX]
-    model = build_model(AV_TRANSFORMER, ltx25_files, dtype=torch.float32, device="cpu")
+    model = build_model(AV_TRANSFORMER, ltx25_model_source, dtype=torch.float32, device="cpu")
     assert model.num_blocks == params["num_blocks"]
     assert hasattr(model, "keyframes_abs_pos_embedding") == params["has_keyframes_abs_pos_embedding"]
     x0_model = X0Model(model)

@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from ltx_core.loader import build_model, read_checkpoint_config
+from ltx_core.loader import build_model, checkpoint_config
 from ltx_core.text_encoders.gemma.embeddings_processor import text_embeddings_spec
 
 pytestmark = pytest.mark.golden
@@ -18,11 +18,12 @@ def _gemma_sizes(text_config: dict) -> tuple[int, int]:
     return text_config["hidden_size"], text_config["num_hidden_layers"] + 1
 
 
-def test_matches_reference(golden_dir, golden_checkpoint, golden_fixture, assert_golden_close):
+def test_matches_reference(golden_dir, golden_model_source, golden_fixture, assert_golden_close):
     fx = golden_fixture("fx_text_embeddings")
     hidden, states = _gemma_sizes(json.loads((golden_dir / "gemma_config.json").read_text())["text_config"])
     assert (hidden, states) == (fx.params["gemma_hidden_size"], fx.params["gemma_num_hidden_states"])
-    processor = build_model(text_embeddings_spec(hidden, states), golden_checkpoint, dtype=torch.float32, device="cpu")
+    processor_spec = text_embeddings_spec(hidden, states)
+    processor = build_model(processor_spec, golden_model_source, dtype=torch.float32, device="cpu")
     hidden_states = list(fx["hidden_states"].unbind(0))
     mask = fx["attention_mask"]
 
@@ -30,7 +31,7 @@ def test_matches_reference(golden_dir, golden_checkpoint, golden_fixture, assert
     # Both are stored on the LTX-2.3 path; the LTX-2 path feeds one set of features to both modalities.
     stored = [name for name in features if name in fx]
     assert stored, "fixture stores no feature-extractor output"
-    if read_checkpoint_config(golden_checkpoint, "transformer").get("caption_proj_before_connector"):
+    if checkpoint_config(processor_spec, golden_model_source)["transformer"].get("caption_proj_before_connector"):
         assert stored == list(features), "the LTX-2.3 text path has per-modality features"
     for name in stored:
         assert_golden_close(features[name], fx[name], name=name)

@@ -60,8 +60,8 @@ def _modality(fx, case: str, stream: str) -> Modality | None:
 
 
 @pytest.fixture(scope="module")
-def av_model(golden_checkpoint):
-    return build_model(AV_TRANSFORMER, golden_checkpoint, dtype=torch.float32, device="cpu")
+def av_model(golden_model_source):
+    return build_model(AV_TRANSFORMER, golden_model_source, dtype=torch.float32, device="cpu")
 
 
 def test_every_case_matches_reference(golden_fixture, av_model, assert_golden_close):
@@ -86,7 +86,7 @@ def test_every_case_matches_reference(golden_fixture, av_model, assert_golden_cl
             assert_golden_close(x0, fx[f"{case}.{stream}_denoised"], name=f"{case}.{stream}_denoised")
 
 
-def test_single_stream_variants_match_reference(golden_fixture, golden_checkpoint, assert_golden_close):
+def test_single_stream_variants_match_reference(golden_fixture, golden_model_source, assert_golden_close):
     """The video-only / audio-only models (built without the other stream) reproduce those cases."""
     fx = golden_fixture("fx_transformer")
     for case, spec, stream in (
@@ -95,7 +95,7 @@ def test_single_stream_variants_match_reference(golden_fixture, golden_checkpoin
     ):
         if case not in fx.params["cases"]:
             continue
-        model = build_model(spec, golden_checkpoint, dtype=torch.float32, device="cpu")
+        model = build_model(spec, golden_model_source, dtype=torch.float32, device="cpu")
         modality = _modality(fx, case, stream)
         velocity = model(modality, None) if stream == "video" else model(None, modality)
         got = velocity[0] if stream == "video" else velocity[1]

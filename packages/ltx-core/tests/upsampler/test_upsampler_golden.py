@@ -41,13 +41,16 @@ def _upsampler_cases(golden_fixture) -> dict[str, str]:
 
 
 @pytest.mark.golden
-def test_every_upsampler_matches_reference(golden_dir, golden_fixture, golden_checkpoint, assert_golden_close):
+def test_every_upsampler_matches_reference(
+    golden_fixture, golden_checkpoint, golden_upsampler_source, assert_golden_close
+):
     fx = golden_fixture("fx_upsampler")
     stats = ChannelStats(golden_checkpoint)
     cases = _upsampler_cases(golden_fixture)
     assert cases, "fx_upsampler lists no upsampler"
     for name, file_name in cases.items():
-        upsampler = build_model(LATENT_UPSAMPLER, golden_dir / file_name, dtype=torch.float32, device="cpu")
+        source = golden_upsampler_source(file_name)
+        upsampler = build_model(LATENT_UPSAMPLER, source, dtype=torch.float32, device="cpu")
         assert isinstance(upsampler, LatentUpsampler)
         raw = upsampler(fx["latent"])
         assert_golden_close(raw, fx[f"{name}.raw"], name=f"{name}.raw")

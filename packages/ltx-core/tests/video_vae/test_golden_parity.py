@@ -23,13 +23,13 @@ def fx(golden_fixture):
 
 
 @pytest.fixture(scope="module")
-def encoder(golden_checkpoint) -> VideoEncoder:
-    return build_model(VIDEO_ENCODER, golden_checkpoint, dtype=torch.float32, device="cpu")
+def encoder(golden_model_source) -> VideoEncoder:
+    return build_model(VIDEO_ENCODER, golden_model_source, dtype=torch.float32, device="cpu")
 
 
 @pytest.fixture(scope="module")
-def decoder(golden_checkpoint) -> VideoDecoder:
-    return build_model(VIDEO_DECODER, golden_checkpoint, dtype=torch.float32, device="cpu")
+def decoder(golden_model_source) -> VideoDecoder:
+    return build_model(VIDEO_DECODER, golden_model_source, dtype=torch.float32, device="cpu")
 
 
 def _slices_as_lists(slices: tuple[slice, ...]) -> list[list[int | None]]:

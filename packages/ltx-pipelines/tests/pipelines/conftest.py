@@ -229,3 +229,17 @@ def read_keys(monkeypatch) -> list[str]:
 
     monkeypatch.setattr(state_dict_module, "safe_open", CountingOpen)
     return read
+
+
+@pytest.fixture(scope="session", params=("single-file", "diffusers"))
+def golden_pipeline_models(request: pytest.FixtureRequest, golden_dir: Path, golden_spatial_upsampler: Path):
+    """(checkpoint, x2 spatial upsampler) as the pipelines take them: the golden files, or the diffusers
+    model folder and `latent_upsampler*/` folder diffusers' converter wrote from them (`interop/`)."""
+    if request.param == "single-file":
+        return golden_dir / "checkpoint.safetensors", golden_spatial_upsampler
+    interop = request.getfixturevalue("golden_interop_dir")
+    conversion = json.loads((interop / "verification.json").read_text())["conversion"]
+    folders = {v["source"]: k for k, v in conversion.items() if isinstance(v, dict) and "source" in v}
+    name = golden_spatial_upsampler.name
+    assert name in folders, f"interop/verification.json names no diffusers folder converted from {name}"
+    return interop / "diffusers", interop / "diffusers" / folders[name]

@@ -36,12 +36,14 @@ def test_distilled_sigma_constants_match_the_fixture(fx):
     torch.testing.assert_close(stage_2_distilled_sigmas(), torch.tensor(fx.params["stage_2_sigmas"]), rtol=0, atol=0)
 
 
-def test_distilled_pipeline_replays_the_reference(fx, golden_dir, golden_spatial_upsampler, assert_golden_close):
-    """Every run of the set (however many, with or without an image) in one test, so none is left out."""
+def test_distilled_pipeline_replays_the_reference(fx, golden_pipeline_models, assert_golden_close):
+    """Every run of the set (however many, with or without an image) in one test, so none is left out;
+    from the single file and from the diffusers folder of the same weights."""
     p = fx.params
+    checkpoint, upsampler = golden_pipeline_models
     pipeline = DistilledPipeline(
-        golden_dir / "checkpoint.safetensors",
-        golden_spatial_upsampler,
+        checkpoint,
+        upsampler,
         gemma_root=None,
         device="cpu",
         dtype=torch.float32,

@@ -465,6 +465,11 @@ class CheckpointsConfig(_Section):
     interval: int | None = Field(None, ge=1, description="Save every N steps (null = only the final one).")
     keep_last_n: int = Field(1, ge=-1, description="Checkpoints to keep (-1 = all).")
     precision: Literal["bfloat16", "float32"] = "bfloat16"
+    lora_format: Literal["comfyui", "diffusers", "kohya"] = Field(
+        "comfyui",
+        description="Layout of saved LoRA files: comfyui (ComfyUI and these pipelines), diffusers "
+        "(`LTX2Pipeline.load_lora_weights`) or kohya (`lora_unet_*`). All three load in these pipelines.",
+    )
     no_resume: bool = Field(False, description="Load `load_checkpoint` weights but start from step 0.")
     save_training_state: Literal["off", "minimal", "full"] = Field(
         "minimal", description="full: optimizer too; minimal: step, scheduler, RNG, data order; off: no state."

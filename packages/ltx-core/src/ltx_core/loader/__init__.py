@@ -22,6 +22,7 @@ from ltx_core.loader.key_rules import (
     VOCODER_KEYS,
 )
 from ltx_core.loader.lora import DEFAULT_LORA_FUSION, LoraFusionPrecision, LoraSpec, fuse_loras, lora_metadata
+from ltx_core.loader.lora_layouts import LoraLayout, LoraWeights, read_lora
 from ltx_core.loader.model_files import COMPONENT_FLAGS, Component, ComponentSource, Layout, ModelFiles
 from ltx_core.loader.safetensors_header import (
     SafetensorsHeader,
@@ -55,7 +56,9 @@ __all__ = [
     "KeyRename",
     "Layout",
     "LoraFusionPrecision",
+    "LoraLayout",
     "LoraSpec",
+    "LoraWeights",
     "ModelFiles",
     "SDOps",
     "SafetensorsHeader",
@@ -71,6 +74,7 @@ __all__ = [
     "lora_metadata",
     "parse_model_version",
     "read_checkpoint_config",
+    "read_lora",
     "read_metadata",
     "read_safetensors_header",
     "selected_keys",

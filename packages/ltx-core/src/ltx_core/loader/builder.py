@@ -71,6 +71,15 @@ def component_source(spec: ComponentSpec, source: Source) -> ComponentSource:
             raise CheckpointError(f"the {spec.name} is not part of a set of model files; pass its own file (a path)")
         return source.source(spec.component)
     path = Path(source)
+    if path.is_dir():
+        # A diffusers model folder (model_index.json) or a diffusers latent upsampler folder, given where
+        # a file is expected: read through the diffusers layout.
+        from ltx_core.loader.diffusers_folder import CONFIG, is_diffusers_folder, upsampler_source
+
+        if is_diffusers_folder(path):
+            return component_source(spec, ModelFiles.from_diffusers(path))
+        if spec.component is None and (path / CONFIG).is_file():
+            return upsampler_source(path)
     return ComponentSource(spec.component, (path,))
 
 

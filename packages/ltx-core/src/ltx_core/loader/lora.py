@@ -1,9 +1,10 @@
 """Fusing LoRA deltas into a component's weights.
 
-For each targeted weight W (module key `X.weight`) and every LoRA i that carries `X.lora_A.weight`
-(rank r x in) and `X.lora_B.weight` (out x r):
+For each targeted weight W (module key `X.weight`) and every LoRA i that targets module `X` with a
+down factor A (rank r x in) and an up factor B (out x r), in any layout `ltx_core.loader.lora_layouts`
+reads (ComfyUI/ltx-trainer, bare, peft, diffusers, kohya):
 
-    W <- W + sum_i strength_i * scale_i * (B_i @ A_i),   scale_i = alpha_i / r  (1 when no `X.alpha`)
+    W <- W + sum_i strength_i * scale_i * (B_i @ A_i),   scale_i = alpha_i / r  (1 when the file gives no alpha)
 
 Two numerics (`LoraFusionPrecision`):
 
@@ -19,24 +20,21 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from ltx_core.loader.errors import CheckpointError
-from ltx_core.loader.key_rules import COMFY_LORA_KEYS
+from ltx_core.loader.lora_layouts import read_lora
 from ltx_core.loader.safetensors_header import read_metadata
-from ltx_core.loader.sd_ops import SDOps
-from ltx_core.loader.state_dict import StateDict, load_state_dict
+from ltx_core.loader.state_dict import StateDict
 
 logger = logging.getLogger(__name__)
 
-_A_SUFFIX = ".lora_A.weight"
-_B_SUFFIX = ".lora_B.weight"
-_ALPHA_SUFFIX = ".alpha"
+_WEIGHT = ".weight"
 
 
 class LoraFusionPrecision(str, enum.Enum):
@@ -60,11 +58,10 @@ DEFAULT_LORA_FUSION = LoraFusionPrecision.WEIGHT_DTYPE
 
 @dataclass(frozen=True)
 class LoraSpec:
-    """One LoRA file to fuse, at a strength, with the rules that map its keys onto module keys."""
+    """One LoRA file (any layout `read_lora` accepts) to fuse, at a strength."""
 
     path: str | Path
     strength: float = 1.0
-    ops: SDOps = field(default=COMFY_LORA_KEYS)
 
 
 def lora_metadata(path: str | Path) -> dict[str, Any]:
@@ -79,25 +76,13 @@ class _LoraPair:
     scale: float
 
 
-def _lora_pairs(spec: LoraSpec) -> dict[str, _LoraPair]:
-    """Module weight key -> (A, B, alpha/rank) for every low-rank pair in the file."""
-    tensors = load_state_dict(spec.path, spec.ops)
-    bases = {k[: -len(_A_SUFFIX)] for k in tensors if k.endswith(_A_SUFFIX)}
-    pairs: dict[str, _LoraPair] = {}
-    for base in sorted(bases):
-        b = tensors.get(base + _B_SUFFIX)
-        if b is None:
-            raise CheckpointError(f"LoRA {str(spec.path)!r}: {base}{_A_SUFFIX} has no matching {base}{_B_SUFFIX}")
-        a = tensors[base + _A_SUFFIX]
-        rank = a.shape[0]
-        if b.shape[-1] != rank:
-            raise CheckpointError(
-                f"LoRA {str(spec.path)!r}: rank mismatch at {base}: lora_A {tuple(a.shape)}, lora_B {tuple(b.shape)}"
-            )
-        alpha = tensors.get(base + _ALPHA_SUFFIX)
-        scale = float(alpha) / rank if alpha is not None else 1.0
-        pairs[base + ".weight"] = _LoraPair(a, b, scale)
-    return pairs
+def _lora_pairs(spec: LoraSpec, weight_keys: Collection[str] | None = None) -> dict[str, _LoraPair]:
+    """Module weight key -> (A, B, alpha/rank) for every low-rank pair in the file.
+
+    `weight_keys` (the component's weight keys) resolve kohya's flattened module names."""
+    module_names = None if weight_keys is None else [k[: -len(_WEIGHT)] for k in weight_keys if k.endswith(_WEIGHT)]
+    weights = read_lora(spec.path, module_names=module_names)
+    return {name + _WEIGHT: _LoraPair(f.down, f.up, f.scale) for name, f in weights.modules.items()}
 
 
 def _rounding_dtype(stored: torch.dtype | None, loaded: torch.dtype) -> torch.dtype:
@@ -131,11 +116,7 @@ def fuse_loras(
     stored_dtypes = stored_dtypes or {}
     deltas: dict[str, torch.Tensor] = {}
     for spec in active:
-        pairs = _lora_pairs(spec)
-        if not pairs:
-            raise CheckpointError(
-                f"LoRA {str(spec.path)!r} holds no lora_A/lora_B pairs under its key rules ({spec.ops.name})"
-            )
+        pairs = _lora_pairs(spec, state_dict.keys())
         unmatched = [k for k in pairs if k not in state_dict]
         if len(unmatched) == len(pairs):
             raise CheckpointError(
@@ -209,16 +190,14 @@ class LoraDeltas:
       bfloat16. Quantized targets always take this delta (see `ltx_core.quantization`).
     """
 
-    def __init__(self, loras: Sequence[LoraSpec], *, component: str = "model") -> None:
+    def __init__(
+        self, loras: Sequence[LoraSpec], *, component: str = "model", weight_keys: Collection[str] | None = None
+    ) -> None:
         self.component = component
         self._pairs: dict[str, list[tuple[LoraSpec, _LoraPair]]] = {}
         self._specs = [spec for spec in loras if spec.strength != 0.0]
         for spec in self._specs:
-            pairs = _lora_pairs(spec)
-            if not pairs:
-                raise CheckpointError(
-                    f"LoRA {str(spec.path)!r} holds no lora_A/lora_B pairs under its key rules ({spec.ops.name})"
-                )
+            pairs = _lora_pairs(spec, weight_keys)
             for key, pair in pairs.items():
                 self._pairs.setdefault(key, []).append((spec, pair))
 

@@ -45,6 +45,7 @@ class Component(str, Enum):
 class Layout(str, Enum):
     SINGLE_FILE = "single-file"
     SPLIT = "split"
+    DIFFUSERS = "diffusers"
 
 
 # The command-line option that supplies each component (shared by every pipeline), so that errors
@@ -64,6 +65,13 @@ DURATION_HEAD_PREFIX = "duration_head."
 
 
 def component_flag(component: Component, layout: Layout) -> str:
+    if layout is Layout.DIFFUSERS:
+        from ltx_core.loader.diffusers_folder import COMPONENT_FOLDERS
+
+        folders = COMPONENT_FOLDERS.get(component)
+        if folders is None:
+            return GEMMA_ROOT_FLAG if component is Component.TEXT_ENCODER else "a component diffusers does not carry"
+        return " + ".join(f"{f}/" for f in folders) + " in the diffusers folder"
     if layout is Layout.SINGLE_FILE:
         return GEMMA_ROOT_FLAG if component is Component.TEXT_ENCODER else CHECKPOINT_FLAG
     if component is Component.TEXT_EMBEDDINGS:
@@ -154,6 +162,16 @@ class ModelFiles:
         the text encoder is a Gemma folder (or none when prompts are not encoded). `video_vae`
         replaces the checkpoint's video VAE."""
         layout = Layout.SINGLE_FILE
+        from ltx_core.loader.diffusers_folder import is_diffusers_folder
+
+        hub_folder = str(checkpoint).startswith("hf://") and not str(checkpoint).endswith(".safetensors")
+        if is_diffusers_folder(checkpoint) or hub_folder:
+            # A diffusers model folder given where the single file is expected (same flag).
+            if video_vae is not None:
+                raise CheckpointError(
+                    f"{COMPONENT_FLAGS[Component.VIDEO_VAE]} cannot replace the video VAE of a diffusers folder"
+                )
+            return cls.from_diffusers(checkpoint, gemma_root=gemma_root)
         ckpt = _file(checkpoint, Component.TRANSFORMER, layout)
         sources = [
             ComponentSource(Component.TRANSFORMER, (ckpt,)),
@@ -215,6 +233,26 @@ class ModelFiles:
         files = cls(layout, tuple(sources))
         files.check_text_encoder_match()
         return files
+
+    @classmethod
+    def from_diffusers(cls, folder: str | Path, *, gemma_root: str | Path | None = None) -> ModelFiles:
+        """A diffusers model folder (local, or `hf://<org>/<repo>`): each component it carries, with
+        the config translated from its `config.json` and diffusers' key names mapped to the released
+        ones (`ltx_core.loader.diffusers_folder`). The text encoder stays a Gemma folder
+        (`gemma_root`). A folder of another model family is refused here, before any loading."""
+        from ltx_core.loader.diffusers_folder import COMPONENT_FOLDERS, read_diffusers_folder
+
+        found = read_diffusers_folder(folder)
+        sources = [found.source(c) for c in COMPONENT_FOLDERS if found.has(c)]
+        if not sources:
+            raise CheckpointError(
+                f"the diffusers folder {str(found.root)!r} has none of the component folders "
+                f"{sorted({f for fs in COMPONENT_FOLDERS.values() for f in fs})}"
+            )
+        if gemma_root is not None:
+            gemma = _existing(gemma_root, Component.TEXT_ENCODER, Layout.SINGLE_FILE)
+            sources.append(ComponentSource(Component.TEXT_ENCODER, (gemma,)))
+        return cls(Layout.DIFFUSERS, tuple(sources))
 
     @classmethod
     def from_paths(

@@ -10,7 +10,7 @@ A rule set (`SDOps`) answers two questions about a file key:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 import torch
@@ -42,6 +42,21 @@ class KeyRename:
         return key.replace(self.old, self.new)
 
 
+@dataclass(frozen=True)
+class KeyMap:
+    """Exact renames from a table (a file layout's whole key list): a listed key becomes its partner,
+    any other key passes unchanged. One dictionary lookup per key, however long the table."""
+
+    pairs: tuple[tuple[str, str], ...]
+    _lookup: dict[str, str] = field(init=False, compare=False, repr=False, hash=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_lookup", dict(self.pairs))
+
+    def apply(self, key: str) -> str:
+        return self._lookup.get(key, key)
+
+
 ValueFn = Callable[[str, torch.Tensor], list[tuple[str, torch.Tensor]]]
 
 
@@ -58,7 +73,7 @@ class SDOps:
     name: str
     keep: tuple[KeyPattern, ...] = ()
     drop: tuple[KeyPattern, ...] = ()
-    renames: tuple[KeyRename, ...] = ()
+    renames: tuple[KeyRename | KeyMap, ...] = ()
     value_ops: tuple[ValueOp, ...] = ()
     # A file layout's own translation, run on every file key before these rules (e.g. diffusers
     # names -> the released single-file names), so one component rule set serves every layout.
@@ -76,6 +91,10 @@ class SDOps:
 
     def replacing(self, old: str, new: str) -> SDOps:
         return replace(self, renames=(*self.renames, KeyRename(old, new, prefix_only=False)))
+
+    def renaming_keys(self, mapping: Mapping[str, str]) -> SDOps:
+        """Rename exactly the keys of `mapping` (sorted, so equal tables give equal rule sets)."""
+        return replace(self, renames=(*self.renames, KeyMap(tuple(sorted(mapping.items())))))
 
     def with_value_op(self, fn: ValueFn, prefix: str = "", suffix: str = "", contains: str = "") -> SDOps:
         return replace(self, value_ops=(*self.value_ops, ValueOp(KeyPattern(prefix, suffix, contains), fn)))

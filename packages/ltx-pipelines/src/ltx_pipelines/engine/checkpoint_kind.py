@@ -3,7 +3,8 @@ is named for what it is before anything is loaded.
 
 - LTX single-file checkpoint: `config` metadata with a `transformer` section (plus `vae`, ...).
 - Latent upsampler: a flat `config` whose `_class_name` is `LatentUpsampler`.
-- LoRA: low-rank pairs, keys `<module>.lora_A.weight` / `<module>.lora_B.weight`.
+- LoRA: low-rank pairs in any layout `ltx_core.loader.lora_layouts` reads (`lora_A` / `lora_B`,
+  peft's `.default`, kohya's `lora_down` / `lora_up`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ ExpectedKind = Literal["ltx_checkpoint", "upsampler", "lora"]
 _EXPECTED_DESCRIPTIONS: dict[str, str] = {
     "ltx_checkpoint": "an LTX-2 single-file model checkpoint (metadata 'config' with a 'transformer' section)",
     "upsampler": "a latent upsampler (metadata 'config' with _class_name 'LatentUpsampler')",
-    "lora": "a LoRA (tensors named '<module>.lora_A.weight' / '<module>.lora_B.weight')",
+    "lora": "a LoRA (tensors named '<module>.lora_A.weight' / '.lora_B.weight', or kohya's '.lora_down.weight')",
 }
 _FLAG_HINTS: dict[str, str] = {
     "ltx_checkpoint": "--checkpoint-path / --distilled-checkpoint-path",
@@ -37,8 +38,11 @@ class CheckpointKindInfo:
     header: SafetensorsHeader
 
 
+_DOWN_FACTOR_SUFFIXES = (".lora_A.weight", ".lora_A.default.weight", ".lora_down.weight")
+
+
 def _lora_pairs(header: SafetensorsHeader) -> int:
-    return sum(1 for name in header.tensors if name.endswith(".lora_A.weight"))
+    return sum(1 for name in header.tensors if name.endswith(_DOWN_FACTOR_SUFFIXES))
 
 
 def _describe_upsampler(config: dict) -> str:
@@ -78,10 +82,6 @@ def detect_checkpoint_kind(path: str | Path) -> CheckpointKindInfo:
         return CheckpointKindInfo("lora", f"a LoRA ({pairs} low-rank pairs)", header)
     if "gemma_config" in header.metadata:
         return CheckpointKindInfo("gemma_text_encoder", "a single-file Gemma text encoder", header)
-    if any(name.endswith((".lora_down.weight", ".lora_up.weight")) for name in header.tensors):
-        return CheckpointKindInfo(
-            "unknown", "a LoRA in lora_down/lora_up naming, which is not supported (expected lora_A/lora_B)", header
-        )
     if any(name.startswith("model.diffusion_model.") for name in header.tensors):
         return CheckpointKindInfo(
             "unknown", "transformer weights without the 'config' metadata the model is built from", header

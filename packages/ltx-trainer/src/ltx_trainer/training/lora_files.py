@@ -1,8 +1,9 @@
 """peft adapters on our transformer, and the LoRA file format we save.
 
-Saved files use the ComfyUI layout: `diffusion_model.<module>.lora_A.weight` (rank x in) and
-`.lora_B.weight` (out x rank). The alpha / rank scale is multiplied into lora_B and no `.alpha` entry is
-written, so all three readers agree: our pipelines' `--lora` and the reference's fusion (both apply
+Saved files use the ComfyUI layout by default: `diffusion_model.<module>.lora_A.weight` (rank x in) and
+`.lora_B.weight` (out x rank); `checkpoints.lora_format` picks the diffusers or kohya layout instead
+(`ltx_core.loader.lora_layouts`). The alpha / rank scale is multiplied into lora_B and no alpha is
+written, so all readers agree: our pipelines' `--lora` and the reference's fusion (both apply
 strength * B @ A when there is no alpha) and ComfyUI (which applies alpha / rank only when alpha is
 present). The header carries the training strategy and, for scaled IC-LoRA references, the reference
 scale factors the pipelines read.
@@ -22,6 +23,13 @@ from safetensors.torch import save_file
 from torch import nn
 
 from ltx_core.loader.key_rules import COMFY_LORA_PREFIX
+from ltx_core.loader.lora_layouts import (
+    LoraFactors,
+    LoraLayout,
+    LoraWeights,
+    lora_file_tensors,
+    lora_weights_from_tensors,
+)
 from ltx_pipelines.media.atomic_files import atomic_output
 
 _PEFT_KEY = re.compile(r"^(?:base_model\.model\.)?(?P<module>.+)\.(?P<part>lora_[AB])(?:\.default)?\.weight$")
@@ -83,21 +91,38 @@ def comfy_lora_tensors(model: nn.Module, scale: float, dtype: torch.dtype) -> di
 
 
 def adapter_state_from_file(tensors: Mapping[str, torch.Tensor], scale: float) -> dict[str, torch.Tensor]:
-    """Inverse of `comfy_lora_tensors` (up to the saved precision)."""
+    """Inverse of the saved file (any layout `save_lora_file` writes), up to the saved precision."""
+    weights = lora_weights_from_tensors(tensors, source="checkpoint")
     state = {}
-    for key, value in tensors.items():
-        if not key.startswith(COMFY_LORA_PREFIX) or not key.endswith(".weight"):
-            continue
-        module, part = key[len(COMFY_LORA_PREFIX) : -len(".weight")].rsplit(".", 1)
-        state[f"{module}.{part}"] = value.float() / scale if part == "lora_B" else value.float()
+    for module, f in weights.modules.items():
+        state[f"{module}.lora_A"] = f.down.float()
+        state[f"{module}.lora_B"] = f.up.float() * (f.scale / scale)
     return state
 
 
 def save_lora_file(
-    path: Path, model: nn.Module, rank: int, alpha: float, dtype: torch.dtype, metadata: Mapping[str, str]
+    path: Path,
+    model: nn.Module,
+    rank: int,
+    alpha: float,
+    dtype: torch.dtype,
+    metadata: Mapping[str, str],
+    layout: LoraLayout | str = LoraLayout.COMFYUI,
 ) -> Path:
-    tensors = comfy_lora_tensors(model, lora_scale(rank, alpha), dtype)
+    """Write the adapters in `layout` (comfyui, diffusers or kohya), the scale multiplied into lora_B."""
     header = {"format": "pt", "lora_rank": str(rank), "lora_alpha_baked": json.dumps(alpha), **metadata}
+    comfy = comfy_lora_tensors(model, lora_scale(rank, alpha), dtype)
+    if LoraLayout.parse(layout) is LoraLayout.COMFYUI:
+        tensors = comfy
+    else:
+        modules = {
+            key[len(COMFY_LORA_PREFIX) : -len(".lora_A.weight")]: LoraFactors(
+                down=value, up=comfy[key.replace(".lora_A.weight", ".lora_B.weight")]
+            )
+            for key, value in comfy.items()
+            if key.endswith(".lora_A.weight")
+        }
+        tensors, header = lora_file_tensors(LoraWeights(str(path), LoraLayout.COMFYUI, modules, header), layout)
     with atomic_output(path, overwrite=True) as tmp:
         save_file(tensors, str(tmp), metadata=header)
     return path

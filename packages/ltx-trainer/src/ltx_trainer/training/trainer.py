@@ -316,7 +316,9 @@ class Trainer:
             lora = cfg.lora
             assert lora is not None
             path = self.checkpoint_dir / ckpt.weights_name("lora", step)
-            save_lora_file(path, model, lora.rank, lora.alpha, dtype, self._strategy_metadata())
+            save_lora_file(
+                path, model, lora.rank, lora.alpha, dtype, self._strategy_metadata(), cfg.checkpoints.lora_format
+            )
         else:
             path = self.checkpoint_dir / ckpt.weights_name("model", step)
             tensors = {f"{TRANSFORMER_PREFIX}{k}": v.detach().to(dtype).cpu().contiguous()

@@ -1,0 +1,289 @@
+"""Converting model files between the reference's single file and diffusers' model folder.
+
+    python -m ltx_core.convert to-diffusers CHECKPOINT OUT_DIR [--upsampler FILE ...]
+    python -m ltx_core.convert from-diffusers FOLDER OUT.safetensors
+
+`to-diffusers` writes the folder diffusers' own converter writes (`model_index.json`, `transformer/`,
+`connectors/`, `vae/`, `audio_vae/`, `vocoder/`, `scheduler/`, and `latent_upsampler*/` for each
+`--upsampler`): the same key names, the same `config.json` contents, every tensor copied as stored (no
+precision change). `from-diffusers` writes the single file back (or, given a `latent_upsampler*/` folder,
+the upsampler file), its `config` metadata translated from the folders' `config.json`.
+
+Round trips are tensor-exact, with one exception diffusers imposes: its video VAE keeps only the latent
+mean and std of the reference's five per-channel statistics (`channel`, `mean-of-stds`,
+`mean-of-stds_over_std-of-means` are read by no model and are not carried).
+
+Nothing existing is overwritten; the output appears (renamed into place) only once complete.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+from ltx_core.loader import diffusers_config as dc
+from ltx_core.loader import diffusers_names as dn
+from ltx_core.loader.diffusers_folder import (
+    COMPONENT_FOLDERS,
+    CONFIG,
+    MODEL_INDEX,
+    WEIGHTS_STEM,
+    read_diffusers_folder,
+    weight_files,
+)
+from ltx_core.loader.errors import CheckpointError
+from ltx_core.loader.safetensors_header import read_safetensors_header
+
+logger = logging.getLogger(__name__)
+
+# The pipeline index and scheduler diffusers' converter writes for a full (non-distilled) LTX-2 pipeline.
+MODEL_INDEX_CONTENT: dict[str, Any] = {
+    "_class_name": "LTX2Pipeline",
+    "_diffusers_version": dc.DIFFUSERS_VERSION,
+    "audio_vae": ["diffusers", dc.AUDIO_VAE_CLASS],
+    "connectors": ["ltx2", dc.CONNECTORS_CLASS],
+    "duration_head": [None, None],
+    "processor": [None, None],
+    "prompt_enhancer": [None, None],
+    "scheduler": ["diffusers", "FlowMatchEulerDiscreteScheduler"],
+    "text_encoder": [None, None],
+    "tokenizer": [None, None],
+    "transformer": ["diffusers", dc.TRANSFORMER_CLASS],
+    "vae": ["diffusers", dc.VIDEO_VAE_CLASS],
+    "vocoder": ["ltx2", dc.VOCODER_CLASS],
+}
+SCHEDULER_CONFIG: dict[str, Any] = {
+    "_class_name": "FlowMatchEulerDiscreteScheduler",
+    "_diffusers_version": dc.DIFFUSERS_VERSION,
+    "base_image_seq_len": 1024,
+    "base_shift": 0.95,
+    "invert_sigmas": False,
+    "max_image_seq_len": 4096,
+    "max_shift": 2.05,
+    "num_train_timesteps": 1000,
+    "shift": 1.0,
+    "shift_terminal": 0.1,
+    "stochastic_sampling": False,
+    "time_shift_type": "exponential",
+    "use_beta_sigmas": False,
+    "use_dynamic_shifting": True,
+    "use_exponential_sigmas": False,
+    "use_karras_sigmas": False,
+}
+WEIGHTS_FILE = f"{WEIGHTS_STEM}.safetensors"
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
+
+
+@contextmanager
+def _atomic_folder(target: Path) -> Iterator[Path]:
+    """A hidden temporary folder beside `target`, renamed to it when the block completes."""
+    if target.exists():
+        raise FileExistsError(f"output {str(target)!r} already exists; choose a new folder")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent))
+    tmp.chmod(0o777 & ~_umask())  # mkdtemp's 0700 is for the temporary name only
+    try:
+        yield tmp
+        if target.exists():
+            raise FileExistsError(f"output {str(target)!r} appeared while converting; left it untouched")
+        os.rename(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+@contextmanager
+def _atomic_file(target: Path) -> Iterator[Path]:
+    if target.exists():
+        raise FileExistsError(f"output {str(target)!r} already exists; choose a new file name")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
+    os.close(fd)
+    tmp = Path(name)
+    tmp.chmod(0o666 & ~_umask())
+    try:
+        yield tmp
+        if target.exists():
+            raise FileExistsError(f"output {str(target)!r} appeared while converting; left it untouched")
+        os.rename(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _write_json(path: Path, content: Mapping[str, Any]) -> None:
+    path.write_text(json.dumps(content, indent=2) + "\n")
+
+
+def _copy_renamed(
+    sources: Sequence[Path], rename: Callable[[str], str | None], target: Path, metadata: Mapping[str, str]
+) -> int:
+    """Copy every tensor `rename` maps (None: skip) into one safetensors file; returns the count."""
+    tensors = {}
+    for path in sources:
+        with safe_open(str(path), framework="pt", device="cpu") as f:
+            for key in f.keys():  # noqa: SIM118 - safe_open is not a mapping
+                new = rename(key)
+                if new is None:
+                    continue
+                if new in tensors:
+                    raise CheckpointError(f"{str(path)!r}: two tensors map to {new!r}")
+                tensors[new] = f.get_tensor(key)
+    save_file(tensors, str(target), metadata=dict(metadata))
+    return len(tensors)
+
+
+def _upsampler_folder_name(config: Mapping[str, Any]) -> str:
+    if config.get("temporal_upsample"):
+        return "latent_upsampler_temporal"
+    scale = float(config.get("spatial_scale", 2.0))
+    return "latent_upsampler" if scale == 2.0 else f"latent_upsampler_x{scale:g}"
+
+
+def single_file_to_diffusers(
+    checkpoint: str | Path, out_dir: str | Path, *, upsamplers: Sequence[str | Path] = ()
+) -> Path:
+    """Write the diffusers folder of a single-file checkpoint (and of separate upsampler files)."""
+    checkpoint, out_dir = Path(checkpoint), Path(out_dir)
+    header = read_safetensors_header(checkpoint)
+    config = header.metadata.get("config")
+    missing = [
+        s for s in ("transformer", "vae", "audio_vae", "vocoder") if not isinstance(config, dict) or s not in config
+    ]
+    if missing:
+        raise CheckpointError(
+            f"{str(checkpoint)!r} is not a full single-file checkpoint: no config section(s) {missing}"
+        )
+    t, vae = config["transformer"], config["vae"]
+    stft = config["audio_vae"].get("preprocessing", {}).get("stft", {})
+    mel_bins = config["audio_vae"]["model"]["params"]["ddconfig"]["mel_bins"]
+    projection = header.tensors.get("text_embedding_projection.video_aggregate_embed.weight") or header.tensors.get(
+        "text_embedding_projection.aggregate_embed.weight"
+    )
+    if projection is None:
+        raise CheckpointError(f"{str(checkpoint)!r} has no text_embedding_projection weight for the connectors")
+    upsampler_configs = []
+    for path in upsamplers:
+        up_config = read_safetensors_header(path).metadata.get("config")
+        if not isinstance(up_config, dict) or up_config.get("_class_name") != "LatentUpsampler":
+            raise CheckpointError(f"--upsampler {str(path)!r} is not a latent upsampler file")
+        upsampler_configs.append((Path(path), up_config))
+    names = [_upsampler_folder_name(c) for _, c in upsampler_configs]
+    if len(set(names)) != len(names):
+        raise CheckpointError(f"two upsamplers would share a folder name: {names}")
+
+    pairs = dc.vae_block_renames(vae)
+    components: dict[str, tuple[dict[str, Any], Callable[[str], str | None]]] = {
+        "transformer": (
+            dc.transformer_to_diffusers(
+                t,
+                vae_scale=dc.vae_scale_factors(vae),
+                audio_hop_length=stft.get("hop_length", 160),
+                audio_sampling_rate=config["audio_vae"]["model"]["params"].get("sampling_rate", 16000),
+            ),
+            dn.transformer_key_to_diffusers,
+        ),
+        "connectors": (
+            dc.connectors_to_diffusers(t, text_proj_in_factor=projection.shape[1] // t["caption_channels"]),
+            dn.connectors_key_to_diffusers,
+        ),
+        "vae": (dc.video_vae_to_diffusers(vae), lambda key: dn.video_vae_key_to_diffusers(key, pairs)),
+        "audio_vae": (dc.audio_vae_to_diffusers(config["audio_vae"]), dn.audio_vae_key_to_diffusers),
+        "vocoder": (dc.vocoder_to_diffusers(config["vocoder"], mel_bins=mel_bins), dn.vocoder_key_to_diffusers),
+    }
+    with _atomic_folder(out_dir) as tmp:
+        for name, (component_config, rename) in components.items():
+            (tmp / name).mkdir()
+            _write_json(tmp / name / CONFIG, component_config)
+            count = _copy_renamed([checkpoint], rename, tmp / name / WEIGHTS_FILE, {"format": "pt"})
+            logger.info("%s: %d tensors", name, count)
+        (tmp / "scheduler").mkdir()
+        _write_json(tmp / "scheduler" / "scheduler_config.json", SCHEDULER_CONFIG)
+        _write_json(tmp / MODEL_INDEX, MODEL_INDEX_CONTENT)
+        for (path, up_config), name in zip(upsampler_configs, names, strict=True):
+            (tmp / name).mkdir()
+            _write_json(tmp / name / CONFIG, dc.upsampler_to_diffusers(up_config))
+            _copy_renamed([path], lambda key: key, tmp / name / WEIGHTS_FILE, {"format": "pt"})
+    return out_dir
+
+
+def diffusers_to_single_file(folder: str | Path, out_file: str | Path) -> Path:
+    """Write the single file of a diffusers folder, or the upsampler file of a `latent_upsampler*/` folder."""
+    folder, out_file = Path(folder), Path(out_file)
+    own_config = folder / CONFIG
+    if own_config.is_file():  # a component folder: only latent upsamplers stand alone
+        raw = json.loads(own_config.read_text())
+        if raw.get("_class_name") != dc.UPSAMPLER_CLASS:
+            raise CheckpointError(
+                f"{str(folder)!r} is a {raw.get('_class_name')!r} component folder; convert the whole model "
+                f"folder (with {MODEL_INDEX}), or a latent upsampler folder on its own"
+            )
+        metadata = {"config": json.dumps(dc.upsampler_from_diffusers(raw))}
+        with _atomic_file(out_file) as tmp:
+            _copy_renamed(weight_files(folder), lambda key: key, tmp, metadata)
+        return out_file
+    found = read_diffusers_folder(folder)
+    needed = [c for c in COMPONENT_FOLDERS if not found.has(c)]
+    if needed:
+        missing = [f for c in needed for f in found.missing(c)]
+        raise CheckpointError(
+            f"{str(folder)!r} lacks {', '.join(m + '/' for m in missing)}: a single file holds them all"
+        )
+    metadata = {"config": json.dumps(dict(found.config)), "model_version": found.model_version}
+    with _atomic_file(out_file) as tmp:
+        tensors = {}
+        for component in COMPONENT_FOLDERS:
+            source = found.source(component)
+            ops = source.key_translation
+            assert ops is not None
+            for path in source.files:
+                with safe_open(str(path), framework="pt", device="cpu") as f:
+                    for key in f.keys():  # noqa: SIM118 - safe_open is not a mapping
+                        tensors[ops.rename(key) or key] = f.get_tensor(key)
+        save_file(tensors, str(tmp), metadata=metadata)
+    return out_file
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ltx_core.convert", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    to = commands.add_parser("to-diffusers", help="single-file checkpoint -> diffusers model folder")
+    to.add_argument("checkpoint", type=Path)
+    to.add_argument("out_dir", type=Path)
+    to.add_argument("--upsampler", type=Path, action="append", default=[], help="latent upsampler file (repeatable)")
+    back = commands.add_parser("from-diffusers", help="diffusers model (or latent upsampler) folder -> single file")
+    back.add_argument("folder", type=Path)
+    back.add_argument("out_file", type=Path)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    try:
+        if args.command == "to-diffusers":
+            out = single_file_to_diffusers(args.checkpoint, args.out_dir, upsamplers=args.upsampler)
+        else:
+            out = diffusers_to_single_file(args.folder, args.out_file)
+    except (CheckpointError, FileExistsError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    logger.info("wrote %s", out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
