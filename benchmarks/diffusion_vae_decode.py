@@ -12,6 +12,16 @@ released LTX-2.3 conv decoder (`vae` config of `ltx-2.3-22b-keys.json`), both wi
 weights. `tiling` decodes one latent untiled, with the tiles `recommended_tiling` picks for a given
 budget, and with small explicit tiles. Every decode runs in its own process, so its peak resident
 set size (ru_maxrss, weights included) belongs to that decode alone. Figures are printed, not asserted.
+
+Measured on a shared 2-core CPU host (load ~9, so absolute seconds are inflated; ratios hold better):
+  attention, ms: (9,32,48) 2x64 k(3,7,7): gather 15494, blocked 1881 (8.2x); (17,24,32) 1x16 k(3,3,3):
+    gather 160, blocked 141; (5,8,12) 16x64 k(3,7,7): gather 4935, blocked 184 (27x)
+  decoders at 9 x 128 x 192: released diffusion 870 s, peak RSS 1793 MiB (weights 400 MiB; the latent is
+    edge-padded to the stage-1 7x7 floor, so it denoises a 17 x 224 x 224 canvas); LTX-2.3 conv 38 s,
+    2227 MiB (weights 1553 MiB)
+  tiling, small arch at 17 x 256 x 384: untiled 43.5 s / 1018 MiB; `recommended_tiling` for 0.6 GiB free
+    (width 224/32, 2 tiles) 59.9 s / 895 MiB; 128/64 px tiles (12 tiles) 276 s / 748 MiB (599 MiB after
+    building = interpreter + torch)
 """
 
 from __future__ import annotations
