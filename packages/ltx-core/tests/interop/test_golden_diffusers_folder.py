@@ -100,3 +100,60 @@ def test_ltx25_folder_components_read_exactly(golden_ltx25_dir, golden_ltx25_man
     assert not files.has(Component.TEXT_EMBEDDINGS)
     with pytest.raises(CheckpointError, match="zero-filled FFN biases"):
         read_diffusers_folder(folder).source(Component.TEXT_EMBEDDINGS)
+
+
+@pytest.mark.golden
+def test_released_22b_names_and_configs_translate_both_ways(golden_dir):
+    """On the released LTX-2.3 22B key list and config: every key maps to a diffusers name and back to
+    itself (the VAE statistics diffusers drops excepted), and each config section survives the diffusers
+    config.json and back in every field the models read."""
+    import json
+
+    from ltx_core.loader import diffusers_config as dc
+    from ltx_core.loader import diffusers_names as dn
+    from ltx_core.model.video_vae.config import VideoVAEConfig
+
+    released = json.loads((golden_dir / "ltx-2.3-22b-keys.json").read_text())
+    config, keys = released["config"], released["keys"]
+    pairs = dc.vae_block_renames(config["vae"])
+    forward = {
+        "transformer": (dn.transformer_key_to_diffusers, dn.transformer_key_to_reference),
+        "connectors": (dn.connectors_key_to_diffusers, dn.connectors_key_to_reference),
+        "vae": (lambda k: dn.video_vae_key_to_diffusers(k, pairs), lambda k: dn.video_vae_key_to_reference(k, pairs)),
+        "audio_vae": (dn.audio_vae_key_to_diffusers, dn.audio_vae_key_to_reference),
+        "vocoder": (dn.vocoder_key_to_diffusers, dn.vocoder_key_to_reference),
+    }
+    unplaced = []
+    for key in keys:
+        placed = [(name, to(key)) for name, (to, _) in forward.items() if to(key) is not None]
+        if not placed:
+            unplaced.append(key)
+            continue
+        assert len(placed) == 1, f"{key} lands in {placed}"
+        name, diffusers_key = placed[0]
+        assert forward[name][1](diffusers_key) == key, f"{key} -> {name}/{diffusers_key} does not come back"
+    dropped = {f"vae.per_channel_statistics.{s}" for s in ("channel", "mean-of-stds", "mean-of-stds_over_std-of-means")}
+    assert set(unplaced) <= dropped, sorted(set(unplaced) - dropped)[:10]
+
+    vae = dc.video_vae_from_diffusers(dc.video_vae_to_diffusers(config["vae"]))
+    assert VideoVAEConfig.from_checkpoint_config(vae) == VideoVAEConfig.from_checkpoint_config(config["vae"])
+    assert (
+        dc.audio_vae_from_diffusers(dc.audio_vae_to_diffusers(config["audio_vae"]))["model"]
+        == config["audio_vae"]["model"]
+    )
+    mel_bins = config["audio_vae"]["model"]["params"]["ddconfig"]["mel_bins"]
+    vocoder = dc.vocoder_from_diffusers(dc.vocoder_to_diffusers(config["vocoder"], mel_bins=mel_bins))
+    for part in ("vocoder", "bwe"):
+        for field, value in vocoder[part].items():
+            assert config["vocoder"][part].get(field, value) == value, (part, field)
+    t = config["transformer"]
+    stft = config["audio_vae"].get("preprocessing", {}).get("stft", {})
+    diffusers_t = dc.transformer_to_diffusers(
+        t, vae_scale=dc.vae_scale_factors(config["vae"]), audio_hop_length=stft.get("hop_length", 160),
+        audio_sampling_rate=config["audio_vae"]["model"]["params"].get("sampling_rate", 16000),
+    )  # fmt: skip
+    projection = keys["text_embedding_projection.video_aggregate_embed.weight"][0]
+    diffusers_c = dc.connectors_to_diffusers(t, text_proj_in_factor=projection[1] // t["caption_channels"])
+    back = dc.transformer_from_diffusers(diffusers_t, diffusers_c)
+    different = {k: (t[k], v) for k, v in back.items() if k in t and t[k] != v}
+    assert not different, different
