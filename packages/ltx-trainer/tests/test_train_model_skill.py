@@ -134,13 +134,18 @@ def test_status_eta_comes_from_steady_state_steps_only(tmp_path):
     assert "Latest sample: step_000100_0.mp4" in block
 
 
-def test_status_says_measuring_before_two_steady_steps(tmp_path):
+def test_status_says_measuring_only_before_the_first_steady_step(tmp_path):
     status = _skill_script("status")
     (tmp_path / "logs").mkdir()
-    (tmp_path / "logs" / "train.log").write_text(_step(1, 40.0) + "\n" + _step(20, 2.0) + "\n")
-    block = status.format_status(status.read_status(tmp_path, tmp_path / "logs" / "train.log", tmp_path))
+    log = tmp_path / "logs" / "train.log"
+    log.write_text(_step(1, 40.0) + "\n")
+    block = status.format_status(status.read_status(tmp_path, log, tmp_path))
     assert "Step time: measuring | ETA: measuring" in block
     assert "Latest checkpoint: none" in block
+    # A short run with --log-every 20: step 20 is the first steady step and already gives the rate.
+    log.write_text(_step(1, 40.0, total=60) + "\n" + _step(20, 2.0, total=60) + "\n")
+    block = status.format_status(status.read_status(tmp_path, log, tmp_path))
+    assert "Step time: 2.000s | ETA: 1m" in block  # (60 - 20) steps x 2 s = 80 s
 
 
 def test_split_holdout_is_seeded_and_never_overwrites_silently(tmp_path, capsys):
@@ -159,3 +164,12 @@ def test_split_holdout_is_seeded_and_never_overwrites_silently(tmp_path, capsys)
     assert [json.loads(x) for x in (tmp_path / "holdout.jsonl").read_text().splitlines()] != held
     assert split.main([str(tmp_path / "captions.json"), "--overwrite", "--count", "20"]) == 2
     assert "accepted 0 to 19" in capsys.readouterr().err
+
+
+def test_the_skill_s_default_workspace_is_ignored_by_git():
+    """Phase 0 creates `./projects/` in the repository without asking: runs must never show up as changes."""
+    from skill_lint import REPO_ROOT, SKILL_DIR
+
+    assert "`./projects/`" in (SKILL_DIR / "phases" / "0-setup.md").read_text()
+    ignored = subprocess.run(["git", "check-ignore", "-q", "projects/t2v-x/config.yaml"], cwd=REPO_ROOT)
+    assert ignored.returncode == 0
