@@ -79,7 +79,7 @@ def _altered(old: str, new: str) -> dict[str, str]:
 @pytest.mark.parametrize(
     ("old", "new", "reported"),
     [
-        ("--filter-shorter-than 2s", "--filter-shorter 2s", "ltx_trainer.split_scenes: unknown flag --filter-shorter"),
+        ("--filter-shorter-than <F>", "--filter-shorter <F>", "ltx_trainer.split_scenes: unknown flag --filter-shorter"),
         ("--lora-trigger <TRIGGER>", "--trigger <TRIGGER>", "ltx_trainer.process_dataset: unknown flag --trigger"),
         ("`--print-cmd`", "`--print-command`", "flag --print-command is not accepted"),
         ("`optimization.learning_rate`", "`optimization.lr`", "config field optimization.lr is not in"),
@@ -173,3 +173,16 @@ def test_the_skill_s_default_workspace_is_ignored_by_git():
     assert "`./projects/`" in (SKILL_DIR / "phases" / "0-setup.md").read_text()
     ignored = subprocess.run(["git", "check-ignore", "-q", "projects/t2v-x/config.yaml"], cwd=REPO_ROOT)
     assert ignored.returncode == 0
+
+
+def test_status_loss_drop_compares_the_first_and_last_logged_steps(tmp_path, capsys):
+    status = _skill_script("status")
+    (tmp_path / "logs").mkdir()
+    lines = [f"step {s}/50 loss {3.0 - 0.02 * s:.6f} lr 1e-3 step_time 1.0s peak_mem 1.0MB" for s in range(1, 51)]
+    (tmp_path / "logs" / "train.log").write_text("\n".join(lines) + "\n")
+    assert status.main([str(tmp_path), "--loss-drop", "10"]) == 0
+    drop = capsys.readouterr().out.strip().splitlines()[-1]
+    # first 10: mean of 3 - 0.02 s for s = 1..10 = 2.89; last 10 (s = 41..50): 2.09
+    assert drop == "Loss drop: 2.8900 -> 2.0900 (27.7%, first and last 10 steps)"
+    assert status.main([str(tmp_path), "--loss-drop", "30"]) == 0
+    assert "needs 60 logged steps, the log has 50" in capsys.readouterr().out
