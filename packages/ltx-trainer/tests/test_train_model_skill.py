@@ -79,7 +79,7 @@ def _altered(old: str, new: str) -> dict[str, str]:
 @pytest.mark.parametrize(
     ("old", "new", "reported"),
     [
-        ("--filter-shorter-than <F>", "--filter-shorter <F>", "ltx_trainer.split_scenes: unknown flag --filter-shorter"),
+        ("--filter-shorter-than <F>", "--filter-shorter <F>", "split_scenes: unknown flag --filter-shorter"),
         ("--lora-trigger <TRIGGER>", "--trigger <TRIGGER>", "ltx_trainer.process_dataset: unknown flag --trigger"),
         ("`--print-cmd`", "`--print-command`", "flag --print-command is not accepted"),
         ("`optimization.learning_rate`", "`optimization.lr`", "config field optimization.lr is not in"),
