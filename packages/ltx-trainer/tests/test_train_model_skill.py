@@ -186,3 +186,20 @@ def test_status_loss_drop_compares_the_first_and_last_logged_steps(tmp_path, cap
     assert drop == "Loss drop: 2.8900 -> 2.0900 (27.7%, first and last 10 steps)"
     assert status.main([str(tmp_path), "--loss-drop", "30"]) == 0
     assert "needs 60 logged steps, the log has 50" in capsys.readouterr().out
+
+
+def test_probe_reports_lengths_frame_count_and_audio_tracks_with_pyav_and_torch(tmp_path, make_clip, monkeypatch):
+    """The issue's case: 2 s clips at 24 fps have 48 frames, so the default bucket's 49 cannot be used; the
+    probe proposes 41. No ffprobe or nvidia-smi on PATH: the facts come from PyAV and torch."""
+    probe = _skill_script("probe")
+    make_clip(tmp_path / "clips" / "a.mp4", frames=48, fps=24.0)
+    make_clip(tmp_path / "clips" / "b.mp4", frames=72, fps=24.0, audio=False)
+    (tmp_path / "clips" / "notes.txt").write_text("not a clip")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    lines = probe.report(*probe.probe_clips(probe.find_clips([tmp_path / "clips"])), tmp_path, 49)
+    assert lines[0] == "clips: 2 (.mp4: 2)"
+    assert "shortest clip: a.mp4 2.00 s, 48 frames at 24.00 fps" in lines
+    assert "frame count: 41 (largest 8k+1 every clip reaches is 41; at most 49)" in lines
+    assert "audio: 1 of 2 clips have an audio track; without: b.mp4" in lines
+    assert any(line.startswith("gpu") for line in lines) and lines[-1].startswith("disk: ")
+    assert [probe.largest_frame_count(n, 49) for n in (0, 1, 8, 9, 48, 49, 500)] == [0, 1, 1, 9, 41, 49, 49]
