@@ -52,3 +52,10 @@ def test_train_needs_a_config_or_demo(capsys):
     with pytest.raises(SystemExit) as info:
         train.main([])
     assert info.value.code == 2 and "give a config file, or --demo" in capsys.readouterr().err
+
+
+def test_demo_refuses_a_folder_that_holds_anything(tmp_path, capsys):
+    (tmp_path / "notes.txt").write_text("mine")
+    assert train.main(["--demo", "--demo-dir", str(tmp_path)]) == 1
+    assert "is not empty" in capsys.readouterr().err
+    assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"] and (tmp_path / "notes.txt").read_text() == "mine"

@@ -138,11 +138,9 @@ def prepare_demo(folder: Path, **patches: Any) -> DemoRun:
     from ltx_trainer.preprocess import PreprocessSettings, preprocess_dataset
 
     run = demo_run_at(folder)
-    if run.output_dir.exists() and any(run.output_dir.iterdir()):
-        raise ValueError(
-            f"the demo folder {str(folder)!r} already holds a run ({run.output_dir}); pass another --demo-dir "
-            "or delete that folder"
-        )
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        # The demo writes clips, latents and checkpoints: never into a folder that holds anything already.
+        raise ValueError(f"the demo folder {str(folder)!r} is not empty; pass another --demo-dir or delete it")
     ensure_demo_assets()
     write_demo_clips(run.dataset.parent)
     settings = PreprocessSettings(
