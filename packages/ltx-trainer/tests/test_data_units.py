@@ -99,6 +99,13 @@ def test_dataset_files_and_names(tmp_path):
     assert relative_media_key(dataset, "clips/a.mp4") == Path("clips/a.mp4")
     outside = relative_media_key(dataset, "/elsewhere/b.mp4")
     assert not outside.is_absolute() and outside.parts[-1] == "b.mp4"
+    # A staged symlink keeps the row's own name, not the name of the file it points to.
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "source.mp4").write_bytes(b"x")
+    (tmp_path / "clips").mkdir()
+    (tmp_path / "clips" / "a.mp4").symlink_to(tmp_path / "elsewhere" / "source.mp4")
+    assert relative_media_key(dataset, "clips/a.mp4") == Path("clips/a.mp4")
+    assert relative_media_key(dataset, "clips/../clips/a.mp4") == Path("clips/a.mp4")
     (tmp_path / "d.txt").write_text("x")
     with pytest.raises(DatasetFileError, match="must end in one of"):
         read_dataset(tmp_path / "d.txt")

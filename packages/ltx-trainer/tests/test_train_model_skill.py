@@ -79,7 +79,7 @@ def _altered(old: str, new: str) -> dict[str, str]:
 @pytest.mark.parametrize(
     ("old", "new", "reported"),
     [
-        ("--filter-shorter-than 2s", "--filter-shorter 2s", "ltx_trainer.split_scenes: unknown flag --filter-shorter"),
+        ("--filter-shorter-than <F>", "--filter-shorter <F>", "split_scenes: unknown flag --filter-shorter"),
         ("--lora-trigger <TRIGGER>", "--trigger <TRIGGER>", "ltx_trainer.process_dataset: unknown flag --trigger"),
         ("`--print-cmd`", "`--print-command`", "flag --print-command is not accepted"),
         ("`optimization.learning_rate`", "`optimization.lr`", "config field optimization.lr is not in"),
@@ -134,13 +134,18 @@ def test_status_eta_comes_from_steady_state_steps_only(tmp_path):
     assert "Latest sample: step_000100_0.mp4" in block
 
 
-def test_status_says_measuring_before_two_steady_steps(tmp_path):
+def test_status_says_measuring_only_before_the_first_steady_step(tmp_path):
     status = _skill_script("status")
     (tmp_path / "logs").mkdir()
-    (tmp_path / "logs" / "train.log").write_text(_step(1, 40.0) + "\n" + _step(20, 2.0) + "\n")
-    block = status.format_status(status.read_status(tmp_path, tmp_path / "logs" / "train.log", tmp_path))
+    log = tmp_path / "logs" / "train.log"
+    log.write_text(_step(1, 40.0) + "\n")
+    block = status.format_status(status.read_status(tmp_path, log, tmp_path))
     assert "Step time: measuring | ETA: measuring" in block
     assert "Latest checkpoint: none" in block
+    # A short run with --log-every 20: step 20 is the first steady step and already gives the rate.
+    log.write_text(_step(1, 40.0, total=60) + "\n" + _step(20, 2.0, total=60) + "\n")
+    block = status.format_status(status.read_status(tmp_path, log, tmp_path))
+    assert "Step time: 2.000s | ETA: 1m" in block  # (60 - 20) steps x 2 s = 80 s
 
 
 def test_split_holdout_is_seeded_and_never_overwrites_silently(tmp_path, capsys):
@@ -159,3 +164,42 @@ def test_split_holdout_is_seeded_and_never_overwrites_silently(tmp_path, capsys)
     assert [json.loads(x) for x in (tmp_path / "holdout.jsonl").read_text().splitlines()] != held
     assert split.main([str(tmp_path / "captions.json"), "--overwrite", "--count", "20"]) == 2
     assert "accepted 0 to 19" in capsys.readouterr().err
+
+
+def test_the_skill_s_default_workspace_is_ignored_by_git():
+    """Phase 0 creates `./projects/` in the repository without asking: runs must never show up as changes."""
+    from skill_lint import REPO_ROOT, SKILL_DIR
+
+    assert "`./projects/`" in (SKILL_DIR / "phases" / "0-setup.md").read_text()
+    ignored = subprocess.run(["git", "check-ignore", "-q", "projects/t2v-x/config.yaml"], cwd=REPO_ROOT)
+    assert ignored.returncode == 0
+
+
+def test_status_loss_drop_compares_the_first_and_last_logged_steps(tmp_path, capsys):
+    status = _skill_script("status")
+    (tmp_path / "logs").mkdir()
+    lines = [f"step {s}/50 loss {3.0 - 0.02 * s:.6f} lr 1e-3 step_time 1.0s peak_mem 1.0MB" for s in range(1, 51)]
+    (tmp_path / "logs" / "train.log").write_text("\n".join(lines) + "\n")
+    assert status.main([str(tmp_path), "--loss-drop", "10"]) == 0
+    drop = capsys.readouterr().out.strip().splitlines()[-1]
+    # first 10: mean of 3 - 0.02 s for s = 1..10 = 2.89; last 10 (s = 41..50): 2.09
+    assert drop == "Loss drop: 2.8900 -> 2.0900 (27.7%, first and last 10 steps)"
+    assert status.main([str(tmp_path), "--loss-drop", "30"]) == 0
+    assert "needs 60 logged steps, the log has 50" in capsys.readouterr().out
+
+
+def test_probe_reports_lengths_frame_count_and_audio_tracks_with_pyav_and_torch(tmp_path, make_clip, monkeypatch):
+    """The issue's case: 2 s clips at 24 fps have 48 frames, so the default bucket's 49 cannot be used; the
+    probe proposes 41. No ffprobe or nvidia-smi on PATH: the facts come from PyAV and torch."""
+    probe = _skill_script("probe")
+    make_clip(tmp_path / "clips" / "a.mp4", frames=48, fps=24.0)
+    make_clip(tmp_path / "clips" / "b.mp4", frames=72, fps=24.0, audio=False)
+    (tmp_path / "clips" / "notes.txt").write_text("not a clip")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    lines = probe.report(*probe.probe_clips(probe.find_clips([tmp_path / "clips"])), tmp_path, 49)
+    assert lines[0] == "clips: 2 (.mp4: 2)"
+    assert "shortest clip: a.mp4 2.00 s, 48 frames at 24.00 fps" in lines
+    assert "frame count: 41 (largest 8k+1 every clip reaches is 41; at most 49)" in lines
+    assert "audio: 1 of 2 clips have an audio track; without: b.mp4" in lines
+    assert any(line.startswith("gpu") for line in lines) and lines[-1].startswith("disk: ")
+    assert [probe.largest_frame_count(n, 49) for n in (0, 1, 8, 9, 48, 49, 500)] == [0, 1, 1, 9, 41, 49, 49]

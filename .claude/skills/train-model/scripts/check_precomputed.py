@@ -55,10 +55,15 @@ def check(root: Path, dataset_path: Path, model: Path | None, gemma: Path | None
         audio_files = pc.find_samples(root / pc.AUDIO_LATENTS)
         if not audio_files:
             problems.append("audio gate: audio_latents/ is empty")
+        silent = 0
         for path in audio_files:
-            latents = pc.load_sample(path).tensors.get("latents")
+            tensors = pc.load_sample(path).tensors
+            latents = tensors.get("latents")
             if latents is None or latents.numel() == 0 or not torch.isfinite(latents).all():
                 problems.append(f"audio gate: {path} has no finite, non-empty latents")
+            silent += int(pc.HAS_AUDIO in tensors and not bool(tensors[pc.HAS_AUDIO]))
+        if audio_files:
+            report.append(f"{pc.AUDIO_LATENTS}/: {silent} from clips without an audio track (trained video-only)")
     return report, problems
 
 

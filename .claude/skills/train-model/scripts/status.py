@@ -44,10 +44,19 @@ class RunStatus:
     error: str | None
 
     def steady_step_time(self) -> float | None:
-        """Median step time without the first logged step and the slowest 10% (validation passes)."""
+        """Median step time without the first logged step (it pays for warm-up) and the slowest 10%
+        (validation passes). One logged step after the first is enough: with `--log-every 20` a short
+        run logs only a handful of lines, and each is a real step's time."""
         times = sorted(s.step_time for s in self.steps[1:])
         times = times[: len(times) - len(times) // 10]
-        return statistics.median(times) if len(times) >= 2 else None
+        return statistics.median(times) if times else None
+
+    def loss_drop(self, window: int) -> tuple[float, float] | None:
+        """Mean loss of the first and of the last `window` logged steps (None with fewer than 2 x window)."""
+        if window < 1 or len(self.steps) < 2 * window:
+            return None
+        losses = [s.loss for s in self.steps]
+        return statistics.fmean(losses[:window]), statistics.fmean(losses[-window:])
 
 
 def read_status(run: Path, log: Path, outputs: Path) -> RunStatus:
@@ -120,12 +129,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("run", type=Path, help="the run folder")
     parser.add_argument("--log", type=Path, default=None, help="trainer log (default RUN/logs/train.log)")
     parser.add_argument("--outputs", type=Path, default=None, help="the run's output_dir (default RUN/outputs)")
+    parser.add_argument(
+        "--loss-drop",
+        type=int,
+        default=None,
+        metavar="N",
+        help="add a line comparing the mean loss of the first and the last N logged steps (the sanity check)",
+    )
     args = parser.parse_args(argv)
     if not args.run.is_dir():
         parser.error(f"run folder {str(args.run)!r} does not exist")
+    if args.loss_drop is not None and args.loss_drop < 1:
+        parser.error(f"--loss-drop {args.loss_drop}: must be at least 1")
     log = args.log or args.run / "logs" / "train.log"
-    print(format_status(read_status(args.run, log, args.outputs or args.run / "outputs")))
+    status = read_status(args.run, log, args.outputs or args.run / "outputs")
+    print(format_status(status))
+    if args.loss_drop is not None:
+        print(format_loss_drop(status, args.loss_drop))
     return 0
+
+
+def format_loss_drop(status: RunStatus, window: int) -> str:
+    means = status.loss_drop(window)
+    if means is None:
+        return f"Loss drop: needs {2 * window} logged steps, the log has {len(status.steps)} (use --log-every 1)"
+    first, last = means
+    return f"Loss drop: {first:.4f} -> {last:.4f} ({100 * (first - last) / first:.1f}%, first and last {window} steps)"
 
 
 if __name__ == "__main__":

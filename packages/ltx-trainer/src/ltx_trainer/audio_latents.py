@@ -5,6 +5,9 @@ How long each sample's audio is:
   (padded with silence or trimmed to it), so audio and video cover the same time;
 - otherwise (audio-only data): the longest `--audio-durations` bucket the file covers; files
   shorter than every bucket are dropped and reported.
+
+A video without an audio track is not dropped: it gets the latents of silence over its span with
+`has_audio` = 0, and training masks the audio loss of such samples (they train the video only).
 """
 
 from __future__ import annotations
@@ -13,17 +16,23 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
+import torch
+
 from ltx_pipelines.media import MediaError
 from ltx_trainer.buckets import choose_duration
 from ltx_trainer.dataset_file import DatasetFile
 from ltx_trainer.drop_report import RunReport
 from ltx_trainer.media import is_image, read_stereo_audio
 from ltx_trainer.models import LazyModels, encode_waveform
-from ltx_trainer.precomputed import audio_latent_tensors, load_sample, sample_path, save_sample
+from ltx_trainer.precomputed import HAS_AUDIO, audio_latent_tensors, load_sample, sample_path, save_sample
 from ltx_trainer.sample_loop import rows_with
 from ltx_trainer.sharding import Shard
 
 logger = logging.getLogger(__name__)
+
+NO_TRACK_STAGE = "audio (no track)"
+"""The report's stage for clips without an audio track (silent placeholders, trained video-only)."""
+_SILENCE_RATE = 48_000
 
 
 def clip_span_seconds(latents_file: Path) -> float:
@@ -91,11 +100,25 @@ def compute_audio_latents(
                     continue
                 seconds = chosen
         except MediaError as e:
-            reason = "no audio track" if "has no audio track" in str(e) else f"unreadable: {e}"
-            report.drop(stage, item.value, reason)
+            if "has no audio track" not in str(e):
+                report.drop(stage, item.value, f"unreadable: {e}")
+            elif has_video and stage == "audio":
+                _write_silent_placeholder(target, item.value, seconds, models)
+                logger.warning("%s has no audio track: its sample trains the video only (audio loss masked)", media)
+                report.wrote(NO_TRACK_STAGE)
+            else:
+                report.drop(stage, item.value, "no audio track")
             continue
         fitted = audio.fitted(seconds)
         latents = encode_waveform(models.audio_encoder(), fitted.waveform, fitted.sample_rate)
         meta = {"source": item.value, "duration": seconds, "source_sample_rate": audio.sample_rate}
         save_sample(target, audio_latent_tensors(latents, seconds), meta)
         report.wrote(stage)
+
+
+def _write_silent_placeholder(target: Path, source: str, seconds: float, models: LazyModels) -> None:
+    """Silence's latents (so the sample has audio tokens of the right length) marked `has_audio` = 0."""
+    silence = torch.zeros(2, round(seconds * _SILENCE_RATE))
+    latents = encode_waveform(models.audio_encoder(), silence, _SILENCE_RATE)
+    tensors = {**audio_latent_tensors(latents, seconds), HAS_AUDIO: torch.tensor(False)}
+    save_sample(target, tensors, {"source": source, "duration": seconds, "audio_track": "none"})

@@ -11,6 +11,7 @@ import csv
 import io
 import json
 import logging
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -138,14 +139,17 @@ def resolve_roles(columns: Sequence[str], overrides: Mapping[str, str | None] | 
 def relative_media_key(dataset: DatasetFile, value: str) -> Path:
     """The media path relative to the dataset folder, used as the sample's name under `.precomputed/`.
 
-    A path outside the dataset folder (absolute, or climbing with `..`) keeps its own parts without the
-    anchor, so its outputs never escape the output folder.
+    The path is normalised as written, without following symbolic links: a row `videos/a.mp4` that is a
+    link to a clip elsewhere (how the skill stages media) is still named `videos/a`. A path outside the
+    dataset folder (absolute, or climbing with `..`) keeps its own parts without the anchor, so its
+    outputs never escape the output folder.
     """
-    full = dataset.media_path(value)
+    full = Path(os.path.abspath(dataset.media_path(value)))
+    root = Path(os.path.abspath(dataset.root))
     try:
-        return full.resolve().relative_to(dataset.root.resolve())
+        return full.relative_to(root)
     except ValueError:
-        parts = [part for part in full.resolve().parts[1:] if part not in ("..", ".")]
+        parts = [part for part in full.parts[1:] if part not in ("..", ".")]
         return Path(*parts)
 
 

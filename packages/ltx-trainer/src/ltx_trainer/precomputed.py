@@ -37,6 +37,10 @@ DECODED_AUDIO = "decoded_audio"
 MANIFEST = "preprocessing.json"
 """Run parameters of the last process_dataset run (model, buckets, trigger, reference factors)."""
 
+HAS_AUDIO = "has_audio"
+"""0-d bool in an `audio_latents/` file: False for a clip without an audio track (silence stands in, and
+training masks the sample's audio loss). Files without it have audio."""
+
 SOURCES = (LATENTS, AUDIO_LATENTS, CONDITIONS, REFERENCE_LATENTS, REFERENCE_AUDIO_LATENTS, VIDEO_MASKS, AUDIO_MASKS)
 
 

@@ -12,7 +12,13 @@ from ltx_trainer.config import ConfigError, load_config
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ltx_trainer.train", description=__doc__.splitlines()[0])
-    parser.add_argument("config", help="training config YAML (see packages/ltx-trainer/configs/)")
+    parser.add_argument("config", nargs="?", help="training config YAML (see packages/ltx-trainer/configs/)")
+    parser.add_argument(
+        "--demo",
+        action="store_true",
+        help="no config: train a few CPU steps on synthetic clips with the tiny demo models (ltx_trainer.demo)",
+    )
+    parser.add_argument("--demo-dir", default="outputs/demo-training", help="folder of the --demo run")
     parser.add_argument(
         "--disable-progress-bars",
         action="store_true",
@@ -20,7 +26,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--log-every", type=int, default=20, help="steps between log lines (default 20)")
     args = parser.parse_args(argv)
+    if (args.config is None) == (not args.demo):
+        parser.error("give a config file, or --demo (not both)")
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
+    if args.demo:
+        from ltx_trainer.demo import demo_main
+
+        return demo_main(args.demo_dir, disable_progress_bars=args.disable_progress_bars, log_every=args.log_every)
     try:
         config = load_config(args.config)
     except ConfigError as exc:

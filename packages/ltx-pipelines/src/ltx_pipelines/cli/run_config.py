@@ -220,17 +220,21 @@ class _Checker:
         self, modality: str, params: MultiModalGuiderParams | None, num_layers: int | None, demo: bool
     ) -> MultiModalGuiderParams | None:
         """STG blocks must exist in the checkpoint's transformer (a missing block would silently turn
-        STG into a no-op). The demo's tiny model has few blocks: there, out-of-range blocks move to its
-        last block instead of failing, so the default flags still run."""
+        STG into a no-op). Blocks the user did not choose (the defaults, made for the released models)
+        and any block of a `--demo` run move to the model's last block instead of failing, so a
+        command without STG flags runs on any checkpoint, the small demo model included."""
         if params is None or num_layers is None or not params.needs_perturbed:
             return params
         outside = [b for b in params.stg_blocks if b >= num_layers]
         if not outside:
             return params
-        if demo:
+        default = self.parser.get_default(f"{modality}_stg_blocks")
+        defaulted = default is not None and tuple(int(b) for b in default) == tuple(params.stg_blocks)
+        if demo or defaulted:
             fitted = tuple(sorted({min(b, num_layers - 1) for b in params.stg_blocks}))
             logger.warning(
-                "demo model has %d transformer blocks: --%s-stg-blocks %s -> %s",
+                "%s has %d transformer blocks: --%s-stg-blocks %s -> %s",
+                "demo model" if demo else "the model",
                 num_layers,
                 modality,
                 list(params.stg_blocks),

@@ -18,7 +18,8 @@ from pathlib import Path
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler, default_collate
 
-from ltx_trainer.precomputed import CONDITIONS, find_samples, load_sample
+from ltx_trainer.config import FlexibleStrategyConfig
+from ltx_trainer.precomputed import CONDITIONS, HAS_AUDIO, find_samples, load_sample
 
 logger = logging.getLogger(__name__)
 
@@ -28,7 +29,9 @@ _LEGACY_PROMPT_KEY = "prompt_embeds"
 class PrecomputedTrainingData(Dataset):
     """Item i -> {source folder: {tensor name: tensor}} for the i-th usable sample (sorted by name)."""
 
-    def __init__(self, root: str | Path, sources: Sequence[str]) -> None:
+    def __init__(self, root: str | Path, sources: Sequence[str], *, require_audio_in: str | None = None) -> None:
+        """`require_audio_in`: a source folder whose samples must have audio (`has_audio` not False);
+        samples from clips without an audio track are left out when audio is all they would train."""
         self.root = Path(root)
         self.sources = list(sources)
         if not self.sources:
@@ -46,6 +49,14 @@ class PrecomputedTrainingData(Dataset):
             if not found:
                 raise ValueError(f"{str(folder)!r} holds no sample files (.safetensors / .pt)")
         self.keys = sorted(names or ())
+        if require_audio_in is not None:
+            silent = [k for k in self.keys if not _has_audio(suffixes[(require_audio_in, k)])]
+            if silent:
+                logger.warning(
+                    "%d sample(s) come from clips without an audio track and only audio is trained: left out (%s)",
+                    len(silent), ", ".join(str(k) for k in silent[:5]) + (", ..." if len(silent) > 5 else ""),
+                )  # fmt: skip
+                self.keys = [k for k in self.keys if k not in set(silent)]
         self._paths = {(s, k): suffixes[(s, k)] for s in self.sources for k in self.keys}
         if not self.keys:
             raise ValueError(
@@ -82,7 +93,30 @@ def _text_tensors(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return tensors
 
 
+def audio_only_source(strategy: FlexibleStrategyConfig) -> str | None:
+    """The audio latents folder when audio is the only generated modality (a sample from a clip without an
+    audio track has nothing to train there), else None (such samples train the video)."""
+    audio, video = strategy.audio, strategy.video
+    if audio is None or not audio.is_generated or (video is not None and video.is_generated):
+        return None
+    return audio.latents_dir
+
+
+def _has_audio(path: Path) -> bool:
+    tensors = load_sample(path).tensors
+    return bool(tensors[HAS_AUDIO]) if HAS_AUDIO in tensors else True
+
+
+# Per-sample flags that only some files carry, and their value for the files without them.
+_FLAG_DEFAULTS = {HAS_AUDIO: True}
+
+
 def collate(items: list[dict[str, dict[str, torch.Tensor]]]) -> dict[str, dict[str, torch.Tensor]]:
+    for source in items[0]:
+        for flag, default in _FLAG_DEFAULTS.items():
+            if any(flag in item[source] for item in items):
+                for item in items:
+                    item[source].setdefault(flag, torch.tensor(default))
     try:
         return default_collate(items)
     except RuntimeError as exc:

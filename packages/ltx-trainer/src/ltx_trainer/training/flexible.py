@@ -16,7 +16,7 @@ reference's draws and training can restore its generator on resume.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -35,6 +35,7 @@ from ltx_trainer.config import (
     SpatialCropCondition,
     SuffixCondition,
 )
+from ltx_trainer.precomputed import HAS_AUDIO
 from ltx_trainer.training.draws import Draws
 from ltx_trainer.training.timesteps import TimestepSampler
 
@@ -218,9 +219,15 @@ class FlexibleStrategy:
             ref_grid = batch[condition.latents_dir]["latents"].float()
             return self.audio_patchifier.patchify(ref_grid), self._audio_positions(ref_grid)
 
-        return self._modality(
+        inputs = self._modality(
             "audio", cfg, x0, positions, contexts.audio, contexts.mask, draws, token_mask, reference_tokens
         )
+        present = batch[cfg.latents_dir].get(HAS_AUDIO)
+        if present is None or not inputs.generated:
+            return inputs
+        # A clip without an audio track trains the video only: its silent placeholder is not a target.
+        keep = present.to(device=x0.device, dtype=torch.bool).reshape(b, 1)
+        return replace(inputs, loss_mask=inputs.loss_mask & keep)
 
     # -- shared --------------------------------------------------------------------------------------
     def _modality(

@@ -35,7 +35,7 @@ from ltx_core.types import SpatioTemporalScaleFactors
 from ltx_pipelines.media.atomic_files import atomic_output
 from ltx_trainer.config import LtxTrainerConfig, ReferenceCondition, dump_config
 from ltx_trainer.training import checkpoints as ckpt
-from ltx_trainer.training.data import BatchOrder, PrecomputedTrainingData, batch_loader
+from ltx_trainer.training.data import BatchOrder, PrecomputedTrainingData, audio_only_source, batch_loader
 from ltx_trainer.training.draws import PerSampleDraws
 from ltx_trainer.training.flexible import FlexibleStrategy, ReferenceScale, strategy_loss
 from ltx_trainer.training.lora_files import (
@@ -188,7 +188,8 @@ class Trainer:
             config.flow_matching.timestep_sampling_mode, config.flow_matching.timestep_sampling_params
         )
         self.strategy = FlexibleStrategy(strategy_cfg, sampler, self.video_scale, ref_scale)
-        self.dataset = PrecomputedTrainingData(config.data.preprocessed_data_root, strategy_cfg.data_sources())
+        root, sources = config.data.preprocessed_data_root, strategy_cfg.data_sources()
+        self.dataset = PrecomputedTrainingData(root, sources, require_audio_in=audio_only_source(strategy_cfg))
         self.order = BatchOrder(
             len(self.dataset),
             config.optimization.batch_size,
