@@ -22,7 +22,7 @@ from safetensors.torch import save_file
 from torch import nn
 
 from ltx_core.loader.key_rules import COMFY_LORA_PREFIX
-from ltx_pipelines.media.atomic_files import atomic_output
+from ltx_pipelines.media.atomic_files import apply_umask, atomic_output
 
 _PEFT_KEY = re.compile(r"^(?:base_model\.model\.)?(?P<module>.+)\.(?P<part>lora_[AB])(?:\.default)?\.weight$")
 
@@ -94,10 +94,24 @@ def adapter_state_from_file(tensors: Mapping[str, torch.Tensor], scale: float) -
 
 
 def save_lora_file(
-    path: Path, model: nn.Module, rank: int, alpha: float, dtype: torch.dtype, metadata: Mapping[str, str]
+    path: Path,
+    model: nn.Module,
+    rank: int,
+    alpha: float,
+    dtype: torch.dtype,
+    metadata: Mapping[str, str],
+    *,
+    atomic: bool = True,
 ) -> Path:
+    """Write the adapters of `model` to `path` (through a temporary name unless `atomic` is False: the caller
+    then writes to a temporary file of its own)."""
     tensors = comfy_lora_tensors(model, lora_scale(rank, alpha), dtype)
     header = {"format": "pt", "lora_rank": str(rank), "lora_alpha_baked": json.dumps(alpha), **metadata}
+    if not atomic:
+        save_file(tensors, str(path), metadata=header)
+        apply_umask(path)  # safetensors recreates the file private (0600)
+        return path
     with atomic_output(path, overwrite=True) as tmp:
         save_file(tensors, str(tmp), metadata=header)
+        apply_umask(tmp)
     return path
