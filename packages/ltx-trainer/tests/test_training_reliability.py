@@ -219,3 +219,57 @@ def test_a_full_disk_during_a_save_is_one_line_and_keeps_nothing_partial(
     folder = tmp_path / "out" / "checkpoints"
     assert sorted(p.name for p in folder.iterdir()) == [ckpt.weights_name("lora", 1), ckpt.state_name(1)]
     assert _leftovers(tmp_path / "out") == []
+
+
+# -- small ones -----------------------------------------------------------------------------------------
+def test_the_vae_path_fields_are_refused_by_name(checkpoint, data_root, tmp_path):
+    from ltx_trainer.config import ConfigError
+
+    raw = training_config(checkpoint, data_root, tmp_path)
+    raw["model"]["video_vae_path"] = str(checkpoint)
+    raw["model"]["audio_vae_path"] = str(checkpoint)
+    with pytest.raises(ConfigError, match=r"model\.video_vae_path and model\.audio_vae_path: not supported"):
+        parse_config(raw)
+
+
+def test_cpu_bf16_training_writes_0644_files_and_warns_nothing(checkpoint, data_root, tmp_path, monkeypatch):
+    import warnings
+
+    os.umask(old := os.umask(0o022))
+    raw = training_config(checkpoint, data_root, tmp_path / "out", optimization={"steps": 1})
+    raw["acceleration"] = {"mixed_precision_mode": "bf16"}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        Trainer(parse_config(raw), disable_progress_bars=True).train()
+    assert not [w for w in caught if "dtype" in str(w.message)], [str(w.message) for w in caught]
+    modes = {p.name: oct(p.stat().st_mode & 0o777) for p in (tmp_path / "out").rglob("*") if p.is_file()}
+    assert set(modes.values()) == {oct(0o666 & ~old)}, modes
+
+
+def test_rms_norm_over_a_lower_precision_input_is_the_fallback_bit_for_bit():
+    from ltx_core.model.transformer.attention import RMSNorm
+
+    norm = RMSNorm(64, eps=1e-6)
+    torch.nn.init.normal_(norm.weight)
+    x = (torch.randn(2, 7, 64) * 3).bfloat16()
+    with pytest.warns(UserWarning, match="Mismatch dtype"):
+        expected = torch.nn.functional.rms_norm(x, (64,), norm.weight, 1e-6)
+    assert torch.equal(norm(x), expected) and norm(x).dtype == torch.bfloat16
+
+
+def test_help_is_complete_when_not_in_a_terminal():
+    result = subprocess.run(
+        [sys.executable, "-m", "ltx_trainer.process_dataset", "--help"], capture_output=True, text=True, check=True
+    )
+    assert "…" not in result.stdout  # rich cut long option names at 80 columns when piped
+    assert "--resolution-buckets" in result.stdout and "--load-text-encoder-in-8bit" in result.stdout
+
+
+def test_the_skill_resumes_into_the_same_log_and_says_how_to_stop():
+    from skill_lint import code_lines
+
+    text = (Path(__file__).parents[3] / ".claude/skills/train-model/phases/8-launch-monitor.md").read_text()
+    resume = text[text.index("## Monitor-only re-entry and resume") :]
+    launches = [line for line in code_lines(resume) if "ltx_trainer.train" in line]
+    assert launches and all(">> <RUN>/logs/train.log" in line for line in launches), launches
+    assert "kill -TERM $(cat <RUN>/logs/train.pid)" in code_lines(text)
