@@ -78,6 +78,19 @@ def test_validation_runs_the_trained_transformer_and_writes_nothing_else(tiny_mo
     assert not torch.allclose(before, latents())
 
 
+def test_a_video_only_run_asked_for_audio_samples_with_the_full_transformer(tiny_models, tmp_path):
+    """The trained transformer has no audio stream: that validation builds the checkpoint's, with the LoRA
+    written to a temporary folder outside the run folder."""
+    data = write_dataset(tmp_path / "data", num_samples=2)
+    validation = {**_validation(), "samples": [{"prompt": "a red ball"}]}
+    raw = training_config(tiny_models.checkpoint, data, tmp_path / "out", "v2v_ic", validation=validation)
+    raw["model"]["text_encoder_path"] = str(tiny_models.gemma_root)
+    Trainer(parse_config(raw), disable_progress_bars=True).train()
+    with av.open(str(tmp_path / "out" / "samples" / "step_000002_0.mp4")) as container:
+        assert container.streams.video and container.streams.audio
+    assert [p.name for p in (tmp_path / "out").rglob(".*")] == []
+
+
 def test_missing_condition_media_is_refused_before_training(tiny_models, tmp_path):
     data = write_dataset(tmp_path / "data", num_samples=2)
     validation = _validation()

@@ -41,14 +41,15 @@ SOURCES = (LATENTS, AUDIO_LATENTS, CONDITIONS, REFERENCE_LATENTS, REFERENCE_AUDI
 
 
 class DataFileError(ValueError):
-    """A sample file that cannot be read, or lacks a tensor its reader needs: the message names the file."""
+    """A sample file that cannot be read, or lacks a tensor its reader needs: the message names the file.
+    Built with `about`; the one-message constructor lets a DataLoader worker's error be raised again."""
 
-    def __init__(self, path: Path, problem: str) -> None:
-        super().__init__(
+    @classmethod
+    def about(cls, path: Path, problem: str) -> DataFileError:
+        return cls(
             f"{str(path)!r}: {problem}; delete it and re-run process_dataset (it recomputes only missing files), "
             "or remove that row from the dataset"
         )
-        self.path = path
 
 
 def sample_path(root: str | Path, source: str, key: Path) -> Path:
@@ -98,24 +99,25 @@ def load_sample(path: str | Path) -> SampleFile:
     except OSError as exc:
         if not p.is_file():
             raise
-        raise DataFileError(p, f"not a readable sample file ({exc})") from None
+        raise DataFileError.about(p, f"not a readable sample file ({exc})") from None
     except Exception as exc:  # safetensors and torch raise many types for damaged files
         lines = str(exc).strip().splitlines()
-        raise DataFileError(p, f"not a readable sample file ({lines[-1] if lines else type(exc).__name__})") from None
+        reason = lines[-1] if lines else type(exc).__name__
+        raise DataFileError.about(p, f"not a readable sample file ({reason})") from None
 
 
 def require_tensors(path: Path, sample: SampleFile, names: tuple[str, ...] | list[str]) -> None:
     """Raise `DataFileError` unless `sample` (read from `path`) holds every tensor in `names`."""
     missing = [name for name in names if name not in sample.tensors]
     if missing:
-        raise DataFileError(path, f"lacks the tensor(s) {missing} (has {sorted(sample.tensors)})")
+        raise DataFileError.about(path, f"lacks the tensor(s) {missing} (has {sorted(sample.tensors)})")
 
 
 def _read_sample(p: Path) -> SampleFile:
     if p.suffix == LEGACY_SUFFIX:
         data = torch.load(p, map_location="cpu", weights_only=True)
         if not isinstance(data, dict):
-            raise DataFileError(p, "does not hold a dict of tensors (the reference's .pt sample layout)")
+            raise DataFileError.about(p, "does not hold a dict of tensors (the reference's .pt sample layout)")
         tensors = {k: v if isinstance(v, torch.Tensor) else torch.tensor(v) for k, v in data.items()}
         return SampleFile(tensors=tensors, metadata={"format_version": "reference-pt"})
     with safe_open(str(p), framework="pt", device="cpu") as f:

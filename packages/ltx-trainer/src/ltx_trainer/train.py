@@ -34,12 +34,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ltx_trainer.training.checkpoints import ResumeError
     from ltx_trainer.training.data import DataFileError
     from ltx_trainer.training.hooks import CheckpointWriteError
+    from ltx_trainer.training.interrupts import StopSignals
     from ltx_trainer.training.run_lock import OutputDirLocked
     from ltx_trainer.training.trainer import Trainer, TrainingDiverged, TrainingInterrupted
 
     try:
-        trainer = Trainer(config, disable_progress_bars=args.disable_progress_bars, log_every=args.log_every)
-        trainer.train()  # logs `saved <file>` for every checkpoint, the final one included
+        with StopSignals():  # also while the models are built, before the loop installs its own
+            trainer = Trainer(config, disable_progress_bars=args.disable_progress_bars, log_every=args.log_every)
+            trainer.train()  # logs `saved <file>` for every checkpoint, the final one included
     except OutputDirLocked as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -47,9 +49,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: stopped by {exc.name}; {_resume_hint(config)}", file=sys.stderr)
         return 128 + exc.signum
     except (ValueError, ResumeError, TrainingDiverged, DataFileError, CheckpointWriteError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {_one_line(exc)}", file=sys.stderr)
         return 1
     return 0
+
+
+def _one_line(exc: BaseException) -> str:
+    """The message; for an error raised again from a DataLoader worker, the original message only (torch
+    puts the worker's traceback in front of it)."""
+    text = str(exc).strip()
+    if "Original Traceback" not in text:
+        return text
+    return text.splitlines()[-1].split(": ", 1)[-1]
 
 
 def _resume_hint(config: LtxTrainerConfig) -> str:

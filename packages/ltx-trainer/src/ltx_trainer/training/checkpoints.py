@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from ltx_pipelines.media.atomic_files import atomic_output, partial_file, publish_file, remove_stale_partials
+from ltx_pipelines.media.atomic_files import partial_file, publish_file, remove_stale_partials
 
 logger = logging.getLogger(__name__)
 
@@ -129,11 +129,6 @@ def write_checkpoint(weights_path: Path, write_weights: Callable[[Path], object]
 
 def fingerprint(settings: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def save_state(path: Path, state: dict[str, Any]) -> None:
-    with atomic_output(path, overwrite=True) as tmp:
-        torch.save(state, tmp)
 
 
 def load_state(path: Path) -> dict[str, Any]:

@@ -85,7 +85,7 @@ def _text_tensors(path: Path, tensors: dict[str, torch.Tensor]) -> dict[str, tor
     if "video_prompt_embeds" not in tensors and _LEGACY_PROMPT_KEY in tensors:
         tensors["video_prompt_embeds"] = tensors.pop(_LEGACY_PROMPT_KEY)
     if "video_prompt_embeds" not in tensors or "prompt_attention_mask" not in tensors:
-        raise DataFileError(
+        raise DataFileError.about(
             path, f"a conditions/ file lacks video_prompt_embeds / prompt_attention_mask (has {sorted(tensors)})"
         )
     return tensors

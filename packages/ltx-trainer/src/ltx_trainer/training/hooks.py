@@ -26,6 +26,8 @@ from ltx_trainer.training.step import StepRecord
 from ltx_trainer.training.validation import ValidationRunner
 
 logger = logging.getLogger(__name__)
+# The progress lines keep the loop's logger name: log filters (and the tests) select them by it.
+progress_logger = logging.getLogger("ltx_trainer.training.trainer")
 
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
@@ -167,7 +169,7 @@ def report(parts: TrainingParts, record: StepRecord, total: int, bar: tqdm, log_
         return
     if log_every is not None:
         if record.step % log_every == 0 or record.step == total or record.step == 1:
-            logger.info(
+            progress_logger.info(
                 "step %d/%d loss %.6f lr %.3e step_time %.3fs peak_mem %.1fMB",
                 record.step, total, record.loss, record.lr, record.step_time, record.peak_memory_mb,
             )  # fmt: skip

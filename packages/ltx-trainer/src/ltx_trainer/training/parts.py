@@ -72,7 +72,7 @@ class TrainingParts:
         return self.accelerator.is_main_process
 
 
-def make_accelerator(config: LtxTrainerConfig, *, progress: bool) -> Accelerator:
+def make_accelerator(config: LtxTrainerConfig) -> Accelerator:
     """accelerate's devices and processes, after the checks that need only the device."""
     acc = config.acceleration
     if config.optimization.optimizer_type == "adamw8bit":

@@ -59,7 +59,7 @@ class Trainer:
         self.config = config
         self.disable_progress_bars = disable_progress_bars
         self.log_every = log_every
-        self.accelerator = make_accelerator(config, progress=not disable_progress_bars)
+        self.accelerator = make_accelerator(config)
         self.output_dir = config.output_dir
         self.checkpoint_dir = self.output_dir / "checkpoints"
         if self.accelerator.is_main_process:
