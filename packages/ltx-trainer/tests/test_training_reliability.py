@@ -276,3 +276,13 @@ def test_the_skill_resumes_into_the_same_log_and_says_how_to_stop():
     launches = [line for line in code_lines(resume) if "ltx_trainer.train" in line]
     assert launches and all(">> <RUN>/logs/train.log" in line for line in launches), launches
     assert "kill -TERM $(cat <RUN>/logs/train.pid)" in code_lines(text)
+
+
+def test_a_full_disk_is_recognised_through_safetensors_too():
+    from safetensors import SafetensorError
+
+    rust = 'Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No space left on device" })'
+    assert hooks._is_disk_full(SafetensorError(rust))
+    assert hooks._is_disk_full(OSError(errno.ENOSPC, "No space left on device"))
+    assert not hooks._is_disk_full(OSError(errno.EACCES, "Permission denied"))
+    assert not hooks._is_disk_full(SafetensorError("Error while serializing: header too large"))

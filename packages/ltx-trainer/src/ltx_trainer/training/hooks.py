@@ -119,8 +119,8 @@ def save_checkpoint(parts: TrainingParts, step: int) -> Path | None:
 
     try:
         ckpt.write_checkpoint(path, write, _training_state(parts, step))
-    except OSError as exc:
-        if exc.errno not in _DISK_FULL:
+    except Exception as exc:
+        if not _is_disk_full(exc):
             raise
         kept = ckpt.latest_complete(folder)
         raise CheckpointWriteError(
@@ -131,6 +131,14 @@ def save_checkpoint(parts: TrainingParts, step: int) -> Path | None:
     ckpt.prune(folder, cfg.checkpoints.keep_last_n)
     logger.info("saved %s", path)
     return path
+
+
+def _is_disk_full(exc: BaseException) -> bool:
+    """ENOSPC / EDQUOT from Python, or safetensors' error wrapping Rust's (`StorageFull`, os error 28)."""
+    if isinstance(exc, OSError):
+        return exc.errno in _DISK_FULL
+    text = str(exc)
+    return "StorageFull" in text or "No space left on device" in text or "QuotaExceeded" in text
 
 
 def validate(parts: TrainingParts, runner: ValidationRunner, step: int) -> list[Path]:
