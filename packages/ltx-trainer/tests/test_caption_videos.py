@@ -170,3 +170,14 @@ def test_cli_errors_and_serve_command():
     assert result.exit_code == 0
     assert "vllm serve Qwen/Qwen3-Omni-30B-A3B-Thinking" in result.output and "--port 9000" in result.output
     assert "--quantization" not in result.output
+
+
+def test_every_caption_failing_exits_1_and_partial_success_exits_0(clips, tmp_path):
+    out = tmp_path / "dataset.json"
+    with FakeServer(lambda n, body: (400, "bad request")) as server:
+        result = CliRunner().invoke(app, [str(clips), "-o", str(out), "--vllm-url", server.url])
+    assert result.exit_code == 1, result.output
+    assert "error: every caption failed or was dropped (4 of 4), nothing usable written" in result.output
+    with FakeServer(lambda n, body: (400, "no") if n == 1 else (200, '{"combined_caption_english": "ok"}')) as server:
+        result = CliRunner().invoke(app, [str(clips), "-o", str(out), "--vllm-url", server.url])
+    assert result.exit_code == 0, result.output

@@ -88,3 +88,19 @@ def test_latents_decode_back_to_the_input_frames(tmp_path, block_mean_checkpoint
     error = (decoded.frames.float() - frames.float()).abs()
     # 8-bit levels (measured: mean 1.8, max 4): two H.264 encodes and the first-order PixelNorm undo.
     assert error.mean() < 3.0 and error.max() < 8
+
+
+def test_an_empty_folder_and_a_corrupt_file_exit_1_in_one_line(tmp_path, tiny_models):
+    empty = tmp_path / "latents"
+    empty.mkdir()
+    args = [str(empty), str(tmp_path / "out"), "--model-path", str(tiny_models.checkpoint), "--device", "cpu"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1 and "holds no latents files" in result.output
+    bad = empty / "clips" / "a.safetensors"
+    bad.parent.mkdir()
+    bad.write_bytes(bytes(64))  # zeroed, as a crashed copy leaves it
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert lines[-1].startswith("error: ") and str(bad) in lines[-1] and "re-run process_dataset" in lines[-1]
+    assert "Traceback" not in result.output

@@ -307,3 +307,22 @@ def test_a_killed_process_leaves_no_partial_sample_and_the_rerun_finishes(tmp_pa
     for name in a:
         for key, value in a[name].items():
             assert torch.allclose(value.float(), b[name][key].float(), atol=1e-5), (name, key)
+
+
+def test_every_sample_dropped_exits_1_with_the_reason(tmp_path, make_clip, tiny_models):
+    from typer.testing import CliRunner
+
+    from ltx_trainer.process_dataset import app
+
+    make_clip(tmp_path / "a.mp4", frames=9)
+    make_clip(tmp_path / "b.mp4", frames=9)
+    (tmp_path / "d.json").write_text(json.dumps([{"video": n, "caption": "x"} for n in ("a.mp4", "b.mp4")]))
+    args = [
+        str(tmp_path / "d.json"), "--model-path", str(tiny_models.checkpoint), "--text-encoder-path",
+        str(tiny_models.gemma_root), "--device", "cpu", "--skip-audio",
+    ]  # fmt: skip
+    result = CliRunner().invoke(app, [*args, "--resolution-buckets", "64x64x17"])  # every clip is 9 frames long
+    assert result.exit_code == 1, result.output
+    assert "error: every sample failed or was dropped (2 of 2), nothing usable written (first: a.mp4:" in result.output
+    result = CliRunner().invoke(app, [*args, "--resolution-buckets", "64x64x9"])
+    assert result.exit_code == 0, result.output

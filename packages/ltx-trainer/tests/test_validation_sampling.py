@@ -41,6 +41,56 @@ def test_validation_writes_samples_at_the_interval(tiny_models, tmp_path):
     assert torch.is_grad_enabled()
 
 
+def test_validation_runs_the_trained_transformer_and_writes_nothing_else(tiny_models, tmp_path, monkeypatch):
+    """No second transformer is built from the checkpoint and no LoRA file is left in the run folder; the
+    samples come from the in-memory model with its adapters (a changed adapter changes the sample)."""
+    import ltx_pipelines.engine.prompt_pipeline as prompt_pipeline
+
+    def no_build(*args, **kwargs):
+        raise AssertionError("validation built a transformer from the checkpoint")
+
+    monkeypatch.setattr(prompt_pipeline, "loaded", no_build)
+    monkeypatch.setattr(prompt_pipeline, "build_transformer", no_build)
+    data = write_dataset(tmp_path / "data", num_samples=2)
+    validation = {**_validation(), "samples": [{"prompt": "a red ball"}]}
+    raw = training_config(tiny_models.checkpoint, data, tmp_path / "out", validation=validation)
+    raw["model"]["text_encoder_path"] = str(tiny_models.gemma_root)
+    trainer = Trainer(parse_config(raw), disable_progress_bars=True)
+    trainer.train()
+    hidden = [p.name for p in (tmp_path / "out").rglob(".*")]
+    assert hidden == [], hidden
+    runner, model = trainer.validation, trainer._unwrapped()
+    from ltx_pipelines import TI2VidOneStagePipeline
+
+    def latents():
+        pipeline = TI2VidOneStagePipeline(
+            tiny_models.checkpoint, tiny_models.gemma_root, transformer=model.get_base_model(),
+            device="cpu", dtype=torch.float32, progress=False,
+        )  # fmt: skip
+        return runner.generate(pipeline, 0).latents["stage_1.video_latent"]
+
+    model.eval()
+    before = latents()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.add_(0.5)
+    assert not torch.allclose(before, latents())
+
+
+def test_a_video_only_run_asked_for_audio_samples_with_the_full_transformer(tiny_models, tmp_path):
+    """The trained transformer has no audio stream: that validation builds the checkpoint's, with the LoRA
+    written to a temporary folder outside the run folder."""
+    data = write_dataset(tmp_path / "data", num_samples=2)
+    validation = {**_validation(), "samples": [{"prompt": "a red ball"}]}
+    raw = training_config(tiny_models.checkpoint, data, tmp_path / "out", "v2v_ic", validation=validation)
+    raw["model"]["text_encoder_path"] = str(tiny_models.gemma_root)
+    Trainer(parse_config(raw), disable_progress_bars=True).train()
+    with av.open(str(tmp_path / "out" / "samples" / "step_000002_0.mp4")) as container:
+        assert container.streams.video and container.streams.audio
+    assert [p.name for p in (tmp_path / "out").rglob(".*")] == []
+
+
 def test_missing_condition_media_is_refused_before_training(tiny_models, tmp_path):
     data = write_dataset(tmp_path / "data", num_samples=2)
     validation = _validation()

@@ -17,7 +17,7 @@ import typer
 
 from ltx_pipelines.engine.progress import progress
 from ltx_trainer.captioning.base import DEFAULT_INSTRUCTION, Captioner
-from ltx_trainer.cli_support import configure_logging, new_app, run_or_exit
+from ltx_trainer.cli_support import configure_logging, exit_if_nothing_done, new_app, run_or_exit
 from ltx_trainer.dataset_file import DatasetFileError, read_dataset, write_records
 from ltx_trainer.drop_report import RunReport
 
@@ -203,7 +203,9 @@ def main(
         logger.info("captioning %d file(s) into %s", len(media), target)
         return caption_media(media, target, captioner, override=override, num_workers=num_workers)
 
-    run_or_exit(work).print()
+    report = run_or_exit(work)
+    report.print()
+    exit_if_nothing_done(report, "every caption", "is the captioning server reachable (or the API key set)?")
 
 
 if __name__ == "__main__":

@@ -19,4 +19,12 @@ def configure_logging(verbose: bool = False) -> None:
 
 
 def new_app(help_text: str) -> typer.Typer:
-    return typer.Typer(add_completion=False, pretty_exceptions_enable=False, no_args_is_help=True, help=help_text)
+    """A Typer app. Help is drawn in rich panels on a terminal only: piped or captured (an agent, a log), rich
+    assumes 80 columns and cuts long option names, so there click's plain, wrapped help is used."""
+    return typer.Typer(
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        no_args_is_help=True,
+        help=help_text,
+        rich_markup_mode="rich" if sys.stdout.isatty() else None,
+    )

@@ -1,4 +1,9 @@
-"""What every preprocessing command shares: logging set-up and turning bad input into one clear line."""
+"""What every preprocessing command shares: logging set-up and turning bad input into one clear line.
+
+Exit status: 2 for input that is wrong before any work (`USER_ERRORS`); 1 when the work failed on a
+file (`DataFileError`) or did nothing at all (`NothingDone`); 0 otherwise, partial success included
+(the drop report lists what was left out).
+"""
 
 from __future__ import annotations
 
@@ -13,9 +18,16 @@ from ltx_pipelines.media import MediaError
 from ltx_trainer.buckets import BucketError
 from ltx_trainer.cli_basics import configure_logging, new_app
 from ltx_trainer.dataset_file import DatasetFileError
+from ltx_trainer.drop_report import RunReport
+from ltx_trainer.precomputed import DataFileError
 
 T = TypeVar("T")
-__all__ = ["USER_ERRORS", "configure_logging", "new_app", "run_or_exit"]
+__all__ = ["USER_ERRORS", "NothingDone", "configure_logging", "exit_if_nothing_done", "new_app", "run_or_exit"]
+
+
+class NothingDone(RuntimeError):
+    """A command that had nothing to work on or whose every item failed."""
+
 
 # Errors that mean "the input is wrong": reported as one line, exit code 2, no traceback.
 USER_ERRORS = (
@@ -36,3 +48,20 @@ def run_or_exit(work: Callable[[], T]) -> T:
     except USER_ERRORS as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
+    except (DataFileError, NothingDone) as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from None
+
+
+def exit_if_nothing_done(report: RunReport, what: str, advice: str) -> None:
+    """Exit 1 with one line when every item of the run was dropped (`RunReport.nothing_done`); partial
+    success returns (exit 0, the report lists the drops)."""
+    if report.nothing_done:
+        first = report.drops[0]
+        count = len({d.path for d in report.drops})
+        typer.echo(
+            f"error: {what} failed or was dropped ({count} of {report.items or count}), nothing usable written "
+            f"(first: {first.path}: {first.reason}); {advice}",
+            err=True,
+        )
+        raise typer.Exit(1)

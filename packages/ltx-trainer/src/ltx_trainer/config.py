@@ -41,14 +41,27 @@ class ModelConfig(_Section):
     text_encoder_path: Path | None = Field(
         None, description="Gemma folder; only needed for validation prompts (training reads precomputed features)."
     )
-    video_vae_path: Path | None = Field(None, description="Separate video VAE file (split checkpoints).")
-    audio_vae_path: Path | None = Field(None, description="Separate audio VAE file (split checkpoints).")
     training_mode: Literal["lora", "full"] = Field("lora", description="Train LoRA adapters or every weight.")
     load_checkpoint: Path | None = Field(
         None,
         description="Weights to start from and resume: a saved `*_step_NNNNN.safetensors`, or a folder "
         "(its latest `*step_*` file is used). Its training state beside it is restored.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _removed_vae_paths(cls, data: Any) -> Any:
+        # These fields were accepted but never read; a config setting them would silently train and validate
+        # with the VAEs of model_path instead.
+        names = ("video_vae_path", "audio_vae_path")
+        given = [f"model.{name}" for name in names if isinstance(data, dict) and name in data]
+        if given:
+            raise ValueError(
+                f"{' and '.join(given)}: not supported by the trainer (it reads the VAEs for validation from "
+                "model.model_path, a single-file checkpoint that holds them); remove the field. Separate VAE files "
+                "are for the preprocessing commands (process_dataset --video-vae-path / --audio-vae-path)"
+            )
+        return data
 
     @field_validator("model_path")
     @classmethod
@@ -59,7 +72,7 @@ class ModelConfig(_Section):
             raise ValueError(f"{str(value)!r} is not a file (expected a .safetensors checkpoint)")
         return value
 
-    @field_validator("text_encoder_path", "video_vae_path", "audio_vae_path", "load_checkpoint")
+    @field_validator("text_encoder_path", "load_checkpoint")
     @classmethod
     def _optional_exists(cls, value: Path | None) -> Path | None:
         if value is not None and not value.exists():

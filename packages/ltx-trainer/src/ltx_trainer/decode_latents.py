@@ -10,11 +10,11 @@ from pathlib import Path
 
 import typer
 
-from ltx_trainer.cli_support import configure_logging, new_app, run_or_exit
+from ltx_trainer.cli_support import NothingDone, configure_logging, new_app, run_or_exit
 from ltx_trainer.decoding import decode_audio_folder, decode_video_folder
 from ltx_trainer.drop_report import RunReport
 from ltx_trainer.models import LazyModels, ModelSources
-from ltx_trainer.precomputed import AUDIO_LATENTS, DECODED_AUDIO
+from ltx_trainer.precomputed import AUDIO_LATENTS, DECODED_AUDIO, find_samples
 
 app = new_app("Decode precomputed latents to mp4/png (video) and wav (audio) previews.")
 
@@ -37,6 +37,11 @@ def decode_latents(
     latents_dir, output_dir = Path(latents_dir), Path(output_dir)
     if not latents_dir.is_dir():
         raise FileNotFoundError(f"latents folder {str(latents_dir)!r} does not exist")
+    if not find_samples(latents_dir):
+        raise NothingDone(
+            f"latents folder {str(latents_dir)!r} holds no latents files (.safetensors / .pt); give the folder "
+            "process_dataset wrote, e.g. <dataset>/.precomputed/latents"
+        )
     sources = ModelSources(
         Path(model_path) if model_path else None,
         Path(video_vae_path) if video_vae_path else None,

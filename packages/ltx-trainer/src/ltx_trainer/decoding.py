@@ -14,7 +14,7 @@ from ltx_pipelines.media import write_audio, write_video
 from ltx_pipelines.media.atomic_files import atomic_output
 from ltx_trainer.drop_report import RunReport
 from ltx_trainer.models import PREPROCESS_TILING, LazyModels, decode_waveform
-from ltx_trainer.precomputed import find_samples, load_sample
+from ltx_trainer.precomputed import find_samples, load_sample, require_tensors
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +45,7 @@ def decode_video_folder(
     files = find_samples(root)
     for path in progress(files, desc=stage, total=len(files), unit="sample"):
         sample = load_sample(path)
+        require_tensors(path, sample, ["latents"])
         latents, fps = _video_latents(sample)
         single = latents.shape[1] == 1
         target = (out_root / path.relative_to(root)).with_suffix(".png" if single else ".mp4")
@@ -84,7 +85,9 @@ def decode_audio_folder(
         if target.exists() and not overwrite:
             report.skip(stage)
             continue
-        latents = load_sample(path).tensors["latents"]
+        sample = load_sample(path)
+        require_tensors(path, sample, ["latents"])
+        latents = sample.tensors["latents"]
         decoder, vocoder = models.audio_decoder_and_vocoder()
         wave, rate = decode_waveform(decoder, vocoder, latents)
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -22,6 +22,16 @@ class RunReport:
     written: dict[str, int] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)
     drops: list[Drop] = field(default_factory=list)
+    items: int | None = None
+    """How many samples (dataset rows) the run worked on, when it works per sample over several stages."""
+
+    @property
+    def nothing_done(self) -> bool:
+        """Every item was dropped: no sample of the run is usable (a stage may still have written files for
+        samples a later stage dropped)."""
+        if self.items is not None:
+            return self.items > 0 and len({d.path for d in self.drops}) >= self.items
+        return bool(self.drops) and not self.written and not self.skipped
 
     def wrote(self, stage: str) -> None:
         self.written[stage] = self.written.get(stage, 0) + 1
@@ -43,6 +53,8 @@ class RunReport:
         for stage, n in other.skipped.items():
             self.skipped[stage] = self.skipped.get(stage, 0) + n
         self.drops.extend(other.drops)
+        if other.items is not None:
+            self.items = (self.items or 0) + other.items
 
     def render(self) -> str:
         """A plain-text summary: counts per stage, then a table of dropped samples (path, stage, reason)."""

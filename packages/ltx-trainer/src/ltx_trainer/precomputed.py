@@ -18,7 +18,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from ltx_pipelines.media.atomic_files import atomic_output
+from ltx_pipelines.media.atomic_files import apply_umask, atomic_output
 
 FORMAT_VERSION = "1"
 SAMPLE_SUFFIX = ".safetensors"
@@ -42,6 +42,18 @@ HAS_AUDIO = "has_audio"
 training masks the sample's audio loss). Files without it have audio."""
 
 SOURCES = (LATENTS, AUDIO_LATENTS, CONDITIONS, REFERENCE_LATENTS, REFERENCE_AUDIO_LATENTS, VIDEO_MASKS, AUDIO_MASKS)
+
+
+class DataFileError(ValueError):
+    """A sample file that cannot be read, or lacks a tensor its reader needs: the message names the file.
+    Built with `about`; the one-message constructor lets a DataLoader worker's error be raised again."""
+
+    @classmethod
+    def about(cls, path: Path, problem: str) -> DataFileError:
+        return cls(
+            f"{str(path)!r}: {problem}; delete it and re-run process_dataset (it recomputes only missing files), "
+            "or remove that row from the dataset"
+        )
 
 
 def sample_path(root: str | Path, source: str, key: Path) -> Path:
@@ -75,17 +87,41 @@ def save_sample(
         meta[key] = value if isinstance(value, str) else json.dumps(value)
     with atomic_output(target, overwrite=True) as tmp:
         save_file({k: v.detach().to("cpu").contiguous() for k, v in tensors.items()}, str(tmp), metadata=meta)
+        apply_umask(tmp)  # safetensors recreates the file private (0600)
     return target
 
 
 def load_sample(path: str | Path) -> SampleFile:
     """Read a sample file: our safetensors layout, or the reference's `.pt` dicts (loaded with
-    `weights_only=True`; scalar fields become 0-d tensors)."""
+    `weights_only=True`; scalar fields become 0-d tensors). A file that cannot be read (truncated, zeroed,
+    not a sample) raises `DataFileError` naming it."""
     p = Path(path)
+    try:
+        return _read_sample(p)
+    except DataFileError:
+        raise
+    except OSError as exc:
+        if not p.is_file():
+            raise
+        raise DataFileError.about(p, f"not a readable sample file ({exc})") from None
+    except Exception as exc:  # safetensors and torch raise many types for damaged files
+        lines = str(exc).strip().splitlines()
+        reason = lines[-1] if lines else type(exc).__name__
+        raise DataFileError.about(p, f"not a readable sample file ({reason})") from None
+
+
+def require_tensors(path: Path, sample: SampleFile, names: tuple[str, ...] | list[str]) -> None:
+    """Raise `DataFileError` unless `sample` (read from `path`) holds every tensor in `names`."""
+    missing = [name for name in names if name not in sample.tensors]
+    if missing:
+        raise DataFileError.about(path, f"lacks the tensor(s) {missing} (has {sorted(sample.tensors)})")
+
+
+def _read_sample(p: Path) -> SampleFile:
     if p.suffix == LEGACY_SUFFIX:
         data = torch.load(p, map_location="cpu", weights_only=True)
         if not isinstance(data, dict):
-            raise ValueError(f"{str(p)!r} does not hold a dict of tensors (the reference's .pt sample layout)")
+            raise DataFileError.about(p, "does not hold a dict of tensors (the reference's .pt sample layout)")
         tensors = {k: v if isinstance(v, torch.Tensor) else torch.tensor(v) for k, v in data.items()}
         return SampleFile(tensors=tensors, metadata={"format_version": "reference-pt"})
     with safe_open(str(p), framework="pt", device="cpu") as f:

@@ -109,7 +109,7 @@ def preprocess_dataset(dataset_path: str | Path, settings: PreprocessSettings, s
     shard = shard or current_shard()
     out = Path(settings.output_dir) if settings.output_dir else dataset.root / ".precomputed"
     _check_manifest(out, settings)
-    report = RunReport()
+    report = RunReport(items=len(shard.take(dataset.rows)))
     device = shard_device(settings.device)
     common = {"report": report, "overwrite": settings.overwrite, "shard": shard}
     key_columns = [c for c in (video_col, audio_col) if c is not None]

@@ -12,7 +12,7 @@ from pathlib import Path
 import typer
 
 from ltx_trainer.buckets import parse_durations
-from ltx_trainer.cli_support import configure_logging, new_app, run_or_exit
+from ltx_trainer.cli_support import configure_logging, exit_if_nothing_done, new_app, run_or_exit
 from ltx_trainer.media import CROP_MODES
 from ltx_trainer.preprocess import PreprocessSettings, parse_optional_buckets, positive_factor, preprocess_dataset
 
@@ -87,7 +87,9 @@ def main(
         )
         return preprocess_dataset(dataset, settings)
 
-    run_or_exit(work).print()
+    report = run_or_exit(work)
+    report.print()
+    exit_if_nothing_done(report, "every sample", "fix the inputs (the reasons are in the table above) and run again")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,9 @@
-"""`python -m ltx_trainer.train CONFIG.yaml [--disable-progress-bars]` (also under `accelerate launch`)."""
+"""`python -m ltx_trainer.train CONFIG.yaml [--disable-progress-bars]` (also under `accelerate launch`).
+
+Exit status: 0 trained; 1 the run failed (a corrupt data file, a full disk, divergence, a refused resume);
+2 a bad config or an output_dir in use by another training; 128 + the signal number when stopped by
+SIGINT (130) or SIGTERM (143), after one line saying how to resume.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from ltx_trainer.config import ConfigError, load_config
+from ltx_trainer.config import ConfigError, LtxTrainerConfig, load_config
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -39,15 +44,48 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     from ltx_trainer.training.checkpoints import ResumeError
-    from ltx_trainer.training.trainer import Trainer, TrainingDiverged
+    from ltx_trainer.training.data import DataFileError
+    from ltx_trainer.training.hooks import CheckpointWriteError
+    from ltx_trainer.training.interrupts import StopSignals
+    from ltx_trainer.training.run_lock import OutputDirLocked
+    from ltx_trainer.training.trainer import Trainer, TrainingDiverged, TrainingInterrupted
 
     try:
-        trainer = Trainer(config, disable_progress_bars=args.disable_progress_bars, log_every=args.log_every)
-        trainer.train()  # logs `saved <file>` for every checkpoint, the final one included
-    except (ValueError, ResumeError, TrainingDiverged) as exc:
+        with StopSignals():  # also while the models are built, before the loop installs its own
+            trainer = Trainer(config, disable_progress_bars=args.disable_progress_bars, log_every=args.log_every)
+            trainer.train()  # logs `saved <file>` for every checkpoint, the final one included
+    except OutputDirLocked as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except TrainingInterrupted as exc:
+        print(f"error: stopped by {exc.name}; {_resume_hint(config)}", file=sys.stderr)
+        return 128 + exc.signum
+    except (ValueError, ResumeError, TrainingDiverged, DataFileError, CheckpointWriteError) as exc:
+        print(f"error: {_one_line(exc)}", file=sys.stderr)
         return 1
     return 0
+
+
+def _one_line(exc: BaseException) -> str:
+    """The message; for an error raised again from a DataLoader worker, the original message only (torch
+    puts the worker's traceback in front of it)."""
+    text = str(exc).strip()
+    if "Original Traceback" not in text:
+        return text
+    return text.splitlines()[-1].split(": ", 1)[-1]
+
+
+def _resume_hint(config: LtxTrainerConfig) -> str:
+    from ltx_trainer.training.checkpoints import latest_complete
+
+    folder = config.output_dir / "checkpoints"
+    kept = latest_complete(folder)
+    if kept is None:
+        return "no checkpoint was saved yet; run the same command again to start over"
+    return (
+        f"the newest complete checkpoint is {kept.name}: to resume, set model.load_checkpoint: {str(folder)!r} "
+        "in the config and run the same command again (append to the same log with >>)"
+    )
 
 
 if __name__ == "__main__":

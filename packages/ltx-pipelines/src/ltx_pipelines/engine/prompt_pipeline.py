@@ -53,6 +53,7 @@ class PipelineOptions(TypedDict, total=False):
     runtime: RuntimeOptions | None
     progress: bool
     gemma_8bit: bool
+    transformer: nn.Module | None
 
 
 class GuidedOptions(PipelineOptions, total=False):
@@ -95,13 +96,17 @@ class PromptPipeline(ABC):
         runtime: RuntimeOptions | None = None,
         progress: bool = True,
         gemma_8bit: bool = False,
+        transformer: nn.Module | None = None,
     ) -> None:
         """`gemma_root` may be None when only `generate_from_contexts` is used. `lora_fusion`: how LoRAs
         are fused into the transformer - `weight-dtype` (default: the reference's rounding in the dtype
         the checkpoint stores the weights in) or `float32` accumulation. `runtime`: fp8 quantization,
         block streaming, compilation and the attention backend of the transformer (None: a plain load);
         it is checked against the device here, before any weight is read. `gemma_8bit`: encode prompts with
-        an 8-bit (LLM.int8()) Gemma - CUDA and bitsandbytes, also checked here."""
+        an 8-bit (LLM.int8()) Gemma - CUDA and bitsandbytes, also checked here. `transformer`: a model
+        already built (the trainer's, with its LoRA adapters live) that every stage uses as it is, instead of
+        building `transformer_spec` from the checkpoint; it is never freed, and `loras` / `runtime` are
+        refused with it (they describe how to build one)."""
         from ltx_core.devices import resolve_device
 
         self.checkpoint_path = Path(checkpoint_path)
@@ -121,6 +126,9 @@ class PromptPipeline(ABC):
                 raise ValueError(f"gemma_8bit: an 8-bit Gemma is not offloaded (offload {runtime.offload!r})")
         self.gemma_8bit = gemma_8bit
         self.progress = progress
+        if transformer is not None and (self.loras or runtime is not None):
+            raise ValueError("a prebuilt transformer takes no loras or runtime options (they apply when building one)")
+        self.prebuilt_transformer = transformer
 
     # ---- the prompt call ---------------------------------------------------------------------------
 
@@ -227,7 +235,10 @@ class PromptPipeline(ABC):
     @contextmanager
     def transformer(self, loras: Sequence[LoraSpec], cache: StateDictCache | None = None) -> Iterator[nn.Module]:
         """The stage transformer (`transformer_spec`) with `loras` fused by the pipeline's fusion rule and
-        built under its runtime options, freed on exit."""
+        built under its runtime options, freed on exit; the prebuilt transformer when one was given."""
+        if self.prebuilt_transformer is not None:
+            yield self.prebuilt_transformer
+            return
         if self.runtime is None:
             with loaded(
                 self.transformer_spec,

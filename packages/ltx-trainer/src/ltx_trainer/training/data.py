@@ -11,7 +11,7 @@ see exactly the samples one process with batch 2b sees.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +19,9 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler, default_collate
 
 from ltx_trainer.config import FlexibleStrategyConfig
-from ltx_trainer.precomputed import CONDITIONS, HAS_AUDIO, find_samples, load_sample
+from ltx_trainer.precomputed import CONDITIONS, HAS_AUDIO, DataFileError, find_samples, load_sample, require_tensors
+
+__all__ = ["DataFileError"]
 
 logger = logging.getLogger(__name__)
 
@@ -29,11 +31,20 @@ _LEGACY_PROMPT_KEY = "prompt_embeds"
 class PrecomputedTrainingData(Dataset):
     """Item i -> {source folder: {tensor name: tensor}} for the i-th usable sample (sorted by name)."""
 
-    def __init__(self, root: str | Path, sources: Sequence[str], *, require_audio_in: str | None = None) -> None:
-        """`require_audio_in`: a source folder whose samples must have audio (`has_audio` not False);
+    def __init__(
+        self,
+        root: str | Path,
+        sources: Sequence[str],
+        required: Mapping[str, Sequence[str]] | None = None,
+        *,
+        require_audio_in: str | None = None,
+    ) -> None:
+        """`required`: tensor names each source's files must hold (checked as each file is read).
+        `require_audio_in`: a source folder whose samples must have audio (`has_audio` not False);
         samples from clips without an audio track are left out when audio is all they would train."""
         self.root = Path(root)
         self.sources = list(sources)
+        self.required = {k: tuple(v) for k, v in (required or {}).items()}
         if not self.sources:
             raise ValueError("no data sources to read")
         names: set[Path] | None = None
@@ -76,19 +87,22 @@ class PrecomputedTrainingData(Dataset):
         key = self.keys[index]
         item: dict[str, dict[str, torch.Tensor]] = {}
         for source in self.sources:
-            tensors = dict(load_sample(self._paths[(source, key)]).tensors)
+            path = self._paths[(source, key)]
+            sample = load_sample(path)
+            require_tensors(path, sample, self.required.get(source, ()))
+            tensors = dict(sample.tensors)
             if source == CONDITIONS:
-                tensors = _text_tensors(tensors)
+                tensors = _text_tensors(path, tensors)
             item[source] = tensors
         return item
 
 
-def _text_tensors(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def _text_tensors(path: Path, tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     if "video_prompt_embeds" not in tensors and _LEGACY_PROMPT_KEY in tensors:
         tensors["video_prompt_embeds"] = tensors.pop(_LEGACY_PROMPT_KEY)
     if "video_prompt_embeds" not in tensors or "prompt_attention_mask" not in tensors:
-        raise ValueError(
-            f"a conditions/ file lacks video_prompt_embeds / prompt_attention_mask (has {sorted(tensors)})"
+        raise DataFileError.about(
+            path, f"a conditions/ file lacks video_prompt_embeds / prompt_attention_mask (has {sorted(tensors)})"
         )
     return tensors
 

@@ -30,7 +30,7 @@ from ltx_core.loader.lora_layouts import (
     lora_file_tensors,
     lora_weights_from_tensors,
 )
-from ltx_pipelines.media.atomic_files import atomic_output
+from ltx_pipelines.media.atomic_files import apply_umask, atomic_output
 
 _PEFT_KEY = re.compile(r"^(?:base_model\.model\.)?(?P<module>.+)\.(?P<part>lora_[AB])(?:\.default)?\.weight$")
 
@@ -108,8 +108,12 @@ def save_lora_file(
     dtype: torch.dtype,
     metadata: Mapping[str, str],
     layout: LoraLayout | str = LoraLayout.COMFYUI,
+    *,
+    atomic: bool = True,
 ) -> Path:
-    """Write the adapters in `layout` (comfyui, diffusers or kohya), the scale multiplied into lora_B."""
+    """Write the adapters of `model` to `path` in `layout` (comfyui, diffusers or kohya), the scale
+    multiplied into lora_B; through a temporary name unless `atomic` is False (the caller then writes
+    to a temporary file of its own)."""
     header = {"format": "pt", "lora_rank": str(rank), "lora_alpha_baked": json.dumps(alpha), **metadata}
     comfy = comfy_lora_tensors(model, lora_scale(rank, alpha), dtype)
     if LoraLayout.parse(layout) is LoraLayout.COMFYUI:
@@ -123,6 +127,11 @@ def save_lora_file(
             if key.endswith(".lora_A.weight")
         }
         tensors, header = lora_file_tensors(LoraWeights(str(path), LoraLayout.COMFYUI, modules, header), layout)
+    if not atomic:
+        save_file(tensors, str(path), metadata=header)
+        apply_umask(path)  # safetensors recreates the file private (0600)
+        return path
     with atomic_output(path, overwrite=True) as tmp:
         save_file(tensors, str(tmp), metadata=header)
+        apply_umask(tmp)
     return path

@@ -37,6 +37,13 @@ class WandbLogger:
     def log_step(self, step: int, metrics: dict[str, float]) -> None:
         self.run.log(metrics, step=step)
 
+    def log_record(self, record) -> None:
+        """A step's `StepRecord`: loss, learning rate, step time, peak memory and the per-sigma losses."""
+        self.log_step(record.step, {
+            "train/loss": record.loss, "train/learning_rate": record.lr, "train/step_time": record.step_time,
+            "stats/peak_memory_mb": record.peak_memory_mb, **record.sigma_losses,
+        })  # fmt: skip
+
     def log_samples(self, step: int, paths: list[Path]) -> None:
         if not self.log_videos:
             return

@@ -9,6 +9,18 @@ from ltx_core.model.transformer.attention_backends import AttentionFn, attend
 from ltx_core.model.transformer.rope import RotaryEmbedding, apply_rotary
 
 
+class RMSNorm(nn.RMSNorm):
+    """`nn.RMSNorm` that also takes an input of another dtype than its weight, as under bf16 autocast over
+    float32 weights (training on the CPU): normalised in float32 and returned in the input's dtype. That is
+    what torch's unfused fallback computes (bit for bit), without its warning on every call."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.weight is None or self.weight.dtype == x.dtype:
+            return super().forward(x)
+        normed = nn.functional.rms_norm(x.float(), self.normalized_shape, self.weight.float(), self.eps)
+        return normed.to(x.dtype)
+
+
 class Attention(nn.Module):
     """Attention from `query_dim` tokens to `context_dim` tokens through `heads` x `head_dim` channels.
 
@@ -35,8 +47,8 @@ class Attention(nn.Module):
         self.heads = heads
         self.head_dim = head_dim
         self.attention_fn = attention_fn
-        self.q_norm = nn.RMSNorm(inner, eps=norm_eps)
-        self.k_norm = nn.RMSNorm(inner, eps=norm_eps)
+        self.q_norm = RMSNorm(inner, eps=norm_eps)
+        self.k_norm = RMSNorm(inner, eps=norm_eps)
         self.to_q = nn.Linear(query_dim, inner)
         self.to_k = nn.Linear(context_dim, inner)
         self.to_v = nn.Linear(context_dim, inner)

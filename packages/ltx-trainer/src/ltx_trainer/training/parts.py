@@ -1,0 +1,249 @@
+"""Building a training run: devices and processes (accelerate), the transformer with its adapters, the
+frozen text connectors, the optimizer, the LR schedule, the strategy and the data. `build_parts` does it
+in that order and returns the pieces the step and the hooks use."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from accelerate import Accelerator
+from accelerate.utils import DistributedDataParallelKwargs
+from safetensors import safe_open
+
+from ltx_core.loader import CheckpointError, build_model, read_checkpoint_config
+from ltx_core.model.transformer import AUDIO_ONLY_TRANSFORMER, AV_TRANSFORMER, VIDEO_ONLY_TRANSFORMER, LTXModel
+from ltx_core.text_encoders.gemma.eight_bit import require_gemma_8bit
+from ltx_core.types import SpatioTemporalScaleFactors
+from ltx_trainer.config import FlexibleStrategyConfig, LtxTrainerConfig, MaskCondition, ReferenceCondition
+from ltx_trainer.training.data import BatchOrder, PrecomputedTrainingData, audio_only_source
+from ltx_trainer.training.flexible import FlexibleStrategy, ReferenceScale
+from ltx_trainer.training.lora_files import add_lora
+from ltx_trainer.training.lr_schedules import make_lr_scheduler
+from ltx_trainer.training.quantization import (
+    QuantizedTransformer,
+    check_quantization_device,
+    quantize_transformer,
+    require_quanto,
+)
+from ltx_trainer.training.text_contexts import TextConnectors, text_connectors_spec
+from ltx_trainer.training.timesteps import make_sampler
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TrainingParts:
+    """Everything a step and the hooks work on. `model` is what accelerate prepared (DDP-wrapped under
+    several processes); `unwrapped` the peft (or plain) transformer inside it."""
+
+    config: LtxTrainerConfig
+    accelerator: Accelerator
+    model: torch.nn.Module
+    unwrapped: torch.nn.Module
+    base_dtype: torch.dtype
+    quantized: QuantizedTransformer | None
+    connectors: TextConnectors
+    trainable: list[torch.nn.Parameter]
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    strategy: FlexibleStrategy
+    reference_scale: ReferenceScale
+    dataset: PrecomputedTrainingData
+    order: BatchOrder
+
+    @property
+    def device(self) -> torch.device:
+        return self.accelerator.device
+
+    @property
+    def output_dir(self) -> Path:
+        return self.config.output_dir
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return self.config.output_dir / "checkpoints"
+
+    @property
+    def is_main(self) -> bool:
+        return self.accelerator.is_main_process
+
+
+def make_accelerator(config: LtxTrainerConfig) -> Accelerator:
+    """accelerate's devices and processes, after the checks that need only the device."""
+    acc = config.acceleration
+    if config.optimization.optimizer_type == "adamw8bit":
+        _check_bnb()
+    accelerator = Accelerator(
+        mixed_precision=acc.mixed_precision_mode,
+        cpu=not torch.cuda.is_available(),
+        kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)],
+    )
+    if acc.quantization is not None:
+        # Before any weight is read: the extra must be installed and the type must run on this device.
+        require_quanto(acc.quantization)
+        check_quantization_device(acc.quantization, accelerator.device)
+    if acc.load_text_encoder_in_8bit:
+        require_gemma_8bit(accelerator.device, "acceleration.load_text_encoder_in_8bit")
+        if config.validation.interval is None or not config.validation.samples:
+            logger.warning("acceleration.load_text_encoder_in_8bit: no effect, validation sampling is off")
+    return accelerator
+
+
+def build_parts(config: LtxTrainerConfig, accelerator: Accelerator, *, progress: bool) -> TrainingParts:
+    strategy_cfg = config.training_strategy
+    ref_scale = ReferenceScale()
+    if strategy_cfg.video is not None:
+        for c in strategy_cfg.video.conditions:
+            if isinstance(c, ReferenceCondition):
+                ref_scale = reference_scale_from_data(config.data.preprocessed_data_root, c.latents_dir)
+    sampler = make_sampler(config.flow_matching.timestep_sampling_mode, config.flow_matching.timestep_sampling_params)
+    strategy = FlexibleStrategy(strategy_cfg, sampler, _video_scale(config.model.model_path), ref_scale)
+    dataset = PrecomputedTrainingData(
+        config.data.preprocessed_data_root,
+        strategy_cfg.data_sources(),
+        _required_tensors(strategy_cfg),
+        require_audio_in=audio_only_source(strategy_cfg),
+    )
+    order = BatchOrder(
+        len(dataset), config.optimization.batch_size, config.seed, accelerator.process_index,
+        accelerator.num_processes,
+    )  # fmt: skip
+    return _build_models(config, accelerator, strategy, ref_scale, dataset, order, progress=progress)
+
+
+def _build_models(
+    cfg: LtxTrainerConfig,
+    accelerator: Accelerator,
+    strategy: FlexibleStrategy,
+    ref_scale: ReferenceScale,
+    dataset: PrecomputedTrainingData,
+    order: BatchOrder,
+    *,
+    progress: bool,
+) -> TrainingParts:
+    device = accelerator.device
+    lora_mode = cfg.model.training_mode == "lora"
+    # LoRA keeps the frozen base in bf16 on accelerators (the released dtype); full training and the
+    # CPU keep float32 master weights. Mixed precision is autocast over either. A quantized base is
+    # bf16 under bf16 autocast on the CPU too: quanto's CPU int8 kernel takes bf16 activations only
+    # with bf16 scales, and custom ops are not autocast.
+    bf16_base = (
+        lora_mode
+        and cfg.acceleration.mixed_precision_mode == "bf16"
+        and (device.type == "cuda" or cfg.acceleration.quantization is not None)
+    )
+    base_dtype = torch.bfloat16 if bf16_base else torch.float32
+    torch.manual_seed(cfg.seed)
+    quantization = cfg.acceleration.quantization
+    # A quantized run builds the model in host memory and quantizes it block by block onto the
+    # device, so the device never holds the whole full-precision model.
+    model: LTXModel = build_model(
+        transformer_spec(cfg), cfg.model.model_path, dtype=base_dtype,
+        device=torch.device("cpu") if quantization else device,
+    )  # fmt: skip
+    quantized = quantize_transformer(model, quantization, device, progress=progress) if quantization else None
+    connectors: TextConnectors = build_model(
+        text_connectors_spec(cfg.training_strategy.audio is not None), cfg.model.model_path,
+        dtype=torch.float32, device=device,
+    )  # fmt: skip
+    model.set_gradient_checkpointing(cfg.optimization.enable_gradient_checkpointing)
+    if lora_mode:
+        lora = cfg.lora
+        assert lora is not None
+        trained = add_lora(model, lora.rank, lora.alpha, lora.dropout, lora.target_modules)
+        for p in trained.parameters():
+            if p.requires_grad:
+                p.data = p.data.float()
+    else:
+        model.requires_grad_(True)
+        trained = model
+    trained.train()
+    trainable = [p for p in trained.parameters() if p.requires_grad]
+    opt = cfg.optimization
+    if opt.optimizer_type == "adamw8bit":
+        import bitsandbytes as bnb
+
+        optimizer = bnb.optim.AdamW8bit(trainable, lr=opt.learning_rate)
+    else:
+        optimizer = torch.optim.AdamW(trainable, lr=opt.learning_rate)
+    # The scheduler is deliberately not passed to accelerate (see lr_schedules).
+    scheduler = make_lr_scheduler(optimizer, opt.scheduler_type, opt.steps, opt.scheduler_params)
+    prepared, optimizer = accelerator.prepare(trained, optimizer)
+    return TrainingParts(
+        config=cfg, accelerator=accelerator, model=prepared, unwrapped=accelerator.unwrap_model(prepared),
+        base_dtype=base_dtype, quantized=quantized, connectors=connectors, trainable=trainable,
+        optimizer=optimizer, scheduler=scheduler, strategy=strategy, reference_scale=ref_scale,
+        dataset=dataset, order=order,
+    )  # fmt: skip
+
+
+def _required_tensors(strategy: FlexibleStrategyConfig) -> dict[str, list[str]]:
+    """The tensor each source folder's files must hold for the strategy (conditions/ is checked apart)."""
+    required: dict[str, list[str]] = {}
+    for m in (strategy.video, strategy.audio):
+        if m is None:
+            continue
+        required[m.latents_dir] = ["latents"]
+        for c in m.conditions:
+            if isinstance(c, MaskCondition):
+                required[c.mask_dir] = ["mask"]
+            elif isinstance(c, ReferenceCondition):
+                required[c.latents_dir] = ["latents"]
+    return required
+
+
+def transformer_spec(config: LtxTrainerConfig):
+    """The transformer variant the strategy needs (a video-only run builds no audio blocks)."""
+    strategy = config.training_strategy
+    if strategy.video is not None and strategy.audio is not None:
+        return AV_TRANSFORMER
+    return VIDEO_ONLY_TRANSFORMER if strategy.video is not None else AUDIO_ONLY_TRANSFORMER
+
+
+def _video_scale(model_path: Path) -> SpatioTemporalScaleFactors:
+    """The VAE's compression (time, height, width) from the checkpoint's `vae` config; 8/32/32 without one
+    (a transformer-only file)."""
+    from ltx_core.model.video_vae.config import VideoVAEConfig
+
+    try:
+        vae = read_checkpoint_config(model_path, "vae")
+    except CheckpointError:
+        return SpatioTemporalScaleFactors()
+    return VideoVAEConfig.from_checkpoint_config(vae).encoder_scale
+
+
+def reference_scale_from_data(root: Path, latents_dir: str) -> ReferenceScale:
+    """Factors recorded by preprocessing in the reference latents' metadata (never searched for in the cwd)."""
+    from ltx_trainer.precomputed import find_samples, read_manifest
+
+    files = find_samples(root / latents_dir)
+    if files and files[0].suffix == ".safetensors":
+        with safe_open(str(files[0]), framework="pt") as f:
+            meta = f.metadata() or {}
+        if "reference_downscale_factor" in meta:
+            return ReferenceScale(
+                spatial=int(json.loads(meta["reference_downscale_factor"])),
+                temporal=int(json.loads(meta.get("reference_temporal_scale_factor", "1"))),
+            )
+    manifest = read_manifest(root) or {}
+    return ReferenceScale(
+        spatial=int(manifest.get("reference_downscale_factor", 1)),
+        temporal=int(manifest.get("reference_temporal_scale_factor", 1)),
+    )
+
+
+def _check_bnb() -> None:
+    if not torch.cuda.is_available():
+        raise ValueError(
+            "optimization.optimizer_type 'adamw8bit' needs CUDA (bitsandbytes); use 'adamw' on this machine"
+        )
+    try:
+        import bitsandbytes  # noqa: F401
+    except ImportError:
+        raise ValueError(
+            "optimization.optimizer_type 'adamw8bit' needs bitsandbytes: pip install 'ltx-trainer[bnb]'"
+        ) from None

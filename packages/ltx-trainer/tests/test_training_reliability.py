@@ -1,0 +1,288 @@
+"""What holds when a training run is interrupted, raced or fed damaged files: checkpoints are whole units,
+SIGTERM stops like Ctrl-C, one run per output_dir, one clear line for a corrupt sample or a full disk."""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from ltx_trainer import train as train_cli
+from ltx_trainer.config import parse_config
+from ltx_trainer.training import checkpoints as ckpt
+from ltx_trainer.training import hooks
+from ltx_trainer.training.interrupts import TrainingInterrupted
+from ltx_trainer.training.run_lock import LOCK_NAME, OutputDirLocked
+from ltx_trainer.training.trainer import Trainer
+
+sys.path.insert(0, str(Path(__file__).parent))
+from training_data import training_config
+
+RESUMABLE = {"checkpoints": {"interval": 1, "keep_last_n": -1, "save_training_state": "full", "precision": "float32"}}
+
+
+def _leftovers(folder: Path) -> list[str]:
+    """Temporary files and locks anywhere under `folder`."""
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if ".partial" in p.name or p.name == LOCK_NAME)
+
+
+def _write_yaml(raw: dict, path: Path) -> Path:
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+# -- a checkpoint is one unit ---------------------------------------------------------------------------
+def test_a_save_cut_between_the_two_files_publishes_nothing(checkpoint, data_root, tmp_path, monkeypatch):
+    raw = training_config(checkpoint, data_root, tmp_path / "out", optimization={"steps": 3}, **RESUMABLE)
+    trainer = Trainer(parse_config(raw), disable_progress_bars=True)
+    real_save = torch.save
+
+    def killed_at_step_2(state, path, *a, **k):
+        if isinstance(state, dict) and state.get("global_step") == 2:
+            raise KeyboardInterrupt  # a kill between the weights and the state
+        return real_save(state, path, *a, **k)
+
+    monkeypatch.setattr(ckpt.torch, "save", killed_at_step_2)
+    with pytest.raises(KeyboardInterrupt):
+        trainer.train()
+    names = sorted(p.name for p in trainer.checkpoint_dir.iterdir())
+    assert names == ["lora_weights_step_00001.safetensors", "training_state_step_00001.pt"]
+    assert _leftovers(tmp_path / "out") == []
+
+    monkeypatch.setattr(ckpt.torch, "save", real_save)
+    raw["model"]["load_checkpoint"] = str(tmp_path / "out")
+    history = Trainer(parse_config(raw), disable_progress_bars=True).train().history
+    assert [r.step for r in history] == [2, 3]
+
+
+def test_resume_takes_the_newest_complete_checkpoint_of_an_old_layout(checkpoint, data_root, tmp_path):
+    raw = training_config(checkpoint, data_root, tmp_path / "out", optimization={"steps": 3}, **RESUMABLE)
+    Trainer(parse_config(raw)).train(stop_at=2)
+    folder = tmp_path / "out" / "checkpoints"
+    # The old writer (weights first) interrupted before the state of step 2, plus temporaries of a killed save.
+    (folder / ckpt.state_name(2)).unlink()
+    stale = folder / ".lora_weights_step_00009.safetensors.abcd1234.partial.safetensors"
+    stale.write_bytes(b"half")
+    orphan = folder / ckpt.state_name(9)
+    orphan.write_bytes(b"state without weights")
+    raw["model"]["load_checkpoint"] = str(tmp_path / "out")
+    history = Trainer(parse_config(raw)).train().history
+    assert [r.step for r in history] == [2, 3]
+    assert not stale.exists() and not orphan.exists()
+    assert (folder / ckpt.state_name(3)).is_file() and (folder / ckpt.weights_name("lora", 3)).is_file()
+
+
+def test_a_signal_during_a_save_lets_the_save_finish(checkpoint, data_root, tmp_path, monkeypatch):
+    raw = training_config(checkpoint, data_root, tmp_path / "out", optimization={"steps": 3}, **RESUMABLE)
+    trainer = Trainer(parse_config(raw), disable_progress_bars=True)
+    real = hooks.save_lora_file
+
+    def signalled(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)  # arrives while the weights are being written
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(hooks, "save_lora_file", signalled)
+    with pytest.raises(TrainingInterrupted) as info:
+        trainer.train()
+    assert info.value.signum == signal.SIGTERM
+    names = sorted(p.name for p in trainer.checkpoint_dir.iterdir())
+    assert names == ["lora_weights_step_00001.safetensors", "training_state_step_00001.pt"]
+    assert _leftovers(tmp_path / "out") == []
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL, "the handler is put back"
+
+
+# -- SIGTERM and the output_dir lock, through real processes ---------------------------------------------
+def _start(config: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "ltx_trainer.train", str(config), "--disable-progress-bars", "--log-every", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def _wait_for(process: subprocess.Popen, text: str, timeout: float = 240.0) -> list[str]:
+    lines, deadline = [], time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if text in line:
+            return lines
+    process.kill()
+    raise AssertionError(f"{text!r} never printed: {''.join(lines)}{process.stderr.read()}")
+
+
+def test_sigterm_stops_cleanly_and_says_how_to_resume(checkpoint, data_root, tmp_path):
+    raw = training_config(checkpoint, data_root, tmp_path / "out", optimization={"steps": 500}, **RESUMABLE)
+    process = _start(_write_yaml(raw, tmp_path / "config.yaml"))
+    try:
+        _wait_for(process, "saved ")
+        assert (tmp_path / "out" / LOCK_NAME).is_file()
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 128 + signal.SIGTERM, stderr
+    lines = stderr.strip().splitlines()
+    assert lines[-1].startswith("error: stopped by SIGTERM;") and "model.load_checkpoint" in lines[-1], stderr
+    assert "Traceback" not in stderr
+    assert _leftovers(tmp_path / "out") == []
+    folder = tmp_path / "out" / "checkpoints"
+    newest = ckpt.latest_weights(folder)
+    assert newest == ckpt.latest_complete(folder) and newest.name in lines[-1]
+
+
+def test_a_second_run_into_the_same_output_dir_exits_2_naming_the_first(checkpoint, data_root, tmp_path, capsys):
+    raw = training_config(checkpoint, data_root, tmp_path / "out", optimization={"steps": 500})
+    config = _write_yaml(raw, tmp_path / "config.yaml")
+    first = _start(config)
+    try:
+        _wait_for(first, "step 1/500")
+        assert train_cli.main([str(config)]) == 2
+    finally:
+        first.kill()
+        first.wait()
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: output_dir") and f"pid {first.pid}" in err, err
+    assert len(err.splitlines()) == 1
+
+
+def test_a_stale_lock_of_a_dead_process_is_taken_over(checkpoint, data_root, tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / LOCK_NAME).write_text(f'{{"pid": {dead.pid}, "host": "{os.uname().nodename}", "started": "?"}}')
+    raw = training_config(checkpoint, data_root, out, optimization={"steps": 1})
+    Trainer(parse_config(raw)).train()
+    assert not (out / LOCK_NAME).exists()
+
+
+def test_a_live_lock_is_refused_before_any_model_is_built(checkpoint, data_root, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / LOCK_NAME).write_text(f'{{"pid": {os.getppid()}, "host": "{os.uname().nodename}", "started": "x"}}')
+    with pytest.raises(OutputDirLocked, match=rf"in use by another training \(pid {os.getppid()} on"):
+        Trainer(parse_config(training_config(checkpoint, data_root, out)))
+
+
+# -- damaged data and a full disk: one line, exit 1 --------------------------------------------------------
+def _copy_data(data_root: Path, tmp_path: Path) -> Path:
+    import shutil
+
+    copy = tmp_path / "data" / ".precomputed"
+    shutil.copytree(data_root, copy)
+    return copy
+
+
+DAMAGE = {
+    "truncated": lambda p: p.write_bytes(p.read_bytes()[: p.stat().st_size // 2]),
+    "zeroed": lambda p: p.write_bytes(bytes(p.stat().st_size)),
+    "wrong key": lambda p: __import__("safetensors.torch").torch.save_file({"latent": torch.zeros(1)}, str(p)),
+}
+
+
+@pytest.mark.parametrize(("damage", "workers"), [(d, 0) for d in sorted(DAMAGE)] + [("wrong key", 1)])
+def test_a_damaged_sample_is_one_line_naming_the_file(damage, workers, checkpoint, data_root, tmp_path, capsys):
+    data = _copy_data(data_root, tmp_path)
+    bad = sorted((data / "latents").rglob("*.safetensors"))[1]
+    DAMAGE[damage](bad)
+    raw = training_config(checkpoint, data, tmp_path / "out", optimization={"steps": 4})
+    raw["data"]["num_dataloader_workers"] = workers
+    assert train_cli.main([str(_write_yaml(raw, tmp_path / "config.yaml")), "--disable-progress-bars"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(bad) in err and "re-run process_dataset" in err, err
+
+
+def test_a_full_disk_during_a_save_is_one_line_and_keeps_nothing_partial(
+    checkpoint, data_root, tmp_path, monkeypatch, capsys
+):
+    raw = training_config(checkpoint, data_root, tmp_path / "out", optimization={"steps": 3}, **RESUMABLE)
+    real_save = torch.save
+
+    def full_disk_at_step_2(state, path, *a, **k):
+        if isinstance(state, dict) and state.get("global_step") == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_save(state, path, *a, **k)
+
+    monkeypatch.setattr(ckpt.torch, "save", full_disk_at_step_2)
+    assert train_cli.main([str(_write_yaml(raw, tmp_path / "config.yaml")), "--disable-progress-bars"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "no space left" in err and "lora_weights_step_00001" in err, err
+    folder = tmp_path / "out" / "checkpoints"
+    assert sorted(p.name for p in folder.iterdir()) == [ckpt.weights_name("lora", 1), ckpt.state_name(1)]
+    assert _leftovers(tmp_path / "out") == []
+
+
+# -- small ones -----------------------------------------------------------------------------------------
+def test_the_vae_path_fields_are_refused_by_name(checkpoint, data_root, tmp_path):
+    from ltx_trainer.config import ConfigError
+
+    raw = training_config(checkpoint, data_root, tmp_path)
+    raw["model"]["video_vae_path"] = str(checkpoint)
+    raw["model"]["audio_vae_path"] = str(checkpoint)
+    with pytest.raises(ConfigError, match=r"model\.video_vae_path and model\.audio_vae_path: not supported"):
+        parse_config(raw)
+
+
+def test_cpu_bf16_training_writes_0644_files_and_warns_nothing(checkpoint, data_root, tmp_path):
+    # A process of its own: accelerate fixes the mixed precision once per process.
+    raw = training_config(checkpoint, data_root, tmp_path / "out", optimization={"steps": 1})
+    raw["acceleration"] = {"mixed_precision_mode": "bf16"}
+    config = _write_yaml(raw, tmp_path / "config.yaml")
+    run = subprocess.run(
+        [sys.executable, "-W", "always", "-m", "ltx_trainer.train", str(config), "--disable-progress-bars"],
+        capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "always"},
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert "Mismatch dtype" not in run.stderr and "UserWarning" not in run.stderr, run.stderr
+    os.umask(umask := os.umask(0o022))
+    modes = {p.name: oct(p.stat().st_mode & 0o777) for p in (tmp_path / "out").rglob("*") if p.is_file()}
+    assert set(modes.values()) == {oct(0o666 & ~umask)}, modes
+
+
+def test_rms_norm_over_a_lower_precision_input_is_the_fallback_bit_for_bit():
+    from ltx_core.model.transformer.attention import RMSNorm
+
+    norm = RMSNorm(64, eps=1e-6)
+    torch.nn.init.normal_(norm.weight)
+    x = (torch.randn(2, 7, 64) * 3).bfloat16()
+    with pytest.warns(UserWarning, match="Mismatch dtype"):
+        expected = torch.nn.functional.rms_norm(x, (64,), norm.weight, 1e-6)
+    assert torch.equal(norm(x), expected) and norm(x).dtype == torch.bfloat16
+
+
+def test_help_is_complete_when_not_in_a_terminal():
+    result = subprocess.run(
+        [sys.executable, "-m", "ltx_trainer.process_dataset", "--help"], capture_output=True, text=True, check=True
+    )
+    assert "…" not in result.stdout  # rich cut long option names at 80 columns when piped
+    assert "--resolution-buckets" in result.stdout and "--load-text-encoder-in-8bit" in result.stdout
+
+
+def test_the_skill_resumes_into_the_same_log_and_says_how_to_stop():
+    from skill_lint import code_lines
+
+    text = (Path(__file__).parents[3] / ".claude/skills/train-model/phases/8-launch-monitor.md").read_text()
+    resume = text[text.index("## Monitor-only re-entry and resume") :]
+    launches = [line for line in code_lines(resume) if "ltx_trainer.train" in line]
+    assert launches and all(">> <RUN>/logs/train.log" in line for line in launches), launches
+    assert "kill -TERM $(cat <RUN>/logs/train.pid)" in code_lines(text)
+
+
+def test_a_full_disk_is_recognised_through_safetensors_too():
+    from safetensors import SafetensorError
+
+    rust = 'Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No space left on device" })'
+    assert hooks._is_disk_full(SafetensorError(rust))
+    assert hooks._is_disk_full(OSError(errno.ENOSPC, "No space left on device"))
+    assert not hooks._is_disk_full(OSError(errno.EACCES, "Permission denied"))
+    assert not hooks._is_disk_full(SafetensorError("Error while serializing: header too large"))
