@@ -31,14 +31,14 @@ from ltx_pipelines.cli.args import add_guidance_args, add_max_batch_size_arg
 from ltx_pipelines.cli.media_inputs import MediaInputsCli, audio_duration, audio_file
 from ltx_pipelines.cli.runner import CliLayout, ParsedRun, run_pipeline_cli
 from ltx_pipelines.engine.defaults import PipelineDefaults
-from ltx_pipelines.engine.final_latents import FinalLatents
-from ltx_pipelines.engine.generation import Generation
-from ltx_pipelines.engine.guided import GuidedRun
-from ltx_pipelines.engine.loaded_stages import (
+from ltx_pipelines.engine.file_steps import (
     decode_tiling_for,
     encode_conditioning_images,
     upsample_between_stages,
 )
+from ltx_pipelines.engine.final_latents import FinalLatents
+from ltx_pipelines.engine.generation import Generation
+from ltx_pipelines.engine.guided import GuidedRun
 from ltx_pipelines.engine.noise import NoiseSource, fork_noise
 from ltx_pipelines.engine.source_latents import encode_audio_latent
 from ltx_pipelines.engine.stages import ImageCondition, run_denoising_stage

@@ -126,7 +126,7 @@ class RetakePipeline(GuidedPipeline):
 
     def __init__(self, checkpoint_path: str | Path, gemma_root: str | Path | None, *, distilled: bool = True,
                  **options: Any) -> None:  # fmt: skip
-        """`options`: loras, device, dtype, tiling, max_batch_size, lora_fusion, progress."""
+        """`options`: see `GuidedOptions` (`max_batch_size` applies with `distilled=False`)."""
         super().__init__(checkpoint_path, gemma_root, **options)
         self.distilled = distilled
 
