@@ -264,6 +264,11 @@ def add_common_args(
         "--overwrite", action="store_true", help="Replace the output file if it exists (refused otherwise)."
     )
     group.add_argument(
+        "--no-audio-output",
+        action="store_true",
+        help="Write the video without its audio stream (the audio is still generated alongside the video).",
+    )
+    group.add_argument(
         "--save-latents",
         action="store_true",
         help=(

@@ -71,6 +71,8 @@ class RunConfig:
     demo: bool
     log_level: str
     save_latents: bool = False
+    audio_output: bool = True
+    """Whether the written video carries the audio stream (`--no-audio-output` leaves it out)."""
     enhance_prompt: bool = False
     checkpoint_path: Path | None = None
     distilled_checkpoint: bool = False
@@ -328,6 +330,8 @@ class _Checker:
         path = Path(raw).expanduser()
         if suffixes and path.suffix.lower() not in suffixes:
             self.fail(f"--output-path {raw!r}: the file name must end in {' or '.join(suffixes)}")
+        if self.get("no_audio_output", False) and path.suffix.lower() == ".wav":
+            self.fail(f"--no-audio-output: --output-path {raw!r} is an audio file; the flag applies to videos")
         overwrite = bool(self.get("overwrite", False))
         try:
             path = check_output_path(path, overwrite=overwrite)
@@ -522,6 +526,7 @@ im.with_default_crf(crf) for im in images]
         dtype=dtype,
         overwrite=bool(c.get("overwrite", False)),
         save_latents=bool(c.get("save_latents", False)),
+        audio_output=not c.get("no_audio_output", False),
         demo=demo,
         log_level=str(c.get("log_level", "INFO")),
         enhance_prompt=bool(c.get("enhance_prompt", False)),

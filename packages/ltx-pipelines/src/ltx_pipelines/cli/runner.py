@@ -324,6 +324,7 @@ class PipelineCli:
             parameters=self.sidecar_parameters(run),
             model_files=self.model_files(run),
             keep_latents=run.config.save_latents,
+            audio=run.config.audio_output,
         )
         if run.config.demo:
             logger.warning("demo output written to %s. %s", saved.video, self.layout.real_weights_help())
