@@ -148,7 +148,8 @@ def test_lr_schedules(fx):
     for kind in spec["types"]:
         param = torch.nn.Parameter(torch.zeros(1))
         optimizer = torch.optim.SGD([param], lr=spec["learning_rate"])
-        scheduler = make_lr_scheduler(optimizer, kind, spec["steps"], spec["scheduler_params"])
+        # The schema keys the scheduler parameters by schedule type (a type without an entry: its defaults).
+        scheduler = make_lr_scheduler(optimizer, kind, spec["steps"], spec["scheduler_params"].get(kind, {}))
         values = [optimizer.param_groups[0]["lr"]]
         for _ in range(spec["steps"]):
             optimizer.step()

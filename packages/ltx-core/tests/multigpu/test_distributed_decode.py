@@ -6,11 +6,11 @@ import copy
 
 import pytest
 import torch
+from rank_jobs import distributed_decode_job
 
 from ltx_core.model.video_vae import VideoDecoder, VideoVAEConfig
 from ltx_core.model.video_vae.tiling import AxisTiling, TilingConfig
 from ltx_core.multigpu.launch import run_ranks
-from ltx_core.multigpu.rank_jobs import distributed_decode_job
 
 from ..video_vae.conftest import TINY_VAE, randomize_
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from rank_jobs import fail_on_rank_job
 
 from ltx_core.multigpu.launch import RankFailedError, find_free_port, run_ranks
-from ltx_core.multigpu.rank_jobs import fail_on_rank_job
 
 
 def test_a_failing_rank_ends_the_run_with_its_error():

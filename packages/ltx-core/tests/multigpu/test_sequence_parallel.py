@@ -7,11 +7,11 @@ from dataclasses import replace
 
 import pytest
 import torch
+from rank_jobs import sequence_parallel_forward_job
 
 from ltx_core.model.transformer import Modality, ModelVariant, configure_transformer
 from ltx_core.multigpu import SequenceParallelTransformer, check_heads_divide
 from ltx_core.multigpu.launch import run_ranks
-from ltx_core.multigpu.rank_jobs import sequence_parallel_forward_job
 
 # Reuse the transformer tests' tiny config, with head counts that divide by 2 and by 3.
 from ..transformer.conftest import TINY_TRANSFORMER, _positions, randomize_

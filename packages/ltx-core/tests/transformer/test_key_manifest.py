@@ -13,10 +13,10 @@ pytestmark = pytest.mark.golden
 
 
 @pytest.fixture(scope="module")
-def manifest(golden_dir):
+def manifest(golden_dir, golden_lacks):
     path = golden_dir / "ltx-2.3-22b-keys.json"
     if not path.is_file():
-        pytest.skip(f"{path.name} is not in {golden_dir}")
+        golden_lacks(path.name)
     return json.loads(path.read_text())
 
 

@@ -29,16 +29,17 @@ from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import AudioLatentShape, VideoPixelShape
 from ltx_pipelines.cli.args import add_guidance_args, add_max_batch_size_arg
 from ltx_pipelines.cli.media_inputs import MediaInputsCli, audio_duration, audio_file
+from ltx_pipelines.cli.run_config import RunConfig
 from ltx_pipelines.cli.runner import CliLayout, ParsedRun, run_pipeline_cli
 from ltx_pipelines.engine.defaults import PipelineDefaults
-from ltx_pipelines.engine.final_latents import FinalLatents
-from ltx_pipelines.engine.generation import Generation
-from ltx_pipelines.engine.guided import GuidedRun
-from ltx_pipelines.engine.loaded_stages import (
+from ltx_pipelines.engine.file_steps import (
     decode_tiling_for,
     encode_conditioning_images,
     upsample_between_stages,
 )
+from ltx_pipelines.engine.final_latents import FinalLatents
+from ltx_pipelines.engine.generation import Generation
+from ltx_pipelines.engine.guided import GuidedRun
 from ltx_pipelines.engine.noise import NoiseSource, fork_noise
 from ltx_pipelines.engine.source_latents import encode_audio_latent
 from ltx_pipelines.engine.stages import ImageCondition, run_denoising_stage
@@ -223,6 +224,16 @@ class A2VidPipelineTwoStage(TI2VidTwoStagesPipeline):
 A2VID_LAYOUT = CliLayout(distilled=False, two_stage=True, guidance=False, distilled_lora=True, sampling_steps=True)
 
 
+@dataclass(frozen=True)
+class AudioRequest:
+    """The audio-input flags, checked: the file, where in it the audio starts, and at most how long."""
+
+    path: Path
+    start_time: float
+    max_duration: float | None
+    """None: the video's duration."""
+
+
 class A2VidCli(MediaInputsCli):
     """The two-stage command line with video guidance only (the audio is frozen) and the audio flags."""
 
@@ -264,20 +275,25 @@ class A2VidCli(MediaInputsCli):
             return f"--audio-start-time {start}: {str(args.audio_path)!r} has only {length:.3f} s of audio"
         return None
 
+    def check_extra(
+        self, parser: argparse.ArgumentParser, args: argparse.Namespace, config: RunConfig
+    ) -> dict[str, Any]:
+        """The audio-input flags as one value (`media_problem` checked them already)."""
+        return {"audio": AudioRequest(args.audio_path, args.audio_start_time, args.audio_max_duration)}
+
     def generation_options(self, run: ParsedRun) -> dict[str, Any]:
-        config, args = run.config, run.parameters
+        config, request = run.config, run.extra["audio"]
         options = super().generation_options(run)
         options.update(
             negative_prompt=config.negative_prompt,
             num_inference_steps=config.num_inference_steps,
             video_guidance=config.video_guidance,
         )
-        longest = args["audio_max_duration"]
         video_seconds = config.num_frames / config.frame_rate
         options["audio"] = AudioInput.from_file(
-            args["audio_path"],
-            start_time=args["audio_start_time"],
-            max_duration=video_seconds if longest is None else longest,
+            request.path,
+            start_time=request.start_time,
+            max_duration=video_seconds if request.max_duration is None else request.max_duration,
         )
         return options
 

@@ -23,9 +23,9 @@ from ltx_pipelines.cli.hf_paths import HfPathError, resolve_model_path
 from ltx_pipelines.cli.runner import gc_skips_loaded_modules, run_reporting_errors
 from ltx_pipelines.cli.tiling_flags import add_tiling_args, tiling_from_args
 from ltx_pipelines.engine.checkpoint_kind import check_checkpoint_kind
+from ltx_pipelines.engine.file_steps import generation_from_final
 from ltx_pipelines.engine.generation import SavedGeneration
 from ltx_pipelines.engine.latents_file import LatentsFileError, load_latents, read_latents_header
-from ltx_pipelines.engine.loaded_stages import generation_from_final
 from ltx_pipelines.media.atomic_files import check_output_path, sidecar_path
 
 logger = logging.getLogger(__name__)

@@ -23,12 +23,12 @@ from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
 from ltx_pipelines.cli.runner import DISTILLED_LAYOUT, ParsedRun, PipelineCli, run_pipeline_cli
 from ltx_pipelines.engine.defaults import TWO_STAGE_SPATIAL_MULTIPLE
-from ltx_pipelines.engine.generation import Generation
-from ltx_pipelines.engine.loaded_stages import (
+from ltx_pipelines.engine.file_steps import (
     contexts_on,
     encode_conditioning_images,
     upsample_between_stages,
 )
+from ltx_pipelines.engine.generation import Generation
 from ltx_pipelines.engine.noise import NoiseSource
 from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
 from ltx_pipelines.engine.stages import ImageCondition, run_denoising_stage
@@ -55,7 +55,7 @@ class DistilledPipeline(PromptPipeline):
         gemma_root: str | Path | None,
         **options: Unpack[PipelineOptions],
     ) -> None:
-        """`options`: loras, device, dtype, tiling, lora_fusion, progress (see `PromptPipeline`)."""
+        """`options`: see `PipelineOptions`."""
         super().__init__(checkpoint_path, gemma_root, **options)
         self.spatial_upsampler_path = Path(spatial_upsampler_path)
 

@@ -16,7 +16,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,15 +35,14 @@ from ltx_core.types import VideoPixelShape
 from ltx_pipelines.cli.args import DTYPE_CHOICES, LOG_LEVELS, configure_logging, make_parser
 from ltx_pipelines.cli.runner import run_reporting_errors
 from ltx_pipelines.engine.checkpoint_kind import check_checkpoint_kind
-from ltx_pipelines.engine.final_latents import decoded_video_frames
-from ltx_pipelines.engine.generation import _package_versions, describe_model_files
-from ltx_pipelines.engine.ic_references import ReferenceFactors, reference_factors
-from ltx_pipelines.engine.loaded_stages import (
+from ltx_pipelines.engine.file_steps import (
     contexts_on,
     encode_conditioning_images,
     upsample_between_stages,
 )
-from ltx_pipelines.engine.model_loading import Placement
+from ltx_pipelines.engine.final_latents import frames_from_checkpoint
+from ltx_pipelines.engine.generation import _package_versions, describe_model_files
+from ltx_pipelines.engine.ic_references import ReferenceFactors, reference_factors
 from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
 from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
 from ltx_pipelines.engine.stages import run_denoising_stage
@@ -243,8 +242,8 @@ class HDRICLoraPipeline(PromptPipeline):
 
         def linear_frames() -> Iterator[torch.Tensor]:
             # float32 weights and latent: the inverse LogC3 curve amplifies any rounding of the codes.
-            placement = Placement(device, torch.float32)
-            for chunk in decoded_video_frames(
+            placement = replace(self.placement, dtype=torch.float32)
+            for chunk in frames_from_checkpoint(
                 self.checkpoint_path, placement, refined.float(), self.decode_tiling, noise
             ):
                 # Scene light is never negative; codes below the curve's black level would decode below 0.

@@ -30,6 +30,7 @@ from ltx_pipelines.cli.args import _number, _RepeatedValuesAction
 from ltx_pipelines.cli.run_config import RunConfig
 from ltx_pipelines.cli.runner import DISTILLED_LAYOUT, ParsedRun, PipelineCli, run_pipeline_cli
 from ltx_pipelines.engine.defaults import TWO_STAGE_SPATIAL_MULTIPLE
+from ltx_pipelines.engine.file_steps import contexts_on, encode_conditioning_images, upsample_between_stages
 from ltx_pipelines.engine.generation import Generation
 from ltx_pipelines.engine.ic_references import (
     ReferenceFactors,
@@ -39,7 +40,6 @@ from ltx_pipelines.engine.ic_references import (
     reference_conditionings,
     reference_factors,
 )
-from ltx_pipelines.engine.loaded_stages import contexts_on, encode_conditioning_images, upsample_between_stages
 from ltx_pipelines.engine.noise import NoiseSource
 from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
 from ltx_pipelines.engine.stages import ImageCondition, run_denoising_stage
@@ -72,7 +72,7 @@ class ICLoraPipeline(PromptPipeline):
         ic_loras: Sequence[LoraSpec] = (),
         **options: Unpack[PipelineOptions],
     ) -> None:
-        """`options`: loras, device, dtype, tiling, lora_fusion, progress (see `PromptPipeline`)."""
+        """`options`: see `PipelineOptions`."""
         super().__init__(checkpoint_path, gemma_root, **options)
         self.spatial_upsampler_path = Path(spatial_upsampler_path)
         self.ic_loras = tuple(ic_loras)

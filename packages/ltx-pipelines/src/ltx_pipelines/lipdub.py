@@ -41,9 +41,9 @@ from ltx_pipelines.cli.runner import DISTILLED_LAYOUT, ParsedRun, PipelineCli, r
 from ltx_pipelines.cli.runtime_flags import add_runtime_args
 from ltx_pipelines.cli.tiling_flags import add_tiling_args
 from ltx_pipelines.engine.defaults import TWO_STAGE_SPATIAL_MULTIPLE, PipelineDefaults
+from ltx_pipelines.engine.file_steps import contexts_on, encode_conditioning_images, upsample_between_stages
 from ltx_pipelines.engine.generation import Generation
 from ltx_pipelines.engine.ic_references import VideoReference, reference_conditionings, reference_factors
-from ltx_pipelines.engine.loaded_stages import contexts_on, encode_conditioning_images, upsample_between_stages
 from ltx_pipelines.engine.model_loading import loaded
 from ltx_pipelines.engine.noise import NoiseSource
 from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline

@@ -34,6 +34,7 @@ from ltx_pipelines.cli.args import (
     make_parser,
 )
 from ltx_pipelines.cli.media_inputs import MediaInputsCli, video_file
+from ltx_pipelines.cli.run_config import RunConfig
 from ltx_pipelines.cli.runner import CliLayout, ParsedRun, run_pipeline_cli
 from ltx_pipelines.cli.runtime_flags import add_runtime_args
 from ltx_pipelines.cli.tiling_flags import add_tiling_args
@@ -126,7 +127,7 @@ class RetakePipeline(GuidedPipeline):
 
     def __init__(self, checkpoint_path: str | Path, gemma_root: str | Path | None, *, distilled: bool = True,
                  **options: Any) -> None:  # fmt: skip
-        """`options`: loras, device, dtype, tiling, max_batch_size, lora_fusion, progress."""
+        """`options`: see `GuidedOptions` (`max_batch_size` applies with `distilled=False`)."""
         super().__init__(checkpoint_path, gemma_root, **options)
         self.distilled = distilled
 
@@ -281,6 +282,17 @@ def check_region(start_time: float, end_time: float, regenerate_video: bool, reg
 RETAKE_LAYOUT = CliLayout(distilled=True, two_stage=False, guidance=False, distilled_lora=False, sampling_steps=False)
 
 
+@dataclass(frozen=True)
+class RetakeRequest:
+    """The retake flags, checked: the source video and the region to regenerate in it."""
+
+    video_path: Path
+    start_time: float
+    end_time: float
+    regenerate_video: bool
+    regenerate_audio: bool
+
+
 class RetakeCli(MediaInputsCli):
     """The retake command line: the source video and the region; size, length and rate come from it."""
 
@@ -334,16 +346,29 @@ class RetakeCli(MediaInputsCli):
             return "--no-regenerate-video with --no-regenerate-audio leaves nothing to retake"
         return None
 
+    def check_extra(
+        self, parser: argparse.ArgumentParser, args: argparse.Namespace, config: RunConfig
+    ) -> dict[str, Any]:
+        """The retake flags as one value (`media_problem` checked them already)."""
+        request = RetakeRequest(
+            video_path=args.video_path,
+            start_time=args.start_time,
+            end_time=args.end_time,
+            regenerate_video=args.regenerate_video,
+            regenerate_audio=args.regenerate_audio,
+        )
+        return {"retake": request}
+
     def generation_options(self, run: ParsedRun) -> dict[str, Any]:
-        args = run.parameters
+        request: RetakeRequest = run.extra["retake"]
         return {
             "seed": run.config.seed,
             "enhance_prompt": run.config.enhance_prompt,
-            "source": RetakeSource.from_file(args["video_path"]),
-            "start_time": args["start_time"],
-            "end_time": args["end_time"],
-            "regenerate_video": args["regenerate_video"],
-            "regenerate_audio": args["regenerate_audio"],
+            "source": RetakeSource.from_file(request.video_path),
+            "start_time": request.start_time,
+            "end_time": request.end_time,
+            "regenerate_video": request.regenerate_video,
+            "regenerate_audio": request.regenerate_audio,
         }
 
 

@@ -17,10 +17,10 @@ from ltx_core.components.schedulers import LTX2Scheduler
 from ltx_pipelines.cli.args import add_max_batch_size_arg
 from ltx_pipelines.cli.runner import ONE_STAGE_LAYOUT, guided_main
 from ltx_pipelines.engine.audio_output import AudioGeneration
+from ltx_pipelines.engine.file_steps import encode_conditioning_images
 from ltx_pipelines.engine.final_latents import decode_audio_from_checkpoint
 from ltx_pipelines.engine.generation import Generation
 from ltx_pipelines.engine.guided import GuidedPipeline, GuidedRun, frozen_streams_keep_positive_context
-from ltx_pipelines.engine.loaded_stages import encode_conditioning_images
 from ltx_pipelines.engine.stages import run_denoising_stage
 
 

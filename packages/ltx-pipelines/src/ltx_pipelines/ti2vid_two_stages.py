@@ -24,9 +24,9 @@ from ltx_core.types import VideoPixelShape
 from ltx_pipelines.cli.args import add_max_batch_size_arg
 from ltx_pipelines.cli.runner import TWO_STAGE_LAYOUT, guided_main
 from ltx_pipelines.engine.defaults import TWO_STAGE_SPATIAL_MULTIPLE
+from ltx_pipelines.engine.file_steps import encode_conditioning_images, upsample_between_stages
 from ltx_pipelines.engine.generation import Generation
 from ltx_pipelines.engine.guided import GuidanceSettings, GuidedPipeline, GuidedRun
-from ltx_pipelines.engine.loaded_stages import encode_conditioning_images, upsample_between_stages
 from ltx_pipelines.engine.prompt_pipeline import GuidedOptions
 from ltx_pipelines.engine.stages import run_denoising_stage
 
@@ -61,8 +61,7 @@ class TI2VidTwoStagesPipeline(GuidedPipeline):
         distilled_lora: LoraSpec | None,
         **options: Unpack[GuidedOptions],
     ) -> None:
-        """`options`: loras, device, dtype, tiling, max_batch_size, lora_fusion, progress (see
-        `GuidedPipeline`)."""
+        """`options`: see `GuidedOptions`."""
         super().__init__(checkpoint_path, gemma_root, **options)
         self.spatial_upsampler_path = Path(spatial_upsampler_path)
         self.distilled_lora = distilled_lora

@@ -67,7 +67,7 @@ class TI2VidTwoStagesHQPipeline(TI2VidTwoStagesPipeline):
         **options: Unpack[GuidedOptions],
     ) -> None:
         """`sde_noise_seed` seeds res2s's own SDE generators (not the run's seed, as in the reference).
-        `options`: loras, device, dtype, tiling, max_batch_size, lora_fusion, progress."""
+        `options`: see `GuidedOptions`."""
         spec = distilled_lora if isinstance(distilled_lora, LoraSpec) or distilled_lora is None else None
         if spec is None and distilled_lora is not None:
             spec = LoraSpec(Path(distilled_lora))

@@ -10,10 +10,8 @@ import torch
 from PIL import Image
 
 from ltx_core.components.guiders import MultiModalGuiderParams
-from ltx_core.loader import LoraFusionPrecision
+from ltx_core.loader import LoraFusionPrecision, LoraSpec
 from ltx_pipelines.cli.args import (
-    ImageConditioningInput,
-    LoraInput,
     RunConfig,
     ValidationRules,
     add_common_args,
@@ -27,6 +25,7 @@ from ltx_pipelines.cli.args import (
     validate_args,
 )
 from ltx_pipelines.engine.defaults import DEFAULT_NEGATIVE_PROMPT, LTX_2_DEFAULTS
+from ltx_pipelines.engine.stages import ImageCondition
 
 
 def two_stage_parser(*, distilled: bool = False) -> argparse.ArgumentParser:
@@ -114,11 +113,11 @@ def test_defaults_and_a_valid_run(base_argv, model_files, tmp_path):
     assert config.checkpoint_path == model_files.checkpoint and not config.distilled_checkpoint
     assert config.model_version == (2, 3, 0)
     assert config.spatial_upsampler_path == model_files.upsampler and config.gemma_root == model_files.gemma_root
-    assert config.distilled_lora == LoraInput(model_files.lora, 0.6)
+    assert config.distilled_lora == LoraSpec(model_files.lora, 0.6)
     assert config.output_path == tmp_path / "out" / "fox.mp4"
     assert config.images == (
-        ImageConditioningInput(model_files.image, 0, 1.0, 33),  # CRF from the checkpoint's version
-        ImageConditioningInput(model_files.image, 120, 0.5, 20),
+        ImageCondition(path=model_files.image, frame_idx=0, strength=1.0, crf=33),  # CRF from the checkpoint's version
+        ImageCondition(path=model_files.image, frame_idx=120, strength=0.5, crf=20),
     )
     assert config.video_guidance == MultiModalGuiderParams(
         cfg_scale=3.0, stg_scale=1.0, rescale_scale=0.7, modality_scale=3.0, skip_step=0, stg_blocks=(28,)
@@ -156,7 +155,7 @@ def test_distilled_parser(model_files, tmp_path):
     argv += ["--output-path", str(tmp_path / "d.mp4"), "--lora", str(model_files.lora), "--device", "cpu"]
     config = run(parser, argv)
     assert config.distilled_checkpoint and config.checkpoint_path == model_files.checkpoint
-    assert config.loras == (LoraInput(model_files.lora, 1.0),)
+    assert config.loras == (LoraSpec(model_files.lora, 1.0),)
     assert config.video_guidance is None and config.num_inference_steps is None and config.negative_prompt is None
 
 

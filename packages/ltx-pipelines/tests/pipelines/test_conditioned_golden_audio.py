@@ -6,6 +6,7 @@ from the fixture's params (the keyframe and IC-LoRA runs belong to their own pip
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,9 +46,9 @@ def _common(p: dict[str, Any]) -> dict[str, Any]:
     return {"device": "cpu", "dtype": torch.float32, "progress": False}
 
 
-def _run_or_skip(p: dict[str, Any], run: str) -> None:
+def _require_run(p: dict[str, Any], run: str, golden_lacks: Callable[[str], None]) -> None:
     if f"{run}.pipeline" not in p:
-        pytest.skip(f"this fixture set has no {run!r} run")
+        golden_lacks(f"fx_conditioned_pipelines: the {run!r} run")
 
 
 class Compared:
@@ -75,11 +76,11 @@ def _check_draws(p: dict[str, Any], run: str, noise: ReplayedNoise) -> None:
     assert [d for d in noise.drawn if d in listed] == [d for d in listed if d in noise.stored], f"{run}: draw order"
 
 
-def test_text_to_audio_replays_the_reference(fx, golden_checkpoint, assert_golden_close, read_keys):
+def test_text_to_audio_replays_the_reference(fx, golden_checkpoint, assert_golden_close, read_keys, golden_lacks):
     from ltx_pipelines.t2a_one_stage import T2AOneStagePipeline
 
     p = fx.params
-    _run_or_skip(p, "t2a")
+    _require_run(p, "t2a", golden_lacks)
     settings = p["t2a.settings"]
     pipeline = T2AOneStagePipeline(golden_checkpoint, None, **_common(p))
     # The pipeline's own schedule is the recorded one.
@@ -115,11 +116,11 @@ def _stage_loras(p: dict[str, Any], run: str, stage: str, folder: Path) -> list[
 
 
 def test_audio_to_video_replays_the_reference(fx, golden_checkpoint, golden_spatial_upsampler, golden_dir,
-                                              assert_golden_close):  # fmt: skip
+                                              assert_golden_close, golden_lacks):  # fmt: skip
     from ltx_pipelines.a2vid_two_stage import A2VidPipelineTwoStage, AudioInput
 
     p = fx.params
-    _run_or_skip(p, "a2vid")
+    _require_run(p, "a2vid", golden_lacks)
     settings = p["a2vid.settings"]
     assert not p["a2vid.stage_1_loras"], "stage 1 runs without LoRAs here"
     (distilled,) = _stage_loras(p, "a2vid", "stage_2", golden_dir)
@@ -162,12 +163,12 @@ def test_audio_to_video_replays_the_reference(fx, golden_checkpoint, golden_spat
     _check_draws(p, "a2vid", noise)
 
 
-def test_retake_replays_the_reference(fx, golden_checkpoint, assert_golden_close):
+def test_retake_replays_the_reference(fx, golden_checkpoint, assert_golden_close, golden_lacks):
     from ltx_core.types import VideoPixelShape
     from ltx_pipelines.retake import RetakePipeline, RetakeSource
 
     p = fx.params
-    _run_or_skip(p, "retake")
+    _require_run(p, "retake", golden_lacks)
     settings = p["retake.settings"]
     assert not p["retake.stage_1_loras"], "the retake run fuses no LoRA"
     pipeline = RetakePipeline(

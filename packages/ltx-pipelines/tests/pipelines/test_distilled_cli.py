@@ -235,8 +235,6 @@ def no_model_building(monkeypatch) -> None:
 
     monkeypatch.setattr(distilled, "DistilledPipeline", refuse)
     monkeypatch.setattr("ltx_pipelines.engine.model_loading.build_model", refuse)
-    monkeypatch.setattr("ltx_core.loader.build_model", refuse)
-    monkeypatch.setattr("ltx_core.loader.builder.build_model", refuse)
     monkeypatch.setattr("ltx_core.text_encoders.gemma.text_encoder.GemmaTextEncoder.from_folder", refuse)
     monkeypatch.setattr("ltx_pipelines.demo_assets.ensure_demo_assets", refuse)
 

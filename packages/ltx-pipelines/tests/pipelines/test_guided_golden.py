@@ -215,7 +215,7 @@ def files(golden_checkpoint, golden_spatial_upsampler, golden_dir) -> ModelFiles
     return ModelFiles(golden_checkpoint, golden_spatial_upsampler, golden_dir)
 
 
-def test_guided_pipelines_replay_the_reference(fx, files, assert_golden_close):
+def test_guided_pipelines_replay_the_reference(fx, files, assert_golden_close, golden_lacks):
     """Every run of the set in one test, so none is left out; a run's failure does not hide the others'."""
     p = fx.params
     failures: list[str] = []
@@ -233,16 +233,16 @@ def test_guided_pipelines_replay_the_reference(fx, files, assert_golden_close):
         missing += report.missing
     assert not failures, "\n".join(failures)
     if missing:
-        pytest.skip(f"every stored tensor matches; this fixture set lacks {missing}")
+        golden_lacks(f"{fx.path.name}: {missing} (every stored tensor matches)")
 
 
-def test_fusing_the_lora_in_float32_is_an_explicit_option(fx, files):
+def test_fusing_the_lora_in_float32_is_an_explicit_option(fx, files, golden_lacks):
     """The pipeline option reaches the builder: `lora_fusion="float32"` gives other stage weights than
     the default (the reference's rule, which the replay above matches)."""
     p = fx.params
     run = next((r for r in _runs(fx) if _stage_loras(p, r).files()), None)
     if run is None:
-        pytest.skip("no run of this fixture set fuses a LoRA")
+        golden_lacks(f"{fx.path.name}: a run that fuses a LoRA")
     loras = _stage_loras(p, run)
     stage = next(s for s, pairs in loras.per_stage.items() if pairs)
     weights = {}

@@ -180,7 +180,6 @@ def no_model_building(monkeypatch) -> None:
         raise ModelBuilt("a model was built before the input was validated")
 
     monkeypatch.setattr("ltx_pipelines.engine.model_loading.build_model", refuse)
-    monkeypatch.setattr("ltx_pipelines.engine.final_latents.build_model", refuse)
     monkeypatch.setattr("ltx_pipelines.demo_assets.ensure_demo_assets", refuse)
 
 

@@ -119,7 +119,7 @@ def test_keyframe_at_frame_zero_is_appended_not_substituted(
     image = write_test_image(tmp_path / "key.png", width=128, height=128)
     from ltx_core.conditioning import VideoConditionByKeyframeIndex, VideoConditionByLatentIndex
     from ltx_core.types import VideoPixelShape
-    from ltx_pipelines.engine.loaded_stages import encode_conditioning_images
+    from ltx_pipelines.engine.file_steps import encode_conditioning_images
     from ltx_pipelines.engine.model_loading import Placement
 
     shape = VideoPixelShape(1, FRAMES, HEIGHT, WIDTH, FPS)
@@ -327,8 +327,6 @@ def no_model_building(monkeypatch) -> None:
         raise ModelBuilt("a model was built before the input was validated")
 
     monkeypatch.setattr("ltx_pipelines.engine.model_loading.build_model", refuse)
-    monkeypatch.setattr("ltx_pipelines.engine.final_latents.build_model", refuse)
-    monkeypatch.setattr("ltx_core.loader.build_model", refuse)
     monkeypatch.setattr("ltx_pipelines.demo_assets.ensure_demo_assets", refuse)
 
 

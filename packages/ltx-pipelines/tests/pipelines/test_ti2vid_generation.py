@@ -8,7 +8,7 @@ LoRAs land in the stages they belong to. STG blocks come from the checkpoint's t
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import av
@@ -20,6 +20,7 @@ from ltx_core.components.schedulers import LTX2Scheduler
 from ltx_core.conditioning import FrozenModality, VideoConditionByLatentIndex
 from ltx_core.loader import LoraFusionPrecision, LoraSpec, build_model, read_checkpoint_config, read_safetensors_header
 from ltx_core.model.video_vae import VIDEO_ENCODER
+from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.text_encoders.gemma.prompt_encoding import context_row
 from ltx_core.types import AudioLatentShape, VideoLatentShape, VideoPixelShape
 from ltx_pipelines import ti2vid_one_stage, ti2vid_two_stages, ti2vid_two_stages_hq
@@ -27,7 +28,7 @@ from ltx_pipelines.engine.audio_output import AudioGeneration
 from ltx_pipelines.engine.defaults import LTX_2_3_HQ_DEFAULTS, defaults_for_checkpoint
 from ltx_pipelines.engine.model_loading import Placement
 from ltx_pipelines.engine.noise import SeededNoise
-from ltx_pipelines.engine.prompts import PromptPair, encode_prompt, encode_prompt_pair
+from ltx_pipelines.engine.prompts import encode_prompt
 from ltx_pipelines.engine.stages import ImageCondition, StageConditions
 from ltx_pipelines.ti2vid_one_stage import TI2VidOneStagePipeline
 from ltx_pipelines.ti2vid_two_stages import TI2VidTwoStagesPipeline
@@ -89,11 +90,20 @@ def assets(
     )
 
 
+@dataclass(frozen=True)
+class PromptPair:
+    """Contexts of the prompt and of the negative prompt, each with a batch of one."""
+
+    positive: TextContexts
+    negative: TextContexts
+
+
 @pytest.fixture(scope="module")
 def prompts(assets) -> PromptPair:
-    return encode_prompt_pair(
-        PROMPT, NEGATIVE, gemma_root=assets.gemma, checkpoint=assets.checkpoint, placement=PLACEMENT
-    )
+    """Both prompts from one Gemma batch, as the guided pipelines encode them."""
+    contexts, _ = encode_prompt([PROMPT, NEGATIVE], gemma_root=assets.gemma, checkpoint=assets.checkpoint,
+                                placement=PLACEMENT)  # fmt: skip
+    return PromptPair(positive=context_row(contexts, 0), negative=context_row(contexts, 1))
 
 
 def _read_mp4(path: Path) -> dict:

@@ -159,16 +159,6 @@ class StereoAudio:
         return StereoAudio(wave.contiguous(), self.sample_rate)
 
 
-def has_audio_track(path: str | Path) -> bool:
-    if is_image(path):
-        return False
-    try:
-        with av.open(str(path)) as container:
-            return bool(container.streams.audio)
-    except av.error.FFmpegError:
-        return False
-
-
 def read_stereo_audio(path: str | Path, max_duration: float | None = None) -> StereoAudio:
     """The first audio track as stereo float32 at its own rate, from its start, at most `max_duration` s.
 

@@ -15,7 +15,6 @@ bfloat16 to the float8 weight read back as bfloat16, and the sum is cast to floa
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 import torch
@@ -84,9 +83,3 @@ def fuse_into_fp8(weight: torch.Tensor, delta_bf16: torch.Tensor) -> torch.Tenso
     """LoRA fusion into a float8 weight: float8 -> bfloat16, add the bfloat16 delta, round back."""
     fused = weight.to(torch.bfloat16) + delta_bf16.to(weight.device, torch.bfloat16)
     return fused.to(weight.dtype)
-
-
-def quantized_weight_bytes(model: nn.Module, names: Iterable[str] | None = None) -> int:
-    """Bytes held by every parameter and buffer of `model` (or of the named submodules)."""
-    modules = [model] if names is None else [model.get_submodule(n) for n in names]
-    return sum(t.numel() * t.element_size() for m in modules for t in (*m.parameters(), *m.buffers()))

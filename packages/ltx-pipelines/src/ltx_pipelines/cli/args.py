@@ -25,12 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from ltx_core.components.guiders import MultiModalGuiderParams
-from ltx_core.loader import DEFAULT_LORA_FUSION, LoraFusionPrecision
+from ltx_core.loader import DEFAULT_LORA_FUSION, LoraFusionPrecision, LoraSpec
 from ltx_pipelines.cli.arg_types import finite_float, positive_int
 from ltx_pipelines.cli.hf_paths import cached_hf_file, is_hf_path
 from ltx_pipelines.cli.run_config import (
-    ImageConditioningInput,
-    LoraInput,
     RunConfig,
     ValidationRules,
     validate_args,
@@ -46,6 +44,7 @@ from ltx_pipelines.engine.defaults import (
     defaults_for_checkpoint,
     spatial_multiple,
 )
+from ltx_pipelines.engine.stages import ImageCondition
 
 logger = logging.getLogger(__name__)
 
@@ -56,9 +55,7 @@ __all__ = [
     "DTYPE_CHOICES",
     "LOG_LEVELS",
     "ImageAction",
-    "ImageConditioningInput",
     "LoraAction",
-    "LoraInput",
     "RunConfig",
     "ValidationRules",
     "add_common_args",
@@ -115,16 +112,16 @@ class _RepeatedValuesAction(argparse.Action):
 
 
 class ImageAction(_RepeatedValuesAction):
-    """`--image PATH FRAME_IDX STRENGTH [CRF]`, repeatable; appends an ImageConditioningInput."""
+    """`--image PATH FRAME_IDX STRENGTH [CRF]`, repeatable; appends an ImageCondition."""
 
     display_metavar = "PATH FRAME_IDX STRENGTH [CRF]"
 
-    def parse_values(self, values: list[str]) -> ImageConditioningInput:
+    def parse_values(self, values: list[str]) -> ImageCondition:
         if len(values) not in (3, 4):
             raise argparse.ArgumentError(
                 self, f"takes 3 or 4 values (PATH FRAME_IDX STRENGTH [CRF]); got {len(values)}: {values}"
             )
-        return ImageConditioningInput(
+        return ImageCondition(
             path=Path(values[0]).expanduser(),
             frame_idx=_number(self, "FRAME_IDX", values[1], int),
             strength=_number(self, "STRENGTH", values[2], float),
@@ -133,18 +130,18 @@ class ImageAction(_RepeatedValuesAction):
 
 
 class LoraAction(_RepeatedValuesAction):
-    """`--lora PATH [STRENGTH]`, repeatable; appends a LoraInput (strength defaults to 1.0)."""
+    """`--lora PATH [STRENGTH]`, repeatable; appends a LoraSpec (strength defaults to 1.0)."""
 
     display_metavar = "PATH [STRENGTH]"
 
-    def parse_values(self, values: list[str]) -> LoraInput:
+    def parse_values(self, values: list[str]) -> LoraSpec:
         if len(values) not in (1, 2):
             raise argparse.ArgumentError(
                 self, f"takes PATH and an optional STRENGTH; got {len(values)} values: {values}"
             )
         strength = _number(self, "STRENGTH", values[1], float) if len(values) == 2 else DEFAULT_LORA_STRENGTH
         path = values[0] if is_hf_path(values[0]) else Path(values[0]).expanduser()
-        return LoraInput(path, strength)
+        return LoraSpec(path, strength)
 
 
 def add_model_args(parser: argparse.ArgumentParser, *, distilled: bool) -> argparse.ArgumentParser:
@@ -265,6 +262,11 @@ def add_common_args(
     )
     group.add_argument(
         "--overwrite", action="store_true", help="Replace the output file if it exists (refused otherwise)."
+    )
+    group.add_argument(
+        "--no-audio-output",
+        action="store_true",
+        help="Write the video without its audio stream (the audio is still generated alongside the video).",
     )
     group.add_argument(
         "--save-latents",

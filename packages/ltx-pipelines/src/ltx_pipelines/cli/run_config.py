@@ -20,7 +20,7 @@ from PIL import Image, UnidentifiedImageError
 
 from ltx_core.components.guiders import MultiModalGuiderParams
 from ltx_core.devices import default_device, parse_dtype
-from ltx_core.loader import DEFAULT_LORA_FUSION, CheckpointError, LoraFusionPrecision
+from ltx_core.loader import DEFAULT_LORA_FUSION, CheckpointError, LoraFusionPrecision, LoraSpec
 from ltx_core.memory_estimate import InsufficientMemoryError, WorkloadShape, check_fits, free_device_memory
 from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.runtime import RuntimeOptions
@@ -31,30 +31,13 @@ from ltx_pipelines.cli.runtime_flags import runtime_from_args
 from ltx_pipelines.cli.tiling_flags import tiling_from_args
 from ltx_pipelines.engine.checkpoint_kind import ExpectedKind, check_checkpoint_kind
 from ltx_pipelines.engine.defaults import default_image_crf, normalize_model_version, spatial_multiple
+from ltx_pipelines.engine.stages import ImageCondition
 from ltx_pipelines.media.atomic_files import check_output_path, sidecar_path
 
 logger = logging.getLogger(__name__)
 
 _MAX_CRF = 51
 _SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch.Generator.manual_seed accepts
-
-
-@dataclass(frozen=True)
-class ImageConditioningInput:
-    """`--image PATH FRAME_IDX STRENGTH [CRF]`; `crf=None` until resolved from the model version."""
-
-    path: Path
-    frame_idx: int
-    strength: float
-    crf: int | None = None
-
-
-@dataclass(frozen=True)
-class LoraInput:
-    """`--lora PATH [STRENGTH]`; `path` stays a string until validation (it may be an hf:// path)."""
-
-    path: str | Path
-    strength: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -88,6 +71,8 @@ class RunConfig:
     demo: bool
     log_level: str
     save_latents: bool = False
+    audio_output: bool = True
+    """Whether the written video carries the audio stream (`--no-audio-output` leaves it out)."""
     enhance_prompt: bool = False
     checkpoint_path: Path | None = None
     distilled_checkpoint: bool = False
@@ -95,8 +80,8 @@ class RunConfig:
     model_version: tuple[int, ...] = ()
     gemma_root: Path | None = None
     spatial_upsampler_path: Path | None = None
-    loras: tuple[LoraInput, ...] = ()
-    distilled_lora: LoraInput | None = None
+    loras: tuple[LoraSpec, ...] = ()
+    distilled_lora: LoraSpec | None = None
     lora_fusion: LoraFusionPrecision = DEFAULT_LORA_FUSION
     negative_prompt: str | None = None
     height: int | None = None
@@ -104,7 +89,7 @@ class RunConfig:
     num_frames: int | None = None
     frame_rate: float | None = None
     num_inference_steps: int | None = None
-    images: tuple[ImageConditioningInput, ...] = ()
+    images: tuple[ImageCondition, ...] = ()
     video_guidance: MultiModalGuiderParams | None = None
     audio_guidance: MultiModalGuiderParams | None = None
     tiling: TilingConfig | None = None
@@ -349,6 +334,8 @@ class _Checker:
         path = Path(raw).expanduser()
         if suffixes and path.suffix.lower() not in suffixes:
             self.fail(f"--output-path {raw!r}: the file name must end in {' or '.join(suffixes)}")
+        if self.get("no_audio_output", False) and path.suffix.lower() == ".wav":
+            self.fail(f"--no-audio-output: --output-path {raw!r} is an audio file; the flag applies to videos")
         overwrite = bool(self.get("overwrite", False))
         try:
             path = check_output_path(path, overwrite=overwrite)
@@ -370,7 +357,7 @@ class _Checker:
         if not p.is_file():
             self.fail(f"{flag} {str(value)!r} is not a file")
 
-    def images(self, num_frames: int | None) -> list[ImageConditioningInput]:
+    def images(self, num_frames: int | None) -> list[ImageCondition]:
         checked = []
         for image in self.get("images") or []:
             where = f"--image {str(image.path)!r}"
@@ -392,7 +379,7 @@ class _Checker:
             checked.append(image)
         return checked
 
-    def loras(self, flag: str, entries: list[LoraInput]) -> None:
+    def loras(self, flag: str, entries: list[LoraSpec]) -> None:
         for lora in entries:
             self.finite(f"{flag} {str(lora.path)!r} STRENGTH", lora.strength)
             self.local_file(flag, lora.path)
@@ -413,10 +400,10 @@ class _Checker:
         except HfPathError as e:
             self.fail(f"{flag}: {e}")
 
-    def lora_file(self, flag: str, lora: LoraInput) -> LoraInput:
+    def lora_file(self, flag: str, lora: LoraSpec) -> LoraSpec:
         path = self.resolve(flag, lora.path)
         self.kind(flag, path, "lora")
-        return LoraInput(path, lora.strength)
+        return LoraSpec(path, lora.strength)
 
     def kind(self, flag: str, path: Path, expected: ExpectedKind) -> dict[str, Any]:
         if not self.rules.check_kinds:
@@ -533,8 +520,7 @@ def validate_args(
 
     crf = default_image_crf(model_version)
     images = [
-        im if im.crf is not None else ImageConditioningInput(im.path, im.frame_idx, im.strength, crf) for im in images
-    ]
+im.with_default_crf(crf) for im in images]
 
     return RunConfig(
         prompt=str(prompt),
@@ -544,6 +530,7 @@ def validate_args(
         dtype=dtype,
         overwrite=bool(c.get("overwrite", False)),
         save_latents=bool(c.get("save_latents", False)),
+        audio_output=not c.get("no_audio_output", False),
         demo=demo,
         log_level=str(c.get("log_level", "INFO")),
         enhance_prompt=bool(c.get("enhance_prompt", False)),

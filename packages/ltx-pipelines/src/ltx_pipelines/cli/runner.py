@@ -137,12 +137,11 @@ class ParsedRun:
 
     @property
     def lora_specs(self) -> tuple[LoraSpec, ...]:
-        return tuple(LoraSpec(Path(lora.path), lora.strength) for lora in self.config.loras)
+        return self.config.loras
 
     @property
     def distilled_lora_spec(self) -> LoraSpec | None:
-        lora = self.config.distilled_lora
-        return None if lora is None else LoraSpec(Path(lora.path), lora.strength)
+        return self.config.distilled_lora
 
     def pipeline_options(self) -> dict[str, Any]:
         """The constructor options every pipeline takes from its command line (see `PipelineOptions`)."""
@@ -159,10 +158,7 @@ class ParsedRun:
 
     @property
     def image_conditions(self) -> tuple[ImageCondition, ...]:
-        return tuple(
-            ImageCondition(frame_idx=i.frame_idx, strength=i.strength, path=Path(i.path), crf=i.crf)
-            for i in self.config.images
-        )
+        return self.config.images
 
 
 class PipelineCli:
@@ -328,6 +324,7 @@ class PipelineCli:
             parameters=self.sidecar_parameters(run),
             model_files=self.model_files(run),
             keep_latents=run.config.save_latents,
+            audio=run.config.audio_output,
         )
         if run.config.demo:
             logger.warning("demo output written to %s. %s", saved.video, self.layout.real_weights_help())

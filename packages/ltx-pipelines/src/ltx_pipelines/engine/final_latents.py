@@ -14,7 +14,6 @@ from pathlib import Path
 
 import torch
 
-from ltx_core.loader import build_model
 from ltx_core.model.audio_vae import AUDIO_DECODER, VOCODER
 from ltx_core.model.video_vae import VIDEO_DECODER
 from ltx_core.model.video_vae.tiling import TilingConfig
@@ -36,7 +35,7 @@ def decode_audio_from_checkpoint(
         return waveform, int(vocoder.output_sample_rate)
 
 
-def decoded_video_frames(
+def frames_from_checkpoint(
     checkpoint: Path,
     placement: Placement,
     video_latent: torch.Tensor,
@@ -47,7 +46,7 @@ def decoded_video_frames(
     after the last (or when the consumer stops early)."""
     decoder = None
     try:
-        decoder = build_model(VIDEO_DECODER, checkpoint, dtype=placement.dtype, device=placement.device)
+        decoder = placement.build(VIDEO_DECODER, checkpoint, dtype=placement.dtype, device=placement.device)
         yield from decode_video_frames(decoder, video_latent, tiling, noise)
     finally:
         release(decoder)
@@ -70,7 +69,7 @@ class FinalLatents:
 
     def decode_frames(self) -> Iterator[torch.Tensor]:
         """(f, H, W, 3) float chunks in [0, 1], decoded lazily (the same frames on every call)."""
-        return decoded_video_frames(self.checkpoint, self.placement, self.video, self.tiling, fork_noise(self.noise))
+        return frames_from_checkpoint(self.checkpoint, self.placement, self.video, self.tiling, fork_noise(self.noise))
 
     def decode_audio(self) -> tuple[torch.Tensor | None, int | None]:
         """The (2, N) waveform and its sample rate, or (None, None) for a run without audio."""

@@ -130,6 +130,7 @@ class Generation:
         model_files: Mapping[str, Any] | None = None,
         keep_latents: bool = False,
         guard_latents: bool = True,
+        audio: bool = True,
     ) -> SavedGeneration:
         """Write the video (H.264 + AAC) and its `.json` sidecar, the way the command line does.
 
@@ -138,7 +139,8 @@ class Generation:
         latents are written first to `<stem>.latents.safetensors`: if decoding or encoding fails they
         stay there, and `python -m ltx_pipelines.decode --latents ...` finishes the job; on success they
         are removed unless `keep_latents` (`guard_latents=False` skips writing them at all).
-        `parameters` / `model_files` default to the Generation's own.
+        `parameters` / `model_files` default to the Generation's own. `audio=False` writes the video
+        without its audio stream.
         """
         target = check_output_path(path, overwrite=overwrite)
         check_output_path(sidecar_path(target), overwrite=overwrite)
@@ -152,8 +154,9 @@ class Generation:
                 logger.warning("could not save the latents beside %s (%s); continuing without them", target, e)
         try:
             video, sidecar = write_generation(
-                self, target, parameters=record.parameters, model_files=record.model_files, overwrite=overwrite
-            )
+                self, target, parameters=record.parameters, model_files=record.model_files, overwrite=overwrite,
+                audio=audio,
+            )  # fmt: skip
         except BaseException as error:
             if latents is not None:
                 note_saved_latents(error, latents)
@@ -219,13 +222,16 @@ def write_generation(
     parameters: Mapping[str, Any],
     model_files: Mapping[str, Any],
     overwrite: bool = False,
+    audio: bool = True,
 ) -> tuple[Path, Path]:
     """Encode the video with its audio and write the `.json` sidecar beside it, as a pair; return both.
 
     The video is encoded under a temporary name and published with its sidecar only once complete
     (`publish_with_sidecar`): a failure while decoding or encoding leaves no new file and any existing
-    ones unchanged, and a video never appears without its sidecar.
+    ones unchanged, and a video never appears without its sidecar. `audio=False` leaves the audio
+    stream out (the sidecar then records none).
     """
+    waveform = generation.audio if audio else None
     target = check_output_path(output_path, overwrite=overwrite)
     check_output_path(sidecar_path(target), overwrite=overwrite)
     # Described before the long encode so the sidecar shows the files the run started with.
@@ -235,8 +241,8 @@ def write_generation(
             tmp,
             generation.iter_frames(),
             fps=generation.frame_rate,
-            audio=generation.audio,
-            audio_sample_rate=generation.audio_sample_rate,
+            audio=waveform,
+            audio_sample_rate=generation.audio_sample_rate if waveform is not None else None,
             container_suffix=target.suffix,
             expected_frames=generation.num_frames,
         )
@@ -254,7 +260,7 @@ def write_generation(
                         "frame_rate": generation.frame_rate,
                     },
                     "audio": None
-                    if generation.audio is None
+                    if waveform is None
                     else {"sample_rate": generation.audio_sample_rate, "samples": written.audio_samples},
                     "decode_tiling": None if generation.tiling is None else generation.tiling.to_dict(),
                     "model_files": files,

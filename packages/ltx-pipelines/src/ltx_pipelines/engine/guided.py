@@ -33,8 +33,8 @@ from ltx_pipelines.engine.defaults import (
     PipelineDefaults,
     defaults_for_checkpoint,
 )
+from ltx_pipelines.engine.file_steps import contexts_on
 from ltx_pipelines.engine.generation import Generation
-from ltx_pipelines.engine.loaded_stages import contexts_on
 from ltx_pipelines.engine.noise import NoiseSource
 from ltx_pipelines.engine.prompt_pipeline import GuidanceRequest, PipelineOptions, PromptPipeline
 from ltx_pipelines.engine.stages import (
@@ -129,8 +129,8 @@ class GuidedPipeline(PromptPipeline):
         max_batch_size: int | None = DEFAULT_MAX_BATCH_SIZE,
         **options: Unpack[PipelineOptions],
     ) -> None:
-        """`max_batch_size`: how many guidance passes share one transformer call (None: all). The other
-        options are those of `PromptPipeline` (loras, device, dtype, tiling, lora_fusion, progress)."""
+        """`max_batch_size`: how many guidance passes share one transformer call (None: all); the other
+        options are those of `PipelineOptions`."""
         if max_batch_size is not None and max_batch_size < 1:
             raise ValueError(f"max_batch_size must be at least 1 (or None for one call), got {max_batch_size}")
         super().__init__(checkpoint_path, gemma_root, **options)

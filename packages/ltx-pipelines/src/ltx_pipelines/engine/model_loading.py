@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import gc
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -24,13 +25,21 @@ from ltx_core.loader import (
 
 logger = logging.getLogger(__name__)
 
+ModelBuilder = Callable[..., nn.Module]
+"""How a model is made from its file: `build_model`'s signature (spec, path, *, dtype, device, loras, ...)."""
+
 
 @dataclass(frozen=True)
 class Placement:
-    """Where models run and in which dtype."""
+    """Where models run, in which dtype, and what builds them (`builder`; None: `build_model`)."""
 
     device: torch.device
     dtype: torch.dtype
+    builder: ModelBuilder | None = None
+
+    def build(self, spec: ComponentSpec, path: str | Path, **options: Any) -> nn.Module:
+        """`spec` built from `path` by this placement's builder (`options` as `build_model` takes them)."""
+        return (self.builder or build_model)(spec, path, **options)
 
 
 def release(*models: nn.Module | None) -> None:
@@ -55,7 +64,7 @@ def loaded(
     lora_fusion: LoraFusionPrecision | str = DEFAULT_LORA_FUSION,
 ) -> Iterator[nn.Module]:
     """Build `spec` from `path` for the duration of a `with` block, then free it."""
-    model = build_model(
+    model = placement.build(
         spec,
         path,
         dtype=dtype or placement.dtype,

@@ -24,7 +24,7 @@ import torch.distributed as dist
 from torch import nn
 
 from ltx_core.latent_tiles import balanced_tile_counts
-from ltx_core.loader import LoraSpec, StateDictCache, build_model
+from ltx_core.loader import LoraSpec, StateDictCache
 from ltx_core.model.video_vae import VIDEO_DECODER
 from ltx_core.model.video_vae.decoder import to_rgb_frames
 from ltx_core.multigpu import SequenceParallelTransformer, TiledDataParallelTransformer, world_rank
@@ -54,7 +54,7 @@ def _distributed_frames(final: FinalLatents) -> Iterator[torch.Tensor]:
     placement = final.placement
     decoder = None
     try:
-        decoder = build_model(VIDEO_DECODER, final.checkpoint, dtype=placement.dtype, device=placement.device)
+        decoder = placement.build(VIDEO_DECODER, final.checkpoint, dtype=placement.dtype, device=placement.device)
         latent = final.video
         # Every rank draws the same per-tile noise, in tile order, as the single-process decode does.
         tile_noise = decoder_noise(decoder, latent, final.tiling, fork_noise(final.noise))

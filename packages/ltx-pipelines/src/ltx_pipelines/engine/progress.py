@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from typing import TypeVar
 
 from tqdm.auto import tqdm
@@ -36,12 +35,3 @@ def progress(
             count += 1
             yield item
     logger.info("%s: %d %s in %.1f s", desc, count, unit, time.perf_counter() - start)
-
-
-@contextmanager
-def timed_stage(name: str) -> Iterator[None]:
-    """Log the start and duration of a pipeline stage (`with timed_stage("stage 1"): ...`)."""
-    logger.info("%s ...", name)
-    start = time.perf_counter()
-    yield
-    logger.info("%s done in %.1f s", name, time.perf_counter() - start)

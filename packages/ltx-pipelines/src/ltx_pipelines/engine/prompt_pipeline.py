@@ -15,13 +15,19 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
+from typing import Any, ClassVar, TypedDict
 
 import torch
 from torch import nn
 
 from ltx_core.components.guiders import MultiModalGuiderParams
-from ltx_core.loader import DEFAULT_LORA_FUSION, ComponentSpec, LoraFusionPrecision, LoraSpec, StateDictCache
+from ltx_core.loader import (
+    DEFAULT_LORA_FUSION,
+    ComponentSpec,
+    LoraFusionPrecision,
+    LoraSpec,
+    StateDictCache,
+)
 from ltx_core.model.transformer import AV_TRANSFORMER
 from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.runtime import RuntimeOptions, build_transformer, release_transformer
@@ -29,31 +35,41 @@ from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.text_encoders.gemma.prompt_encoding import context_row
 from ltx_core.types import VideoPixelShape
 from ltx_pipelines.engine.defaults import ONE_STAGE_SPATIAL_MULTIPLE
+from ltx_pipelines.engine.file_steps import decoded_generation
 from ltx_pipelines.engine.generation import Generation
-from ltx_pipelines.engine.loaded_stages import decoded_generation
-from ltx_pipelines.engine.model_loading import Placement, loaded, release
+from ltx_pipelines.engine.model_loading import ModelBuilder, Placement, loaded, release
 from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
 from ltx_pipelines.engine.prompts import encode_prompt
 from ltx_pipelines.engine.stages import ImageCondition
-
-if TYPE_CHECKING:
-    pass
 
 logger = logging.getLogger(__name__)
 
 
 class PipelineOptions(TypedDict, total=False):
-    """The keyword options every pipeline's constructor takes (see `PromptPipeline.__init__`)."""
+    """The keyword options every pipeline's constructor takes; each pipeline's constructor documents
+    only what it adds. Defaults are those of `PromptPipeline.__init__`."""
 
     loras: Sequence[LoraSpec]
+    """LoRA files fused into the transformer of every stage."""
     device: torch.device | str | None
+    """None: CUDA when present, then MPS, then the CPU."""
     dtype: torch.dtype
     tiling: TilingConfig | None
+    """The VAE decode layout; None: the automatic layout for each output size."""
     lora_fusion: LoraFusionPrecision | str
+    """`weight-dtype` (default: the reference's rounding in the dtype the checkpoint stores the weights
+    in) or `float32` accumulation."""
     runtime: RuntimeOptions | None
+    """fp8 quantization, block streaming, compilation and the attention backend of the transformer (None:
+    a plain load); checked against the device in the constructor, before any weight is read."""
     progress: bool
     gemma_8bit: bool
-    transformer: nn.Module | None
+    """Encode prompts with an 8-bit (LLM.int8()) Gemma: CUDA and bitsandbytes, checked in the constructor."""
+    model_builder: ModelBuilder | None
+    """What builds each model from its file (None: `ltx_core.loader.build_model`)."""
+    built_transformer: nn.Module | None
+    """A transformer already in memory (e.g. the trainer's, with its current LoRA) that every stage runs
+    instead of building one from the checkpoint: used as it is, never freed, no LoRA fused into it."""
 
 
 class GuidedOptions(PipelineOptions, total=False):
@@ -79,9 +95,9 @@ class PromptPipeline(ABC):
     """Base of the pipelines: model files, placement, LoRAs (and how they are fused), tiling."""
 
     spatial_multiple: ClassVar[int] = ONE_STAGE_SPATIAL_MULTIPLE
+    """Output height and width must be multiples of this (64 when stage 1 runs at half size)."""
     transformer_spec: ClassVar[ComponentSpec] = AV_TRANSFORMER
     """What the stages build from the checkpoint (the audio-only pipeline reads only audio weights)."""
-    """Output height and width must be multiples of this (64 when stage 1 runs at half size)."""
 
     def __init__(
         self,
@@ -96,23 +112,21 @@ class PromptPipeline(ABC):
         runtime: RuntimeOptions | None = None,
         progress: bool = True,
         gemma_8bit: bool = False,
-        transformer: nn.Module | None = None,
+        model_builder: ModelBuilder | None = None,
+        built_transformer: nn.Module | None = None,
     ) -> None:
-        """`gemma_root` may be None when only `generate_from_contexts` is used. `lora_fusion`: how LoRAs
-        are fused into the transformer - `weight-dtype` (default: the reference's rounding in the dtype
-        the checkpoint stores the weights in) or `float32` accumulation. `runtime`: fp8 quantization,
-        block streaming, compilation and the attention backend of the transformer (None: a plain load);
-        it is checked against the device here, before any weight is read. `gemma_8bit`: encode prompts with
-        an 8-bit (LLM.int8()) Gemma - CUDA and bitsandbytes, also checked here. `transformer`: a model
-        already built (the trainer's, with its LoRA adapters live) that every stage uses as it is, instead of
-        building `transformer_spec` from the checkpoint; it is never freed, and `loras` / `runtime` are
-        refused with it (they describe how to build one)."""
+        """`gemma_root` may be None when only `generate_from_contexts` is used; the options are those of
+        `PipelineOptions`."""
         from ltx_core.devices import resolve_device
 
         self.checkpoint_path = Path(checkpoint_path)
         self.gemma_root = Path(gemma_root) if gemma_root is not None else None
         self.loras = tuple(loras)
-        self.placement = Placement(resolve_device(device), dtype)
+        self.placement = Placement(resolve_device(device), dtype, model_builder)
+        if built_transformer is not None and (self.loras or runtime is not None):
+            given = "loras" if self.loras else "runtime"
+            raise ValueError(f"built_transformer is used as it is: {given} cannot apply to it (pass neither)")
+        self.built_transformer = built_transformer
         self.tiling = tiling  # None: the automatic layout for each output size
         self.lora_fusion = LoraFusionPrecision.parse(lora_fusion)
         self.runtime = runtime
@@ -126,9 +140,6 @@ class PromptPipeline(ABC):
                 raise ValueError(f"gemma_8bit: an 8-bit Gemma is not offloaded (offload {runtime.offload!r})")
         self.gemma_8bit = gemma_8bit
         self.progress = progress
-        if transformer is not None and (self.loras or runtime is not None):
-            raise ValueError("a prebuilt transformer takes no loras or runtime options (they apply when building one)")
-        self.prebuilt_transformer = transformer
 
     # ---- the prompt call ---------------------------------------------------------------------------
 
@@ -235,9 +246,14 @@ class PromptPipeline(ABC):
     @contextmanager
     def transformer(self, loras: Sequence[LoraSpec], cache: StateDictCache | None = None) -> Iterator[nn.Module]:
         """The stage transformer (`transformer_spec`) with `loras` fused by the pipeline's fusion rule and
-        built under its runtime options, freed on exit; the prebuilt transformer when one was given."""
-        if self.prebuilt_transformer is not None:
-            yield self.prebuilt_transformer
+        built under its runtime options, freed on exit; or the `built_transformer` given, as it is."""
+        if self.built_transformer is not None:
+            if loras:
+                raise ValueError(
+                    f"{type(self).__name__}: this stage fuses {[str(lora.path) for lora in loras]} but the "
+                    "transformer was given already built (built_transformer); it takes no LoRA file"
+                )
+            yield self.built_transformer
             return
         if self.runtime is None:
             with loaded(

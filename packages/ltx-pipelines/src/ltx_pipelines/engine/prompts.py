@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from ltx_core.loader import CheckpointError
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
-from ltx_core.text_encoders.gemma.prompt_encoding import context_row
 from ltx_pipelines.engine.model_loading import Placement
 from ltx_pipelines.engine.stages import ImageCondition
 from ltx_pipelines.media import read_image_rgb
@@ -64,36 +62,3 @@ def encode_prompt(
         logger.info("enhanced prompt: %s", encoded.prompts[0])
     return encoded.contexts, encoded.prompts[0]
 
-
-@dataclass(frozen=True)
-class PromptPair:
-    """Contexts of the prompt and of the negative prompt, each with a batch of one."""
-
-    positive: TextContexts
-    negative: TextContexts
-    prompt: str
-    """The prompt actually encoded (rewritten when enhancement was asked for)."""
-
-
-def encode_prompt_pair(
-    prompt: str,
-    negative_prompt: str,
-    *,
-    gemma_root: Path,
-    checkpoint: Path,
-    placement: Placement,
-    enhance: bool = False,
-    images: Sequence[ImageCondition] = (),
-    seed: int = 0,
-) -> PromptPair:
-    """Both prompts in one Gemma forward (only the positive one is ever enhanced)."""
-    contexts, final_prompt = encode_prompt(
-        [prompt, negative_prompt],
-        gemma_root=gemma_root,
-        checkpoint=checkpoint,
-        placement=placement,
-        enhance=enhance,
-        images=images,
-        seed=seed,
-    )
-    return PromptPair(positive=context_row(contexts, 0), negative=context_row(contexts, 1), prompt=final_prompt)

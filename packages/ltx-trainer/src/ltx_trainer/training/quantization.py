@@ -166,9 +166,3 @@ def quantize_transformer(
         len(to_quantize), QUANTO_WEIGHT_TYPES[setting], setting, len(kept),
     )  # fmt: skip
     return QuantizedTransformer(setting=setting, quantized=tuple(to_quantize), kept=tuple(kept))
-
-
-def quantized_weight_type(module: nn.Module) -> str | None:
-    """The quanto weight type name of a quantized layer (`qint8`, ...), None for a plain layer."""
-    qtype = getattr(module, "weight_qtype", None)
-    return getattr(qtype, "name", None) if qtype is not None else None

@@ -131,7 +131,11 @@ class ValidationRunner:
         with tempfile.TemporaryDirectory(prefix="ltx-validation-") as folder:
             if transformer is not None:
                 pipeline = TI2VidOneStagePipeline(
-                    cfg.model.model_path, cfg.model.text_encoder_path, transformer=transformer, dtype=dtype, **options
+                    cfg.model.model_path,
+                    cfg.model.text_encoder_path,
+                    built_transformer=transformer,
+                    dtype=dtype,
+                    **options,
                 )
             else:
                 lora = Path(folder) / "validation_lora.safetensors"

@@ -11,7 +11,7 @@ from ltx_core.model.audio_vae.config import AudioVAEConfig
 from ltx_core.model.audio_vae.conversion import decode_audio, encode_audio
 from ltx_core.model.audio_vae.hifigan import HifiGanVocoder
 from ltx_core.model.audio_vae.mel import AudioPreprocessor, resample_waveform, slaney_mel_filterbank
-from ltx_core.model.audio_vae.specs import (
+from ltx_core.model.audio_vae.spec import (
     AUDIO_DECODER,
     AUDIO_ENCODER,
     VOCODER,

@@ -10,7 +10,9 @@ from ltx_core.model.transformer.config import (
     parse_transformer_config,
     uses_v2_text_path,
 )
-from ltx_core.model.transformer.configurator import (
+from ltx_core.model.transformer.model import LTXModel, Modality, X0Model, to_denoised
+from ltx_core.model.transformer.rope import RopeType, RotaryEmbedding, apply_rotary, rotary_embedding
+from ltx_core.model.transformer.spec import (
     AUDIO_ONLY_TRANSFORMER,
     AUDIO_ONLY_TRANSFORMER_KEYS,
     AV_TRANSFORMER,
@@ -19,8 +21,6 @@ from ltx_core.model.transformer.configurator import (
     VIDEO_ONLY_TRANSFORMER_KEYS,
     configure_transformer,
 )
-from ltx_core.model.transformer.model import LTXModel, Modality, X0Model, to_denoised
-from ltx_core.model.transformer.rope import RopeType, RotaryEmbedding, apply_rotary, rotary_embedding
 
 __all__ = [
     "AUDIO_ONLY_TRANSFORMER",

@@ -29,7 +29,7 @@ from ltx_pipelines.engine.stages import ImageCondition, image_conditionings
 
 
 @dataclass(frozen=True)
-class StageConditionings:
+class EncodedImages:
     """Image conditionings per requested stage size, and (when asked for) the VAE latent statistics
     the x2 upsampler needs between the stages."""
 
@@ -46,13 +46,13 @@ def encode_conditioning_images(
     keep_latent_statistics: bool = False,
     all_as_keyframes: bool = False,
     also_encode: Callable[[nn.Module], Sequence[Sequence[ConditioningItem]]] | None = None,
-) -> StageConditionings:
+) -> EncodedImages:
     """VAE-encode the conditioning images once per stage size with one encoder load. Without images
     and without a need for the statistics, the encoder is not loaded at all. `all_as_keyframes`: see
     `image_conditionings`. `also_encode(encoder)` gives further items per stage (e.g. IC-LoRA reference
     videos), appended after the images' with the same encoder load."""
     if not images and not keep_latent_statistics and also_encode is None:
-        return StageConditionings(per_stage=tuple([] for _ in shapes))
+        return EncodedImages(per_stage=tuple([] for _ in shapes))
     device, dtype = placement.device, placement.dtype
     crf = defaults_for_checkpoint(checkpoint).image_crf
     images = [image.with_default_crf(crf) for image in images]
@@ -68,7 +68,7 @@ def encode_conditioning_images(
             per_stage = tuple([*items, *more] for items, more in zip(per_stage, extra))
         # A copy: the encoder's own weights go back to the meta device when it is released.
         statistics = copy.deepcopy(encoder.per_channel_statistics) if keep_latent_statistics else None
-    return StageConditionings(per_stage=per_stage, latent_statistics=statistics)
+    return EncodedImages(per_stage=per_stage, latent_statistics=statistics)
 
 
 def upsample_between_stages(

@@ -1,4 +1,4 @@
-"""Work that runs inside spawned ranks; module-level so the spawn start method can import it."""
+"""Work the multi-GPU tests run inside spawned ranks; module-level so the spawn start method can import it."""
 
 from __future__ import annotations
 
