@@ -16,7 +16,7 @@ from safetensors import safe_open
 
 from ltx_core.loader import LoraSpec, fuse_loras, load_state_dict, stored_float_dtypes
 from ltx_core.loader.lora_layouts import LoraLayout, read_lora, resolve_kohya_name
-from ltx_core.model.transformer.configurator import AV_TRANSFORMER
+from ltx_core.model.transformer.spec import AV_TRANSFORMER
 
 EXPECTED = "expected_fused.safetensors"
 
