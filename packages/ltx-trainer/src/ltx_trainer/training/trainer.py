@@ -34,7 +34,9 @@ from ltx_core.text_encoders.gemma.eight_bit import require_gemma_8bit
 from ltx_core.types import SpatioTemporalScaleFactors
 from ltx_pipelines.media.atomic_files import atomic_output
 from ltx_trainer.config import LtxTrainerConfig, ReferenceCondition, dump_config
+from ltx_trainer.memory_plan import check_run
 from ltx_trainer.training import checkpoints as ckpt
+from ltx_trainer.training.context_cache import CachedTextContexts
 from ltx_trainer.training.data import BatchOrder, PrecomputedTrainingData, batch_loader
 from ltx_trainer.training.draws import PerSampleDraws
 from ltx_trainer.training.flexible import FlexibleStrategy, ReferenceScale, strategy_loss
@@ -198,6 +200,8 @@ class Trainer:
         )
         check_validation_config(config)
         self.validation = ValidationRunner(config, self.output_dir, self.device)
+        # Before any weight is read: stop with the settings that would fit when this run cannot.
+        check_run(config, self.device)
         self._build_models()
         self.wandb = WandbLogger(config) if config.wandb.enabled and self.accelerator.is_main_process else None
 
@@ -216,15 +220,10 @@ class Trainer:
     def _build_models(self) -> None:
         cfg = self.config
         lora_mode = cfg.model.training_mode == "lora"
-        # LoRA keeps the frozen base in bf16 on accelerators (the released dtype); full training and the
-        # CPU keep float32 master weights. Mixed precision is autocast over either. A quantized base is
-        # bf16 under bf16 autocast on the CPU too: quanto's CPU int8 kernel takes bf16 activations only
-        # with bf16 scales, and custom ops are not autocast.
-        bf16_base = (
-            lora_mode
-            and cfg.acceleration.mixed_precision_mode == "bf16"
-            and (self.device.type == "cuda" or cfg.acceleration.quantization is not None)
-        )
+        # LoRA under bf16 autocast keeps the frozen base in bf16 (the released dtype) on every device:
+        # autocast runs the base matmuls in bf16 anyway, so float32 storage only adds a cast per call
+        # and twice the memory (benchmarks/trainer_bf16_step.py). Full training keeps float32 masters.
+        bf16_base = lora_mode and cfg.acceleration.mixed_precision_mode == "bf16"
         base_dtype = torch.bfloat16 if bf16_base else torch.float32
         torch.manual_seed(cfg.seed)
         quantization = cfg.acceleration.quantization
@@ -243,6 +242,7 @@ class Trainer:
         self.connectors: TextConnectors = build_model(
             text_connectors_spec(with_audio), cfg.model.model_path, dtype=torch.float32, device=self.device
         )
+        self.text_contexts = CachedTextContexts(self.connectors)
         model.set_gradient_checkpointing(cfg.optimization.enable_gradient_checkpointing)
         self.base_model = model
         if lora_mode:
@@ -426,14 +426,14 @@ class Trainer:
         return start
 
     # -- the loop ----------------------------------------------------------------------------------
-    def _contexts(self, batch):
+    def _contexts(self, batch, sample_ids):
         text = batch["conditions"]
-        with torch.no_grad():
-            return self.connectors(
-                text["video_prompt_embeds"].to(self.device, torch.float32),
-                text["audio_prompt_embeds"].to(self.device, torch.float32) if "audio_prompt_embeds" in text else None,
-                text["prompt_attention_mask"].to(self.device),
-            )
+        return self.text_contexts(
+            text["video_prompt_embeds"].to(self.device, torch.float32),
+            text["audio_prompt_embeds"].to(self.device, torch.float32) if "audio_prompt_embeds" in text else None,
+            text["prompt_attention_mask"].to(self.device),
+            sample_ids,
+        )
 
     def _to_device(self, batch):
         return {s: {k: v.to(self.device) for k, v in t.items()} for s, t in batch.items()}
@@ -468,7 +468,7 @@ class Trainer:
                 ids = self.order.indices(micro_step)
                 batch = self._to_device(batch)
                 draws = PerSampleDraws(cfg.seed, micro_step, ids)
-                inputs = self.strategy.prepare(batch, self._contexts(batch), draws)
+                inputs = self.strategy.prepare(batch, self._contexts(batch, ids), draws)
                 with self.accelerator.autocast():
                     video_pred, audio_pred = self.model(
                         inputs.video.modality if inputs.video else None,
