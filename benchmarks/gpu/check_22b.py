@@ -9,6 +9,12 @@ device and materialised directly on the GPU), one transformer forward per step, 
     fp8-scaled-mm    block Linears float8 with per-tensor scales through torch._scaled_mm
     bf16-compile     bf16, every block torch.compile'd (inductor, dynamic token axis)
     bf16-stream2     bf16, blocks streamed from pinned host memory through 2 GPU slots
+    train-lora       one LoRA training step (rank 32 on to_q/k/v/out, bf16 base, bf16 autocast, AdamW):
+    train-lora-gc    forward, MSE loss, backward, optimizer step; "-gc" with gradient checkpointing,
+    train-int8-gc    "int8" with the base quantized by optimum-quanto (skipped when not installed)
+
+For the training variants the memory plan's estimate (`ltx_trainer.memory_plan`) is printed beside the
+measured peak; `--plan-only` prints just the estimates (no GPU needed).
 
 Printed per variant: seconds per step (median of --steps after a warm-up), x8 for the 8-step
 distilled schedule, achieved TFLOP/s (FLOPs counted once with torch's FlopCounterMode on the SDPA
@@ -36,6 +42,7 @@ import torch
 from ltx_core.model.transformer import Modality, configure_transformer
 
 VARIANTS = ("bf16-sdpa", "bf16-fa3", "fp8-cast", "fp8-scaled-mm", "bf16-compile", "bf16-stream2")
+TRAIN_VARIANTS = ("train-lora", "train-lora-gc", "train-int8-gc")
 _KEYS = Path(__file__).resolve().parents[2] / "tests" / "golden" / "ltx-2.3-22b-keys.json"
 
 
@@ -77,6 +84,7 @@ def inputs(model: torch.nn.Module, frames: int, height: int, width: int, text: i
     audio_pos = torch.stack([t, t + 0.04], -1)[None, None].to(device)
     g = torch.Generator(device=device).manual_seed(1)
     sigma = torch.tensor([0.9], device=device)
+
     def mod(tokens: int, channels: int, pos: torch.Tensor, context_dim: int) -> Modality:
         return Modality(
             latent=torch.randn(1, tokens, channels, device=device, generator=g, dtype=torch.bfloat16),
@@ -140,7 +148,76 @@ def count_flops(model, video, audio) -> int:
     return counter.get_total_flops()
 
 
+def _train_settings(name: str):
+    from ltx_trainer.memory_plan import TrainingSettings
+
+    return TrainingSettings(
+        lora_rank=32,
+        quantization="int8-quanto" if "int8" in name else None,
+        gradient_checkpointing=name.endswith("-gc"),
+    )
+
+
+def plan_estimate(name: str, args: argparse.Namespace) -> dict:
+    from ltx_trainer.memory_plan import TrainingShape, estimate_training_memory
+
+    f, h, w = (args.frames - 1) // 8 + 1, args.height // 32, args.width // 32
+    shape = TrainingShape(f * h * w, round(args.frames / 24 * 25), args.text_tokens)
+    estimate = estimate_training_memory(_config(args.blocks), _train_settings(name), shape, device="cuda")
+    # The step below builds no text connectors (contexts are given): compare without them.
+    return {"plan_gib": round((estimate.peak - estimate.connectors) / 2**30, 2), "plan": estimate.describe()}
+
+
+def run_training_step(name: str, args: argparse.Namespace, device: torch.device) -> dict:
+    from ltx_trainer.training.lora_files import add_lora
+
+    settings = _train_settings(name)
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats(device)
+    model = random_model(_config(args.blocks), device)
+    video, audio = inputs(model, args.frames, args.height, args.width, args.text_tokens, device)
+    if settings.quantization:
+        try:
+            from ltx_trainer.training.quantization import quantize_transformer
+        except ImportError as e:
+            return {"variant": name, "skipped": str(e)}
+        quantize_transformer(model, settings.quantization, device, progress=False)
+    model.set_gradient_checkpointing(settings.gradient_checkpointing)
+    model = add_lora(model, 32, 32, 0.0, ["to_q", "to_k", "to_v", "to_out.0"])
+    for p in model.parameters():
+        if p.requires_grad:
+            p.data = p.data.float()
+    model.train()
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
+    target_v, target_a = torch.randn_like(video.latent), torch.randn_like(audio.latent)
+    times = []
+    torch.cuda.reset_peak_memory_stats(device)
+    for _ in range(args.steps + 1):  # the first step warms up
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        with torch.autocast("cuda", torch.bfloat16):
+            v, a = model(video, audio)
+        loss = (v.float() - target_v).square().mean() + (a.float() - target_a).square().mean()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    result = {
+        "variant": name,
+        "seconds_per_step": round(statistics.median(times[1:]), 3),
+        "peak_gib": round(torch.cuda.max_memory_allocated(device) / 2**30, 2),
+        **plan_estimate(name, args),
+    }
+    del model, optimizer, video, audio
+    gc.collect()
+    torch.cuda.empty_cache()
+    return result
+
+
 def run_variant(name: str, args: argparse.Namespace, device: torch.device, flops: dict) -> dict | None:
+    if name in TRAIN_VARIANTS:
+        return run_training_step(name, args, device)
     from ltx_core.compilation import CompileConfig, compile_blocks
     from ltx_core.model.transformer.attention_backends import check_backend, set_attention_backend
     from ltx_core.quantization import supports_scaled_mm
@@ -195,7 +272,10 @@ def run_variant(name: str, args: argparse.Namespace, device: torch.device, flops
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
+    parser.add_argument(
+        "--variants", nargs="+", default=[*VARIANTS, *TRAIN_VARIANTS], choices=VARIANTS + TRAIN_VARIANTS
+    )
+    parser.add_argument("--plan-only", action="store_true", help="print the training variants' memory estimates")
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--frames", type=int, default=121)
     parser.add_argument("--height", type=int, default=512)
@@ -203,6 +283,10 @@ def main() -> None:
     parser.add_argument("--text-tokens", type=int, default=1024)
     parser.add_argument("--blocks", type=int, default=None, help="override the block count (smoke runs)")
     args = parser.parse_args()
+    if args.plan_only:
+        for name in (v for v in args.variants if v in TRAIN_VARIANTS):
+            print(json.dumps({"variant": name, **plan_estimate(name, args)}), flush=True)
+        return
     if not torch.cuda.is_available():
         sys.exit("check_22b.py needs a CUDA GPU")
     device = torch.device("cuda")

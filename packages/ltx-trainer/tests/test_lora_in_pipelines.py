@@ -47,7 +47,7 @@ def test_file_through_the_pipeline_loader_matches_the_peft_forward(trained, tiny
     trainer, lora_file = trained
     peft_model = trainer._unwrapped().eval()
     batch = trainer._to_device(_first_batch(trainer))
-    inputs = trainer.strategy.prepare(batch, trainer._contexts(batch), PerSampleDraws(123, 0, [0, 1]))
+    inputs = trainer.strategy.prepare(batch, trainer._contexts(batch, [0, 1]), PerSampleDraws(123, 0, [0, 1]))
     args = (inputs.video.modality, inputs.audio.modality)
     with torch.no_grad():
         want_v, want_a = peft_model(*args)

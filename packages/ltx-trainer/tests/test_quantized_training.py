@@ -199,7 +199,7 @@ def test_resume_with_another_quantization_is_refused(checkpoint, data_root, tmp_
 
 def _model_inputs(trainer: Trainer, seed: int):
     batch = trainer._to_device(collate([trainer.dataset[0], trainer.dataset[1]]))
-    inputs = trainer.strategy.prepare(batch, trainer._contexts(batch), PerSampleDraws(seed, 0, [0, 1]))
+    inputs = trainer.strategy.prepare(batch, trainer._contexts(batch, [0, 1]), PerSampleDraws(seed, 0, [0, 1]))
     return inputs.video.modality, inputs.audio.modality
 
 

@@ -19,6 +19,7 @@ from ltx_core.model.transformer import AUDIO_ONLY_TRANSFORMER, AV_TRANSFORMER, V
 from ltx_core.text_encoders.gemma.eight_bit import require_gemma_8bit
 from ltx_core.types import SpatioTemporalScaleFactors
 from ltx_trainer.config import FlexibleStrategyConfig, LtxTrainerConfig, MaskCondition, ReferenceCondition
+from ltx_trainer.training.context_cache import CachedTextContexts
 from ltx_trainer.training.data import BatchOrder, PrecomputedTrainingData, audio_only_source
 from ltx_trainer.training.flexible import FlexibleStrategy, ReferenceScale
 from ltx_trainer.training.lora_files import add_lora
@@ -47,6 +48,7 @@ class TrainingParts:
     base_dtype: torch.dtype
     quantized: QuantizedTransformer | None
     connectors: TextConnectors
+    context_cache: CachedTextContexts
     trainable: list[torch.nn.Parameter]
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LRScheduler
@@ -127,15 +129,11 @@ def _build_models(
 ) -> TrainingParts:
     device = accelerator.device
     lora_mode = cfg.model.training_mode == "lora"
-    # LoRA keeps the frozen base in bf16 on accelerators (the released dtype); full training and the
-    # CPU keep float32 master weights. Mixed precision is autocast over either. A quantized base is
-    # bf16 under bf16 autocast on the CPU too: quanto's CPU int8 kernel takes bf16 activations only
-    # with bf16 scales, and custom ops are not autocast.
-    bf16_base = (
-        lora_mode
-        and cfg.acceleration.mixed_precision_mode == "bf16"
-        and (device.type == "cuda" or cfg.acceleration.quantization is not None)
-    )
+    # LoRA under bf16 autocast keeps the frozen base in bf16 (the released dtype) on every device:
+    # autocast runs the base matmuls in bf16 anyway, so float32 storage only adds a cast per call
+    # and twice the memory (benchmarks/trainer_bf16_step.py). Full training keeps float32 masters.
+    # (A quantized base needs it too: quanto's CPU int8 kernel takes bf16 activations only with bf16 scales.)
+    bf16_base = lora_mode and cfg.acceleration.mixed_precision_mode == "bf16"
     base_dtype = torch.bfloat16 if bf16_base else torch.float32
     torch.manual_seed(cfg.seed)
     quantization = cfg.acceleration.quantization
@@ -176,6 +174,7 @@ def _build_models(
     return TrainingParts(
         config=cfg, accelerator=accelerator, model=prepared, unwrapped=accelerator.unwrap_model(prepared),
         base_dtype=base_dtype, quantized=quantized, connectors=connectors, trainable=trainable,
+        context_cache=CachedTextContexts(connectors),
         optimizer=optimizer, scheduler=scheduler, strategy=strategy, reference_scale=ref_scale,
         dataset=dataset, order=order,
     )  # fmt: skip

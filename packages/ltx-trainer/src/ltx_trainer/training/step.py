@@ -52,15 +52,15 @@ def sigma_bucket_losses(sigma: torch.Tensor, loss: torch.Tensor) -> dict[str, fl
     return out
 
 
-def text_contexts(parts: TrainingParts, batch):
-    """The text contexts of a batch, through the frozen connectors."""
+def text_contexts(parts: TrainingParts, batch, sample_ids):
+    """The text contexts of a batch, through the frozen connectors (computed once per sample, then kept)."""
     text = batch["conditions"]
-    with torch.no_grad():
-        return parts.connectors(
-            text["video_prompt_embeds"].to(parts.device, torch.float32),
-            text["audio_prompt_embeds"].to(parts.device, torch.float32) if "audio_prompt_embeds" in text else None,
-            text["prompt_attention_mask"].to(parts.device),
-        )
+    return parts.context_cache(
+        text["video_prompt_embeds"].to(parts.device, torch.float32),
+        text["audio_prompt_embeds"].to(parts.device, torch.float32) if "audio_prompt_embeds" in text else None,
+        text["prompt_attention_mask"].to(parts.device),
+        sample_ids,
+    )
 
 
 def to_device(parts: TrainingParts, batch):
@@ -76,8 +76,9 @@ def train_step(parts: TrainingParts, step: int, data: Iterator) -> StepRecord:
     for micro in range(accum):
         micro_step = step * accum + micro
         batch = to_device(parts, next(data))
-        draws = PerSampleDraws(cfg.seed, micro_step, parts.order.indices(micro_step))
-        inputs = parts.strategy.prepare(batch, text_contexts(parts, batch), draws)
+        ids = parts.order.indices(micro_step)
+        draws = PerSampleDraws(cfg.seed, micro_step, ids)
+        inputs = parts.strategy.prepare(batch, text_contexts(parts, batch, ids), draws)
         with acc.autocast():
             video_pred, audio_pred = parts.model(
                 inputs.video.modality if inputs.video else None,

@@ -22,6 +22,7 @@ from tqdm import tqdm
 
 from ltx_pipelines.media.atomic_files import atomic_output, remove_stale_partials
 from ltx_trainer.config import LtxTrainerConfig, dump_config
+from ltx_trainer.memory_plan import check_run
 from ltx_trainer.training import checkpoints as ckpt
 from ltx_trainer.training import hooks
 from ltx_trainer.training.data import batch_loader
@@ -66,6 +67,8 @@ class Trainer:
             check_unlocked(self.output_dir)
         self._check_output_dir()
         check_validation_config(config)
+        # Before any weight is read: stop with the settings that would fit when this run cannot.
+        check_run(config, self.accelerator.device)
         self.parts: TrainingParts = build_parts(config, self.accelerator, progress=not disable_progress_bars)
         self.validation = ValidationRunner(config, self.output_dir, self.device)
         self.wandb = WandbLogger(config) if config.wandb.enabled and self.accelerator.is_main_process else None
@@ -83,8 +86,8 @@ class Trainer:
     def _unwrapped(self):
         return self.parts.unwrapped
 
-    def _contexts(self, batch):
-        return text_contexts(self.parts, batch)
+    def _contexts(self, batch, sample_ids):
+        return text_contexts(self.parts, batch, sample_ids)
 
     def _to_device(self, batch):
         return to_device(self.parts, batch)

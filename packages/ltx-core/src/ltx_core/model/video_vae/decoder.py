@@ -15,6 +15,7 @@ from ltx_core.model.video_vae.layers import (
     CausalConv3d,
     PerChannelStatistics,
     TimestepEmbedder,
+    cpu_compute_dtype,
     make_norm,
     unpatchify,
 )
@@ -128,13 +129,15 @@ class VideoDecoder(nn.Module):
         """
         self.check_latent(latent.shape)
         batch = latent.shape[0]
-        x = latent.to(self.conv_in.conv.weight.dtype)
+        x = latent.to(cpu_compute_dtype(self.conv_in.conv))
         timesteps = None
         if self.timestep_conditioning:
             if noise is None:
                 # Drawn where the generator lives (a CPU generator can feed a GPU decode).
                 where = x.device if generator is None else generator.device
-                noise = torch.randn(x.shape, generator=generator, dtype=x.dtype, device=where)
+                # In the weights' dtype: the same draws whether or not activations run in float32.
+                draw_dtype = self.conv_in.conv.weight.dtype
+                noise = torch.randn(x.shape, generator=generator, dtype=draw_dtype, device=where)
             elif tuple(noise.shape) != tuple(x.shape):
                 raise ValueError(
                     f"decoder noise must have the latent's shape {tuple(x.shape)}, got {tuple(noise.shape)}"
@@ -159,7 +162,7 @@ class VideoDecoder(nn.Module):
             ada = self.last_scale_shift_table.to(x)[None, :, :, None, None, None] + emb.reshape(batch, 2, -1, 1, 1, 1)
             shift, scale = ada.unbind(dim=1)
             x = x * (1 + scale) + shift
-        x = self.conv_out(F.silu(x), causal=self.causal)
+        x = self.conv_out(F.silu(x, inplace=not torch.is_grad_enabled()), causal=self.causal)
         return unpatchify(x, self.config.patch_size).to(latent.dtype)
 
     def tile_layout(self, latent_shape: Sequence[int], tiling: TilingConfig | None) -> list[VideoTile]:

@@ -1,0 +1,151 @@
+"""The trainer's LoRA step under bf16 autocast on the CPU: what the text connectors and the base dtype cost.
+
+The LTX-2.3 22B layout at 1/4 of its widths (video 8 x 128, audio 8 x 64, connectors likewise, 8
+connector layers), 2 blocks, LoRA rank 64 on to_q/k/v/out, 512 video + 32 audio tokens, 1024 text
+tokens: the step the trainer runs (connectors -> strategy inputs -> forward under autocast -> loss ->
+backward -> AdamW), with random weights. Settings, each in its own process, alternated and repeated:
+
+    fp32               no autocast, float32 base, connectors every step
+    bf16-before        bf16 autocast, float32 base, float32 connectors every step (the trainer before)
+    bf16               bf16 autocast, bf16 base, contexts kept per sample (`CachedTextContexts`)
+    bf16-gc            as bf16, with gradient checkpointing
+    bf16-gc-before     as bf16-before, with gradient checkpointing
+
+Printed: median step time (steps after the first) and peak RSS per setting, median over repeats.
+
+    uv run python benchmarks/trainer_bf16_step.py --repeats 2 --steps 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SETTINGS = ("fp32", "bf16-before", "bf16", "bf16-gc-before", "bf16-gc")
+_KEYS = Path(__file__).resolve().parents[1] / "tests" / "golden" / "ltx-2.3-22b-keys.json"
+
+
+def _quarter_config() -> dict:
+    config = json.loads(_KEYS.read_text())["config"]
+    tr = dict(config["transformer"])
+    for key in (
+        "num_attention_heads",
+        "audio_num_attention_heads",
+        "connector_num_attention_heads",
+        "audio_connector_num_attention_heads",
+    ):
+        tr[key] //= 4
+    tr["cross_attention_dim"] //= 4
+    tr["audio_cross_attention_dim"] //= 4
+    tr["num_layers"] = 2
+    return {"transformer": tr}
+
+
+def child(setting: str, steps: int, threads: int) -> dict:
+    import torch
+
+    from ltx_core.model.transformer import configure_transformer
+    from ltx_trainer.config import FlexibleStrategyConfig, ModalityConfig
+    from ltx_trainer.training.context_cache import CachedTextContexts
+    from ltx_trainer.training.draws import PerSampleDraws
+    from ltx_trainer.training.flexible import FlexibleStrategy, strategy_loss
+    from ltx_trainer.training.lora_files import add_lora
+    from ltx_trainer.training.text_contexts import text_connectors_spec
+
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    config = _quarter_config()
+    bf16 = setting != "fp32"
+    before = setting.endswith("before") or setting == "fp32"
+    model = configure_transformer(config).requires_grad_(False)
+    connectors = text_connectors_spec(True).configurator(config).requires_grad_(False).eval()
+    with torch.no_grad():
+        for p in [*model.parameters(), *connectors.parameters()]:
+            if p.ndim > 1:
+                p.normal_(0.0, p.shape[-1] ** -0.5)
+    model.set_gradient_checkpointing("-gc" in setting)
+    if bf16 and not before:
+        model = model.to(torch.bfloat16)
+    model = add_lora(model, 64, 64, 0.0, ["to_q", "to_k", "to_v", "to_out.0"])
+    for p in model.parameters():
+        if p.requires_grad:
+            p.data = p.data.float()
+    model.train()
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trainable, lr=1e-4)
+    from ltx_trainer.training.timesteps import ShiftedLogitNormalSampler
+
+    strategy = FlexibleStrategy(
+        FlexibleStrategyConfig(video=ModalityConfig(latents_dir="v"), audio=ModalityConfig(latents_dir="a")),
+        ShiftedLogitNormalSampler(),
+    )
+    tr = config["transformer"]
+    g = torch.Generator().manual_seed(1)
+    batch = {
+        "v": {"latents": torch.randn(1, 128, 2, 16, 16, generator=g), "fps": torch.full((1,), 24.0)},
+        "a": {"latents": torch.randn(1, 8, 32, 16, generator=g)},
+    }
+    video_features = torch.randn(1, 1024, tr["connector_num_attention_heads"] * tr["connector_attention_head_dim"])
+    audio_width = tr["audio_connector_num_attention_heads"] * tr["audio_connector_attention_head_dim"]
+    audio_features = torch.randn(1, 1024, audio_width)
+    mask = (torch.arange(1024) < 200).long()[None]
+    cache = CachedTextContexts(connectors)
+    times = []
+    for step in range(steps):
+        began = time.perf_counter()
+        if before:
+            with torch.no_grad():
+                contexts = connectors(video_features, audio_features, mask)
+        else:
+            contexts = cache(video_features, audio_features, mask, [0])
+        inputs = strategy.prepare(batch, contexts, PerSampleDraws(0, step, [0]))
+        with torch.autocast("cpu", torch.bfloat16, enabled=bf16):
+            v, a = model(inputs.video.modality, inputs.audio.modality)
+        loss = strategy_loss(inputs, v, a).mean()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        times.append(time.perf_counter() - began)
+    return {
+        "setting": setting,
+        "step_s": statistics.median(times[1:] if len(times) > 1 else times),
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=SETTINGS)
+    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child, args.steps, args.threads)))
+        return
+    runs: dict[str, list[dict]] = {s: [] for s in args.settings}
+    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
+    for _ in range(args.repeats):
+        for setting in args.settings:  # alternating fresh processes
+            cmd = [sys.executable, __file__, "--child", setting, "--steps", str(args.steps)]
+            cmd += ["--threads", str(args.threads)]
+            out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True).stdout
+            runs[setting].append(json.loads(out.strip().splitlines()[-1]))
+            print(json.dumps(runs[setting][-1]), flush=True)
+    print(f"{'setting':<16}{'step [s] (median, spread)':>30}{'peak RSS [MiB]':>18}")
+    for setting, rs in runs.items():
+        t = [r["step_s"] for r in rs]
+        m = [r["peak_rss_mib"] for r in rs]
+        print(f"{setting:<16}{statistics.median(t):>12.3f} ({min(t):.3f}-{max(t):.3f}){statistics.median(m):>18.0f}")
+
+
+if __name__ == "__main__":
+    main()

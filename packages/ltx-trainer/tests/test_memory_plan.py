@@ -1,0 +1,106 @@
+"""The training memory plan: its activation estimate against autograd's saved tensors, and its advice."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ltx_core.model.transformer import configure_transformer
+from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
+from ltx_pipelines.demo_assets import DEMO_CONFIG
+from ltx_trainer.config import FlexibleStrategyConfig, ModalityConfig
+from ltx_trainer.memory_plan import (
+    TrainingMemoryError,
+    TrainingSettings,
+    TrainingShape,
+    check_training_fits,
+    estimate_training_memory,
+)
+from ltx_trainer.training.draws import PerSampleDraws
+from ltx_trainer.training.flexible import FlexibleStrategy
+from ltx_trainer.training.lora_files import add_lora
+from ltx_trainer.training.timesteps import ShiftedLogitNormalSampler
+
+
+def _config(blocks: int) -> dict:
+    return {**DEMO_CONFIG, "transformer": {**DEMO_CONFIG["transformer"], "num_layers": blocks}}
+
+
+def _saved_bytes(config: dict, frames: int, size: int, audio_steps: int, text: int) -> int:
+    """Peak bytes autograd keeps for the backward pass of one LoRA forward (float32)."""
+    torch.manual_seed(0)
+    model = add_lora(
+        configure_transformer(config).requires_grad_(False), 8, 8, 0.0, ["to_q", "to_k", "to_v", "to_out.0"]
+    )
+    model.train()
+    strategy = FlexibleStrategy(
+        FlexibleStrategyConfig(video=ModalityConfig(latents_dir="v"), audio=ModalityConfig(latents_dir="a")),
+        ShiftedLogitNormalSampler(),
+    )
+    tr = config["transformer"]
+    batch = {
+        "v": {"latents": torch.randn(1, 128, frames, size, size), "fps": torch.full((1,), 24.0)},
+        "a": {"latents": torch.randn(1, 8, audio_steps, 16)},
+    }
+    contexts = TextContexts(
+        video=torch.randn(1, text, tr["cross_attention_dim"]),
+        audio=torch.randn(1, text, tr["audio_cross_attention_dim"]),
+        mask=torch.ones(1, text, dtype=torch.int64),
+    )
+    inputs = strategy.prepare(batch, contexts, PerSampleDraws(0, 0, [0]))
+    live = {"now": 0, "peak": 0}
+
+    def pack(x: torch.Tensor):
+        live["now"] += x.numel() * x.element_size()
+        live["peak"] = max(live["peak"], live["now"])
+        return x
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda x: x):
+        model(inputs.video.modality, inputs.audio.modality)
+    return live["peak"]
+
+
+@pytest.mark.parametrize(("blocks", "frames", "audio_steps"), [(2, 4, 32), (4, 4, 32), (2, 8, 64)])
+def test_activation_estimate_within_15_percent_of_saved_tensors(blocks, frames, audio_steps):
+    config = _config(blocks)
+    measured = _saved_bytes(config, frames, 8, audio_steps, text=128)
+    settings = TrainingSettings(lora_rank=8, mixed_precision="no")
+    shape = TrainingShape(video_tokens=frames * 64, audio_tokens=audio_steps, text_tokens=128)
+    estimate = estimate_training_memory(config, settings, shape, device="cpu")
+    assert abs(estimate.activations / measured - 1) < 0.15, (estimate.activations, measured)
+
+
+def test_weights_and_adapters_are_counted_from_the_model():
+    config = _config(2)
+    model = configure_transformer(config)
+    full = sum(t.numel() for t in model.state_dict().values())
+    fp32 = estimate_training_memory(config, TrainingSettings(lora_rank=4, mixed_precision="no"), TrainingShape(64))
+    bf16 = estimate_training_memory(config, TrainingSettings(lora_rank=4), TrainingShape(64))
+    assert fp32.base_weights == 4 * full and bf16.base_weights == 2 * full
+    lora = add_lora(model.requires_grad_(False), 4, 4, 0.0, ["to_q", "to_k", "to_v", "to_out.0"])
+    adapters = sum(p.numel() for p in lora.parameters() if p.requires_grad)
+    assert fp32.trainable == adapters * (4 + 4 + 8)  # weights, gradients, two AdamW moments
+    eight_bit = estimate_training_memory(
+        config, TrainingSettings(lora_rank=4, optimizer="adamw8bit"), TrainingShape(64)
+    )
+    assert eight_bit.trainable == adapters * (4 + 4 + 2)
+    int8 = estimate_training_memory(
+        config, TrainingSettings(lora_rank=4, quantization="int8-quanto"), TrainingShape(64)
+    )
+    assert int8.base_weights < bf16.base_weights
+
+
+def test_a_run_that_does_not_fit_names_the_settings_that_would():
+    config = _config(4)
+    settings = TrainingSettings(lora_rank=8)
+    shape = TrainingShape(video_tokens=20000, audio_tokens=500, text_tokens=128)
+    plain = estimate_training_memory(config, settings, shape)
+    checkpointed = estimate_training_memory(config, TrainingSettings(lora_rank=8, gradient_checkpointing=True), shape)
+    assert checkpointed.peak < plain.peak
+    free = (checkpointed.peak + plain.peak) // 2
+    with pytest.raises(TrainingMemoryError, match="enable_gradient_checkpointing: true") as err:
+        check_training_fits(config, settings, shape, free, headroom=0.0)
+    assert "GiB" in str(err.value)
+    assert check_training_fits(config, settings, shape, plain.peak, headroom=0.0) == plain
+    with pytest.raises(TrainingMemoryError, match="nothing tried fits"):
+        check_training_fits(config, settings, shape, 1000, headroom=0.0)
