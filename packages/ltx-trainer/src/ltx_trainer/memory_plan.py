@@ -285,10 +285,13 @@ def shape_of_data(
         files = [f for f in find_samples(root / folder) if f.suffix == ".safetensors"]
         best = 0
         for f in files[:64]:
-            with safe_open(str(f), framework="pt") as h:
-                if key in h.keys():  # noqa: SIM118 - safe_open is not a mapping
-                    dims = h.get_slice(key).get_shape()
-                    best = max(best, _tokens(dims))
+            try:
+                with safe_open(str(f), framework="pt") as h:
+                    if key in h.keys():  # noqa: SIM118 - safe_open is not a mapping
+                        dims = h.get_slice(key).get_shape()
+                        best = max(best, _tokens(dims))
+            except Exception:  # a damaged file is reported by the data loader, naming it
+                continue
         return best, len(files)
 
     video, n = largest(video_dir, "latents")
@@ -322,7 +325,7 @@ def check_run(config: Any, device: torch.device) -> TrainingMemoryEstimate | Non
     if free is None:
         return None
     estimate = check_training_fits(checkpoint_config, settings, shape, free, device)
-    logger.info("memory plan: %s of %.1f GiB free", estimate.describe(), free / _GIB)
+    logger.debug("memory plan: %s of %.1f GiB free", estimate.describe(), free / _GIB)
     return estimate
 
 
