@@ -33,7 +33,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if (args.config is None) == (not args.demo):
         parser.error("give a config file, or --demo (not both)")
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
+    # force: each in-process call (tests, notebooks) writes to the stdout of that call, not a closed one
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout, force=True)
     if args.demo:
         from ltx_trainer.demo import demo_main
 
