@@ -64,7 +64,7 @@ def test_validation_runs_the_trained_transformer_and_writes_nothing_else(tiny_mo
 
     def latents():
         pipeline = TI2VidOneStagePipeline(
-            tiny_models.checkpoint, tiny_models.gemma_root, transformer=model.get_base_model(),
+            tiny_models.checkpoint, tiny_models.gemma_root, built_transformer=model.get_base_model(),
             device="cpu", dtype=torch.float32, progress=False,
         )  # fmt: skip
         return runner.generate(pipeline, 0).latents["stage_1.video_latent"]
