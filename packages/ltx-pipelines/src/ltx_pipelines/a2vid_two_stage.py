@@ -11,40 +11,56 @@ the input waveform segment itself, not a decoded copy.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+from torch import nn
 
-from ltx_core.components.denoisers import GuidedDenoiser, SimpleDenoiser
+from ltx_core.components.denoisers import GuidedDenoiser
 from ltx_core.components.guiders import MultiModalGuiderParams
-from ltx_core.components.schedulers import stage_2_distilled_sigmas
-from ltx_core.conditioning import FrozenModality
-from ltx_core.loader import StateDictCache
+from ltx_core.components.schedulers import LTX2Scheduler, stage_2_distilled_sigmas
+from ltx_core.loader import LoraSpec
 from ltx_core.model.transformer import X0Model
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
-from ltx_core.types import AudioLatentShape, VideoPixelShape
+from ltx_core.types import AudioLatentShape
 from ltx_pipelines.cli.args import add_guidance_args, add_max_batch_size_arg
 from ltx_pipelines.cli.media_inputs import MediaInputsCli, audio_duration, audio_file
 from ltx_pipelines.cli.run_config import RunConfig
 from ltx_pipelines.cli.runner import CliLayout, ParsedRun, run_pipeline_cli
-from ltx_pipelines.engine.defaults import PipelineDefaults
-from ltx_pipelines.engine.file_steps import (
-    decode_tiling_for,
-    encode_conditioning_images,
-    upsample_between_stages,
+from ltx_pipelines.engine.defaults import (
+    DEFAULT_MAX_BATCH_SIZE,
+    TWO_STAGE_SPATIAL_MULTIPLE,
+    PipelineDefaults,
+    defaults_for_checkpoint,
 )
+from ltx_pipelines.engine.file_steps import decode_tiling_for
 from ltx_pipelines.engine.final_latents import FinalLatents
 from ltx_pipelines.engine.generation import Generation
-from ltx_pipelines.engine.guided import GuidedRun
-from ltx_pipelines.engine.noise import NoiseSource, fork_noise
+from ltx_pipelines.engine.guided import (
+    GuidanceSettings,
+    checked_max_batch_size,
+    checked_stage_sigmas,
+    guided_inputs,
+    negative_prompt_or_default,
+    resolve_guidance,
+    stage_sigmas_or,
+)
+from ltx_pipelines.engine.noise import NoiseSource, SeededNoise, fork_noise
+from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
 from ltx_pipelines.engine.source_latents import encode_audio_latent
-from ltx_pipelines.engine.stages import ImageCondition, run_denoising_stage
+from ltx_pipelines.engine.stages import ImageCondition
+from ltx_pipelines.engine.two_stages import StagePlan, distilled_lora_stages, run_two_stages
 from ltx_pipelines.media import read_audio
-from ltx_pipelines.ti2vid_two_stages import TI2VidTwoStagesPipeline
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -77,19 +93,79 @@ class AudioInput:
         return self.waveform[:, : round(seconds * self.sample_rate)]
 
 
-@dataclass(frozen=True)
-class AudioToVideoRun(GuidedRun):
-    audio: AudioInput | None = None
-
-
-class A2VidPipelineTwoStage(TI2VidTwoStagesPipeline):
+class A2VidPipelineTwoStage(PromptPipeline):
     """Video for a given audio track: full checkpoint, x2 upsampler, distilled LoRA (stage 2) and Gemma.
 
-    Call with a prompt and `audio=AudioInput(...)` (see `PromptPipeline.__call__`; `audio_guidance`
-    is not accepted: the audio is frozen) or drive `generate_from_contexts` directly.
+    Call with a prompt and `audio=AudioInput(...)` (no audio guidance: the audio is frozen) or drive
+    `generate_from_contexts` directly.
     """
 
-    def generate_from_contexts(  # type: ignore[override]
+    spatial_multiple = TWO_STAGE_SPATIAL_MULTIPLE
+    stage_names = ("stage_1", "stage_2")
+    """The denoising stages, as named in noise draws, latents and `stage_sigmas`."""
+
+    def __init__(
+        self,
+        checkpoint_path: str | Path,
+        spatial_upsampler_path: str | Path,
+        gemma_root: str | Path | None,
+        *,
+        distilled_lora: LoraSpec | None,
+        max_batch_size: int | None = DEFAULT_MAX_BATCH_SIZE,
+        **options: Unpack[PipelineOptions],
+    ) -> None:
+        """`distilled_lora` is fused into stage 2 (with `loras`, fused into both); `max_batch_size`: how many
+        guidance passes share one transformer call (None: all); `options`: see `PipelineOptions`."""
+        self.max_batch_size = checked_max_batch_size(max_batch_size)
+        super().__init__(checkpoint_path, gemma_root, **options)
+        self.spatial_upsampler_path = Path(spatial_upsampler_path)
+        self.distilled_lora = distilled_lora
+        if distilled_lora is None:
+            logger.warning("no distilled LoRA: stage 2 refines with the plain full model")
+
+    def guidance_settings(
+        self, num_inference_steps: int | None = None, video_guidance: MultiModalGuiderParams | None = None
+    ) -> GuidanceSettings:
+        """The given values, with the checkpoint generation's defaults for those left as None; the frozen
+        audio stream's guidance is the no-op one."""
+        defaults = defaults_for_checkpoint(self.checkpoint_path)
+        return resolve_guidance(defaults, num_inference_steps, video_guidance, MultiModalGuiderParams())
+
+    def stage_loras(self) -> tuple[tuple[LoraSpec, ...], tuple[LoraSpec, ...]]:
+        """LoRAs fused into the stage-1 and the stage-2 transformer."""
+        return distilled_lora_stages(self.loras, self.distilled_lora)
+
+    def __call__(
+        self,
+        prompt: str,
+        *,
+        audio: AudioInput,
+        seed: int,
+        height: int,
+        width: int,
+        num_frames: int,
+        frame_rate: float,
+        images: Sequence[ImageCondition] = (),
+        enhance_prompt: bool = False,
+        negative_prompt: str | None = None,
+        num_inference_steps: int | None = None,
+        video_guidance: MultiModalGuiderParams | None = None,
+    ) -> Generation:
+        """Generate the video for `audio` from a prompt; the same seed and settings give the same result."""
+        self.output_shape(height, width, num_frames, frame_rate)
+        settings = self.guidance_settings(num_inference_steps, video_guidance)  # before Gemma runs
+        (contexts, negative), final_prompt = self.encode_prompts(
+            [prompt, negative_prompt_or_default(negative_prompt)], seed=seed, images=images, enhance=enhance_prompt
+        )
+        generation = self.generate_from_contexts(
+            contexts, negative, audio=audio, height=height, width=width, num_frames=num_frames,
+            frame_rate=frame_rate, noise=SeededNoise(seed), images=images,
+            num_inference_steps=settings.num_inference_steps, video_guidance=settings.video,
+        )  # fmt: skip
+        generation.prompt = final_prompt
+        return generation
+
+    def generate_from_contexts(
         self,
         contexts: TextContexts,
         negative_contexts: TextContexts | None,
@@ -103,67 +179,30 @@ class A2VidPipelineTwoStage(TI2VidTwoStagesPipeline):
         images: Sequence[ImageCondition] = (),
         num_inference_steps: int | None = None,
         video_guidance: MultiModalGuiderParams | None = None,
-        audio_guidance: MultiModalGuiderParams | None = None,
         stage_sigmas: Mapping[str, torch.Tensor] | None = None,
     ) -> Generation:
-        """Both stages and decoding from given contexts, the audio and a noise source (the parity seam).
-        The audio stream is frozen, so its guidance is the no-op one; `audio_guidance` must be None."""
-        if audio_guidance is not None:
-            raise ValueError("audio-to-video holds the audio frozen: audio_guidance is not accepted")
-        unknown = sorted(set(stage_sigmas or {}) - set(self.stage_names))
-        if unknown:
-            raise ValueError(
-                f"stage_sigmas names unknown stage(s) {unknown}; this pipeline has {list(self.stage_names)}"
-            )
-        run = AudioToVideoRun(
-            shape=self.output_shape(height, width, num_frames, frame_rate),
-            inputs=self.guided_inputs(
-                contexts, negative_contexts, num_inference_steps, video_guidance, MultiModalGuiderParams()
-            ),
-            noise=noise,
-            images=tuple(images),
-            stage_sigmas=dict(stage_sigmas or {}),
-            audio=audio,
-        )
-        return self.run_stages(run)
-
-    def prompt_options(self, request: Any) -> tuple[list[str], dict[str, Any]]:
-        prompts, options = super().prompt_options(request)
-        options.pop("audio_guidance")
-        return prompts, options
-
-    def run_stages(self, run: GuidedRun) -> Generation:
-        if not isinstance(run, AudioToVideoRun) or run.audio is None:
-            raise TypeError("audio-to-video needs its audio: call generate_from_contexts(..., audio=AudioInput(...))")
-        full = run.shape
-        half = VideoPixelShape(1, full.frames, full.height // 2, full.width // 2, full.fps)
-        inputs = run.inputs
-        stage_1_sigmas = run.sigmas("stage_1", lambda: self.default_stage_1_sigmas(inputs.settings, half))
-        stage_2_sigmas = run.sigmas("stage_2", stage_2_distilled_sigmas)
-        device, dtype = self.placement.device, self.placement.dtype
+        """Both stages and decoding from given contexts, the audio and a noise source (the parity seam)."""
+        full = self.output_shape(height, width, num_frames, frame_rate)
+        given = checked_stage_sigmas(stage_sigmas, self.stage_names)
+        settings = self.guidance_settings(num_inference_steps, video_guidance)
+        inputs = guided_inputs(settings, contexts, negative_contexts, self.placement)
+        stage_1_sigmas = stage_sigmas_or(given, "stage_1", lambda: LTX2Scheduler().sigmas(settings.num_inference_steps))
+        stage_2_sigmas = stage_sigmas_or(given, "stage_2", stage_2_distilled_sigmas)
         loras_1, loras_2 = self.stage_loras()
 
         duration = full.frames / full.fps
         audio_latent = encode_audio_latent(
             self.checkpoint_path,
             self.placement,
-            run.audio.waveform,
-            run.audio.sample_rate,
+            audio.waveform,
+            audio.sample_rate,
             latent_frames=AudioLatentShape.from_duration(1, duration).frames,
         )
-        latents: dict[str, torch.Tensor] = {"encoded_audio_latent": audio_latent}
-        frozen_audio = [FrozenModality()]  # the encoded latent, given as the initial one, never changes
-        encoded = encode_conditioning_images(
-            run.images, self.checkpoint_path, self.placement, [half, full], keep_latent_statistics=True
-        )
-        stage_1_items, stage_2_items = encoded.per_stage
-        assert encoded.latent_statistics is not None
 
-        cache = StateDictCache() if device.type == "cpu" else None  # see TI2VidTwoStagesPipeline
-        with self.transformer(loras_1, cache) as transformer:
+        def stage_1_denoiser(transformer: nn.Module) -> GuidedDenoiser:
             # The reference's audio guider has no negative context: the negative pass keeps the positive
             # audio context (the video attends to the audio stream under it).
-            denoiser = GuidedDenoiser(
+            return GuidedDenoiser(
                 X0Model(transformer),
                 inputs.positive.video,
                 inputs.positive.audio,
@@ -172,37 +211,26 @@ class A2VidPipelineTwoStage(TI2VidTwoStagesPipeline):
                 audio_guidance=inputs.settings.audio,
                 max_batch_size=self.max_batch_size,
             )
-            stage_1 = run_denoising_stage(
-                denoiser, half, stage_1_sigmas, run.noise, "stage_1", device, dtype,
-                conditionings=stage_1_items, audio_conditionings=frozen_audio, initial_audio=audio_latent,
-                progress=self.progress,
-            )  # fmt: skip
-        latents.update(stage_1.named("stage_1"))
-        upsampled = upsample_between_stages(
-            stage_1.video_latent, self.spatial_upsampler_path, encoded.latent_statistics, self.placement
-        )
-        latents["upsampled_video_latent"] = upsampled
-        with self.transformer(loras_2, cache) as transformer:
-            if cache is not None:
-                cache.clear()
-            denoiser = SimpleDenoiser(X0Model(transformer), inputs.positive.video, inputs.positive.audio)
-            stage_2 = run_denoising_stage(
-                denoiser, full, stage_2_sigmas, run.noise, "stage_2", device, dtype,
-                conditionings=stage_2_items, audio_conditionings=frozen_audio, initial_video=upsampled,
-                initial_audio=audio_latent, progress=self.progress,
-            )  # fmt: skip
-        latents.update(stage_2.named("stage_2"))
+
+        # The encoded latent, given as the initial one of both stages, never changes.
+        result = run_two_stages(
+            self, self.spatial_upsampler_path, full, noise,
+            stage_1=StagePlan(loras_1, stage_1_sigmas), stage_2=StagePlan(loras_2, stage_2_sigmas),
+            stage_1_denoiser=stage_1_denoiser, refine_contexts=inputs.positive, images=images,
+            frozen_audio=audio_latent,
+        )  # fmt: skip
+        latents = {"encoded_audio_latent": audio_latent, **result.latents}
 
         # Kept as the run's final latents (saved if decoding fails; `decode` then rebuilds the audio from
         # the frozen latent, not the input file).
         final = FinalLatents(
-            video=stage_2.video_latent,
+            video=result.stage_2.video_latent,
             audio=audio_latent,
             shape=full,
             checkpoint=self.checkpoint_path,
             placement=self.placement,
             tiling=decode_tiling_for(full, self.tiling),
-            noise=fork_noise(run.noise),
+            noise=fork_noise(noise),
         )
         return Generation(
             frames=final.decode_frames(),
@@ -211,8 +239,8 @@ class A2VidPipelineTwoStage(TI2VidTwoStagesPipeline):
             width=full.width,
             frame_rate=full.fps,
             # The input itself (cut to the video), not the VAE's reconstruction of it.
-            audio=run.audio.first_seconds(duration).float(),
-            audio_sample_rate=run.audio.sample_rate,
+            audio=audio.first_seconds(duration).float(),
+            audio_sample_rate=audio.sample_rate,
             prompt="",
             latents=latents,
             tiling=final.tiling,

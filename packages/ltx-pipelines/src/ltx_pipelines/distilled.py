@@ -29,7 +29,7 @@ from ltx_pipelines.engine.file_steps import (
     upsample_between_stages,
 )
 from ltx_pipelines.engine.generation import Generation
-from ltx_pipelines.engine.noise import NoiseSource
+from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
 from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
 from ltx_pipelines.engine.stages import ImageCondition, run_denoising_stage
 
@@ -58,6 +58,28 @@ class DistilledPipeline(PromptPipeline):
         """`options`: see `PipelineOptions`."""
         super().__init__(checkpoint_path, gemma_root, **options)
         self.spatial_upsampler_path = Path(spatial_upsampler_path)
+
+    def __call__(
+        self,
+        prompt: str,
+        *,
+        seed: int,
+        height: int,
+        width: int,
+        num_frames: int,
+        frame_rate: float,
+        images: Sequence[ImageCondition] = (),
+        enhance_prompt: bool = False,
+    ) -> Generation:
+        """Generate from a prompt (no negative prompt, no guidance); the same seed gives the same result."""
+        self.output_shape(height, width, num_frames, frame_rate)
+        (contexts,), final_prompt = self.encode_prompts([prompt], seed=seed, images=images, enhance=enhance_prompt)
+        generation = self.generate_from_contexts(
+            contexts, height=height, width=width, num_frames=num_frames, frame_rate=frame_rate,
+            noise=SeededNoise(seed), images=images,
+        )  # fmt: skip
+        generation.prompt = final_prompt
+        return generation
 
     def generate_from_contexts(
         self,

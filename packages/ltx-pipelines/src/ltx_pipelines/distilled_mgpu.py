@@ -18,17 +18,12 @@ import torch
 from ltx_pipelines.cli.multigpu import MgpuCli, main_mgpu, mgpu_options
 from ltx_pipelines.cli.runner import DISTILLED_LAYOUT, ParsedRun
 from ltx_pipelines.distilled import DistilledPipeline
-from ltx_pipelines.engine.multigpu import MultiDeviceMixin
 
 
-class DistilledMgpuPipeline(MultiDeviceMixin, DistilledPipeline):
-    """`DistilledPipeline` over the ranks of the default process group: sequence parallel, stage 2 tiled data
-    parallel with `stage_2_parallel="tiled"`."""
-
-
-def build(run: ParsedRun, device: torch.device) -> DistilledMgpuPipeline:
+def build(run: ParsedRun, device: torch.device) -> DistilledPipeline:
+    """This rank's `DistilledPipeline`, run over the ranks (`parallel`)."""
     options = {**run.pipeline_options(), "device": device, **mgpu_options(run)}
-    return DistilledMgpuPipeline(run.checkpoint_path, run.spatial_upsampler_path, run.gemma_root, **options)
+    return DistilledPipeline(run.checkpoint_path, run.spatial_upsampler_path, run.gemma_root, **options)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

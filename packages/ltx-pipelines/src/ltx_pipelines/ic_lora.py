@@ -40,7 +40,7 @@ from ltx_pipelines.engine.ic_references import (
     reference_conditionings,
     reference_factors,
 )
-from ltx_pipelines.engine.noise import NoiseSource
+from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
 from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
 from ltx_pipelines.engine.stages import ImageCondition, run_denoising_stage
 from ltx_pipelines.media import MediaError, probe_video, read_image_rgb
@@ -87,6 +87,33 @@ class ICLoraPipeline(PromptPipeline):
     @property
     def reference_temporal_scale_factor(self) -> int:
         return self.factors.temporal
+
+    def __call__(
+        self,
+        prompt: str,
+        *,
+        seed: int,
+        height: int,
+        width: int,
+        num_frames: int,
+        frame_rate: float,
+        images: Sequence[ImageCondition] = (),
+        enhance_prompt: bool = False,
+        references: Sequence[VideoReference] = (),
+        attention_strength: float = 1.0,
+        attention_mask: torch.Tensor | None = None,
+        skip_stage_2: bool = False,
+    ) -> Generation:
+        """Generate from a prompt and the reference videos (no guidance); the same seed gives the same result."""
+        self.output_shape(height, width, num_frames, frame_rate)
+        (contexts,), final_prompt = self.encode_prompts([prompt], seed=seed, images=images, enhance=enhance_prompt)
+        generation = self.generate_from_contexts(
+            contexts, height=height, width=width, num_frames=num_frames, frame_rate=frame_rate,
+            noise=SeededNoise(seed), images=images, references=references, attention_strength=attention_strength,
+            attention_mask=attention_mask, skip_stage_2=skip_stage_2,
+        )  # fmt: skip
+        generation.prompt = final_prompt
+        return generation
 
     def generate_from_contexts(
         self,

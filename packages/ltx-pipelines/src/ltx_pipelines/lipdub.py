@@ -45,7 +45,7 @@ from ltx_pipelines.engine.file_steps import contexts_on, encode_conditioning_ima
 from ltx_pipelines.engine.generation import Generation
 from ltx_pipelines.engine.ic_references import VideoReference, reference_conditionings, reference_factors
 from ltx_pipelines.engine.model_loading import loaded
-from ltx_pipelines.engine.noise import NoiseSource
+from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
 from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
 from ltx_pipelines.engine.stages import ImageCondition, run_denoising_stage
 from ltx_pipelines.media import AudioClip, MediaError, probe_video, read_audio
@@ -132,6 +132,29 @@ class LipDubPipeline(PromptPipeline):
         """The reference waveform as an audio latent (1, 8, T, 16)."""
         with loaded(AUDIO_ENCODER, self.checkpoint_path, self.placement) as encoder, torch.no_grad():
             return encode_audio(_stereo_or_mono(clip.waveform).to(self.placement.dtype), clip.sample_rate, encoder)
+
+    def __call__(
+        self,
+        prompt: str,
+        *,
+        reference: LipDubReference,
+        seed: int,
+        height: int,
+        width: int,
+        num_frames: int,
+        frame_rate: float,
+        images: Sequence[ImageCondition] = (),
+        enhance_prompt: bool = False,
+    ) -> Generation:
+        """Dub `reference` from a prompt (no guidance); the same seed gives the same result."""
+        self.output_shape(height, width, num_frames, frame_rate)
+        (contexts,), final_prompt = self.encode_prompts([prompt], seed=seed, images=images, enhance=enhance_prompt)
+        generation = self.generate_from_contexts(
+            contexts, height=height, width=width, num_frames=num_frames, frame_rate=frame_rate,
+            noise=SeededNoise(seed), reference=reference, images=images,
+        )  # fmt: skip
+        generation.prompt = final_prompt
+        return generation
 
     def generate_from_contexts(
         self,

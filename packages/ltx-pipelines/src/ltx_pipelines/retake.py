@@ -15,7 +15,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -38,14 +38,31 @@ from ltx_pipelines.cli.run_config import RunConfig
 from ltx_pipelines.cli.runner import CliLayout, ParsedRun, run_pipeline_cli
 from ltx_pipelines.cli.runtime_flags import add_runtime_args
 from ltx_pipelines.cli.tiling_flags import add_tiling_args
-from ltx_pipelines.engine.defaults import ONE_STAGE_SPATIAL_MULTIPLE, PipelineDefaults
+from ltx_pipelines.engine.defaults import (
+    DEFAULT_MAX_BATCH_SIZE,
+    ONE_STAGE_SPATIAL_MULTIPLE,
+    PipelineDefaults,
+    defaults_for_checkpoint,
+)
 from ltx_pipelines.engine.generation import Generation
-from ltx_pipelines.engine.guided import GuidedPipeline, GuidedRun
+from ltx_pipelines.engine.guided import (
+    GuidanceSettings,
+    checked_max_batch_size,
+    checked_stage_sigmas,
+    guided_inputs,
+    negative_prompt_or_default,
+    resolve_guidance,
+    stage_guided_denoiser,
+    stage_sigmas_or,
+)
 from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
-from ltx_pipelines.engine.prompt_pipeline import GuidanceRequest, PromptPipeline
+from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
 from ltx_pipelines.engine.source_latents import encode_audio_latent, encode_video_latent
 from ltx_pipelines.engine.stages import run_denoising_stage
 from ltx_pipelines.media import frames_to_model_input, probe_video, read_audio, read_video
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 # The reference's step count for a full checkpoint under guidance (its library default).
 FULL_CHECKPOINT_STEPS = 40
@@ -107,16 +124,7 @@ def check_source_shape(frames: int, height: int, width: int) -> None:
         raise ValueError("the source video does not fit the model's grid: " + "; ".join(problems))
 
 
-@dataclass(frozen=True)
-class RetakeRun(GuidedRun):
-    source: RetakeSource | None = None
-    start_time: float = 0.0
-    end_time: float = 0.0
-    regenerate_video: bool = True
-    regenerate_audio: bool = True
-
-
-class RetakePipeline(GuidedPipeline):
+class RetakePipeline(PromptPipeline):
     """Regenerate [start_time, end_time) seconds of a source video from a prompt.
 
     `distilled=True` (default): a distilled checkpoint, its sigmas, no guidance, only the prompt is
@@ -125,18 +133,43 @@ class RetakePipeline(GuidedPipeline):
     drive `generate_from_contexts` directly.
     """
 
-    def __init__(self, checkpoint_path: str | Path, gemma_root: str | Path | None, *, distilled: bool = True,
-                 **options: Any) -> None:  # fmt: skip
-        """`options`: see `GuidedOptions` (`max_batch_size` applies with `distilled=False`)."""
+    stage_names = ("stage_1",)
+    """The denoising stage, as named in noise draws, latents and `stage_sigmas`."""
+
+    def __init__(
+        self,
+        checkpoint_path: str | Path,
+        gemma_root: str | Path | None,
+        *,
+        distilled: bool = True,
+        max_batch_size: int | None = DEFAULT_MAX_BATCH_SIZE,
+        **options: Unpack[PipelineOptions],
+    ) -> None:
+        """`max_batch_size` (how many guidance passes share one transformer call, None: all) applies with
+        `distilled=False`; `options`: see `PipelineOptions`."""
+        self.max_batch_size = checked_max_batch_size(max_batch_size)
         super().__init__(checkpoint_path, gemma_root, **options)
         self.distilled = distilled
 
-    def prompt_options(self, request: GuidanceRequest) -> tuple[list[str], dict[str, Any]]:
-        if self.distilled:  # no negative prompt, no guidance settings
-            return PromptPipeline.prompt_options(self, request)
-        return super().prompt_options(request)
+    def guidance_settings(
+        self,
+        num_inference_steps: int | None = None,
+        video_guidance: MultiModalGuiderParams | None = None,
+        audio_guidance: MultiModalGuiderParams | None = None,
+    ) -> GuidanceSettings:
+        """Distilled: no guidance (refused when given). Full: the given values, with 40 steps and the checkpoint
+        generation's guidance for those left as None."""
+        if self.distilled:
+            given = [n for n, v in (("num_inference_steps", num_inference_steps), ("video_guidance", video_guidance),
+                     ("audio_guidance", audio_guidance)) if v is not None]  # fmt: skip
+            if given:
+                raise ValueError(f"the distilled retake runs without guidance: {given} not accepted")
+            off = MultiModalGuiderParams()
+            return resolve_guidance(defaults_for_checkpoint(self.checkpoint_path), None, off, off)
+        steps = FULL_CHECKPOINT_STEPS if num_inference_steps is None else num_inference_steps
+        return resolve_guidance(defaults_for_checkpoint(self.checkpoint_path), steps, video_guidance, audio_guidance)
 
-    def __call__(  # type: ignore[override]
+    def __call__(
         self,
         prompt: str,
         *,
@@ -154,21 +187,24 @@ class RetakePipeline(GuidedPipeline):
     ) -> Generation:
         """The source with [start_time, end_time) regenerated; the same seed gives the same result."""
         check_region(start_time, end_time, regenerate_video, regenerate_audio)
-        if not self.distilled and num_inference_steps is None:
-            num_inference_steps = FULL_CHECKPOINT_STEPS
-        extra, options = self.prompt_options(
-            GuidanceRequest(negative_prompt, num_inference_steps, video_guidance, audio_guidance)
-        )
-        contexts, final_prompt = self.encode_prompts([prompt, *extra], seed=seed, images=(), enhance=enhance_prompt)
+        if self.distilled and negative_prompt is not None:
+            raise ValueError("the distilled retake runs without guidance: ['negative_prompt'] not accepted")
+        settings = self.guidance_settings(num_inference_steps, video_guidance, audio_guidance)  # before Gemma runs
+        prompts = [prompt] if self.distilled else [prompt, negative_prompt_or_default(negative_prompt)]
+        contexts, final_prompt = self.encode_prompts(prompts, seed=seed, images=(), enhance=enhance_prompt)
+        guidance = {} if self.distilled else {
+            "num_inference_steps": settings.num_inference_steps, "video_guidance": settings.video,
+            "audio_guidance": settings.audio,
+        }  # fmt: skip
         generation = self.generate_from_contexts(
             contexts[0], contexts[1] if len(contexts) > 1 else None, source=source, start_time=start_time,
             end_time=end_time, regenerate_video=regenerate_video, regenerate_audio=regenerate_audio,
-            noise=SeededNoise(seed), **options,
+            noise=SeededNoise(seed), **guidance,
         )  # fmt: skip
         generation.prompt = final_prompt
         return generation
 
-    def generate_from_contexts(  # type: ignore[override]
+    def generate_from_contexts(
         self,
         contexts: TextContexts,
         negative_contexts: TextContexts | None = None,
@@ -187,36 +223,38 @@ class RetakePipeline(GuidedPipeline):
         """The retake stage and decoding from given contexts, the source and a noise source (the parity
         seam). Distilled: `negative_contexts` and the guidance settings must be None."""
         check_region(start_time, end_time, regenerate_video, regenerate_audio)
+        if self.distilled and negative_contexts is not None:
+            raise ValueError("the distilled retake runs without guidance: ['negative_contexts'] not accepted")
+        settings = self.guidance_settings(num_inference_steps, video_guidance, audio_guidance)
+        given = checked_stage_sigmas(stage_sigmas, self.stage_names)
+        inputs = guided_inputs(settings, contexts, negative_contexts, self.placement)
         if self.distilled:
-            given = [n for n, v in (("negative_contexts", negative_contexts), ("num_inference_steps",
-                     num_inference_steps), ("video_guidance", video_guidance), ("audio_guidance", audio_guidance))
-                     if v is not None]  # fmt: skip
-            if given:
-                raise ValueError(f"the distilled retake runs without guidance: {given} not accepted")
-        elif num_inference_steps is None:
-            num_inference_steps = FULL_CHECKPOINT_STEPS
-        unknown = sorted(set(stage_sigmas or {}) - set(self.stage_names))
-        if unknown:
-            raise ValueError(f"stage_sigmas names unknown stage(s) {unknown}; this pipeline has ['stage_1']")
-        off = MultiModalGuiderParams()
-        run = RetakeRun(
-            shape=source.shape,
-            inputs=self.guided_inputs(
-                contexts,
-                negative_contexts,
-                num_inference_steps,
-                off if self.distilled else video_guidance,
-                off if self.distilled else audio_guidance,
-            ),
-            noise=noise,
-            stage_sigmas=dict(stage_sigmas or {}),
-            source=source,
-            start_time=start_time,
-            end_time=end_time,
-            regenerate_video=regenerate_video,
-            regenerate_audio=regenerate_audio,
-        )
-        return self.run_stages(run)
+            sigmas = stage_sigmas_or(given, "stage_1", distilled_sigmas)
+        else:
+            sigmas = stage_sigmas_or(given, "stage_1", lambda: LTX2Scheduler().sigmas(settings.num_inference_steps))
+        video_latent, audio_latent = self.source_latents(source)
+        region = TemporalRegionMask(start_time, end_time)
+        video_items: list[ConditioningItem] = [region if regenerate_video else FrozenModality()]
+        # A source without sound: the audio of the whole clip is generated.
+        audio_items: list[ConditioningItem] = []
+        if audio_latent is not None:
+            audio_items = [region if regenerate_audio else FrozenModality()]
+
+        with self.transformer(self.loras) as transformer:
+            denoiser: Denoiser
+            if self.distilled:
+                denoiser = SimpleDenoiser(X0Model(transformer), inputs.positive.video, inputs.positive.audio)
+            else:
+                denoiser = stage_guided_denoiser(transformer, inputs, self.max_batch_size)
+            result = run_denoising_stage(
+                denoiser, source.shape, sigmas, noise, "stage_1", self.placement.device, self.placement.dtype,
+                conditionings=video_items, audio_conditionings=audio_items, initial_video=video_latent,
+                initial_audio=audio_latent, progress=self.progress,
+            )  # fmt: skip
+        latents = {"source_video_latent": video_latent, **result.named("stage_1")}
+        if audio_latent is not None:
+            latents["source_audio_latent"] = audio_latent
+        return self.decoded(source.shape, result.video_latent, result.audio_latent, noise, latents)
 
     def source_latents(self, source: RetakeSource) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The source's video latent and audio latent (None without audio), encoded where not given."""
@@ -234,40 +272,6 @@ class RetakePipeline(GuidedPipeline):
                 self.checkpoint_path, self.placement, source.waveform, source.sample_rate, latent_frames=frames
             )
         return video.to(self.placement.device), None if audio is None else audio.to(self.placement.device)
-
-    def run_stages(self, run: GuidedRun) -> Generation:
-        if not isinstance(run, RetakeRun) or run.source is None:
-            raise TypeError("retake needs its source: call generate_from_contexts(..., source=RetakeSource(...))")
-        settings = run.inputs.settings
-        if self.distilled:
-            sigmas = run.sigmas("stage_1", distilled_sigmas)
-        else:
-            sigmas = run.sigmas("stage_1", lambda: LTX2Scheduler().sigmas(settings.num_inference_steps))
-        video_latent, audio_latent = self.source_latents(run.source)
-        region = TemporalRegionMask(run.start_time, run.end_time)
-        video_items: list[ConditioningItem] = [region if run.regenerate_video else FrozenModality()]
-        # A source without sound: the audio of the whole clip is generated.
-        audio_items: list[ConditioningItem] = []
-        if audio_latent is not None:
-            audio_items = [region if run.regenerate_audio else FrozenModality()]
-
-        (loras,) = self.stage_loras()
-        with self.transformer(loras) as transformer:
-            denoiser: Denoiser
-            if self.distilled:
-                positive = run.inputs.positive
-                denoiser = SimpleDenoiser(X0Model(transformer), positive.video, positive.audio)
-            else:
-                denoiser = self.guided_stage_denoiser(transformer, run.inputs)
-            result = run_denoising_stage(
-                denoiser, run.shape, sigmas, run.noise, "stage_1", self.placement.device, self.placement.dtype,
-                conditionings=video_items, audio_conditionings=audio_items, initial_video=video_latent,
-                initial_audio=audio_latent, progress=self.progress,
-            )  # fmt: skip
-        latents = {"source_video_latent": video_latent, **result.named("stage_1")}
-        if audio_latent is not None:
-            latents["source_audio_latent"] = audio_latent
-        return self.decoded(run.shape, result.video_latent, result.audio_latent, run.noise, latents)
 
 
 def check_region(start_time: float, end_time: float, regenerate_video: bool, regenerate_audio: bool) -> None:

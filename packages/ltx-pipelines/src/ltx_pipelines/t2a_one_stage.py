@@ -13,7 +13,7 @@ import argparse
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -32,30 +32,65 @@ from ltx_pipelines.cli.args import (
 )
 from ltx_pipelines.cli.runner import ONE_STAGE_LAYOUT, ParsedRun, PipelineCli, run_pipeline_cli
 from ltx_pipelines.engine.audio_output import AudioGeneration, write_audio_generation
-from ltx_pipelines.engine.defaults import PipelineDefaults
+from ltx_pipelines.engine.defaults import DEFAULT_MAX_BATCH_SIZE, PipelineDefaults, defaults_for_checkpoint
 from ltx_pipelines.engine.final_latents import decode_audio_from_checkpoint
-from ltx_pipelines.engine.guided import GuidedPipeline, GuidedRun
+from ltx_pipelines.engine.generation import Generation
+from ltx_pipelines.engine.guided import (
+    GuidanceSettings,
+    checked_max_batch_size,
+    checked_stage_sigmas,
+    guided_inputs,
+    negative_prompt_or_default,
+    resolve_guidance,
+    stage_guided_denoiser,
+    stage_sigmas_or,
+)
 from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
-from ltx_pipelines.engine.prompt_pipeline import GuidanceRequest
+from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
 from ltx_pipelines.engine.stages import run_denoising_stage
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 # The audio grid only depends on the frame count and rate; the stage's (never built) video grid gets
 # this smallest valid size.
 _PLACEHOLDER_SIZE = 32
 
 
-class T2AOneStagePipeline(GuidedPipeline):
+class T2AOneStagePipeline(PromptPipeline):
     """Text to audio over a full (non-distilled) checkpoint and Gemma, with audio-only guidance.
 
-    Construct with `(checkpoint_path, gemma_root, loras=..., device=..., dtype=..., max_batch_size=...)`;
-    call with a prompt (`seed`, `num_frames`, `frame_rate`, and optionally `negative_prompt`,
-    `num_inference_steps`, `audio_guidance`) or drive `generate_from_contexts` directly. Returns an
-    `AudioGeneration`.
+    Construct with `(checkpoint_path, gemma_root, max_batch_size=..., **PipelineOptions)`; call with a
+    prompt (`seed`, `num_frames`, `frame_rate`, and optionally `negative_prompt`, `num_inference_steps`,
+    `audio_guidance`) or drive `generate_from_contexts` directly. Returns an `AudioGeneration`.
     """
 
     transformer_spec = AUDIO_ONLY_TRANSFORMER  # only the audio stream's keys are read from the checkpoint
+    stage_names = ("stage_1",)
+    """The denoising stage, as named in noise draws, latents and `stage_sigmas`."""
 
-    def __call__(  # type: ignore[override]
+    def __init__(
+        self,
+        checkpoint_path: str | Path,
+        gemma_root: str | Path | None,
+        *,
+        max_batch_size: int | None = DEFAULT_MAX_BATCH_SIZE,
+        **options: Unpack[PipelineOptions],
+    ) -> None:
+        """`max_batch_size`: how many guidance passes share one transformer call (None: all); `options`: see
+        `PipelineOptions`."""
+        self.max_batch_size = checked_max_batch_size(max_batch_size)
+        super().__init__(checkpoint_path, gemma_root, **options)
+
+    def guidance_settings(
+        self, num_inference_steps: int | None = None, audio_guidance: MultiModalGuiderParams | None = None
+    ) -> GuidanceSettings:
+        """The given values, with the checkpoint generation's defaults for those left as None. No video
+        stream: its guidance is the no-op one, so it never asks for a negative video context."""
+        defaults = defaults_for_checkpoint(self.checkpoint_path)
+        return resolve_guidance(defaults, num_inference_steps, MultiModalGuiderParams(), audio_guidance)
+
+    def __call__(
         self,
         prompt: str,
         *,
@@ -69,16 +104,14 @@ class T2AOneStagePipeline(GuidedPipeline):
     ) -> AudioGeneration:
         """Generate audio lasting `num_frames / frame_rate` seconds; the same seed gives the same audio."""
         self.audio_shape(num_frames, frame_rate)
-        extra_prompts, options = self.prompt_options(
-            GuidanceRequest(negative_prompt, num_inference_steps, None, audio_guidance)
+        settings = self.guidance_settings(num_inference_steps, audio_guidance)  # before Gemma runs
+        (contexts, negative), final_prompt = self.encode_prompts(
+            [prompt, negative_prompt_or_default(negative_prompt)], seed=seed, images=(), enhance=enhance_prompt
         )
-        contexts, final_prompt = self.encode_prompts(
-            [prompt, *extra_prompts], seed=seed, images=(), enhance=enhance_prompt
-        )
-        options.pop("video_guidance")
         generation = self.generate_from_contexts(
-            *contexts, num_frames=num_frames, frame_rate=frame_rate, noise=SeededNoise(seed), **options
-        )
+            contexts, negative, num_frames=num_frames, frame_rate=frame_rate, noise=SeededNoise(seed),
+            num_inference_steps=settings.num_inference_steps, audio_guidance=settings.audio,
+        )  # fmt: skip
         generation.prompt = final_prompt
         return generation
 
@@ -91,7 +124,7 @@ class T2AOneStagePipeline(GuidedPipeline):
             raise ValueError(f"frame_rate must be positive, got {frame_rate}")
         return VideoPixelShape(1, num_frames, _PLACEHOLDER_SIZE, _PLACEHOLDER_SIZE, frame_rate)
 
-    def generate_from_contexts(  # type: ignore[override]
+    def generate_from_contexts(
         self,
         contexts: TextContexts,
         negative_contexts: TextContexts | None,
@@ -105,32 +138,17 @@ class T2AOneStagePipeline(GuidedPipeline):
     ) -> AudioGeneration:
         """The guided audio stage and decoding from given contexts (batch 1) and a noise source (the
         parity seam). `negative_contexts` may be None only without audio CFG."""
-        unknown = sorted(set(stage_sigmas or {}) - set(self.stage_names))
-        if unknown:
-            raise ValueError(
-                f"stage_sigmas names unknown stage(s) {unknown}; this pipeline has {list(self.stage_names)}"
-            )
-        run = GuidedRun(
-            shape=self.audio_shape(num_frames, frame_rate),
-            # No video stream: its guidance is the no-op one, so it never asks for a negative video context.
-            inputs=self.guided_inputs(
-                contexts, negative_contexts, num_inference_steps, MultiModalGuiderParams(), audio_guidance
-            ),
-            noise=noise,
-            stage_sigmas=dict(stage_sigmas or {}),
-        )
-        return self.run_stages(run)
-
-    def run_stages(self, run: GuidedRun) -> AudioGeneration:  # type: ignore[override]
-        settings = run.inputs.settings
-        sigmas = run.sigmas("stage_1", lambda: LTX2Scheduler().sigmas(settings.num_inference_steps))
+        given = checked_stage_sigmas(stage_sigmas, self.stage_names)
+        shape = self.audio_shape(num_frames, frame_rate)
+        settings = self.guidance_settings(num_inference_steps, audio_guidance)
+        inputs = guided_inputs(settings, contexts, negative_contexts, self.placement)
+        sigmas = stage_sigmas_or(given, "stage_1", lambda: LTX2Scheduler().sigmas(settings.num_inference_steps))
         # No video stream: the cross-modal (isolation) pass does not exist, whatever modality_scale says.
-        (loras,) = self.stage_loras()
-        with self.transformer(loras) as transformer:
-            denoiser = self.guided_stage_denoiser(transformer, run.inputs)
+        with self.transformer(self.loras) as transformer:
+            denoiser = stage_guided_denoiser(transformer, inputs, self.max_batch_size)
             result = run_denoising_stage(
-                denoiser, run.shape, sigmas, run.noise, "stage_1", self.placement.device, self.placement.dtype,
-                with_video=False, loop=self.sampling_loop("stage_1", run.sde_noise), progress=self.progress,
+                denoiser, shape, sigmas, noise, "stage_1", self.placement.device, self.placement.dtype,
+                with_video=False, progress=self.progress,
             )  # fmt: skip
         assert result.audio_latent is not None
         waveform, sample_rate = decode_audio_from_checkpoint(self.checkpoint_path, self.placement, result.audio_latent)
@@ -179,8 +197,10 @@ class T2ACli(PipelineCli):
             "audio_guidance": config.audio_guidance,
         }
 
-    def write(self, run: ParsedRun, generation: AudioGeneration) -> Path:  # type: ignore[override]
-        """The WAV and its sidecar, as a pair (the shared run flow calls this)."""
+    def write(self, run: ParsedRun, generation: Generation | AudioGeneration) -> Path:
+        """The WAV and its sidecar, as a pair (the shared run flow calls this with the pipeline's result)."""
+        if not isinstance(generation, AudioGeneration):
+            raise TypeError(f"text-to-audio writes an AudioGeneration, got {type(generation).__name__}")
         return write_audio_generation(
             generation,
             run.config.output_path,

@@ -5,30 +5,50 @@ upsampled x2; stage 2 rebuilds the transformer with the distilled LoRA fused in 
 resolution with the 3 stage-2 distilled sigmas and no guidance. Stage 2 also denoises the
 re-noised stage-1 audio alongside the video (the video attends to it) but the stage-1 audio is the
 one decoded, as in the reference.
+
+Over several devices (`parallel=MultiDevice(...)`) a tiled stage 2 uses the reference's tiled schedule
+and ships the stage-1 audio as well.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING
 
 import torch
 
-from ltx_core.components.denoisers import SimpleDenoiser
-from ltx_core.components.schedulers import LTX2Scheduler, stage_2_distilled_sigmas
-from ltx_core.loader import LoraSpec, StateDictCache
-from ltx_core.model.transformer import X0Model
+from ltx_core.components.guiders import MultiModalGuiderParams
+from ltx_core.components.sampling import euler_denoising_loop
+from ltx_core.components.schedulers import LTX2Scheduler
+from ltx_core.loader import LoraSpec
+from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
 from ltx_pipelines.cli.args import add_max_batch_size_arg
 from ltx_pipelines.cli.runner import TWO_STAGE_LAYOUT, guided_main
-from ltx_pipelines.engine.defaults import TWO_STAGE_SPATIAL_MULTIPLE
-from ltx_pipelines.engine.file_steps import encode_conditioning_images, upsample_between_stages
+from ltx_pipelines.engine.defaults import DEFAULT_MAX_BATCH_SIZE, TWO_STAGE_SPATIAL_MULTIPLE, defaults_for_checkpoint
 from ltx_pipelines.engine.generation import Generation
-from ltx_pipelines.engine.guided import GuidanceSettings, GuidedPipeline, GuidedRun
-from ltx_pipelines.engine.prompt_pipeline import GuidedOptions
-from ltx_pipelines.engine.stages import run_denoising_stage
+from ltx_pipelines.engine.guided import (
+    GuidanceSettings,
+    checked_max_batch_size,
+    checked_stage_sigmas,
+    guided_inputs,
+    negative_prompt_or_default,
+    resolve_guidance,
+    stage_sigmas_or,
+)
+from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
+from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
+from ltx_pipelines.engine.stages import ImageCondition, SamplingLoop
+from ltx_pipelines.engine.two_stages import (
+    StagePlan,
+    distilled_lora_stages,
+    guided_two_stages,
+    half_size,
+    refinement_sigmas,
+)
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -36,21 +56,16 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-class TI2VidTwoStagesPipeline(GuidedPipeline):
+class TI2VidTwoStagesPipeline(PromptPipeline):
     """Guided half-resolution stage 1, x2 latent upsampling, distilled-LoRA stage 2 at full resolution.
 
     `loras` are fused into both stages, `distilled_lora` into stage 2 only. Without a distilled LoRA
     (the demo) stage 2 runs the plain full model, which is not what it was tuned for.
-    Subclasses change the sampler, the stage-1 sigmas and which LoRAs each stage gets through
-    `sampling_loop`, `default_stage_1_sigmas` and `stage_loras`.
     """
 
     spatial_multiple = TWO_STAGE_SPATIAL_MULTIPLE
     stage_names = ("stage_1", "stage_2")
-    images_as_keyframes: ClassVar[bool] = False
-    """Every image (frame 0 too) is appended as guiding keyframe tokens rather than replacing frame 0."""
-    shipped_audio_stage: ClassVar[str] = "stage_1"
-    """Whose audio latent is decoded: the stage-1 one (the reference's choice here) or `stage_2`."""
+    """The denoising stages, as named in noise draws, latents and `stage_sigmas`."""
 
     def __init__(
         self,
@@ -59,87 +74,116 @@ class TI2VidTwoStagesPipeline(GuidedPipeline):
         gemma_root: str | Path | None,
         *,
         distilled_lora: LoraSpec | None,
-        **options: Unpack[GuidedOptions],
+        max_batch_size: int | None = DEFAULT_MAX_BATCH_SIZE,
+        **options: Unpack[PipelineOptions],
     ) -> None:
-        """`options`: see `GuidedOptions`."""
+        """`max_batch_size`: how many guidance passes share one transformer call (None: all); `options`: see
+        `PipelineOptions`."""
+        self.max_batch_size = checked_max_batch_size(max_batch_size)
         super().__init__(checkpoint_path, gemma_root, **options)
         self.spatial_upsampler_path = Path(spatial_upsampler_path)
         self.distilled_lora = distilled_lora
         if distilled_lora is None:
             logger.warning("no distilled LoRA: stage 2 refines with the plain full model")
 
-    # ---- what differs between the two-stage variants ----------------------------------------------
+    # ---- settings ----------------------------------------------------------------------------------
+
+    def guidance_settings(
+        self,
+        num_inference_steps: int | None = None,
+        video_guidance: MultiModalGuiderParams | None = None,
+        audio_guidance: MultiModalGuiderParams | None = None,
+    ) -> GuidanceSettings:
+        """The given values, with the checkpoint generation's defaults for those left as None."""
+        defaults = defaults_for_checkpoint(self.checkpoint_path)
+        return resolve_guidance(defaults, num_inference_steps, video_guidance, audio_guidance)
 
     def stage_loras(self) -> tuple[tuple[LoraSpec, ...], tuple[LoraSpec, ...]]:
         """LoRAs fused into the stage-1 and the stage-2 transformer."""
-        distilled = () if self.distilled_lora is None else (self.distilled_lora,)
-        return self.loras, (*self.loras, *distilled)
+        return distilled_lora_stages(self.loras, self.distilled_lora)
 
     def default_stage_1_sigmas(self, settings: GuidanceSettings, stage_1_shape: VideoPixelShape) -> torch.Tensor:
         # As in the reference, the scheduler is not told the latent size: default token count.
         return LTX2Scheduler().sigmas(settings.num_inference_steps)
 
     def default_stage_2_sigmas(self) -> torch.Tensor:
-        return stage_2_distilled_sigmas()
+        """The distilled stage-2 sigmas (over tiles: the reference's tiled schedule)."""
+        return refinement_sigmas(self)
 
-    # ---- the flow ----------------------------------------------------------------------------------
+    def sampling_loop(self, stage: str, sde_noise: NoiseSource | None) -> SamplingLoop:
+        """The loop of `stage` (Euler, which draws no noise while sampling)."""
+        return euler_denoising_loop
 
-    def run_stages(self, run: GuidedRun) -> Generation:
-        full = run.shape
-        half = VideoPixelShape(1, full.frames, full.height // 2, full.width // 2, full.fps)
-        settings = run.inputs.settings
-        stage_1_sigmas = run.sigmas("stage_1", lambda: self.default_stage_1_sigmas(settings, half))
-        stage_2_sigmas = run.sigmas("stage_2", self.default_stage_2_sigmas)
-        device, dtype = self.placement.device, self.placement.dtype
+    # ---- the calls ---------------------------------------------------------------------------------
+
+    def __call__(
+        self,
+        prompt: str,
+        *,
+        seed: int,
+        height: int,
+        width: int,
+        num_frames: int,
+        frame_rate: float,
+        images: Sequence[ImageCondition] = (),
+        enhance_prompt: bool = False,
+        negative_prompt: str | None = None,
+        num_inference_steps: int | None = None,
+        video_guidance: MultiModalGuiderParams | None = None,
+        audio_guidance: MultiModalGuiderParams | None = None,
+    ) -> Generation:
+        """Generate from a prompt; the same seed and settings give the same result. None: the default
+        negative prompt and the checkpoint generation's step count and guidance."""
+        self.output_shape(height, width, num_frames, frame_rate)
+        settings = self.guidance_settings(num_inference_steps, video_guidance, audio_guidance)  # before Gemma runs
+        (contexts, negative), final_prompt = self.encode_prompts(
+            [prompt, negative_prompt_or_default(negative_prompt)], seed=seed, images=images, enhance=enhance_prompt
+        )
+        generation = self.generate_from_contexts(
+            contexts, negative, height=height, width=width, num_frames=num_frames, frame_rate=frame_rate,
+            noise=SeededNoise(seed), images=images, num_inference_steps=settings.num_inference_steps,
+            video_guidance=settings.video, audio_guidance=settings.audio,
+        )  # fmt: skip
+        generation.prompt = final_prompt
+        return generation
+
+    def generate_from_contexts(
+        self,
+        contexts: TextContexts,
+        negative_contexts: TextContexts | None,
+        *,
+        height: int,
+        width: int,
+        num_frames: int,
+        frame_rate: float,
+        noise: NoiseSource,
+        images: Sequence[ImageCondition] = (),
+        num_inference_steps: int | None = None,
+        video_guidance: MultiModalGuiderParams | None = None,
+        audio_guidance: MultiModalGuiderParams | None = None,
+        stage_sigmas: Mapping[str, torch.Tensor] | None = None,
+        sde_noise: NoiseSource | None = None,
+    ) -> Generation:
+        """Both stages and decoding from given contexts (batch 1 each) and a noise source (the parity seam).
+
+        `negative_contexts` may be None only when neither modality uses CFG. `stage_sigmas` replaces the
+        schedule of the named stages (`stage_1`, `stage_2`). `sde_noise` feeds samplers that draw noise
+        while sampling (res2s); this pipeline's Euler loops draw none.
+        """
+        shape = self.output_shape(height, width, num_frames, frame_rate)
+        given = checked_stage_sigmas(stage_sigmas, self.stage_names)
+        settings = self.guidance_settings(num_inference_steps, video_guidance, audio_guidance)
         loras_1, loras_2 = self.stage_loras()
-
-        encoded = encode_conditioning_images(
-            run.images,
-            self.checkpoint_path,
-            self.placement,
-            [half, full],
-            keep_latent_statistics=True,
-            all_as_keyframes=self.images_as_keyframes,
-        )
-        stage_1_items, stage_2_items = encoded.per_stage
-        assert encoded.latent_statistics is not None
-
-        # On the CPU both transformer builds share one cache: the module weights are the cached tensors,
-        # so the file is read once at no extra memory, and each build fuses its LoRAs into new tensors.
-        # On an accelerator the cache would pin a whole host copy of the transformer (~44 GB for the 22B
-        # in bf16) across stage 1, so stage 2 reads the file again (usually from the OS page cache).
-        cache = StateDictCache() if device.type == "cpu" else None
-        latents: dict[str, torch.Tensor] = {}
-        with self.transformer(loras_1, cache) as transformer:
-            denoiser = self.guided_stage_denoiser(transformer, run.inputs)
-            stage_1 = run_denoising_stage(
-                denoiser, half, stage_1_sigmas, run.noise, "stage_1", device, dtype,
-                conditionings=stage_1_items, loop=self.sampling_loop("stage_1", run.sde_noise),
-                progress=self.progress,
-            )  # fmt: skip
-        latents.update(stage_1.named("stage_1"))
-
-        upsampled = upsample_between_stages(
-            stage_1.video_latent, self.spatial_upsampler_path, encoded.latent_statistics, self.placement
-        )
-        latents["upsampled_video_latent"] = upsampled
-
-        with self.transformer(loras_2, cache) as transformer:
-            if cache is not None:
-                cache.clear()  # the stage-2 model holds every weight it needs
-            refiner = X0Model(self.refinement_transformer(transformer, full))
-            denoiser = SimpleDenoiser(refiner, run.inputs.positive.video, run.inputs.positive.audio)
-            stage_2 = run_denoising_stage(
-                denoiser, full, stage_2_sigmas, run.noise, "stage_2", device, dtype,
-                conditionings=stage_2_items, initial_video=upsampled, initial_audio=stage_1.audio_latent,
-                loop=self.sampling_loop("stage_2", run.sde_noise), progress=self.progress,
-            )  # fmt: skip
-        latents.update(stage_2.named("stage_2"))
-
-        # By default stage 2 only refines the video: its audio pass is discarded and the stage-1 audio shipped.
-        refined_audio = self.shipped_audio_stage == "stage_2" and self.refined_audio_is_usable
-        audio = stage_2.audio_latent if refined_audio else stage_1.audio_latent
-        return self.decoded(full, stage_2.video_latent, audio, run.noise, latents)
+        half = half_size(shape)
+        stage_1_sigmas = stage_sigmas_or(given, "stage_1", lambda: self.default_stage_1_sigmas(settings, half))
+        stage_2_sigmas = stage_sigmas_or(given, "stage_2", self.default_stage_2_sigmas)
+        inputs = guided_inputs(settings, contexts, negative_contexts, self.placement)
+        return guided_two_stages(
+            self, self.spatial_upsampler_path, shape, noise, inputs,
+            stage_1=StagePlan(loras_1, stage_1_sigmas, self.sampling_loop("stage_1", sde_noise)),
+            stage_2=StagePlan(loras_2, stage_2_sigmas, self.sampling_loop("stage_2", sde_noise)),
+            max_batch_size=self.max_batch_size, images=images,
+        )  # fmt: skip
 
 
 main = guided_main(TI2VidTwoStagesPipeline, TWO_STAGE_LAYOUT, extra_args=add_max_batch_size_arg)

@@ -12,21 +12,11 @@ from __future__ import annotations
 import sys
 
 from ltx_pipelines.cli.multigpu import guided_mgpu_main
-from ltx_pipelines.engine.multigpu import MultiDeviceMixin
-from ltx_pipelines.ti2vid_two_stages_hq import TI2VidTwoStagesHQPipeline
 from ltx_pipelines.ti2vid_two_stages_hq import main as single_device_main
-
-
-class TI2VidTwoStagesHQMgpuPipeline(MultiDeviceMixin, TI2VidTwoStagesHQPipeline):
-    """`TI2VidTwoStagesHQPipeline` over the ranks of the default process group: stage 1 sequence parallel, stage 2
-    tiled data parallel unless `stage_2_parallel="sequence"`."""
-
-    default_stage_2_parallel = "tiled"
-
 
 main = guided_mgpu_main(
     single_device_main,
-    TI2VidTwoStagesHQMgpuPipeline,
+    default_stage_2="tiled",
     prog="python -m ltx_pipelines.ti2vid_two_stages_hq_mgpu",
     description=__doc__.splitlines()[0] if __doc__ else None,
 )

@@ -19,7 +19,6 @@ from safetensors.torch import save_file
 
 from ltx_pipelines import distilled, ti2vid_one_stage, ti2vid_two_stages, ti2vid_two_stages_hq
 from ltx_pipelines.cli.runner import DEMO_SIZE
-from ltx_pipelines.engine.guided import GuidedPipeline
 
 MAINS: dict[str, Callable[[list[str] | None], int]] = {
     "distilled": distilled.main,
@@ -81,7 +80,12 @@ def test_out_of_memory_in_any_pipeline_is_one_line_and_exit_1(
 ):
     oom = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 40.00 GiB (GPU 0; 80 GiB total)\nmore detail")
     monkeypatch.setattr(distilled.DistilledPipeline, "__call__", raising(oom))
-    monkeypatch.setattr(GuidedPipeline, "__call__", raising(oom))
+    for pipeline_class in (
+        ti2vid_one_stage.TI2VidOneStagePipeline,
+        ti2vid_two_stages.TI2VidTwoStagesPipeline,
+        ti2vid_two_stages_hq.TI2VidTwoStagesHQPipeline,
+    ):
+        monkeypatch.setattr(pipeline_class, "__call__", raising(oom))
     code = MAINS[name](argv_for(name, demo_model_files, tmp_path / "out.mp4", lora))
     assert code == 1
     line = error_line(capsys.readouterr().err)

@@ -10,6 +10,7 @@ import inspect
 import pytest
 
 from ltx_core.model.video_vae.tiling import AxisTiling, TilingConfig
+from ltx_pipelines.a2vid_two_stage import A2VidPipelineTwoStage
 from ltx_pipelines.cli.run_config import ValidationRules, validate_args
 from ltx_pipelines.cli.runner import DISTILLED_LAYOUT, TWO_STAGE_LAYOUT, PipelineCli, demo_defaults
 from ltx_pipelines.engine.defaults import (
@@ -18,9 +19,19 @@ from ltx_pipelines.engine.defaults import (
     ONE_STAGE_SPATIAL_MULTIPLE,
     TWO_STAGE_SPATIAL_MULTIPLE,
 )
-from ltx_pipelines.engine.guided import GuidedPipeline
 from ltx_pipelines.engine.stages import ImageCondition
+from ltx_pipelines.keyframe_interpolation import KeyframeInterpolationPipeline
+from ltx_pipelines.retake import RetakePipeline
+from ltx_pipelines.t2a_one_stage import T2AOneStagePipeline
+from ltx_pipelines.ti2vid_one_stage import TI2VidOneStagePipeline
 from ltx_pipelines.ti2vid_two_stages import TI2VidTwoStagesPipeline
+from ltx_pipelines.ti2vid_two_stages_hq import TI2VidTwoStagesHQPipeline
+
+# The pipelines that take `max_batch_size` (guidance passes per transformer call).
+GUIDED_PIPELINES = (
+    TI2VidOneStagePipeline, TI2VidTwoStagesPipeline, TI2VidTwoStagesHQPipeline, KeyframeInterpolationPipeline,
+    A2VidPipelineTwoStage, RetakePipeline, T2AOneStagePipeline,
+)  # fmt: skip
 
 
 def distilled_parser() -> argparse.ArgumentParser:
@@ -100,8 +111,9 @@ def test_python_api_and_cli_share_the_guidance_batch_default():
         prog="two", description=None, layout=TWO_STAGE_LAYOUT, extra_args=_max_batch_size_args
     ).build_parser(LTX_2_3_DEFAULTS)
     cli_default = parser.parse_args(["--prompt", "p", "--output-path", "o.mp4"]).max_batch_size
-    api_default = inspect.signature(GuidedPipeline.__init__).parameters["max_batch_size"].default
-    assert cli_default == api_default == DEFAULT_MAX_BATCH_SIZE
+    for pipeline_class in GUIDED_PIPELINES:
+        api_default = inspect.signature(pipeline_class.__init__).parameters["max_batch_size"].default
+        assert cli_default == api_default == DEFAULT_MAX_BATCH_SIZE, pipeline_class.__name__
 
 
 def _max_batch_size_args(parser, defaults):
@@ -112,7 +124,7 @@ def _max_batch_size_args(parser, defaults):
 
 def test_spatial_multiples_of_api_and_cli_agree(argv, capsys):
     assert TI2VidTwoStagesPipeline.spatial_multiple == TWO_STAGE_SPATIAL_MULTIPLE
-    assert GuidedPipeline.spatial_multiple == ONE_STAGE_SPATIAL_MULTIPLE
+    assert TI2VidOneStagePipeline.spatial_multiple == ONE_STAGE_SPATIAL_MULTIPLE
     with pytest.raises(SystemExit):
         config_for([*argv, "--height", str(TWO_STAGE_SPATIAL_MULTIPLE + ONE_STAGE_SPATIAL_MULTIPLE)])
     assert f"multiple of {TWO_STAGE_SPATIAL_MULTIPLE}" in capsys.readouterr().err

@@ -113,9 +113,6 @@ def test_keyframe_at_frame_zero_is_appended_not_substituted(
     tiny_checkpoint, tiny_spatial_upsampler, write_test_image, tmp_path
 ):
     """The plain two-stage pipeline replaces frame 0's tokens; keyframe interpolation appends them."""
-    from ltx_pipelines.ti2vid_two_stages import TI2VidTwoStagesPipeline
-
-    assert KeyframeInterpolationPipeline.images_as_keyframes and not TI2VidTwoStagesPipeline.images_as_keyframes
     image = write_test_image(tmp_path / "key.png", width=128, height=128)
     from ltx_core.conditioning import VideoConditionByKeyframeIndex, VideoConditionByLatentIndex
     from ltx_core.types import VideoPixelShape

@@ -388,7 +388,7 @@ def test_stage_conditions_are_checked_and_refused_by_pipelines_without_them(asse
     with pytest.raises(ValueError, match="give audio items or an initial audio latent with with_audio=False"):
         StageConditions(audio=(FrozenModality(),), with_audio=False)
     pipeline = TI2VidTwoStagesPipeline(assets.checkpoint, assets.upsampler, None, distilled_lora=None, device="cpu")
-    with pytest.raises(ValueError, match="TI2VidTwoStagesPipeline does not take stage conditions"):
+    with pytest.raises(TypeError, match="conditions"):
         _run(pipeline, prompts, 7, 128, 128, assets.guidance(), conditions=StageConditions())
 
 

@@ -39,8 +39,10 @@ from ltx_pipelines.engine.defaults import PipelineDefaults
 from ltx_pipelines.engine.multigpu import (
     DEFAULT_STAGE_2_TILE_OVERLAP,
     STAGE_2_PARALLEL_MODES,
+    MultiDevice,
     Stage2Parallel,
 )
+from ltx_pipelines.engine.prompt_pipeline import PromptPipeline
 
 logger = logging.getLogger(__name__)
 
@@ -160,8 +162,8 @@ def tiled_stage_2_problem(num_gpus: int, height: int, width: int, overlap: int) 
 
 
 def mgpu_options(run: ParsedRun) -> dict[str, Any]:
-    """The multi-device constructor options of a checked command line."""
-    return {key: run.extra[key] for key in ("stage_2_parallel", "stage_2_tile_overlap")}
+    """The multi-device constructor option of a checked command line: `parallel`, the pipeline's ranks."""
+    return {"parallel": MultiDevice(run.extra["stage_2_parallel"], run.extra["stage_2_tile_overlap"])}
 
 
 def _requested_device(argv: Sequence[str]) -> torch.device:
@@ -241,12 +243,11 @@ def main_mgpu(
 
 @dataclass(frozen=True)
 class GuidedMgpuBuild:
-    """`build(run, device)` of a guided mgpu pipeline: its single-device twin's constructor arguments
-    (`PipelineCli.build_guided` plus the twin's extra options) with this rank's device and the
-    multi-device options."""
+    """`build(run, device)` of a guided mgpu pipeline: its single-device twin's class and constructor arguments
+    (`PipelineCli.build_guided` plus the twin's extra options) with this rank's device and `parallel`."""
 
     cli: PipelineCli
-    pipeline_class: type
+    pipeline_class: type[PromptPipeline]
     extra_options: Callable[[ParsedRun], dict[str, Any]] | None = None
 
     def __call__(self, run: ParsedRun, device: torch.device) -> Any:
@@ -255,8 +256,11 @@ class GuidedMgpuBuild:
         return self.cli.build_guided(self.pipeline_class, run, **extra, **mgpu_options(run))
 
 
-def guided_mgpu_main(twin: GuidedMain, pipeline_class: type, prog: str, description: str | None) -> Callable[..., int]:
-    """The `main(argv=None)` of the mgpu variant of a guided pipeline whose own main is `twin`."""
+def guided_mgpu_main(
+    twin: GuidedMain, *, default_stage_2: Stage2Parallel, prog: str, description: str | None
+) -> Callable[..., int]:
+    """The `main(argv=None)` of the mgpu variant of a guided pipeline whose own main is `twin`: the twin's
+    pipeline class, built with `parallel=MultiDevice(...)` from the multi-device flags."""
     base = twin.cli
     cli = MgpuCli(
         prog=prog,
@@ -264,7 +268,7 @@ def guided_mgpu_main(twin: GuidedMain, pipeline_class: type, prog: str, descript
         layout=base.layout,
         extra_args=base.extra_args,
         fixed_defaults=base.fixed_defaults,
-        default_stage_2=pipeline_class.default_stage_2_parallel,
+        default_stage_2=default_stage_2,
     )
-    build = GuidedMgpuBuild(cli, pipeline_class, twin.extra_options)
+    build = GuidedMgpuBuild(cli, twin.pipeline_class, twin.extra_options)
     return partial(main_mgpu, cli, build=build)

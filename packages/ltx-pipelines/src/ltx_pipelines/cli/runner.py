@@ -36,13 +36,13 @@ from ltx_pipelines.cli.tiling_flags import add_tiling_args
 from ltx_pipelines.engine.defaults import DEFAULT_NEGATIVE_PROMPT, PipelineDefaults
 from ltx_pipelines.engine.final_latents import final_latents_of, note_saved_latents, saved_latents_of
 from ltx_pipelines.engine.generation import Generation, describe_model_files
-from ltx_pipelines.engine.guided import GuidedPipeline
 from ltx_pipelines.engine.latents_file import RunRecord, save_latents_beside
+from ltx_pipelines.engine.prompt_pipeline import PromptPipeline
 from ltx_pipelines.engine.stages import ImageCondition
 
 logger = logging.getLogger(__name__)
 
-G = TypeVar("G", bound=GuidedPipeline)
+G = TypeVar("G", bound=PromptPipeline)
 
 # The demo's random tiny models give noise at any size: keep it small so it runs in seconds on a CPU.
 DEMO_SIZE = {"height": 128, "width": 192, "num_frames": 17}
@@ -455,7 +455,7 @@ def run_pipeline_cli(cli: PipelineCli, argv: Sequence[str] | None, build: Callab
 def run_guided_cli(
     cli: PipelineCli,
     argv: Sequence[str] | None,
-    pipeline_class: type[GuidedPipeline],
+    pipeline_class: type[PromptPipeline],
     extra_options: Callable[[ParsedRun], dict[str, Any]] | None = None,
 ) -> int:
     """The `main()` of a guided pipeline: `pipeline_class` built by `PipelineCli.build_guided`, with
@@ -470,7 +470,7 @@ class GuidedMain:
     """A guided pipeline module's `main(argv=None) -> exit code`: its command line and what it builds."""
 
     cli: PipelineCli
-    pipeline_class: type[GuidedPipeline]
+    pipeline_class: type[PromptPipeline]
     extra_options: Callable[[ParsedRun], dict[str, Any]] | None = None
 
     def __call__(self, argv: Sequence[str] | None = None) -> int:
@@ -478,7 +478,7 @@ class GuidedMain:
 
 
 def guided_main(
-    pipeline_class: type[GuidedPipeline],
+    pipeline_class: type[PromptPipeline],
     layout: CliLayout,
     *,
     extra_args: Callable[[argparse.ArgumentParser, PipelineDefaults], None] | None = None,

@@ -1,4 +1,5 @@
-"""What the `*_mgpu` pipelines add to their single-device twins.
+"""Pipelines over several devices: `MultiDevice`, the value a pipeline takes as `parallel=` (the `*_mgpu`
+modules build their single-device twin with it).
 
 - The transformer runs sequence parallel over the process group (faithful: the same velocities as one
   process). Stage 2 of the two-stage pipelines may instead run tiled data parallel
@@ -14,17 +15,15 @@ iteration decodes and sends their tiles and yields nothing."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, fields
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
 from ltx_core.latent_tiles import balanced_tile_counts
-from ltx_core.loader import LoraSpec, StateDictCache
 from ltx_core.model.video_vae import VIDEO_DECODER
 from ltx_core.model.video_vae.decoder import to_rgb_frames
 from ltx_core.multigpu import SequenceParallelTransformer, TiledDataParallelTransformer, world_rank
@@ -36,8 +35,8 @@ from ltx_core.types import VideoPixelShape
 from ltx_pipelines.engine.final_latents import FinalLatents
 from ltx_pipelines.engine.generation import Generation
 from ltx_pipelines.engine.model_loading import release
-from ltx_pipelines.engine.noise import NoiseSource, fork_noise
-from ltx_pipelines.engine.stages import ImageCondition, decoder_noise
+from ltx_pipelines.engine.noise import fork_noise
+from ltx_pipelines.engine.stages import decoder_noise
 
 logger = logging.getLogger(__name__)
 
@@ -68,44 +67,47 @@ Stage2Parallel = Literal["sequence", "tiled"]
 STAGE_2_PARALLEL_MODES: tuple[str, ...] = ("sequence", "tiled")
 DEFAULT_STAGE_2_TILE_OVERLAP = 5
 """Latent cells neighbouring stage-2 tiles share (the reference's overlap)."""
+EncodedPrompts = tuple[list[TextContexts], str]
+"""Each prompt's contexts and the first prompt as encoded (rewritten when enhanced)."""
+PromptEncoder = Callable[[Sequence[str], bool], EncodedPrompts]
+"""Encodes prompts on this rank: (prompts, enhance the first) -> `EncodedPrompts`."""
 TILED_STAGE_2_SIGMAS = (0.625, 0.4, 0.0)
 """The reference's stage-2 schedule for tiled runs of the guided two-stage pipelines: a lower first sigma
 than the single-device one (0.909375) leaves the independently denoised tiles less room to drift apart."""
 
 
-class MultiDeviceMixin:
-    """Put before a `PromptPipeline` subclass in the bases. Every rank builds the same pipeline and sees
-    the same latents. Takes `stage_2_parallel` ("sequence" or "tiled"; default: the class's
-    `default_stage_2_parallel`) and `stage_2_tile_overlap` (latent cells) on top of the pipeline's options."""
+@dataclass(frozen=True)
+class MultiDevice:
+    """How a pipeline runs over the ranks of the default process group, passed to its constructor as
+    `parallel=MultiDevice(...)`: every rank builds the same pipeline and sees the same latents.
 
-    default_stage_2_parallel: ClassVar[Stage2Parallel] = "sequence"
+    The pipeline asks it to wrap each stage transformer (sequence parallel), for the model of a refinement
+    stage (tiled data parallel when `stage_2_parallel="tiled"` and there are several ranks), to encode the
+    prompts (one per rank, shared) and to spread the video decode over the ranks.
+    """
 
-    def __init__(
-        self,
-        *args: Any,
-        stage_2_parallel: Stage2Parallel | None = None,
-        stage_2_tile_overlap: int = DEFAULT_STAGE_2_TILE_OVERLAP,
-        **options: Any,
-    ) -> None:
-        mode = stage_2_parallel or self.default_stage_2_parallel
-        if mode not in STAGE_2_PARALLEL_MODES:
-            raise ValueError(f"stage_2_parallel must be one of {', '.join(STAGE_2_PARALLEL_MODES)}, got {mode!r}")
-        if stage_2_tile_overlap < 0:
-            raise ValueError(f"stage_2_tile_overlap must be >= 0 latent cells, got {stage_2_tile_overlap}")
-        super().__init__(*args, **options)  # type: ignore[call-arg]
-        self.stage_2_parallel: Stage2Parallel = mode
-        self.stage_2_tile_overlap = stage_2_tile_overlap
+    stage_2_parallel: Stage2Parallel = "sequence"
+    stage_2_tile_overlap: int = DEFAULT_STAGE_2_TILE_OVERLAP
+    """Latent cells neighbouring stage-2 tiles share."""
+
+    def __post_init__(self) -> None:
+        if self.stage_2_parallel not in STAGE_2_PARALLEL_MODES:
+            raise ValueError(
+                f"stage_2_parallel must be one of {', '.join(STAGE_2_PARALLEL_MODES)}, got {self.stage_2_parallel!r}"
+            )
+        if self.stage_2_tile_overlap < 0:
+            raise ValueError(f"stage_2_tile_overlap must be >= 0 latent cells, got {self.stage_2_tile_overlap}")
 
     @property
     def tiles_stage_2(self) -> bool:
         return self.stage_2_parallel == "tiled" and world_rank()[0] > 1
 
-    @contextmanager
-    def transformer(self, loras: Sequence[LoraSpec], cache: StateDictCache | None = None) -> Iterator[nn.Module]:
-        with super().transformer(loras, cache) as model:  # type: ignore[misc]
-            yield SequenceParallelTransformer(model)
+    def stage_transformer(self, model: nn.Module) -> nn.Module:
+        """The stage transformer run sequence parallel (the single-device velocities)."""
+        return SequenceParallelTransformer(model)
 
     def refinement_transformer(self, transformer: nn.Module, shape: VideoPixelShape) -> nn.Module:
+        """The model a refinement stage runs at `shape`: the stage transformer, or one spatial tile per rank."""
         if not self.tiles_stage_2:
             return transformer
         model = transformer.model if isinstance(transformer, SequenceParallelTransformer) else transformer
@@ -120,28 +122,23 @@ class MultiDeviceMixin:
 
     @property
     def refined_audio_is_usable(self) -> bool:
+        """A tiled stage's audio is a mean over tiles that each saw part of the video: not shipped."""
         return not self.tiles_stage_2
 
-    def default_stage_2_sigmas(self) -> torch.Tensor:
+    def refinement_sigmas(self, single_device: torch.Tensor) -> torch.Tensor:
         """(Guided two-stage pipelines) the reference's tiled schedule when stage 2 is tiled."""
-        if self.tiles_stage_2:
-            return torch.tensor(TILED_STAGE_2_SIGMAS)
-        return super().default_stage_2_sigmas()  # type: ignore[misc]
+        return torch.tensor(TILED_STAGE_2_SIGMAS) if self.tiles_stage_2 else single_device
 
-    def encode_prompts(
-        self, prompts: Sequence[str], *, seed: int, images: Sequence[ImageCondition], enhance: bool
-    ) -> tuple[list[TextContexts], str]:
-        """Prompt i is encoded on rank i mod N (only prompt 0 is ever enhanced); every rank gets all the
-        contexts (on the CPU) and the final prompt."""
+    def encode_prompts(self, prompts: Sequence[str], encode: PromptEncoder, *, enhance: bool) -> EncodedPrompts:
+        """Prompt i is encoded (by `encode(prompts, enhance)`) on rank i mod N, only prompt 0 ever enhanced;
+        every rank gets all the contexts (on the CPU) and the final prompt."""
         world, rank = world_rank()
         if world == 1:
-            return super().encode_prompts(prompts, seed=seed, images=images, enhance=enhance)  # type: ignore[misc]
+            return encode(prompts, enhance)
         mine = [i for i in range(len(prompts)) if i % world == rank]
         payload: tuple[dict[int, TextContexts], str | None] = ({}, None)
         if mine:
-            contexts, final_prompt = super().encode_prompts(  # type: ignore[misc]
-                [prompts[i] for i in mine], seed=seed, images=images, enhance=enhance and 0 in mine
-            )
+            contexts, final_prompt = encode([prompts[i] for i in mine], enhance and 0 in mine)
             payload = (
                 {i: _on_cpu(c) for i, c in zip(mine, contexts, strict=True)},
                 final_prompt if 0 in mine else None,
@@ -154,15 +151,8 @@ class MultiDeviceMixin:
         final = gathered[0][1]
         return [by_index[i] for i in range(len(prompts))], final
 
-    def decoded(
-        self,
-        shape: VideoPixelShape,
-        video_latent: torch.Tensor,
-        audio_latent: torch.Tensor,
-        noise: NoiseSource,
-        latents: dict[str, torch.Tensor],
-    ) -> Generation:
-        generation = super().decoded(shape, video_latent, audio_latent, noise, latents)  # type: ignore[misc]
+    def decoded(self, generation: Generation) -> Generation:
+        """`generation` with its video decoded tile-parallel over the ranks (blended on rank 0)."""
         world, _ = world_rank()
         if world > 1 and generation.final is not None:
             final = DistributedFinalLatents(**{f.name: getattr(generation.final, f.name) for f in fields(FinalLatents)})

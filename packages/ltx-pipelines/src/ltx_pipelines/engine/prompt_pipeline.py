@@ -1,26 +1,23 @@
-"""What every text/image-to-video+audio pipeline shares: its model files and runtime options, the
-prompt-to-generation call, building the stage transformer with its LoRAs, and decoding.
+"""The small base every pipeline stands on: its model files and runtime options, and the building blocks
+it chains - encoding prompts, building the stage transformer with its LoRAs, decoding.
 
 A pipeline is called with a prompt; it encodes the prompt (and, with guidance, the negative prompt,
-in the same Gemma batch), seeds its noise from `seed`, and hands both to `generate_from_contexts` -
-the seam tests and parity replays drive directly with stored contexts and recorded noise.
+in the same Gemma batch), seeds its noise from `seed`, and hands both to its `generate_from_contexts` -
+the seam tests and parity replays drive directly with stored contexts and recorded noise. Both are the
+pipeline's own, with its own signature; what runs on several devices is the `parallel` value it is given.
 """
 
 from __future__ import annotations
 
-import inspect
 import logging
-from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, ClassVar, TypedDict
+from typing import TYPE_CHECKING, ClassVar, TypedDict
 
 import torch
 from torch import nn
 
-from ltx_core.components.guiders import MultiModalGuiderParams
 from ltx_core.loader import (
     DEFAULT_LORA_FUSION,
     ComponentSpec,
@@ -38,9 +35,12 @@ from ltx_pipelines.engine.defaults import ONE_STAGE_SPATIAL_MULTIPLE
 from ltx_pipelines.engine.file_steps import decoded_generation
 from ltx_pipelines.engine.generation import Generation
 from ltx_pipelines.engine.model_loading import ModelBuilder, Placement, loaded, release
-from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
+from ltx_pipelines.engine.noise import NoiseSource
 from ltx_pipelines.engine.prompts import encode_prompt
 from ltx_pipelines.engine.stages import ImageCondition
+
+if TYPE_CHECKING:
+    from ltx_pipelines.engine.multigpu import MultiDevice
 
 logger = logging.getLogger(__name__)
 
@@ -70,29 +70,15 @@ class PipelineOptions(TypedDict, total=False):
     built_transformer: nn.Module | None
     """A transformer already in memory (e.g. the trainer's, with its current LoRA) that every stage runs
     instead of building one from the checkpoint: used as it is, never freed, no LoRA fused into it."""
+    parallel: MultiDevice | None
+    """Run over the ranks of the default process group (sequence-parallel stages, prompts encoded per rank,
+    tile-parallel decode); None: this process only."""
 
 
-class GuidedOptions(PipelineOptions, total=False):
-    """`PipelineOptions` plus what guided pipelines add."""
-
-    max_batch_size: int | None
-
-
-@dataclass(frozen=True)
-class GuidanceRequest:
-    """What a prompt call asks of guidance; None: the pipeline's defaults."""
-
-    negative_prompt: str | None = None
-    num_inference_steps: int | None = None
-    video_guidance: MultiModalGuiderParams | None = None
-    audio_guidance: MultiModalGuiderParams | None = None
-
-    def given(self) -> list[str]:
-        return [f.name for f in fields(self) if getattr(self, f.name) is not None]
-
-
-class PromptPipeline(ABC):
-    """Base of the pipelines: model files, placement, LoRAs (and how they are fused), tiling."""
+class PromptPipeline:
+    """Base of the pipelines: model files, placement, LoRAs (and how they are fused), runtime, tiling, the
+    devices it runs over, and the building blocks every pipeline chains (encoding prompts, the stage
+    transformer, decoding). Each pipeline defines its own `__call__` and `generate_from_contexts`."""
 
     spatial_multiple: ClassVar[int] = ONE_STAGE_SPATIAL_MULTIPLE
     """Output height and width must be multiples of this (64 when stage 1 runs at half size)."""
@@ -114,6 +100,7 @@ class PromptPipeline(ABC):
         gemma_8bit: bool = False,
         model_builder: ModelBuilder | None = None,
         built_transformer: nn.Module | None = None,
+        parallel: MultiDevice | None = None,
     ) -> None:
         """`gemma_root` may be None when only `generate_from_contexts` is used; the options are those of
         `PipelineOptions`."""
@@ -140,103 +127,38 @@ class PromptPipeline(ABC):
                 raise ValueError(f"gemma_8bit: an 8-bit Gemma is not offloaded (offload {runtime.offload!r})")
         self.gemma_8bit = gemma_8bit
         self.progress = progress
+        self.parallel = parallel
 
-    # ---- the prompt call ---------------------------------------------------------------------------
-
-    def __call__(
-        self,
-        prompt: str,
-        *,
-        seed: int,
-        height: int,
-        width: int,
-        num_frames: int,
-        frame_rate: float,
-        images: Sequence[ImageCondition] = (),
-        enhance_prompt: bool = False,
-        negative_prompt: str | None = None,
-        num_inference_steps: int | None = None,
-        video_guidance: MultiModalGuiderParams | None = None,
-        audio_guidance: MultiModalGuiderParams | None = None,
-        **inputs: Any,
-    ) -> Generation:
-        """Generate from a prompt; the same seed and settings give the same result.
-
-        `inputs`: a pipeline's own media inputs (e.g. the audio of audio-to-video), handed on to its
-        `generate_from_contexts` unchanged.
-
-        `negative_prompt`, `num_inference_steps` and the guidance of each modality apply to pipelines
-        with a guided stage (None: the default negative prompt and the checkpoint generation's
-        defaults); a pipeline without guidance refuses them. `inputs`: further keywords of the
-        pipeline's own `generate_from_contexts` (reference videos, ...), passed through.
-        """
-        self.output_shape(height, width, num_frames, frame_rate)
-        self._check_inputs(inputs)
-        extra_prompts, options = self.prompt_options(
-            GuidanceRequest(negative_prompt, num_inference_steps, video_guidance, audio_guidance)
-        )
-        contexts, final_prompt = self.encode_prompts(
-            [prompt, *extra_prompts], seed=seed, images=images, enhance=enhance_prompt
-        )
-        generation = self.generate_from_contexts(
-            *contexts,
-            height=height,
-            width=width,
-            num_frames=num_frames,
-            frame_rate=frame_rate,
-            noise=SeededNoise(seed),
-            images=images,
-            **options,
-            **inputs,
-        )
-        generation.prompt = final_prompt
-        return generation
-
-    def _check_inputs(self, inputs: dict[str, Any]) -> None:
-        """Refuse keywords `generate_from_contexts` does not take before the prompt is encoded."""
-        if not inputs:
-            return
-        parameters = inspect.signature(self.generate_from_contexts).parameters
-        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
-            return
-        unknown = sorted(set(inputs) - set(parameters))
-        if unknown:
-            raise TypeError(f"{type(self).__name__} does not take {unknown}")
-
-    def prompt_options(self, request: GuidanceRequest) -> tuple[list[str], dict[str, Any]]:
-        """Prompts encoded after the prompt (their contexts follow its in `generate_from_contexts`) and
-        the keywords `generate_from_contexts` takes from the call. Without guidance: none of either."""
-        refused = request.given()
-        if refused:
-            raise ValueError(f"{type(self).__name__} runs without guidance and fixed schedules: {refused} not accepted")
-        return [], {}
+    # ---- building blocks ---------------------------------------------------------------------------
 
     def encode_prompts(
         self, prompts: Sequence[str], *, seed: int, images: Sequence[ImageCondition], enhance: bool
     ) -> tuple[list[TextContexts], str]:
         """Each prompt's contexts (batch 1), from one Gemma batch, and the first prompt as encoded
-        (rewritten by Gemma when `enhance`; the others never are)."""
+        (rewritten by Gemma when `enhance`; the others never are). Over several devices each rank encodes
+        its share of the prompts (see `MultiDevice.encode_prompts`)."""
         if self.gemma_root is None:
             raise ValueError("a Gemma folder (gemma_root) is needed to encode prompts")
-        contexts, final_prompt = encode_prompt(
-            prompts,
-            gemma_root=self.gemma_root,
-            checkpoint=self.checkpoint_path,
-            placement=self.placement,
-            enhance=enhance,
-            images=images,
-            seed=seed,
-            # --offload streams Gemma's layers too, so the text encoder fits where the transformer does.
-            gemma_offload=self.runtime.offload if self.runtime is not None else "none",
-            gemma_8bit=self.gemma_8bit,
-        )
-        return [context_row(contexts, i) for i in range(len(prompts))], final_prompt
+        gemma_root = self.gemma_root
 
-    @abstractmethod
-    def generate_from_contexts(self, *contexts: TextContexts | None, **options: Any) -> Generation:
-        """All stages and decoding from given contexts and a noise source (see each pipeline)."""
+        def encode(batch: Sequence[str], enhance_first: bool) -> tuple[list[TextContexts], str]:
+            contexts, final_prompt = encode_prompt(
+                batch,
+                gemma_root=gemma_root,
+                checkpoint=self.checkpoint_path,
+                placement=self.placement,
+                enhance=enhance_first,
+                images=images,
+                seed=seed,
+                # --offload streams Gemma's layers too, so the text encoder fits where the transformer does.
+                gemma_offload=self.runtime.offload if self.runtime is not None else "none",
+                gemma_8bit=self.gemma_8bit,
+            )
+            return [context_row(contexts, i) for i in range(len(batch))], final_prompt
 
-    # ---- building blocks ---------------------------------------------------------------------------
+        if self.parallel is not None:
+            return self.parallel.encode_prompts(prompts, encode, enhance=enhance)
+        return encode(prompts, enhance)
 
     def output_shape(self, height: int, width: int, num_frames: int, frame_rate: float) -> VideoPixelShape:
         shape = VideoPixelShape(1, num_frames, height, width, frame_rate)
@@ -246,7 +168,13 @@ class PromptPipeline(ABC):
     @contextmanager
     def transformer(self, loras: Sequence[LoraSpec], cache: StateDictCache | None = None) -> Iterator[nn.Module]:
         """The stage transformer (`transformer_spec`) with `loras` fused by the pipeline's fusion rule and
-        built under its runtime options, freed on exit; or the `built_transformer` given, as it is."""
+        built under its runtime options, freed on exit; or the `built_transformer` given, as it is. Over
+        several devices it runs sequence parallel."""
+        with self._stage_transformer(loras, cache) as model:
+            yield model if self.parallel is None else self.parallel.stage_transformer(model)
+
+    @contextmanager
+    def _stage_transformer(self, loras: Sequence[LoraSpec], cache: StateDictCache | None) -> Iterator[nn.Module]:
         if self.built_transformer is not None:
             if loras:
                 raise ValueError(
@@ -284,14 +212,14 @@ class PromptPipeline(ABC):
 
     def refinement_transformer(self, transformer: nn.Module, shape: VideoPixelShape) -> nn.Module:
         """The model a refinement stage (stage 2 of the two-stage pipelines) runs at `shape`, given the stage's
-        transformer: the transformer itself here; the multi-device pipelines may swap in a tiled one."""
-        return transformer
+        transformer: the transformer itself, or over several devices possibly one tile per rank."""
+        return transformer if self.parallel is None else self.parallel.refinement_transformer(transformer, shape)
 
     @property
     def refined_audio_is_usable(self) -> bool:
         """Whether a refinement stage's audio output may be shipped (a tiled stage's is a mean over tiles
         that each saw part of the video: the pipelines then ship the audio of the stage before)."""
-        return True
+        return self.parallel is None or self.parallel.refined_audio_is_usable
 
     def decoded(
         self,
@@ -301,8 +229,9 @@ class PromptPipeline(ABC):
         noise: NoiseSource,
         latents: dict[str, torch.Tensor],
     ) -> Generation:
-        """The Generation of a finished run: audio decoded now, video frames decoded as consumed."""
-        return decoded_generation(
+        """The Generation of a finished run: audio decoded now, video frames decoded as consumed (over
+        several devices, tile-parallel)."""
+        generation = decoded_generation(
             self.checkpoint_path,
             self.placement,
             shape,
@@ -312,3 +241,4 @@ class PromptPipeline(ABC):
             noise=noise,
             latents=latents,
         )
+        return generation if self.parallel is None else self.parallel.decoded(generation)
