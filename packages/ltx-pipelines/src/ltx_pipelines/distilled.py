@@ -42,7 +42,7 @@ logger = logging.getLogger(__name__)
 class DistilledPipeline(PromptPipeline):
     """The distilled pipeline over one distilled checkpoint, an x2 spatial upsampler and Gemma.
 
-    Call it with a prompt (see `PromptPipeline.__call__`; no negative prompt or guidance) or drive
+    Call it with a prompt (no negative prompt or guidance) or drive
     `generate_from_contexts` directly.
     """
 

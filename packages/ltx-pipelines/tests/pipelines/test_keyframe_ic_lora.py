@@ -109,6 +109,26 @@ def test_keyframe_tokens_are_kept_clean_and_removed_before_decoding(
     assert generation.audio is not None and "stage_2.audio_latent" in generation.latents
 
 
+def test_the_plain_two_stage_pipeline_puts_an_image_in_the_grid(tiny_checkpoint, tiny_spatial_upsampler,
+                                                                 write_test_image, tmp_path):  # fmt: skip
+    """The same frame-0 image through `TI2VidTwoStagesPipeline`: no token is appended in either stage."""
+    from ltx_pipelines.ti2vid_two_stages import TI2VidTwoStagesPipeline
+
+    image = write_test_image(tmp_path / "key.png", width=128, height=128)
+    pipeline = TI2VidTwoStagesPipeline(
+        tiny_checkpoint, tiny_spatial_upsampler, None, distilled_lora=None, device="cpu", dtype=torch.float32,
+        progress=False,
+    )  # fmt: skip
+    noise = ShapeRecordingNoise(5)
+    pipeline.generate_from_contexts(
+        _contexts(tiny_checkpoint), None, height=HEIGHT, width=WIDTH, num_frames=FRAMES, frame_rate=FPS,
+        noise=noise, images=[ImageCondition(frame_idx=0, strength=1.0, path=image)], num_inference_steps=2,
+        video_guidance=MultiModalGuiderParams(), audio_guidance=MultiModalGuiderParams(),
+    )  # fmt: skip
+    for stage, (h, w) in (("stage_1", (HEIGHT // 64, WIDTH // 64)), ("stage_2", (HEIGHT // 32, WIDTH // 32))):
+        assert noise.shapes[f"{stage}.video"][1] == LATENT_TOKENS * h * w, stage
+
+
 def test_keyframe_at_frame_zero_is_appended_not_substituted(
     tiny_checkpoint, tiny_spatial_upsampler, write_test_image, tmp_path
 ):
