@@ -43,6 +43,7 @@ from ltx_pipelines.engine.final_latents import FinalLatents
 from ltx_pipelines.engine.generation import Generation
 from ltx_pipelines.engine.guided import (
     GuidanceSettings,
+    GuidedInputs,
     checked_max_batch_size,
     checked_stage_sigmas,
     guided_inputs,
@@ -135,6 +136,19 @@ class A2VidPipelineTwoStage(PromptPipeline):
         """LoRAs fused into the stage-1 and the stage-2 transformer."""
         return distilled_lora_stages(self.loras, self.distilled_lora)
 
+    def stage_1_denoiser(self, transformer: nn.Module, inputs: GuidedInputs) -> GuidedDenoiser:
+        """Stage 1's video guidance over `transformer`. The reference's audio guider has no negative context:
+        the negative pass keeps the positive audio context (the video attends to the audio stream under it)."""
+        return GuidedDenoiser(
+            X0Model(transformer),
+            inputs.positive.video,
+            inputs.positive.audio,
+            negative_video_context=None if inputs.negative is None else inputs.negative.video,
+            video_guidance=inputs.settings.video,
+            audio_guidance=inputs.settings.audio,
+            max_batch_size=self.max_batch_size,
+        )
+
     def __call__(
         self,
         prompt: str,
@@ -199,24 +213,12 @@ class A2VidPipelineTwoStage(PromptPipeline):
             latent_frames=AudioLatentShape.from_duration(1, duration).frames,
         )
 
-        def stage_1_denoiser(transformer: nn.Module) -> GuidedDenoiser:
-            # The reference's audio guider has no negative context: the negative pass keeps the positive
-            # audio context (the video attends to the audio stream under it).
-            return GuidedDenoiser(
-                X0Model(transformer),
-                inputs.positive.video,
-                inputs.positive.audio,
-                negative_video_context=None if inputs.negative is None else inputs.negative.video,
-                video_guidance=inputs.settings.video,
-                audio_guidance=inputs.settings.audio,
-                max_batch_size=self.max_batch_size,
-            )
-
         # The encoded latent, given as the initial one of both stages, never changes.
         result = run_two_stages(
             self, self.spatial_upsampler_path, full, noise,
             stage_1=StagePlan(loras_1, stage_1_sigmas), stage_2=StagePlan(loras_2, stage_2_sigmas),
-            stage_1_denoiser=stage_1_denoiser, refine_contexts=inputs.positive, images=images,
+            stage_1_denoiser=lambda transformer: self.stage_1_denoiser(transformer, inputs),
+            refine_contexts=inputs.positive, images=images,
             frozen_audio=audio_latent,
         )  # fmt: skip
         latents = {"encoded_audio_latent": audio_latent, **result.latents}
