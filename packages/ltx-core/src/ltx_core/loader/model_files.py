@@ -336,6 +336,25 @@ class ModelFiles:
             return self.source(Component.TRANSFORMER).path
         return self.sources[0].path
 
+    @property
+    def location(self) -> Path:
+        """Where the set is, for messages: a diffusers folder's root, else the main file."""
+        if self.layout is Layout.DIFFUSERS:
+            return self.main_path.parent.parent  # <root>/<component>/<weights file>
+        return self.main_path
+
+    def config(self) -> dict[str, Any]:
+        """The reference's `config` metadata of the whole set: each component's sections, the first
+        source that has a section giving it (the transformer's first). {} when no source has one."""
+        merged: dict[str, Any] = {}
+        ordered = sorted(self.sources, key=lambda s: s.component is not Component.TRANSFORMER)
+        for source in ordered:
+            config = source.read_metadata().get("config")
+            if isinstance(config, Mapping):
+                for section, value in config.items():
+                    merged.setdefault(section, value)
+        return merged
+
     def model_version(self) -> tuple[int, ...]:
         """The transformer's `model_version` metadata parsed ('2.5.1' -> (2, 5, 1)); () when absent."""
         if not self.has(Component.TRANSFORMER):
@@ -356,6 +375,33 @@ class ModelFiles:
             transformer_name=str(transformer.path),
             flag=component_flag(Component.TEXT_ENCODER, self.layout),
         )
+
+
+ModelSource = str | Path | ModelFiles
+"""What the pipelines and loaders take as "the checkpoint": the single file, a diffusers model folder
+(local, or `hf://<org>/<repo>`), or a set of model files already described."""
+
+_HF_SCHEME = "hf://"
+
+
+def names_a_model_folder(source: str | Path) -> bool:
+    """Whether a path names a model folder (a local directory, or a Hub repository that is not one
+    `.safetensors` file) rather than one weights file."""
+    text = str(source)
+    if text.startswith(_HF_SCHEME):
+        return not text.endswith(".safetensors")
+    return Path(text).expanduser().is_dir()
+
+
+def model_files_of(source: ModelSource, *, gemma_root: str | Path | None = None) -> ModelFiles:
+    """The one resolution of a checkpoint value into a set of model files: a `ModelFiles` as it is, a
+    model folder through `ModelFiles.from_diffusers` (another model family's folder is refused there,
+    before loading), a file through `ModelFiles.single_file`."""
+    if isinstance(source, ModelFiles):
+        return source
+    if names_a_model_folder(source):
+        return ModelFiles.from_diffusers(source, gemma_root=gemma_root)
+    return ModelFiles.single_file(source, gemma_root=gemma_root)
 
 
 def check_text_encoder_version(
