@@ -11,9 +11,11 @@ import torch
 from ltx_core.loader import ModelFiles, build_model
 from ltx_core.loader.diffusers_folder import upsampler_source
 from ltx_core.model.audio_vae import AUDIO_DECODER, AUDIO_ENCODER, VOCODER
+from ltx_core.model.duration_head import DURATION_HEAD
 from ltx_core.model.transformer import AV_TRANSFORMER
 from ltx_core.model.upsampler import LATENT_UPSAMPLER
 from ltx_core.model.video_vae import VIDEO_DECODER, VIDEO_ENCODER
+from ltx_core.model.video_vae.spec import DIFFUSION_VIDEO_DECODER
 
 
 def _same_weights(a: torch.nn.Module, b: torch.nn.Module, name: str) -> None:
@@ -71,8 +73,10 @@ def test_export_writes_the_folder_diffusers_wrote(golden_dir, golden_interop_dir
 
 @pytest.mark.golden
 def test_ltx25_folder_components_read_exactly(golden_ltx25_dir, golden_ltx25_manifest, golden_interop_dir):
-    """The components diffusers carries exactly for LTX-2.5 (transformer, video encoder, audio VAE + vocoder,
-    upsampler) give the split files' weights; the text embeddings (zero-filled biases) are refused, naming why."""
+    """The components diffusers carries exactly for LTX-2.5 (transformer, video encoder, diffusion decoder,
+    duration head, audio VAE + vocoder, upsampler) give the split files' weights - the decoder's and the
+    head's q/k/v pieces joined, the decoder's gates folded as the reference folds them; the text embeddings
+    (zero-filled biases) are refused, naming why."""
     from ltx_core.loader import CheckpointError
     from ltx_core.loader.model_files import Component
 
@@ -89,12 +93,13 @@ def test_ltx25_folder_components_read_exactly(golden_ltx25_dir, golden_ltx25_man
     _same_weights(got, want, "latent_upsampler")
     from ltx_core.loader.diffusers_folder import read_diffusers_folder
 
-    # The video VAE: its encoder is exact; its zero placeholder decoder is never read (the reference's
-    # decoder is a diffusion decoder, refused by the conv decoder's configurator).
-    split_vae = ModelFiles.split(video_vae=golden_ltx25_dir / names["video_vae"])
-    _same_weights(
-        build_model(VIDEO_ENCODER, files, device="cpu"), build_model(VIDEO_ENCODER, split_vae, device="cpu"), "encoder"
+    # The video VAE: its encoder and the diffusion decoder of `diffusion_decoder/` are exact; the zero
+    # placeholder conv decoder of `vae/` is never read (the conv decoder's configurator refuses the config).
+    split_vae = ModelFiles.split(
+        video_vae=golden_ltx25_dir / names["video_vae"], duration_head=golden_ltx25_dir / names["duration_head"]
     )
+    for spec in (VIDEO_ENCODER, DIFFUSION_VIDEO_DECODER, DURATION_HEAD):
+        _same_weights(build_model(spec, files, device="cpu"), build_model(spec, split_vae, device="cpu"), spec.name)
     with pytest.raises(CheckpointError, match="CausalDiffusionVAE"):
         build_model(VIDEO_DECODER, files, device="cpu")
     assert not files.has(Component.TEXT_EMBEDDINGS)

@@ -17,7 +17,7 @@ from ltx_core.loader.errors import CheckpointError
 from ltx_core.loader.lora import DEFAULT_LORA_FUSION, LoraFusionPrecision, LoraSpec, fuse_loras
 from ltx_core.loader.model_files import Component, ComponentSource, ModelFiles, model_files_of, names_a_model_folder
 from ltx_core.loader.sd_ops import SDOps
-from ltx_core.loader.state_dict import StateDict, load_state_dict, stored_float_dtypes
+from ltx_core.loader.state_dict import StateDict, load_files, stored_float_dtypes_of
 
 logger = logging.getLogger(__name__)
 
@@ -143,16 +143,18 @@ def build_model(
     with torch.device("meta"):
         module = spec.configurator(config)
     ops = spec.ops.after(src.key_translation)
+    reads = src.reads(spec.ops)
     files = list(src.files)
     where = " + ".join(str(f) for f in files)
 
     def load() -> StateDict:
         if spec.rewrite is None:
-            return load_state_dict(files, ops, dtype=dtype)
-        rewritten = spec.rewrite(load_state_dict(files, ops))
+            return load_files(reads, dtype=dtype)
+        rewritten = spec.rewrite(load_files(reads))
         return {k: v.to(dtype) if v.is_floating_point() else v for k, v in rewritten.items()}
 
-    state_dict = cache.get_or_load(files, ops, dtype, load) if cache is not None else load()
+    cache_ops = ops if not src.file_translations else tuple(o for _, o in reads)
+    state_dict = cache.get_or_load(files, cache_ops, dtype, load) if cache is not None else load()
     if not state_dict:
         raise CheckpointError(
             f"{where!r} holds no {spec.name} weights (no key matches the rules {ops.name!r}); "
@@ -165,7 +167,7 @@ def build_model(
             loras,
             component=spec.name,
             precision=lora_fusion,
-            stored_dtypes=stored_float_dtypes(files, ops),
+            stored_dtypes=stored_float_dtypes_of(reads),
             device=device,
         )
     module.load_state_dict(state_dict, strict=True, assign=True)

@@ -66,9 +66,9 @@ DURATION_HEAD_PREFIX = "duration_head."
 
 def component_flag(component: Component, layout: Layout) -> str:
     if layout is Layout.DIFFUSERS:
-        from ltx_core.loader.diffusers_folder import COMPONENT_FOLDERS
+        from ltx_core.loader.diffusers_folder import READ_COMPONENT_FOLDERS
 
-        folders = COMPONENT_FOLDERS.get(component)
+        folders = READ_COMPONENT_FOLDERS.get(component)
         if folders is None:
             return GEMMA_ROOT_FLAG if component is Component.TEXT_ENCODER else "a component diffusers does not carry"
         return " + ".join(f"{f}/" for f in folders) + " in the diffusers folder"
@@ -96,10 +96,21 @@ class ComponentSource:
     metadata: Mapping[str, Any] | None = field(default=None, compare=False)
     config_file: Path | None = None
     key_translation: SDOps | None = None
+    file_translations: tuple[tuple[Path, SDOps], ...] = ()
+    """Translations that replace `key_translation` for single files, for components read from files whose
+    key names overlap (diffusers' LTX-2.5 `vae/` and `diffusion_decoder/` both hold `latents_mean`)."""
 
     def __post_init__(self) -> None:
         if not self.files:
             raise ValueError(f"the {self.component} source names no file")
+        stray = [str(p) for p, _ in self.file_translations if p not in self.files]
+        if stray:
+            raise ValueError(f"the {self.component} source translates files it does not read: {stray}")
+
+    def reads(self, ops: SDOps) -> tuple[tuple[Path, SDOps], ...]:
+        """Each file with the rules its keys go through: the component's `ops` after the file's translation."""
+        own = dict(self.file_translations)
+        return tuple((f, ops.after(own.get(f, self.key_translation))) for f in self.files)
 
     @property
     def path(self) -> Path:
@@ -240,14 +251,14 @@ class ModelFiles:
         the config translated from its `config.json` and diffusers' key names mapped to the released
         ones (`ltx_core.loader.diffusers_folder`). The text encoder stays a Gemma folder
         (`gemma_root`). A folder of another model family is refused here, before any loading."""
-        from ltx_core.loader.diffusers_folder import COMPONENT_FOLDERS, read_diffusers_folder
+        from ltx_core.loader.diffusers_folder import READ_COMPONENT_FOLDERS, read_diffusers_folder
 
         found = read_diffusers_folder(folder)
-        sources = [found.source(c) for c in COMPONENT_FOLDERS if found.has(c)]
+        sources = [found.source(c) for c in READ_COMPONENT_FOLDERS if found.has(c)]
         if not sources:
             raise CheckpointError(
                 f"the diffusers folder {str(found.root)!r} has none of the component folders "
-                f"{sorted({f for fs in COMPONENT_FOLDERS.values() for f in fs})}"
+                f"{sorted({f for fs in READ_COMPONENT_FOLDERS.values() for f in fs})}"
             )
         if gemma_root is not None:
             gemma = _existing(gemma_root, Component.TEXT_ENCODER, Layout.SINGLE_FILE)
