@@ -42,6 +42,8 @@ def test_checkpoint_kinds_of_folders(folder, tiny_checkpoint):
         assert info.kind == "ltx_checkpoint" and "model folder" in info.description
         assert info.header.metadata["model_version"] == want
         assert info.header.path == folder
+    single = check_checkpoint_kind(ModelFiles.single_file(tiny_checkpoint), "ltx_checkpoint")
+    assert "set of single-file model files" in single.description and single.header.metadata["model_version"] == want
     assert check_checkpoint_kind(folder / "latent_upsampler", "upsampler").kind == "upsampler"
     with pytest.raises(CheckpointError, match=r"is an LTX-2 model folder.*not a latent upsampler"):
         check_checkpoint_kind(folder, "upsampler")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ltx_core.loader import CheckpointError, Component, ModelFiles, SafetensorsHeader, read_safetensors_header
+from ltx_core.loader import CheckpointError, Component, Layout, ModelFiles, SafetensorsHeader, read_safetensors_header
 from ltx_core.loader.model_files import ModelSource, model_files_of, names_a_model_folder
 
 CheckpointKind = Literal["ltx_checkpoint", "upsampler", "lora", "gemma_text_encoder", "ltx_component", "unknown"]
@@ -65,22 +65,25 @@ def _describe_upsampler(config: dict) -> str:
     return f"a latent upsampler ({detail})"
 
 
-def _folder_header(source: ModelSource) -> SafetensorsHeader:
-    """A model folder or set of model files described as a header: its metadata as the models read it."""
+def _folder_header(source: ModelSource) -> tuple[SafetensorsHeader, str]:
+    """A model folder or set of model files described as a header (its metadata as the models read it),
+    and what it is called as a model checkpoint."""
     if not isinstance(source, ModelFiles):
         folder = Path(source).expanduser()
         if folder.is_dir() and not _is_model_folder(folder):
             # One component's folder: only latent upsamplers stand alone (another class is refused, named).
             from ltx_core.loader.diffusers_folder import upsampler_source
 
-            return SafetensorsHeader(path=folder, tensors={}, metadata=dict(upsampler_source(folder).read_metadata()))
+            metadata = dict(upsampler_source(folder).read_metadata())
+            return SafetensorsHeader(path=folder, tensors={}, metadata=metadata), "component folder"
     files = model_files_of(source)
     metadata: dict = {"config": files.config()}
     if files.has(Component.TRANSFORMER):
         version = files.source(Component.TRANSFORMER).read_metadata().get("model_version")
         if version is not None:
             metadata["model_version"] = version
-    return SafetensorsHeader(path=files.location, tensors={}, metadata=metadata)
+    noun = "model folder" if files.layout is Layout.DIFFUSERS else f"set of {files.layout.value} model files"
+    return SafetensorsHeader(path=files.location, tensors={}, metadata=metadata), noun
 
 
 def _is_model_folder(folder: Path) -> bool:
@@ -94,15 +97,16 @@ def _is_model_folder(folder: Path) -> bool:
 def detect_checkpoint_kind(path: ModelSource) -> CheckpointKindInfo:
     """Classify a safetensors file by its metadata and key names (only the header is read); a model
     folder or a `ModelFiles` set by its translated metadata (only configs and headers are read)."""
-    folder = isinstance(path, ModelFiles) or names_a_model_folder(path)
-    header = _folder_header(path) if folder else read_safetensors_header(path)
+    if isinstance(path, ModelFiles) or names_a_model_folder(path):
+        header, what = _folder_header(path)
+    else:
+        header, what = read_safetensors_header(path), "single-file model checkpoint"
     config = header.metadata.get("config")
     version = header.metadata.get("model_version")
     version_text = f", model_version {version}" if version is not None else ""
     if isinstance(config, dict):
         if isinstance(config.get("transformer"), dict):
             sections = ", ".join(sorted(k for k, v in config.items() if isinstance(v, dict)))
-            what = "model folder" if folder else "single-file model checkpoint"
             return CheckpointKindInfo("ltx_checkpoint", f"an LTX-2 {what} (sections: {sections}{version_text})", header)
         if config.get("_class_name") == "LatentUpsampler":
             return CheckpointKindInfo("upsampler", _describe_upsampler(config), header)
