@@ -35,14 +35,16 @@ def folder(tiny_checkpoint, tiny_spatial_upsampler, tmp_path_factory) -> Path:
     return single_file_to_diffusers(tiny_checkpoint, root / "diffusers", upsamplers=[tiny_spatial_upsampler])
 
 
-def test_checkpoint_kinds_of_folders(folder, tiny_checkpoint):
+def test_checkpoint_kinds_of_folders(folder, tiny_checkpoint, tiny_gemma_root):
     want = read_safetensors_header(tiny_checkpoint).metadata["model_version"]
     for source in (folder, ModelFiles.from_diffusers(folder)):
         info = check_checkpoint_kind(source, "ltx_checkpoint")
         assert info.kind == "ltx_checkpoint" and "model folder" in info.description
         assert info.header.metadata["model_version"] == want
         assert info.header.path == folder
-    single = check_checkpoint_kind(ModelFiles.single_file(tiny_checkpoint), "ltx_checkpoint")
+    single = check_checkpoint_kind(
+        ModelFiles.single_file(tiny_checkpoint, gemma_root=tiny_gemma_root), "ltx_checkpoint"
+    )
     assert "set of single-file model files" in single.description and single.header.metadata["model_version"] == want
     assert check_checkpoint_kind(folder / "latent_upsampler", "upsampler").kind == "upsampler"
     with pytest.raises(CheckpointError, match=r"is an LTX-2 model folder.*not a latent upsampler"):

@@ -359,7 +359,14 @@ class ModelFiles:
         source that has a section giving it (the transformer's first). {} when no source has one."""
         merged: dict[str, Any] = {}
         ordered = sorted(self.sources, key=lambda s: s.component is not Component.TRANSFORMER)
+        read: set[Path] = set()
         for source in ordered:
+            if source.component is Component.TEXT_ENCODER:
+                continue  # a Gemma folder or packed file: its own config, no section of the reference's
+            if source.metadata is None:  # read from the file: each file's header once
+                if source.path in read:
+                    continue
+                read.add(source.path)
             config = source.read_metadata().get("config")
             if isinstance(config, Mapping):
                 for section, value in config.items():
