@@ -55,10 +55,10 @@ READ_COMPONENT_FOLDERS: Mapping[Component, tuple[str, ...]] = {
     **COMPONENT_FOLDERS,
     Component.DURATION_HEAD: (DURATION_HEAD_FOLDER,),
 }
-# LTX-2.5 components whose diffusers form differs from the reference's (they are read from the split files).
-LTX25_NOT_READ: Mapping[Component, str] = {
-    Component.TEXT_EMBEDDINGS: "connectors/ has zero-filled FFN biases and no Gemma 4 projection",
-}
+# An LTX-2.5 `connectors/` carries the reference's text projection and connectors exactly, plus zero FFN
+# biases where the reference's connectors have none (`connector_ff_bias: false`; diffusers' class always has
+# them). They are read as they are: the connectors are built with those biases (the folder's config states
+# no `connector_ff_bias`), and adding a zero bias leaves every output as the bias-free connector's.
 # The zero placeholder conv decoder of an LTX-2.5 `vae/` is renamed under this prefix, which no component
 # rule reads: only the encoder and the latent statistics are taken from that folder.
 PLACEHOLDER_PREFIX = "diffusers_placeholder."
@@ -160,7 +160,7 @@ class DiffusersFolder:
 
     def has(self, component: Component) -> bool:
         wanted = self.component_folders(component)
-        if not wanted or (self.is_ltx25 and component in LTX25_NOT_READ):
+        if not wanted:
             return False
         return all(f in self.folders for f in wanted)
 
@@ -169,11 +169,6 @@ class DiffusersFolder:
 
     def source(self, component: Component) -> ComponentSource:
         """The component's files, reference config and key table; raises naming missing folders."""
-        if self.is_ltx25 and component in LTX25_NOT_READ:
-            raise CheckpointError(
-                f"the LTX-2.5 diffusers folder {str(self.root)!r}: its {component.value} is not read from diffusers "
-                f"folders ({LTX25_NOT_READ[component]}); give the LTX-2.5 component file instead"
-            )
         missing = self.missing(component)
         if missing:
             raise CheckpointError(
