@@ -175,7 +175,7 @@ class ModelFiles:
         layout = Layout.SINGLE_FILE
         from ltx_core.loader.diffusers_folder import is_diffusers_folder
 
-        hub_folder = str(checkpoint).startswith("hf://") and not str(checkpoint).endswith(".safetensors")
+        hub_folder = str(checkpoint).startswith(_HF_SCHEME) and names_a_model_folder(checkpoint)
         if is_diffusers_folder(checkpoint) or hub_folder:
             # A diffusers model folder given where the single file is expected (same flag).
             if video_vae is not None:
@@ -414,7 +414,8 @@ def names_a_model_folder(source: str | Path) -> bool:
 def model_files_of(source: ModelSource, *, gemma_root: str | Path | None = None) -> ModelFiles:
     """The one resolution of a checkpoint value into a set of model files: a `ModelFiles` as it is, a
     model folder through `ModelFiles.from_diffusers` (another model family's folder is refused there,
-    before loading), a file through `ModelFiles.single_file`."""
+    before loading), a file through `ModelFiles.single_file`. `gemma_root` joins a path's set (a
+    `ModelFiles` value already states its text encoder)."""
     if isinstance(source, ModelFiles):
         return source
     if names_a_model_folder(source):
