@@ -49,7 +49,7 @@ from ltx_core.loader.builder import component_source
 from ltx_core.loader.errors import CheckpointError
 from ltx_core.loader.lora import DEFAULT_LORA_FUSION, LoraDeltas, LoraFusionPrecision
 from ltx_core.loader.safetensors_header import read_safetensors_header
-from ltx_core.loader.tensorwise import WeightConversion, load_tensorwise
+from ltx_core.loader.tensorwise import WeightConversion, load_tensorwise_files
 from ltx_core.model.transformer.attention_backends import ACCEPTED_BACKEND_NAMES, check_backend, set_attention_backend
 from ltx_core.quantization import Fp8CastPolicy, Fp8ScaledMMPolicy, require_scaled_mm
 
@@ -165,9 +165,19 @@ def build_transformer(
     device = resolve_device(device)
     options.validate(device)
     src = component_source(spec, source)
-    if len(src.files) != 1:
-        raise CheckpointError(f"the {spec.name} is read from one file; its source names {len(src.files)}")
+    # Streaming and fp8-scaled-mm index one file's tensors; plain and fp8-cast loads read shards too.
+    needs_one_file = {
+        "block streaming (--offload)": options.streams_blocks,
+        "fp8-scaled-mm": options.quantization == "fp8-scaled-mm",
+    }
+    one_file = [what for what, needed in needs_one_file.items() if needed]
+    if len(src.files) != 1 and one_file:
+        raise CheckpointError(
+            f"{' and '.join(one_file)} read the {spec.name} from one file; its source names {len(src.files)} "
+            f"(a sharded diffusers folder): write it as one file with `python -m ltx_core.convert from-diffusers`"
+        )
     path = src.files[0]
+    reads = src.reads(spec.ops)
     config = checkpoint_config(spec, src)
     spec = replace(spec, ops=spec.ops.after(src.key_translation))
     with torch.device("meta"):
@@ -186,9 +196,10 @@ def build_transformer(
     prefix = f"{BLOCKS_ATTR}."
     streamed = options.streams_blocks
     keep = (lambda key: not key.startswith(prefix)) if streamed else None
-    state_dict = load_tensorwise(path, spec.ops, conversion, device=device, keep=keep)
+    state_dict = load_tensorwise_files(reads, conversion, device=device, keep=keep)
     if not state_dict:
-        raise CheckpointError(f"{str(path)!r} holds no {spec.name} weights; expected {spec.expected_kind}")
+        where = " + ".join(str(f) for f in src.files)
+        raise CheckpointError(f"{where!r} holds no {spec.name} weights; expected {spec.expected_kind}")
     if streamed:
         wanted = {k: v for k, v in expected.items() if not k.startswith(prefix)}
         missing = sorted(set(wanted) - set(state_dict))

@@ -10,10 +10,14 @@ import torch
 
 from ltx_core.loader import ModelFiles, build_model
 from ltx_core.loader.diffusers_folder import upsampler_source
+from ltx_core.loader.state_dict import load_files
 from ltx_core.model.audio_vae import AUDIO_DECODER, AUDIO_ENCODER, VOCODER
+from ltx_core.model.duration_head import DURATION_HEAD
 from ltx_core.model.transformer import AV_TRANSFORMER
 from ltx_core.model.upsampler import LATENT_UPSAMPLER
 from ltx_core.model.video_vae import VIDEO_DECODER, VIDEO_ENCODER
+from ltx_core.model.video_vae.spec import DIFFUSION_VIDEO_DECODER
+from ltx_core.text_encoders.gemma.embeddings_processor import text_embeddings_spec
 
 
 def _same_weights(a: torch.nn.Module, b: torch.nn.Module, name: str) -> None:
@@ -71,8 +75,10 @@ def test_export_writes_the_folder_diffusers_wrote(golden_dir, golden_interop_dir
 
 @pytest.mark.golden
 def test_ltx25_folder_components_read_exactly(golden_ltx25_dir, golden_ltx25_manifest, golden_interop_dir):
-    """The components diffusers carries exactly for LTX-2.5 (transformer, video encoder, audio VAE + vocoder,
-    upsampler) give the split files' weights; the text embeddings (zero-filled biases) are refused, naming why."""
+    """The components diffusers carries for LTX-2.5 (transformer, text embeddings, video encoder, diffusion
+    decoder, duration head, audio VAE + vocoder, upsampler) give the split files' weights - the decoder's and
+    the head's q/k/v pieces joined, the decoder's gates folded as the reference folds them; the connectors'
+    FFN biases, which the reference's connectors lack, are the zeros diffusers fills in."""
     from ltx_core.loader import CheckpointError
     from ltx_core.loader.model_files import Component
 
@@ -89,17 +95,27 @@ def test_ltx25_folder_components_read_exactly(golden_ltx25_dir, golden_ltx25_man
     _same_weights(got, want, "latent_upsampler")
     from ltx_core.loader.diffusers_folder import read_diffusers_folder
 
-    # The video VAE: its encoder is exact; its zero placeholder decoder is never read (the reference's
-    # decoder is a diffusion decoder, refused by the conv decoder's configurator).
-    split_vae = ModelFiles.split(video_vae=golden_ltx25_dir / names["video_vae"])
-    _same_weights(
-        build_model(VIDEO_ENCODER, files, device="cpu"), build_model(VIDEO_ENCODER, split_vae, device="cpu"), "encoder"
+    # The video VAE: its encoder and the diffusion decoder of `diffusion_decoder/` are exact; the zero
+    # placeholder conv decoder of `vae/` is never read (the conv decoder's configurator refuses the config).
+    split_vae = ModelFiles.split(
+        video_vae=golden_ltx25_dir / names["video_vae"], duration_head=golden_ltx25_dir / names["duration_head"]
     )
+    for spec in (VIDEO_ENCODER, DIFFUSION_VIDEO_DECODER, DURATION_HEAD):
+        _same_weights(build_model(spec, files, device="cpu"), build_model(spec, split_vae, device="cpu"), spec.name)
     with pytest.raises(CheckpointError, match="CausalDiffusionVAE"):
         build_model(VIDEO_DECODER, files, device="cpu")
-    assert not files.has(Component.TEXT_EMBEDDINGS)
-    with pytest.raises(CheckpointError, match="zero-filled FFN biases"):
-        read_diffusers_folder(folder).source(Component.TEXT_EMBEDDINGS)
+    split_text = ModelFiles.split(
+        transformer=golden_ltx25_dir / names["transformer"], text_encoder=golden_ltx25_dir / names["text_encoder"]
+    )
+    # The stored tensors the text embeddings are built from (their forward parity: test_golden_ltx25_text).
+    ops = text_embeddings_spec().ops
+    got, want = (load_files(f.source(Component.TEXT_EMBEDDINGS).reads(ops)) for f in (files, split_text))
+    placeholders = sorted(set(got) - set(want))
+    assert placeholders and all(".ff.net." in k and k.endswith(".bias") for k in placeholders), placeholders
+    assert all(not got[k].any() for k in placeholders), "the connectors' extra FFN biases are not zero"
+    assert set(want) <= set(got)
+    assert not [k for k in want if not torch.equal(got[k], want[k])]
+    assert read_diffusers_folder(folder).has(Component.TEXT_EMBEDDINGS)
 
 
 @pytest.mark.golden

@@ -112,8 +112,8 @@ def test_cache_reads_a_file_once_per_rule_set_and_dtype(spec, tiny_checkpoint, m
 
     path, _ = tiny_checkpoint
     calls = []
-    real = builder.load_state_dict
-    monkeypatch.setattr(builder, "load_state_dict", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = builder.load_files
+    monkeypatch.setattr(builder, "load_files", lambda *a, **k: calls.append(1) or real(*a, **k))
     cache = StateDictCache()
     first = build_model(spec, path, cache=cache)
     second = build_model(spec, path, cache=cache)

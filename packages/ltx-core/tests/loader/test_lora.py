@@ -77,6 +77,26 @@ def test_partially_matching_lora_warns_with_keys(spec, tiny_checkpoint, write_sa
     assert "ghost.weight" in caplog.text
 
 
+def test_text_connector_factors_are_left_unfused_as_the_reference_does(
+    spec, tiny_checkpoint, write_safetensors, caplog
+):
+    """The reference fuses LoRAs into the transformer only: connector factors change nothing, are not
+    reported as unmatched, and a LoRA of connector factors only is refused saying so."""
+    path, _ = tiny_checkpoint
+    connector = _lora_tensors(rank=2, seed=8, target="video_embeddings_connector.transformer_1d_blocks.0.attn1.to_q")
+    plain = write_safetensors("plain.safetensors", _lora_tensors(rank=2, seed=5))
+    mixed = write_safetensors("mixed.safetensors", {**_lora_tensors(rank=2, seed=5), **connector})
+    with caplog.at_level(logging.INFO):
+        got = build_model(spec, path, loras=[LoraSpec(mixed, 1.0)])
+    assert "text-connector factors left unfused" in caplog.text
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    want = build_model(spec, path, loras=[LoraSpec(plain, 1.0)])
+    assert torch.equal(got.proj.weight, want.proj.weight)
+    only = write_safetensors("only_connector.safetensors", connector)
+    with pytest.raises(CheckpointError, match="text-connector factors are not fused"):
+        build_model(spec, path, loras=[LoraSpec(only, 1.0)])
+
+
 def test_zero_strength_lora_is_not_read(spec, tiny_checkpoint, tmp_path):
     path, weights = tiny_checkpoint
     model = build_model(spec, path, loras=[LoraSpec(tmp_path / "never_opened.safetensors", 0.0)])

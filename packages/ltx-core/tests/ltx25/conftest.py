@@ -34,8 +34,8 @@ def ltx25_component_file(golden_ltx25_dir: Path, golden_ltx25_manifest: dict[str
 
 @pytest.fixture(scope="session", params=("split", "diffusers"))
 def ltx25_model_source(request: pytest.FixtureRequest, ltx25_files: ModelFiles) -> ModelFiles:
-    """The LTX-2.5 files of the components diffusers carries exactly (transformer, video encoder): the
-    split set, or the diffusers folder diffusers' converter wrote from it (`interop/diffusers-ltx-2.5/`)."""
+    """The LTX-2.5 files of the components diffusers carries exactly (transformer, video encoder, duration
+    head): the split set, or the diffusers folder diffusers' converter wrote from it (`interop/diffusers-ltx-2.5/`)."""
     if request.param == "split":
         return ltx25_files
     interop = request.getfixturevalue("golden_interop_dir")

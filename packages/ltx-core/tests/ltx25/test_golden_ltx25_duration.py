@@ -12,8 +12,9 @@ pytestmark = pytest.mark.golden
 
 
 @pytest.fixture(scope="module")
-def head(ltx25_files):
-    return build_model(DURATION_HEAD, ltx25_files, dtype=torch.float32, device="cpu")
+def head(ltx25_model_source):
+    """From the split files, and from the diffusers folder (its q/k/v pieces joined into the fused projection)."""
+    return build_model(DURATION_HEAD, ltx25_model_source, dtype=torch.float32, device="cpu")
 
 
 def test_duration_head_seconds_match_reference(golden_ltx25_fixture, head, assert_golden_close):

@@ -12,7 +12,9 @@ from ltx_core.text_encoders.gemma import GemmaTextEncoder, build_text_embeddings
 pytestmark = pytest.mark.golden
 
 
-def test_ltx25_text_path_matches_reference(golden_ltx25_fixture, ltx25_files, assert_golden_close):
+def test_ltx25_text_path_matches_reference(golden_ltx25_fixture, ltx25_files, ltx25_model_source, assert_golden_close):
+    """Gemma 4 from the packed file; the text embeddings from the split set, or from the diffusers folder's
+    `connectors/` (its projection and connectors, with the zero FFN biases diffusers fills in)."""
     fx = golden_ltx25_fixture("fx_ltx25_components")
     prompts = list(fx.params["text.prompts"])
     gemma = GemmaTextEncoder.load(
@@ -27,7 +29,7 @@ def test_ltx25_text_path_matches_reference(golden_ltx25_fixture, ltx25_files, as
         assert torch.equal(tokens.attention_mask, fx["text.attention_mask"])
         assert tokens.attention_mask.sum(dim=1).tolist() == fx.params["text.valid_tokens"]
         hidden = gemma.encode(prompts)
-        processor = build_text_embeddings(ltx25_files, gemma, dtype=torch.float32, device="cpu")
+        processor = build_text_embeddings(ltx25_model_source, gemma, dtype=torch.float32, device="cpu")
     assert_golden_close(torch.stack(hidden.hidden_states), fx["text.hidden_states"], name="hidden_states")
     contexts = contexts_from_hidden_states(hidden, processor)
     assert_golden_close(contexts.video, fx["text.video_encoding"], name="video_encoding")

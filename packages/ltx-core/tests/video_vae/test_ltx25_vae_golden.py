@@ -107,6 +107,21 @@ def _decoder_draws(tensors: dict[str, torch.Tensor], prefix: str, meanings: list
 
 
 def test_diffusion_decode_replays_the_draw(decoder, components, assert_golden_close):
+    _check_decode(decoder, components, assert_golden_close)
+
+
+def test_diffusion_decode_from_the_diffusers_folder(golden_interop_dir, components, assert_golden_close):
+    """The decoder diffusers' converter wrote (`diffusion_decoder/`: q/k/v split, gates folded) read back as
+    the reference's and decoded with the reference's edge padding: the same frames, same tolerance."""
+    from ltx_core.loader import ModelFiles
+
+    files = ModelFiles.from_diffusers(golden_interop_dir / "diffusers-ltx-2.5")
+    decoder = build_model(video_decoder_spec(files.config()), files, dtype=torch.float32, device="cpu")
+    assert isinstance(decoder, DiffusionVideoDecoder)
+    _check_decode(decoder, components, assert_golden_close)
+
+
+def _check_decode(decoder: DiffusionVideoDecoder, components, assert_golden_close) -> None:
     tensors, params = components
     case = params["vae.decode"]
     latent = _tensor(tensors, "vae.decode.latent")

@@ -146,3 +146,32 @@ def test_build_model_takes_folder_paths_where_files_are_expected(converted):
     )
     got = build_model(LATENT_UPSAMPLER, folder / "latent_upsampler", device="cpu")
     _assert_same_tensors(got.state_dict(), build_model(LATENT_UPSAMPLER, upsampler, device="cpu").state_dict())
+
+
+def test_runtime_builds_the_transformer_of_a_sharded_folder(converted, tmp_path):
+    """Released diffusers folders shard the transformer: the runtime build (plain, fp8-cast) reads every
+    shard; block streaming, which indexes one file, is refused naming the way out."""
+    from safetensors.torch import save_file
+
+    from ltx_core.runtime import RuntimeOptions, build_transformer
+
+    checkpoint, _, folder = converted
+    sharded = tmp_path / "sharded"
+    shutil.copytree(folder, sharded)
+    weights = sharded / "transformer" / "diffusion_pytorch_model.safetensors"
+    tensors = load_file(weights)
+    keys = sorted(tensors)
+    for i, part in enumerate((keys[: len(keys) // 2], keys[len(keys) // 2 :]), start=1):
+        save_file(
+            {k: tensors[k] for k in part},
+            str(weights.with_name(f"diffusion_pytorch_model-0000{i}-of-00002.safetensors")),
+        )
+    weights.unlink()
+    assert len(ModelFiles.from_diffusers(sharded).source(Component.TRANSFORMER).files) == 2
+    for quantization in (None, "fp8-cast"):
+        options = RuntimeOptions(quantization=quantization)
+        got = build_transformer(AV_TRANSFORMER, sharded, options, device="cpu", dtype=torch.bfloat16)
+        want = build_transformer(AV_TRANSFORMER, checkpoint, options, device="cpu", dtype=torch.bfloat16)
+        _assert_same_tensors(got.state_dict(), want.state_dict())
+    with pytest.raises(CheckpointError, match=r"block streaming.*one file.*2.*convert from-diffusers"):
+        build_transformer(AV_TRANSFORMER, sharded, RuntimeOptions(offload="cpu"), device="cpu")

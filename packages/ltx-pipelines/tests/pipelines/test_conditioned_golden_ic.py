@@ -106,14 +106,14 @@ def test_keyframe_interpolation_replays_the_reference(
     print(f"{run}: max |diff| {max(diffs.values()):.3g} over {len(diffs)} tensors")
 
 
-def test_ic_lora_replays_the_reference(
-    fx, golden_checkpoint, golden_spatial_upsampler, golden_dir, assert_golden_close
-):
+def test_ic_lora_replays_the_reference(fx, golden_pipeline_models, golden_dir, assert_golden_close):
+    """From the single file and from the diffusers folder of the same weights (IC-LoRA fused into it)."""
     p, run = fx.params, "ic_lora"
     settings = p[f"{run}.settings"]
     assert p[f"{run}.stage_2_loras"] == [], f"{run}: the reference's stage 2 runs without LoRAs"
+    checkpoint, upsampler = golden_pipeline_models
     pipeline = ICLoraPipeline(
-        golden_checkpoint, golden_spatial_upsampler, None,
+        checkpoint, upsampler, None,
         ic_loras=_loras(p, run, "stage_1", golden_dir), device="cpu", dtype=torch.float32,
         tiling=TilingConfig.from_dict(p["tiling_config"]), progress=False,
     )  # fmt: skip

@@ -213,8 +213,17 @@ def files(golden_checkpoint, golden_spatial_upsampler, golden_dir) -> ModelFiles
     return ModelFiles(golden_checkpoint, golden_spatial_upsampler, golden_dir)
 
 
-def test_guided_pipelines_replay_the_reference(fx, files, assert_golden_close, golden_lacks):
-    """Every run of the set in one test, so none is left out; a run's failure does not hide the others'."""
+@pytest.fixture(scope="module")
+def replay_files(golden_pipeline_models, golden_dir) -> ModelFiles:
+    """The single file and its upsampler, or the diffusers folder and upsampler folder of the same weights."""
+    checkpoint, upsampler = golden_pipeline_models
+    return ModelFiles(checkpoint, upsampler, golden_dir)
+
+
+def test_guided_pipelines_replay_the_reference(fx, replay_files, assert_golden_close, golden_lacks):
+    """Every run of the set in one test, so none is left out; a run's failure does not hide the others'.
+    From the single file and from the diffusers folder (defaults, LoRA fusion, decoding all read from it)."""
+    files = replay_files
     p = fx.params
     failures: list[str] = []
     missing: list[str] = []

@@ -15,9 +15,9 @@ from ltx_core.devices import resolve_device
 from ltx_core.loader.cache import StateDictCache
 from ltx_core.loader.errors import CheckpointError
 from ltx_core.loader.lora import DEFAULT_LORA_FUSION, LoraFusionPrecision, LoraSpec, fuse_loras
-from ltx_core.loader.model_files import Component, ComponentSource, ModelFiles
+from ltx_core.loader.model_files import Component, ComponentSource, ModelFiles, model_files_of, names_a_model_folder
 from ltx_core.loader.sd_ops import SDOps
-from ltx_core.loader.state_dict import StateDict, load_state_dict, stored_float_dtypes
+from ltx_core.loader.state_dict import StateDict, load_files, stored_float_dtypes_of
 
 logger = logging.getLogger(__name__)
 
@@ -70,17 +70,15 @@ def component_source(spec: ComponentSpec, source: Source) -> ComponentSource:
         if spec.component is None:
             raise CheckpointError(f"the {spec.name} is not part of a set of model files; pass its own file (a path)")
         return source.source(spec.component)
-    path = Path(source)
-    if path.is_dir():
-        # A diffusers model folder (model_index.json) or a diffusers latent upsampler folder, given where
-        # a file is expected: read through the diffusers layout.
-        from ltx_core.loader.diffusers_folder import CONFIG, is_diffusers_folder, upsampler_source
+    if names_a_model_folder(source):
+        # A folder given where a file is expected: a standalone component's own folder (a diffusers
+        # `latent_upsampler/`), else a model folder read as a set of model files.
+        if spec.component is None:
+            from ltx_core.loader.diffusers_folder import upsampler_source
 
-        if is_diffusers_folder(path):
-            return component_source(spec, ModelFiles.from_diffusers(path))
-        if spec.component is None and (path / CONFIG).is_file():
-            return upsampler_source(path)
-    return ComponentSource(spec.component, (path,))
+            return upsampler_source(source)
+        return model_files_of(source).source(spec.component)
+    return ComponentSource(spec.component, (Path(source),))
 
 
 def checkpoint_config(spec: ComponentSpec, source: Source) -> dict[str, Any]:
@@ -145,16 +143,18 @@ def build_model(
     with torch.device("meta"):
         module = spec.configurator(config)
     ops = spec.ops.after(src.key_translation)
+    reads = src.reads(spec.ops)
     files = list(src.files)
     where = " + ".join(str(f) for f in files)
 
     def load() -> StateDict:
         if spec.rewrite is None:
-            return load_state_dict(files, ops, dtype=dtype)
-        rewritten = spec.rewrite(load_state_dict(files, ops))
+            return load_files(reads, dtype=dtype)
+        rewritten = spec.rewrite(load_files(reads))
         return {k: v.to(dtype) if v.is_floating_point() else v for k, v in rewritten.items()}
 
-    state_dict = cache.get_or_load(files, ops, dtype, load) if cache is not None else load()
+    cache_ops = ops if not src.file_translations else tuple(o for _, o in reads)
+    state_dict = cache.get_or_load(files, cache_ops, dtype, load) if cache is not None else load()
     if not state_dict:
         raise CheckpointError(
             f"{where!r} holds no {spec.name} weights (no key matches the rules {ops.name!r}); "
@@ -167,7 +167,7 @@ def build_model(
             loras,
             component=spec.name,
             precision=lora_fusion,
-            stored_dtypes=stored_float_dtypes(files, ops),
+            stored_dtypes=stored_float_dtypes_of(reads),
             device=device,
         )
     module.load_state_dict(state_dict, strict=True, assign=True)

@@ -25,7 +25,7 @@ class _FileIdentity:
 @dataclass(frozen=True)
 class _CacheKey:
     files: tuple[_FileIdentity, ...]
-    ops: SDOps
+    ops: SDOps | tuple[SDOps, ...]  # one rule set, or one per file
     dtype: torch.dtype | None
 
 
@@ -40,7 +40,9 @@ class StateDictCache:
         self._entries: dict[_CacheKey, StateDict] = {}
 
     @staticmethod
-    def _key(paths: str | Path | Sequence[str | Path], ops: SDOps, dtype: torch.dtype | None) -> _CacheKey:
+    def _key(
+        paths: str | Path | Sequence[str | Path], ops: SDOps | tuple[SDOps, ...], dtype: torch.dtype | None
+    ) -> _CacheKey:
         files = []
         for path in [paths] if isinstance(paths, (str, Path)) else paths:
             p = Path(path).resolve()
@@ -51,7 +53,7 @@ class StateDictCache:
     def get_or_load(
         self,
         paths: str | Path | Sequence[str | Path],
-        ops: SDOps,
+        ops: SDOps | tuple[SDOps, ...],
         dtype: torch.dtype | None,
         load: Callable[[], StateDict],
     ) -> StateDict:
@@ -60,7 +62,7 @@ class StateDictCache:
         if key not in self._entries:
             self._entries[key] = load()
         else:
-            logger.debug("state dict cache hit: %s (%s)", [f.path for f in key.files], ops.name)
+            logger.debug("state dict cache hit: %s", [f.path for f in key.files])
         return self._entries[key]
 
     def __len__(self) -> int:

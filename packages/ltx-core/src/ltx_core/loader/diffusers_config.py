@@ -675,3 +675,60 @@ def upsampler_from_diffusers(config: Mapping[str, Any]) -> dict[str, Any]:
         "spatial_scale": config.get("rational_spatial_scale", 2.0),
         "rational_resampler": bool(config.get("use_rational_resampler", False)),
     }
+
+
+# -- LTX-2.5: duration head and diffusion decoder (read only) ------------------------------------
+
+DURATION_HEAD_CLASS = "LTX2DurationHead"
+DIFFUSION_DECODER_CLASS = "LTX2VideoDiffusionDecoderModel"
+
+
+def duration_head_from_diffusers(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The duration-head file's `config` (its context widths under `transformer`, its own sizes under
+    `duration_head`) from diffusers' config.json. The head count is the config's: diffusers' converter
+    hard-codes 4 in the head it builds, the folder's config.json states the file's."""
+    where = "duration_head"
+    _check_class(config, DURATION_HEAD_CLASS, where)
+    return {
+        "transformer": {
+            "cross_attention_dim": _require(config, "video_cross_attention_dim", where),
+            "audio_cross_attention_dim": _require(config, "audio_cross_attention_dim", where),
+        },
+        "duration_head": {
+            "pooler_hidden_dim": _require(config, "pooler_hidden_dim", where),
+            "num_queries": _require(config, "num_queries", where),
+            "num_pooler_heads": _require(config, "num_pooler_heads", where),
+            "mlp_hidden": _require(config, "mlp_hidden_dim", where),
+        },
+    }
+
+
+def diffusion_decoder_from_diffusers(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The reference's LTX-2.5 `vae` entries of its diffusion decoder (`decoder` + `model_output_type`)
+    from diffusers' config.json.
+
+    diffusers lists the kernels of the four upsampling stages and the stage-5 kernel apart; the reference
+    lists five stage kernels, the fifth of which no computation reads: it is given the stage-5 kernel.
+    diffusers has no stage-5 width of its own: it is the last stage's, as in the reference's default."""
+    where = "diffusion_decoder"
+    _check_class(config, DIFFUSION_DECODER_CLASS, where)
+    strides = _require(config, "decoder_upsample_strides", where)
+    reductions = _require(config, "decoder_upsample_channel_reductions", where)
+    if len(strides) != len(reductions):
+        raise CheckpointError(f"{where}: {len(strides)} upsample strides but {len(reductions)} channel reductions")
+    stage5_kernel = list(_require(config, "decoder_stage5_kernel", where))
+    decoder = {
+        "in_channels": _require(config, "latent_channels", where),
+        "out_channels": _require(config, "out_channels", where),
+        "patch_size": _require(config, "patch_size", where),
+        "head_dim": _require(config, "decoder_head_dim", where),
+        "t_emb_dim": _require(config, "decoder_t_emb_dim", where),
+        "default_num_inference_steps": _require(config, "decoder_num_inference_steps", where),
+        "timestep_scale_multiplier": _require(config, "decoder_timestep_scale_multiplier", where),
+        "stage_channels": list(_require(config, "decoder_stage_channels", where)),
+        "stage_depths": list(_require(config, "decoder_stage_depths", where)),
+        "stage_kernels": [*(list(k) for k in _require(config, "decoder_stage_kernels", where)), stage5_kernel],
+        "upsamples": [[list(s), r] for s, r in zip(strides, reductions)],
+        "stage5_kernel": stage5_kernel,
+    }
+    return {"model_output_type": config.get("decoder_model_output_type", "v"), "decoder": decoder}

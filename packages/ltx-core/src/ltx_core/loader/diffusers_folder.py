@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -47,11 +47,18 @@ COMPONENT_FOLDERS: Mapping[Component, tuple[str, ...]] = {
     Component.AUDIO_VAE: ("audio_vae", "vocoder"),
 }
 UPSAMPLER_FOLDERS = ("latent_upsampler", "latent_upsampler_x1.5")
-LTX25_FOLDERS = frozenset({"diffusion_decoder", "duration_head"})
-# LTX-2.5 components whose diffusers form differs from the reference's (they are read from the split files).
-LTX25_NOT_READ: Mapping[Component, str] = {
-    Component.TEXT_EMBEDDINGS: "connectors/ has zero-filled FFN biases and no Gemma 4 projection",
+DIFFUSION_DECODER_FOLDER = "diffusion_decoder"
+DURATION_HEAD_FOLDER = "duration_head"
+LTX25_FOLDERS = frozenset({DIFFUSION_DECODER_FOLDER, DURATION_HEAD_FOLDER})
+# Every component read from a diffusers folder: those of the single file, and LTX-2.5's duration head.
+READ_COMPONENT_FOLDERS: Mapping[Component, tuple[str, ...]] = {
+    **COMPONENT_FOLDERS,
+    Component.DURATION_HEAD: (DURATION_HEAD_FOLDER,),
 }
+# An LTX-2.5 `connectors/` carries the reference's text projection and connectors exactly, plus zero FFN
+# biases where the reference's connectors have none (`connector_ff_bias: false`; diffusers' class always has
+# them). They are read as they are: the connectors are built with those biases (the folder's config states
+# no `connector_ff_bias`), and adding a zero bias leaves every output as the bias-free connector's.
 # The zero placeholder conv decoder of an LTX-2.5 `vae/` is renamed under this prefix, which no component
 # rule reads: only the encoder and the latent statistics are taken from that folder.
 PLACEHOLDER_PREFIX = "diffusers_placeholder."
@@ -133,6 +140,9 @@ class DiffusersFolder:
     model_version: str
     # (reference prefix, diffusers prefix) of the video VAE blocks (`diffusers_config.vae_block_renames`).
     vae_block_pairs: tuple[tuple[str, str], ...] = ()
+    # Components whose files state their own config, as their released file does (the duration head's
+    # context widths), instead of the folder's shared one.
+    own_configs: Mapping[Component, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def is_ltx25(self) -> bool:
@@ -140,42 +150,51 @@ class DiffusersFolder:
         their own, and its `vae/` keeps a conv decoder of zero placeholders (see docs/interop.md)."""
         return bool(self.folders & LTX25_FOLDERS)
 
+    def component_folders(self, component: Component) -> tuple[str, ...]:
+        """The folders `component` is read from. An LTX-2.5 video VAE: `vae/` (encoder) and
+        `diffusion_decoder/` (the decoder), whichever are there."""
+        if component is Component.VIDEO_VAE and self.is_ltx25:
+            present = tuple(f for f in ("vae", DIFFUSION_DECODER_FOLDER) if f in self.folders)
+            return present or ("vae",)
+        return READ_COMPONENT_FOLDERS.get(component, ())
+
     def has(self, component: Component) -> bool:
-        wanted = COMPONENT_FOLDERS.get(component)
-        if wanted is None or (self.is_ltx25 and component in LTX25_NOT_READ):
+        wanted = self.component_folders(component)
+        if not wanted:
             return False
         return all(f in self.folders for f in wanted)
 
     def missing(self, component: Component) -> list[str]:
-        return [f for f in COMPONENT_FOLDERS.get(component, ()) if f not in self.folders]
+        return [f for f in self.component_folders(component) if f not in self.folders]
 
     def source(self, component: Component) -> ComponentSource:
         """The component's files, reference config and key table; raises naming missing folders."""
-        if self.is_ltx25 and component in LTX25_NOT_READ:
-            raise CheckpointError(
-                f"the LTX-2.5 diffusers folder {str(self.root)!r}: its {component.value} is not read from diffusers "
-                f"folders ({LTX25_NOT_READ[component]}); give the LTX-2.5 component file instead"
-            )
         missing = self.missing(component)
         if missing:
             raise CheckpointError(
                 f"the diffusers folder {str(self.root)!r} has no {', '.join(f + '/' for f in missing)} "
                 f"folder, needed for the {component.value}"
             )
-        files: list[Path] = []
-        table: dict[str, str] = {}
-        for name in COMPONENT_FOLDERS[component]:
+        tables: list[tuple[Path, dict[str, str]]] = []
+        for name in self.component_folders(component):
             rename = self._key_function(name)
             for path in weight_files(self.root / name):
-                files.append(path)
-                for key in read_safetensors_header(path).tensors:
-                    target = rename(key)
-                    if table.get(key, target) != target:
-                        raise CheckpointError(f"{str(self.root)!r}: key {key!r} appears in two component folders")
-                    table[key] = target
-        metadata = {"config": dict(self.config), "model_version": self.model_version}
-        ops = SDOps(f"diffusers_{component.value}").keeping().renaming_keys(table)
-        return ComponentSource(component, tuple(files), metadata=metadata, key_translation=ops)
+                tables.append((path, {key: rename(key) for key in read_safetensors_header(path).tensors}))
+        config = self.own_configs.get(component, self.config)
+        metadata = {"config": dict(config), "model_version": self.model_version}
+        files = tuple(path for path, _ in tables)
+        name = f"diffusers_{component.value}"
+        keys = [key for _, table in tables for key in table]
+        if len(keys) == len(set(keys)):
+            combined = {key: target for _, table in tables for key, target in table.items()}
+            ops = SDOps(name).keeping().renaming_keys(combined)
+            return ComponentSource(component, files, metadata=metadata, key_translation=ops)
+        # Folders whose key names overlap (LTX-2.5 `vae/` and `diffusion_decoder/` both hold the latent
+        # statistics): each file is translated by its own table.
+        per_file = tuple(
+            (path, SDOps(f"{name}_{path.parent.name}").keeping().renaming_keys(table)) for path, table in tables
+        )
+        return ComponentSource(component, files, metadata=metadata, file_translations=per_file)
 
     def _key_function(self, folder: str) -> Callable[[str], str]:
         if folder == "transformer":
@@ -185,12 +204,16 @@ class DiffusersFolder:
         if folder == "vae":
             pairs = list(self.vae_block_pairs)
             if self.is_ltx25:
+                # The latent statistics are the decoder's when `diffusion_decoder/` holds them too.
+                shadowed = ("decoder.", *(dn.STAT_NAMES if DIFFUSION_DECODER_FOLDER in self.folders else ()))
                 return lambda key: (
-                    PLACEHOLDER_PREFIX + key
-                    if key.startswith("decoder.")
-                    else dn.video_vae_key_to_reference(key, pairs)
+                    PLACEHOLDER_PREFIX + key if key.startswith(shadowed) else dn.video_vae_key_to_reference(key, pairs)
                 )
             return lambda key: dn.video_vae_key_to_reference(key, pairs)
+        if folder == DIFFUSION_DECODER_FOLDER:
+            return dn.diffusion_decoder_key_to_reference
+        if folder == DURATION_HEAD_FOLDER:
+            return dn.duration_head_key_to_reference
         if folder == "audio_vae":
             return dn.audio_vae_key_to_reference
         if folder == "vocoder":
@@ -235,8 +258,18 @@ def read_diffusers_folder(folder: str | Path) -> DiffusersFolder:
         flat = dc.video_vae_from_diffusers(vae)
         pairs = tuple(dc.vae_block_renames(flat))
         # LTX-2.5: only the encoder of `vae/` is real; the reference describes it inside its diffusion
-        # VAE's section (the decoder, a diffusion decoder, is not read from diffusers folders).
+        # VAE's section, beside the diffusion decoder of `diffusion_decoder/`.
         config["vae"] = _ltx25_encoder_section(flat) if ltx25 else flat
+    diffusion_decoder = _folder_config(root, DIFFUSION_DECODER_FOLDER)
+    if diffusion_decoder is not None:
+        decoder = dc.diffusion_decoder_from_diffusers(diffusion_decoder)
+        section = config.setdefault("vae", {"_class_name": DIFFUSION_VAE_CLASS})
+        section.update(decoder, latent_channels=section.get("latent_channels", decoder["decoder"]["in_channels"]))
+    own_configs: dict[Component, Mapping[str, Any]] = {}
+    duration_head = _folder_config(root, DURATION_HEAD_FOLDER)
+    if duration_head is not None:
+        own_configs[Component.DURATION_HEAD] = dc.duration_head_from_diffusers(duration_head)
+        config["duration_head"] = own_configs[Component.DURATION_HEAD]["duration_head"]
     audio = _folder_config(root, "audio_vae")
     if audio is not None:
         config["audio_vae"] = dc.audio_vae_from_diffusers(audio)
@@ -248,8 +281,9 @@ def read_diffusers_folder(folder: str | Path) -> DiffusersFolder:
     v2 = connectors is not None and bool(connectors.get("per_modality_projections"))
     version = "2.5.0" if ltx25 else "2.3.0" if v2 else "2.0.0"
     return DiffusersFolder(
-        root=root, folders=frozenset(present), config=config, model_version=version, vae_block_pairs=pairs
-    )
+        root=root, folders=frozenset(present), config=config, model_version=version, vae_block_pairs=pairs,
+        own_configs=own_configs,
+    )  # fmt: skip
 
 
 def _ltx25_encoder_section(flat: Mapping[str, Any]) -> dict[str, Any]:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ltx_core.loader.state_dict import piece_key
+
 # Reference segment -> diffusers segment, for the transformer (LTX2VideoTransformer3DModel).
 TRANSFORMER_SEGMENTS: Mapping[str, str] = {
     "patchify_proj": "proj_in",
@@ -208,3 +210,48 @@ def vocoder_key_to_diffusers(key: str) -> str | None:
         return None
     name = key[len("vocoder.") :].replace(".downsample.lowpass.filter", ".downsample.filter")
     return _rename_segments(name, VOCODER_SEGMENTS)
+
+
+# -- LTX-2.5 folders: the duration head and the diffusion decoder ----------------------------------
+# diffusers splits the fused q/k/v projection of both into three Linears; each is read back as one
+# piece of the fused tensor (thirds along dim 0, in q, k, v order).
+_QKV_PIECES = {"to_q": 0, "to_k": 1, "to_v": 2}
+VIDEO_VAE_ROOT = "vae."
+DURATION_HEAD_ROOT = "duration_head."
+_POOLER = "attention_pooler."
+
+
+def duration_head_key_to_reference(key: str) -> str:
+    """diffusers `LTX2DurationHead` key -> the duration-head file's (`duration_head.*`)."""
+    if key.startswith(_POOLER):
+        module, _, leaf = key[len(_POOLER) :].partition(".")
+        if module in _QKV_PIECES:
+            return piece_key(f"{DURATION_HEAD_ROOT}{_POOLER}cross_attn.in_proj_{leaf}", _QKV_PIECES[module], 3)
+        if module == "to_out":
+            return f"{DURATION_HEAD_ROOT}{_POOLER}cross_attn.out_proj.{leaf}"
+    return DURATION_HEAD_ROOT + key
+
+
+# Diffusion decoder: diffusers segment path -> the reference's (both under `decoder.`).
+_DIFFUSION_DECODER_RENAMES = (
+    (".attn.to_out.0.", ".attn.proj."),
+    (".attn.norm_q.", ".attn.q_norm."),
+    (".attn.norm_k.", ".attn.k_norm."),
+    ("t_embedder.timestep_embedder.linear_1.", "t_embedder.mlp.0."),
+    ("t_embedder.timestep_embedder.linear_2.", "t_embedder.mlp.2."),
+)
+
+
+def diffusion_decoder_key_to_reference(key: str) -> str:
+    """diffusers `LTX2VideoDiffusionDecoderModel` key -> the LTX-2.5 video VAE file's (`vae.decoder.*`,
+    `vae.per_channel_statistics.*`). Its static gates arrive folded into the Linears they scale, as the
+    reference loader folds them (so nothing is left to fold)."""
+    if key in STAT_NAMES:
+        return VIDEO_VAE_ROOT + STAT_NAMES[key]
+    for old, new in _DIFFUSION_DECODER_RENAMES:
+        key = key.replace(old, new)
+    head, sep, leaf = key.rpartition(".")
+    module_path, _, module = head.rpartition(".")
+    if sep and module in _QKV_PIECES and module_path.endswith(".attn"):
+        return piece_key(f"{VIDEO_VAE_ROOT}{module_path}.qkv.{leaf}", _QKV_PIECES[module], 3)
+    return VIDEO_VAE_ROOT + key

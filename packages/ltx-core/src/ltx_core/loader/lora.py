@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from ltx_core.loader.diffusers_names import CONNECTOR_REFERENCE_ROOTS
 from ltx_core.loader.errors import CheckpointError
 from ltx_core.loader.lora_layouts import read_lora
 from ltx_core.loader.safetensors_header import read_metadata
@@ -93,6 +94,42 @@ def _rounding_dtype(stored: torch.dtype | None, loaded: torch.dtype) -> torch.dt
     return loaded
 
 
+def check_lora_targets(
+    path: str | Path, component: str, lora_keys: Collection[str], weight_keys: Collection[str]
+) -> None:
+    """Refuse a LoRA none of whose factors targets a weight of `component` (made for another model);
+    warn listing the keys that match nothing.
+
+    Text-connector factors (diffusers' `connectors.*`, the single file's `*_embeddings_connector.*`) are
+    read but fused nowhere, as in the reference: it fuses LoRAs into the diffusion transformer only and
+    builds its text embeddings without them. They are reported as such, not as unmatched keys."""
+    unmatched = [k for k in lora_keys if k not in weight_keys]
+    connector = [k for k in unmatched if k.startswith(CONNECTOR_REFERENCE_ROOTS)]
+    if unmatched and len(unmatched) == len(lora_keys):
+        why = (
+            "; its text-connector factors are not fused (the reference fuses LoRAs into the transformer only)"
+            if connector
+            else "; was it made for another model?"
+        )
+        raise CheckpointError(f"LoRA {str(path)!r} matches no weight of the {component} (e.g. {unmatched[0]!r}){why}")
+    if connector:
+        logger.info(
+            "LoRA %s: %d text-connector factors left unfused, as the reference does (it fuses LoRAs into the "
+            "transformer only)", path, len(connector),
+        )  # fmt: skip
+    others = [k for k in unmatched if not k.startswith(CONNECTOR_REFERENCE_ROOTS)]
+    if others:
+        more = f" and {len(others) - 20} more" if len(others) > 20 else ""
+        logger.warning(
+            "LoRA %s: %d keys match no weight of the %s: %s%s",
+            path,
+            len(others),
+            component,
+            ", ".join(others[:20]),
+            more,
+        )
+
+
 def fuse_loras(
     state_dict: StateDict,
     loras: Sequence[LoraSpec],
@@ -117,18 +154,7 @@ def fuse_loras(
     deltas: dict[str, torch.Tensor] = {}
     for spec in active:
         pairs = _lora_pairs(spec, state_dict.keys())
-        unmatched = [k for k in pairs if k not in state_dict]
-        if len(unmatched) == len(pairs):
-            raise CheckpointError(
-                f"LoRA {str(spec.path)!r} matches no weight of the {component} "
-                f"(e.g. {unmatched[0]!r}); was it made for another model?"
-            )
-        if unmatched:
-            shown = ", ".join(unmatched[:20])
-            more = f" and {len(unmatched) - 20} more" if len(unmatched) > 20 else ""
-            logger.warning(
-                "LoRA %s: %d keys match no weight of the %s: %s%s", spec.path, len(unmatched), component, shown, more
-            )
+        check_lora_targets(spec.path, component, pairs.keys(), state_dict.keys())
         for key, pair in pairs.items():
             if key not in state_dict:
                 continue
@@ -215,17 +241,8 @@ class LoraDeltas:
         known = set(weight_keys)
         for spec in self._specs:
             mine = [k for k, entries in self._pairs.items() if any(s is spec for s, _ in entries)]
-            unmatched = [k for k in mine if k not in known]
-            if mine and len(unmatched) == len(mine):
-                raise CheckpointError(
-                    f"LoRA {str(spec.path)!r} matches no weight of the {self.component} "
-                    f"(e.g. {unmatched[0]!r}); was it made for another model?"
-                )
-            if unmatched:
-                logger.warning(
-                    "LoRA %s: %d keys match no weight of the %s: %s",
-                    spec.path, len(unmatched), self.component, ", ".join(unmatched[:20]),
-                )  # fmt: skip
+            if mine:
+                check_lora_targets(spec.path, self.component, mine, known)
 
     def delta(
         self, key: str, shape: tuple[int, ...], *, rule: torch.dtype = torch.float32, device: torch.device | None = None

@@ -66,9 +66,9 @@ DURATION_HEAD_PREFIX = "duration_head."
 
 def component_flag(component: Component, layout: Layout) -> str:
     if layout is Layout.DIFFUSERS:
-        from ltx_core.loader.diffusers_folder import COMPONENT_FOLDERS
+        from ltx_core.loader.diffusers_folder import READ_COMPONENT_FOLDERS
 
-        folders = COMPONENT_FOLDERS.get(component)
+        folders = READ_COMPONENT_FOLDERS.get(component)
         if folders is None:
             return GEMMA_ROOT_FLAG if component is Component.TEXT_ENCODER else "a component diffusers does not carry"
         return " + ".join(f"{f}/" for f in folders) + " in the diffusers folder"
@@ -96,10 +96,21 @@ class ComponentSource:
     metadata: Mapping[str, Any] | None = field(default=None, compare=False)
     config_file: Path | None = None
     key_translation: SDOps | None = None
+    file_translations: tuple[tuple[Path, SDOps], ...] = ()
+    """Translations that replace `key_translation` for single files, for components read from files whose
+    key names overlap (diffusers' LTX-2.5 `vae/` and `diffusion_decoder/` both hold `latents_mean`)."""
 
     def __post_init__(self) -> None:
         if not self.files:
             raise ValueError(f"the {self.component} source names no file")
+        stray = [str(p) for p, _ in self.file_translations if p not in self.files]
+        if stray:
+            raise ValueError(f"the {self.component} source translates files it does not read: {stray}")
+
+    def reads(self, ops: SDOps) -> tuple[tuple[Path, SDOps], ...]:
+        """Each file with the rules its keys go through: the component's `ops` after the file's translation."""
+        own = dict(self.file_translations)
+        return tuple((f, ops.after(own.get(f, self.key_translation))) for f in self.files)
 
     @property
     def path(self) -> Path:
@@ -164,7 +175,7 @@ class ModelFiles:
         layout = Layout.SINGLE_FILE
         from ltx_core.loader.diffusers_folder import is_diffusers_folder
 
-        hub_folder = str(checkpoint).startswith("hf://") and not str(checkpoint).endswith(".safetensors")
+        hub_folder = str(checkpoint).startswith(_HF_SCHEME) and names_a_model_folder(checkpoint)
         if is_diffusers_folder(checkpoint) or hub_folder:
             # A diffusers model folder given where the single file is expected (same flag).
             if video_vae is not None:
@@ -240,14 +251,14 @@ class ModelFiles:
         the config translated from its `config.json` and diffusers' key names mapped to the released
         ones (`ltx_core.loader.diffusers_folder`). The text encoder stays a Gemma folder
         (`gemma_root`). A folder of another model family is refused here, before any loading."""
-        from ltx_core.loader.diffusers_folder import COMPONENT_FOLDERS, read_diffusers_folder
+        from ltx_core.loader.diffusers_folder import READ_COMPONENT_FOLDERS, read_diffusers_folder
 
         found = read_diffusers_folder(folder)
-        sources = [found.source(c) for c in COMPONENT_FOLDERS if found.has(c)]
+        sources = [found.source(c) for c in READ_COMPONENT_FOLDERS if found.has(c)]
         if not sources:
             raise CheckpointError(
                 f"the diffusers folder {str(found.root)!r} has none of the component folders "
-                f"{sorted({f for fs in COMPONENT_FOLDERS.values() for f in fs})}"
+                f"{sorted({f for fs in READ_COMPONENT_FOLDERS.values() for f in fs})}"
             )
         if gemma_root is not None:
             gemma = _existing(gemma_root, Component.TEXT_ENCODER, Layout.SINGLE_FILE)
@@ -336,6 +347,32 @@ class ModelFiles:
             return self.source(Component.TRANSFORMER).path
         return self.sources[0].path
 
+    @property
+    def location(self) -> Path:
+        """Where the set is, for messages: a diffusers folder's root, else the main file."""
+        if self.layout is Layout.DIFFUSERS:
+            return self.main_path.parent.parent  # <root>/<component>/<weights file>
+        return self.main_path
+
+    def config(self) -> dict[str, Any]:
+        """The reference's `config` metadata of the whole set: each component's sections, the first
+        source that has a section giving it (the transformer's first). {} when no source has one."""
+        merged: dict[str, Any] = {}
+        ordered = sorted(self.sources, key=lambda s: s.component is not Component.TRANSFORMER)
+        read: set[Path] = set()
+        for source in ordered:
+            if source.component is Component.TEXT_ENCODER:
+                continue  # a Gemma folder or packed file: its own config, no section of the reference's
+            if source.metadata is None:  # read from the file: each file's header once
+                if source.path in read:
+                    continue
+                read.add(source.path)
+            config = source.read_metadata().get("config")
+            if isinstance(config, Mapping):
+                for section, value in config.items():
+                    merged.setdefault(section, value)
+        return merged
+
     def model_version(self) -> tuple[int, ...]:
         """The transformer's `model_version` metadata parsed ('2.5.1' -> (2, 5, 1)); () when absent."""
         if not self.has(Component.TRANSFORMER):
@@ -356,6 +393,34 @@ class ModelFiles:
             transformer_name=str(transformer.path),
             flag=component_flag(Component.TEXT_ENCODER, self.layout),
         )
+
+
+ModelSource = str | Path | ModelFiles
+"""What the pipelines and loaders take as "the checkpoint": the single file, a diffusers model folder
+(local, or `hf://<org>/<repo>`), or a set of model files already described."""
+
+_HF_SCHEME = "hf://"
+
+
+def names_a_model_folder(source: str | Path) -> bool:
+    """Whether a path names a model folder (a local directory, or a Hub repository that is not one
+    `.safetensors` file) rather than one weights file."""
+    text = str(source)
+    if text.startswith(_HF_SCHEME):
+        return not text.endswith(".safetensors")
+    return Path(text).expanduser().is_dir()
+
+
+def model_files_of(source: ModelSource, *, gemma_root: str | Path | None = None) -> ModelFiles:
+    """The one resolution of a checkpoint value into a set of model files: a `ModelFiles` as it is, a
+    model folder through `ModelFiles.from_diffusers` (another model family's folder is refused there,
+    before loading), a file through `ModelFiles.single_file`. `gemma_root` joins a path's set (a
+    `ModelFiles` value already states its text encoder)."""
+    if isinstance(source, ModelFiles):
+        return source
+    if names_a_model_folder(source):
+        return ModelFiles.from_diffusers(source, gemma_root=gemma_root)
+    return ModelFiles.single_file(source, gemma_root=gemma_root)
 
 
 def check_text_encoder_version(

@@ -106,24 +106,34 @@ def read_metadata(path: str | Path) -> dict[str, Any]:
     return read_safetensors_header(path).metadata
 
 
-def read_checkpoint_config(path: str | Path, section: str | None = None, *, expected_kind: str = "") -> dict[str, Any]:
+def read_checkpoint_config(path: Any, section: str | None = None, *, expected_kind: str = "") -> dict[str, Any]:
     """The `config` metadata of a checkpoint, or one section of it.
 
+    `path`: a checkpoint file, a model folder (a diffusers folder: its configs translated to the
+    reference's sections) or a `ModelFiles` set (each section from the component that has it).
     `expected_kind` describes the file the caller needs (e.g. "an LTX-2 single-file checkpoint")
     so that a wrong file produces an error that says what was expected.
     """
-    header = read_safetensors_header(path)
+    from ltx_core.loader.model_files import ModelFiles, model_files_of, names_a_model_folder
+
     kind = f" (expected {expected_kind})" if expected_kind else ""
-    config = header.metadata.get("config")
-    if not isinstance(config, dict):
-        raise CheckpointError(f"{str(header.path)!r} has no 'config' entry in its safetensors metadata{kind}")
+    if isinstance(path, ModelFiles) or names_a_model_folder(path):
+        files = model_files_of(path)
+        config: Any = files.config()
+        where = str(files.location)
+        if not config:
+            raise CheckpointError(f"the model files {where!r} state no 'config' in their metadata{kind}")
+    else:
+        header = read_safetensors_header(path)
+        where = str(header.path)
+        config = header.metadata.get("config")
+        if not isinstance(config, dict):
+            raise CheckpointError(f"{where!r} has no 'config' entry in its safetensors metadata{kind}")
     if section is None:
         return config
     if not isinstance(config.get(section), dict):
         present = sorted(k for k, v in config.items() if isinstance(v, dict))
-        raise CheckpointError(
-            f"{str(header.path)!r}: its config has no {section!r} section{kind}; sections present: {present}"
-        )
+        raise CheckpointError(f"{where!r}: its config has no {section!r} section{kind}; sections present: {present}")
     return config[section]
 
 

@@ -19,7 +19,7 @@ import torch
 from ltx_core.loader.errors import CheckpointError
 from ltx_core.loader.lora import LoraDeltas
 from ltx_core.loader.sd_ops import SDOps
-from ltx_core.loader.state_dict import StateDict
+from ltx_core.loader.state_dict import FileReads, StateDict, whole_key
 from ltx_core.loader.tensor_reader import TensorReader
 
 logger = logging.getLogger(__name__)
@@ -90,11 +90,29 @@ def load_tensorwise(
     keep: Callable[[str], bool] | None = None,
 ) -> StateDict:
     """The converted state dict on `device`, read and converted one tensor at a time."""
+    return load_tensorwise_files([(Path(path), ops)], conversion, device=device, keep=keep)
+
+
+def load_tensorwise_files(
+    reads: FileReads,
+    conversion: WeightConversion,
+    *,
+    device: torch.device,
+    keep: Callable[[str], bool] | None = None,
+) -> StateDict:
+    """`load_tensorwise` over a component spread over files (shards), each read with its own rules.
+    Tensors stored in pieces are refused: each tensor is converted (and LoRA-fused) as it is read."""
     out: StateDict = {}
-    with TensorReader(path) as reader:
-        for key, value in iter_tensors(reader, ops, keep):
-            if key in out:
-                raise CheckpointError(f"{str(path)!r}: two tensors map to the module key {key!r} ({ops.name})")
-            out[key] = conversion(key, value, device)
-    logger.debug("read %d tensors of %s tensor by tensor (%s)", len(out), Path(path).name, ops.name)
+    for path, ops in reads:
+        with TensorReader(path) as reader:
+            for key, value in iter_tensors(reader, ops, keep):
+                if whole_key(key) != key:
+                    raise CheckpointError(
+                        f"{str(path)!r}: {whole_key(key)!r} is stored in pieces, which tensor-by-tensor loading "
+                        "does not join; build this component without quantization or streaming"
+                    )
+                if key in out:
+                    raise CheckpointError(f"{str(path)!r}: two tensors map to the module key {key!r} ({ops.name})")
+                out[key] = conversion(key, value, device)
+        logger.debug("read the tensors of %s tensor by tensor (%s)", Path(path).name, ops.name)
     return out

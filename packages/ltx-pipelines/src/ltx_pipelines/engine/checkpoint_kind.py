@@ -2,7 +2,10 @@
 is named for what it is before anything is loaded.
 
 - LTX single-file checkpoint: `config` metadata with a `transformer` section (plus `vae`, ...).
-- Latent upsampler: a flat `config` whose `_class_name` is `LatentUpsampler`.
+  A diffusers model folder (or a `ModelFiles` set) counts as one: its translated configs are checked
+  the same way, and a folder of another model family is refused while it is read (no weight loaded).
+- Latent upsampler: a flat `config` whose `_class_name` is `LatentUpsampler` (a diffusers
+  `latent_upsampler/` folder: its translated `config.json`).
 - LoRA: low-rank pairs in any layout `ltx_core.loader.lora_layouts` reads (`lora_A` / `lora_B`,
   peft's `.default`, kohya's `lora_down` / `lora_up`).
 """
@@ -13,13 +16,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ltx_core.loader import CheckpointError, SafetensorsHeader, read_safetensors_header
+from ltx_core.loader import CheckpointError, Component, Layout, ModelFiles, SafetensorsHeader, read_safetensors_header
+from ltx_core.loader.model_files import ModelSource, model_files_of, names_a_model_folder
 
 CheckpointKind = Literal["ltx_checkpoint", "upsampler", "lora", "gemma_text_encoder", "ltx_component", "unknown"]
 ExpectedKind = Literal["ltx_checkpoint", "upsampler", "lora"]
 
 _EXPECTED_DESCRIPTIONS: dict[str, str] = {
-    "ltx_checkpoint": "an LTX-2 single-file model checkpoint (metadata 'config' with a 'transformer' section)",
+    "ltx_checkpoint": (
+        "an LTX-2 single-file model checkpoint (metadata 'config' with a 'transformer' section) "
+        "or an LTX-2 diffusers model folder"
+    ),
     "upsampler": "a latent upsampler (metadata 'config' with _class_name 'LatentUpsampler')",
     "lora": "a LoRA (tensors named '<module>.lora_A.weight' / '.lora_B.weight', or kohya's '.lora_down.weight')",
 }
@@ -36,6 +43,8 @@ class CheckpointKindInfo:
     description: str
     """What the file is, in words, for error messages."""
     header: SafetensorsHeader
+    """The file's header; for a model folder or a set of model files, its location and the metadata
+    the models are built from (translated configs, `model_version`), without a tensor index."""
 
 
 _DOWN_FACTOR_SUFFIXES = (".lora_A.weight", ".lora_A.default.weight", ".lora_down.weight")
@@ -56,18 +65,49 @@ def _describe_upsampler(config: dict) -> str:
     return f"a latent upsampler ({detail})"
 
 
-def detect_checkpoint_kind(path: str | Path) -> CheckpointKindInfo:
-    """Classify a safetensors file by its metadata and key names (only the header is read)."""
-    header = read_safetensors_header(path)
+def _folder_header(source: ModelSource) -> tuple[SafetensorsHeader, str]:
+    """A model folder or set of model files described as a header (its metadata as the models read it),
+    and what it is called as a model checkpoint."""
+    if not isinstance(source, ModelFiles):
+        folder = Path(source).expanduser()
+        if folder.is_dir() and not _is_model_folder(folder):
+            # One component's folder: only latent upsamplers stand alone (another class is refused, named).
+            from ltx_core.loader.diffusers_folder import upsampler_source
+
+            metadata = dict(upsampler_source(folder).read_metadata())
+            return SafetensorsHeader(path=folder, tensors={}, metadata=metadata), "component folder"
+    files = model_files_of(source)
+    metadata: dict = {"config": files.config()}
+    if files.has(Component.TRANSFORMER):
+        version = files.source(Component.TRANSFORMER).read_metadata().get("model_version")
+        if version is not None:
+            metadata["model_version"] = version
+    noun = "model folder" if files.layout is Layout.DIFFUSERS else f"set of {files.layout.value} model files"
+    return SafetensorsHeader(path=files.location, tensors={}, metadata=metadata), noun
+
+
+def _is_model_folder(folder: Path) -> bool:
+    """A folder of a whole model (a diffusers `model_index.json`, or component folders), as opposed to
+    one component's folder (`config.json` + weights, e.g. `latent_upsampler/`)."""
+    from ltx_core.loader.diffusers_folder import CONFIG, MODEL_INDEX
+
+    return (folder / MODEL_INDEX).is_file() or not (folder / CONFIG).is_file()
+
+
+def detect_checkpoint_kind(path: ModelSource) -> CheckpointKindInfo:
+    """Classify a safetensors file by its metadata and key names (only the header is read); a model
+    folder or a `ModelFiles` set by its translated metadata (only configs and headers are read)."""
+    if isinstance(path, ModelFiles) or names_a_model_folder(path):
+        header, what = _folder_header(path)
+    else:
+        header, what = read_safetensors_header(path), "single-file model checkpoint"
     config = header.metadata.get("config")
     version = header.metadata.get("model_version")
     version_text = f", model_version {version}" if version is not None else ""
     if isinstance(config, dict):
         if isinstance(config.get("transformer"), dict):
             sections = ", ".join(sorted(k for k, v in config.items() if isinstance(v, dict)))
-            return CheckpointKindInfo(
-                "ltx_checkpoint", f"an LTX-2 single-file model checkpoint (sections: {sections}{version_text})", header
-            )
+            return CheckpointKindInfo("ltx_checkpoint", f"an LTX-2 {what} (sections: {sections}{version_text})", header)
         if config.get("_class_name") == "LatentUpsampler":
             return CheckpointKindInfo("upsampler", _describe_upsampler(config), header)
         sections = sorted(k for k, v in config.items() if isinstance(v, dict))
@@ -92,7 +132,7 @@ def detect_checkpoint_kind(path: str | Path) -> CheckpointKindInfo:
     )
 
 
-def check_checkpoint_kind(path: str | Path, expected: ExpectedKind) -> CheckpointKindInfo:
+def check_checkpoint_kind(path: ModelSource, expected: ExpectedKind) -> CheckpointKindInfo:
     """Raise CheckpointError unless `path` is the `expected` kind; the message says what the file is instead."""
     if expected not in _EXPECTED_DESCRIPTIONS:
         raise ValueError(f"unknown expected kind {expected!r}; accepted: {sorted(_EXPECTED_DESCRIPTIONS)}")

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 from ltx_core.components.guiders import MultiModalGuiderParams
-from ltx_core.loader import CheckpointError, parse_model_version, read_safetensors_header
+from ltx_core.loader import CheckpointError, Component, parse_model_version
+from ltx_core.loader.model_files import ModelSource, model_files_of
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +30,7 @@ DEFAULT_MAX_BATCH_SIZE = 1
 
 def spatial_multiple(two_stage: bool) -> int:
     return TWO_STAGE_SPATIAL_MULTIPLE if two_stage else ONE_STAGE_SPATIAL_MULTIPLE
+
 
 # H.264 CRF of the image re-compression; it reproduces the artefacts of the training data, so it is
 # a property of the model generation.
@@ -198,15 +199,17 @@ def default_image_crf(model_version: tuple[int, ...]) -> int:
     return defaults_for_version(model_version).image_crf
 
 
-def checkpoint_model_version(path: str | Path) -> tuple[int, ...]:
-    """The `model_version` a checkpoint declares, or () when it declares none or cannot be read."""
+def checkpoint_model_version(path: ModelSource) -> tuple[int, ...]:
+    """The `model_version` a checkpoint declares (a single file; a model folder or set of model files:
+    its transformer's), or () when it declares none or cannot be read."""
     try:
-        metadata = read_safetensors_header(path).metadata
+        files = model_files_of(path)
+        version = files.source(Component.TRANSFORMER).read_metadata().get("model_version")
     except CheckpointError as e:
         logger.warning("could not read the model version of %s (%s); using LTX-2 defaults", path, e)
         return ()
-    return normalize_model_version(metadata.get("model_version"))
+    return normalize_model_version(version)
 
 
-def defaults_for_checkpoint(path: str | Path) -> PipelineDefaults:
+def defaults_for_checkpoint(path: ModelSource) -> PipelineDefaults:
     return defaults_for_version(checkpoint_model_version(path))

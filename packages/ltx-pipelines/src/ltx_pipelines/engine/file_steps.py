@@ -15,6 +15,8 @@ import torch
 from torch import nn
 
 from ltx_core.conditioning import ConditioningItem
+from ltx_core.loader import ComponentSource
+from ltx_core.loader.model_files import ModelSource
 from ltx_core.model.upsampler import LATENT_UPSAMPLER, upsample_video_latent
 from ltx_core.model.video_vae import VIDEO_ENCODER
 from ltx_core.model.video_vae.tiling import TilingConfig
@@ -39,7 +41,7 @@ class EncodedImages:
 
 def encode_conditioning_images(
     images: Sequence[ImageCondition],
-    checkpoint: Path,
+    checkpoint: ModelSource,
     placement: Placement,
     shapes: Sequence[VideoPixelShape],
     *,
@@ -72,15 +74,19 @@ def encode_conditioning_images(
 
 
 def upsample_between_stages(
-    video_latent: torch.Tensor, upsampler_path: Path, latent_statistics: nn.Module, placement: Placement
+    video_latent: torch.Tensor,
+    upsampler_path: str | Path | ComponentSource,
+    latent_statistics: nn.Module,
+    placement: Placement,
 ) -> torch.Tensor:
-    """The stage-1 video latent upsampled by the latent upsampler file (through the VAE statistics)."""
+    """The stage-1 video latent upsampled by the latent upsampler (a file, or its diffusers folder), through the
+    VAE statistics."""
     with loaded(LATENT_UPSAMPLER, upsampler_path, placement) as upsampler, torch.no_grad():
         return upsample_video_latent(video_latent, upsampler, latent_statistics)
 
 
 def decoded_generation(
-    checkpoint: Path,
+    checkpoint: ModelSource,
     placement: Placement,
     shape: VideoPixelShape,
     video_latent: torch.Tensor,

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ltx_core.loader import ModelFiles
 from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_pipelines.engine.final_latents import FinalLatents, note_saved_latents
 from ltx_pipelines.engine.latents_file import RunRecord, latents_path_for, save_latents_beside
@@ -208,6 +209,9 @@ def describe_model_files(files: Mapping[str, Any]) -> dict[str, dict[str, Any] |
     for role, path in files.items():
         if path is None or isinstance(path, Mapping):
             out[role] = None if path is None else dict(path)
+            continue
+        if isinstance(path, ModelFiles):  # a set of model files: its layout and each component's files
+            out[role] = path.as_dict()
             continue
         p = Path(path)
         size = sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) if p.is_dir() else p.stat().st_size

@@ -7,7 +7,6 @@ import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -15,6 +14,7 @@ from torch import nn
 
 from ltx_core.loader import (
     DEFAULT_LORA_FUSION,
+    ComponentSource,
     ComponentSpec,
     LoraFusionPrecision,
     LoraSpec,
@@ -22,6 +22,7 @@ from ltx_core.loader import (
     build_model,
     free_model_weights,
 )
+from ltx_core.loader.model_files import ModelSource
 
 logger = logging.getLogger(__name__)
 
@@ -37,8 +38,9 @@ class Placement:
     dtype: torch.dtype
     builder: ModelBuilder | None = None
 
-    def build(self, spec: ComponentSpec, path: str | Path, **options: Any) -> nn.Module:
-        """`spec` built from `path` by this placement's builder (`options` as `build_model` takes them)."""
+    def build(self, spec: ComponentSpec, path: ModelSource | ComponentSource, **options: Any) -> nn.Module:
+        """`spec` built from `path` (a file, a model folder, a set of model files or one component's source) by
+        this placement's builder (`options` as `build_model` takes them)."""
         return (self.builder or build_model)(spec, path, **options)
 
 
@@ -55,7 +57,7 @@ def release(*models: nn.Module | None) -> None:
 @contextmanager
 def loaded(
     spec: ComponentSpec,
-    path: str | Path,
+    path: ModelSource | ComponentSource,
     placement: Placement,
     *,
     loras: Sequence[LoraSpec] = (),

@@ -23,6 +23,7 @@ from ltx_core.loader import (
     ComponentSpec,
     LoraFusionPrecision,
     LoraSpec,
+    ModelFiles,
     StateDictCache,
 )
 from ltx_core.model.transformer import AV_TRANSFORMER
@@ -36,7 +37,7 @@ from ltx_pipelines.engine.file_steps import decoded_generation
 from ltx_pipelines.engine.generation import Generation
 from ltx_pipelines.engine.model_loading import ModelBuilder, Placement, loaded, release
 from ltx_pipelines.engine.noise import NoiseSource
-from ltx_pipelines.engine.prompts import encode_prompt
+from ltx_pipelines.engine.prompts import encode_prompt, text_encoder_of
 from ltx_pipelines.engine.stages import ImageCondition
 
 if TYPE_CHECKING:
@@ -87,7 +88,7 @@ class PromptPipeline:
 
     def __init__(
         self,
-        checkpoint_path: str | Path,
+        checkpoint_path: str | Path | ModelFiles,
         gemma_root: str | Path | None,
         *,
         loras: Sequence[LoraSpec] = (),
@@ -106,8 +107,8 @@ class PromptPipeline:
         `PipelineOptions`."""
         from ltx_core.devices import resolve_device
 
-        self.checkpoint_path = Path(checkpoint_path)
-        self.gemma_root = Path(gemma_root) if gemma_root is not None else None
+        self.checkpoint_path = checkpoint_path if isinstance(checkpoint_path, ModelFiles) else Path(checkpoint_path)
+        self.gemma_root = Path(gemma_root) if gemma_root is not None else text_encoder_of(self.checkpoint_path)
         self.loras = tuple(loras)
         self.placement = Placement(resolve_device(device), dtype, model_builder)
         if built_transformer is not None and (self.loras or runtime is not None):

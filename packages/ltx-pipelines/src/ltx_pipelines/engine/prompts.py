@@ -6,7 +6,8 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from ltx_core.loader import CheckpointError
+from ltx_core.loader import CheckpointError, Component, ModelFiles
+from ltx_core.loader.model_files import ModelSource
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_pipelines.engine.model_loading import Placement
 from ltx_pipelines.engine.stages import ImageCondition
@@ -19,7 +20,7 @@ def encode_prompt(
     prompts: Sequence[str],
     *,
     gemma_root: Path,
-    checkpoint: Path,
+    checkpoint: ModelSource,
     placement: Placement,
     enhance: bool = False,
     images: Sequence[ImageCondition] = (),
@@ -27,7 +28,8 @@ def encode_prompt(
     gemma_offload: str = "none",
     gemma_8bit: bool = False,
 ) -> tuple[TextContexts, str]:
-    """Encode prompts with Gemma (freed afterwards) and the checkpoint's text stage.
+    """Encode prompts with Gemma (freed afterwards) and the checkpoint's text stage (`checkpoint`: the
+    single file, a diffusers folder - its `connectors/` - or a set of model files).
 
     With `enhance`, Gemma first rewrites prompts[0] (looking at the first conditioning image, if any).
     `gemma_offload` (none | cpu | disk) keeps Gemma's weights off the device (same contexts);
@@ -62,3 +64,10 @@ def encode_prompt(
         logger.info("enhanced prompt: %s", encoded.prompts[0])
     return encoded.contexts, encoded.prompts[0]
 
+
+def text_encoder_of(checkpoint: ModelSource) -> Path | None:
+    """The text encoder a set of model files names (e.g. LTX-2.5's packed Gemma 4 file), for a pipeline
+    given no `gemma_root`; None for paths (a single file or a folder carries no usable text encoder)."""
+    if isinstance(checkpoint, ModelFiles) and checkpoint.has(Component.TEXT_ENCODER):
+        return checkpoint.source(Component.TEXT_ENCODER).path
+    return None

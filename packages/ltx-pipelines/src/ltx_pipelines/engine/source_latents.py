@@ -7,10 +7,9 @@ does, so a clip slightly shorter or longer than the target still fits.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import torch
 
+from ltx_core.loader.model_files import ModelSource
 from ltx_core.model.audio_vae import AUDIO_ENCODER, encode_audio
 from ltx_core.model.video_vae import VIDEO_ENCODER
 from ltx_core.model.video_vae.tiling import AxisTiling, TilingConfig
@@ -30,7 +29,7 @@ def conform_latent_frames(latent: torch.Tensor, frames: int) -> torch.Tensor:
 
 
 def encode_audio_latent(
-    checkpoint: Path, placement: Placement, waveform: torch.Tensor, sample_rate: int, *, latent_frames: int
+    checkpoint: ModelSource, placement: Placement, waveform: torch.Tensor, sample_rate: int, *, latent_frames: int
 ) -> torch.Tensor:
     """Waveform (1, 1 or 2, N) or (channels, N) at `sample_rate` -> normalised audio latent (1, 8, T, 16)
     with T = `latent_frames` (resampled to the encoder's rate and mixed to stereo by its front end)."""
@@ -43,7 +42,7 @@ def encode_audio_latent(
 
 
 def encode_video_latent(
-    checkpoint: Path, placement: Placement, pixels: torch.Tensor, *, latent_frames: int
+    checkpoint: ModelSource, placement: Placement, pixels: torch.Tensor, *, latent_frames: int
 ) -> torch.Tensor:
     """Pixels (1, 3, F, H, W) in [-1, 1] -> normalised video latent (1, 128, T, H/32, W/32), T = `latent_frames`."""
     with loaded(VIDEO_ENCODER, checkpoint, placement) as encoder, torch.no_grad():
