@@ -11,12 +11,9 @@ runs on rank 0 and its contexts are shared, the video is decoded tile-parallel, 
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
 
-import torch
-
-from ltx_pipelines.cli.multigpu import MgpuCli, main_mgpu, mgpu_options
-from ltx_pipelines.cli.runner import DISTILLED_LAYOUT, ParsedRun
+from ltx_pipelines import distilled
+from ltx_pipelines.cli.multigpu import MultiDeviceCommand, MultiGpuFlags
 from ltx_pipelines.distilled import DistilledPipeline
 from ltx_pipelines.engine.multigpu import MultiDeviceMixin
 
@@ -26,18 +23,19 @@ class DistilledMgpuPipeline(MultiDeviceMixin, DistilledPipeline):
     parallel with `stage_2_parallel="tiled"`."""
 
 
-def build(run: ParsedRun, device: torch.device) -> DistilledMgpuPipeline:
-    options = {**run.pipeline_options(), "device": device, **mgpu_options(run)}
-    return DistilledMgpuPipeline(run.checkpoint_path, run.spatial_upsampler_path, run.gemma_root, **options)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    cli = MgpuCli(
-        prog="python -m ltx_pipelines.distilled_mgpu",
-        description=__doc__.splitlines()[0] if __doc__ else None,
-        layout=DISTILLED_LAYOUT,
-    )
-    return main_mgpu(cli, argv, build=build)
+COMMAND = MultiDeviceCommand.of(
+    distilled.COMMAND,
+    __name__,
+    __doc__,
+    lambda run: DistilledMgpuPipeline(
+        run.models.checkpoint,
+        run.models.spatial_upsampler,
+        run.models.gemma_root,
+        **run.pipeline_options(),
+        **run[MultiGpuFlags].pipeline_options(),
+    ),
+)
+main = COMMAND.main
 
 
 if __name__ == "__main__":

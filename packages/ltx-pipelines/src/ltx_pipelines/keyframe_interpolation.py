@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from ltx_pipelines.cli.args import add_max_batch_size_arg
-from ltx_pipelines.cli.runner import TWO_STAGE_LAYOUT, guided_main
+from ltx_pipelines.cli.guided_command import build_guided, guided_command
 from ltx_pipelines.ti2vid_two_stages import TI2VidTwoStagesPipeline
 
 
@@ -28,7 +27,10 @@ class KeyframeInterpolationPipeline(TI2VidTwoStagesPipeline):
     shipped_audio_stage = "stage_2"
 
 
-main = guided_main(KeyframeInterpolationPipeline, TWO_STAGE_LAYOUT, extra_args=add_max_batch_size_arg)
+COMMAND = guided_command(
+    __name__, __doc__, lambda run: build_guided(KeyframeInterpolationPipeline, run), two_stage=True
+)
+main = COMMAND.main
 
 
 if __name__ == "__main__":

@@ -14,8 +14,7 @@ from __future__ import annotations
 import sys
 
 from ltx_core.components.schedulers import LTX2Scheduler
-from ltx_pipelines.cli.args import add_max_batch_size_arg
-from ltx_pipelines.cli.runner import ONE_STAGE_LAYOUT, guided_main
+from ltx_pipelines.cli.guided_command import build_guided, guided_command
 from ltx_pipelines.engine.audio_output import AudioGeneration
 from ltx_pipelines.engine.file_steps import encode_conditioning_images
 from ltx_pipelines.engine.final_latents import decode_audio_from_checkpoint
@@ -63,7 +62,10 @@ class TI2VidOneStagePipeline(GuidedPipeline):
         return self.decoded(run.shape, result.video_latent, result.audio_latent, run.noise, result.named("stage_1"))
 
 
-main = guided_main(TI2VidOneStagePipeline, ONE_STAGE_LAYOUT, extra_args=add_max_batch_size_arg)
+COMMAND = guided_command(
+    __name__, __doc__, lambda run: build_guided(TI2VidOneStagePipeline, run), two_stage=False
+)
+main = COMMAND.main
 
 
 if __name__ == "__main__":

@@ -21,8 +21,7 @@ from ltx_core.components.schedulers import LTX2Scheduler, stage_2_distilled_sigm
 from ltx_core.loader import LoraSpec, StateDictCache
 from ltx_core.model.transformer import X0Model
 from ltx_core.types import VideoPixelShape
-from ltx_pipelines.cli.args import add_max_batch_size_arg
-from ltx_pipelines.cli.runner import TWO_STAGE_LAYOUT, guided_main
+from ltx_pipelines.cli.guided_command import build_guided, guided_command
 from ltx_pipelines.engine.defaults import TWO_STAGE_SPATIAL_MULTIPLE
 from ltx_pipelines.engine.file_steps import encode_conditioning_images, upsample_between_stages
 from ltx_pipelines.engine.generation import Generation
@@ -142,7 +141,8 @@ class TI2VidTwoStagesPipeline(GuidedPipeline):
         return self.decoded(full, stage_2.video_latent, audio, run.noise, latents)
 
 
-main = guided_main(TI2VidTwoStagesPipeline, TWO_STAGE_LAYOUT, extra_args=add_max_batch_size_arg)
+COMMAND = guided_command(__name__, __doc__, lambda run: build_guided(TI2VidTwoStagesPipeline, run), two_stage=True)
+main = COMMAND.main
 
 
 if __name__ == "__main__":

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import sys
 
-from ltx_pipelines.cli.multigpu import guided_mgpu_main
+from ltx_pipelines import ti2vid_two_stages_hq
+from ltx_pipelines.cli.multigpu import MultiDeviceCommand, MultiGpuFlags
 from ltx_pipelines.engine.multigpu import MultiDeviceMixin
-from ltx_pipelines.ti2vid_two_stages_hq import TI2VidTwoStagesHQPipeline
-from ltx_pipelines.ti2vid_two_stages_hq import main as single_device_main
+from ltx_pipelines.ti2vid_two_stages_hq import TI2VidTwoStagesHQPipeline, build_hq
 
 
 class TI2VidTwoStagesHQMgpuPipeline(MultiDeviceMixin, TI2VidTwoStagesHQPipeline):
@@ -24,12 +24,14 @@ class TI2VidTwoStagesHQMgpuPipeline(MultiDeviceMixin, TI2VidTwoStagesHQPipeline)
     default_stage_2_parallel = "tiled"
 
 
-main = guided_mgpu_main(
-    single_device_main,
-    TI2VidTwoStagesHQMgpuPipeline,
-    prog="python -m ltx_pipelines.ti2vid_two_stages_hq_mgpu",
-    description=__doc__.splitlines()[0] if __doc__ else None,
+COMMAND = MultiDeviceCommand.of(
+    ti2vid_two_stages_hq.COMMAND,
+    __name__,
+    __doc__,
+    lambda run: build_hq(run, TI2VidTwoStagesHQMgpuPipeline, **run[MultiGpuFlags].pipeline_options()),
+    default_stage_2=TI2VidTwoStagesHQMgpuPipeline.default_stage_2_parallel,
 )
+main = COMMAND.main
 
 
 if __name__ == "__main__":

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import sys
 
-from ltx_pipelines.cli.multigpu import guided_mgpu_main
+from ltx_pipelines import ti2vid_two_stages
+from ltx_pipelines.cli.guided_command import build_guided
+from ltx_pipelines.cli.multigpu import MultiDeviceCommand, MultiGpuFlags
 from ltx_pipelines.engine.multigpu import MultiDeviceMixin
 from ltx_pipelines.ti2vid_two_stages import TI2VidTwoStagesPipeline
-from ltx_pipelines.ti2vid_two_stages import main as single_device_main
 
 
 class TI2VidTwoStagesMgpuPipeline(MultiDeviceMixin, TI2VidTwoStagesPipeline):
@@ -24,12 +25,14 @@ class TI2VidTwoStagesMgpuPipeline(MultiDeviceMixin, TI2VidTwoStagesPipeline):
     default_stage_2_parallel = "tiled"
 
 
-main = guided_mgpu_main(
-    single_device_main,
-    TI2VidTwoStagesMgpuPipeline,
-    prog="python -m ltx_pipelines.ti2vid_two_stages_mgpu",
-    description=__doc__.splitlines()[0] if __doc__ else None,
+COMMAND = MultiDeviceCommand.of(
+    ti2vid_two_stages.COMMAND,
+    __name__,
+    __doc__,
+    lambda run: build_guided(TI2VidTwoStagesMgpuPipeline, run, **run[MultiGpuFlags].pipeline_options()),
+    default_stage_2=TI2VidTwoStagesMgpuPipeline.default_stage_2_parallel,
 )
+main = COMMAND.main
 
 
 if __name__ == "__main__":
