@@ -151,18 +151,31 @@ def check_fits(
     free_bytes: int,
     dtype: torch.dtype = torch.bfloat16,
     headroom: float = 0.1,
+    *,
+    host: bool = False,
 ) -> MemoryEstimate:
-    """The estimate, or an `InsufficientMemoryError` naming it and the flags that would make the run fit."""
-    estimate = estimate_peak_memory(checkpoint_config, options, workload, dtype)
+    """The estimate, or an `InsufficientMemoryError` naming it and the flags that would make the run fit.
+
+    `host=True`: the models run in host RAM (CPU, or MPS's shared memory), where `--offload cpu` keeps every
+    block in that same memory: it saves nothing and is not suggested."""
+
+    def estimate_for(candidate: RuntimeOptions) -> MemoryEstimate:
+        if host and candidate.offload == "cpu":
+            candidate = replace(candidate, offload="none")
+        return estimate_peak_memory(checkpoint_config, candidate, workload, dtype)
+
+    estimate = estimate_for(options)
     budget = int(free_bytes * (1 - headroom))
     if estimate.peak <= budget:
         return estimate
     fitting = []
     for fallback in _FALLBACKS:
+        if host and fallback.offload == "cpu":
+            continue
         candidate = replace(
             options, quantization=fallback.quantization or options.quantization, offload=fallback.offload
         )
-        other = estimate_peak_memory(checkpoint_config, candidate, workload, dtype)
+        other = estimate_for(candidate)
         if other.peak <= budget:
             fitting.append(f"{_flags(candidate)} ({other.peak / _GIB:.1f} GiB)")
     advice = (
@@ -170,15 +183,8 @@ def check_fits(
         if fitting
         else "no quantization/offload setting fits: lower the resolution or frame count, or tile the VAE decode"
     )
+    memory = "RAM is available" if host else "device memory is free"
     raise InsufficientMemoryError(
         f"this run needs about {estimate.describe()} with {_flags(options)}, but only "
-        f"{free_bytes / _GIB:.1f} GiB of device memory is free (keeping {headroom:.0%} in reserve); {advice}"
+        f"{free_bytes / _GIB:.1f} GiB of {memory} (keeping {headroom:.0%} in reserve); {advice}"
     )
-
-
-def free_device_memory(device: torch.device) -> int | None:
-    """Free bytes on a CUDA device, None where the runtime cannot tell (CPU, MPS)."""
-    if device.type == "cuda" and torch.cuda.is_available():
-        free, _total = torch.cuda.mem_get_info(device)
-        return int(free)
-    return None

@@ -8,13 +8,13 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
+from ltx_core.devices import available_memory
 from ltx_core.loader import CheckpointError, build_model
 from ltx_core.model.video_vae import AxisTiling, TilingConfig
 from ltx_core.model.video_vae.diffusion_config import DiffusionDecoderConfig
 from ltx_core.model.video_vae.diffusion_decoder import DiffusionVideoDecoder
 from ltx_core.model.video_vae.diffusion_tiling import (
     DiffusionTileGeometry,
-    available_memory,
     decode_peak_bytes,
     tiling_for_memory,
 )

@@ -28,17 +28,21 @@ from ltx_core.loader import LoraSpec
 from ltx_core.model.transformer import X0Model
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import AudioLatentShape
-from ltx_pipelines.cli.args import add_guidance_args, add_max_batch_size_arg
-from ltx_pipelines.cli.media_inputs import MediaInputsCli, audio_duration, audio_file
-from ltx_pipelines.cli.run_config import RunConfig
-from ltx_pipelines.cli.runner import CliLayout, ParsedRun, run_pipeline_cli
+from ltx_pipelines.cli.command import Run
+from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
+from ltx_pipelines.cli.guidance_flags import GuidanceFlags
+from ltx_pipelines.cli.guided_command import build_guided, guided_command
+from ltx_pipelines.cli.media_inputs import audio_duration, audio_file
+from ltx_pipelines.cli.video_flags import VideoFlags
 from ltx_pipelines.engine.defaults import (
     DEFAULT_MAX_BATCH_SIZE,
     TWO_STAGE_SPATIAL_MULTIPLE,
     PipelineDefaults,
     defaults_for_checkpoint,
 )
-from ltx_pipelines.engine.file_steps import decode_tiling_for
+from ltx_pipelines.engine.file_steps import (
+    decode_tiling_for,
+)
 from ltx_pipelines.engine.final_latents import FinalLatents
 from ltx_pipelines.engine.generation import Generation
 from ltx_pipelines.engine.guided import (
@@ -251,9 +255,6 @@ class A2VidPipelineTwoStage(PromptPipeline):
         )
 
 
-A2VID_LAYOUT = CliLayout(distilled=False, two_stage=True, guidance=False, distilled_lora=True, sampling_steps=True)
-
-
 @dataclass(frozen=True)
 class AudioRequest:
     """The audio-input flags, checked: the file, where in it the audio starts, and at most how long."""
@@ -264,13 +265,10 @@ class AudioRequest:
     """None: the video's duration."""
 
 
-class A2VidCli(MediaInputsCli):
-    """The two-stage command line with video guidance only (the audio is frozen) and the audio flags."""
+class AudioInputFlags(FlagGroup[AudioRequest]):
+    """`--audio-path`, `--audio-start-time`, `--audio-max-duration`."""
 
-    def build_parser(self, defaults: PipelineDefaults) -> argparse.ArgumentParser:
-        parser = super().build_parser(defaults)
-        add_guidance_args(parser, defaults, audio=False)
-        add_max_batch_size_arg(parser, defaults)
+    def add(self, parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
         group = parser.add_argument_group("audio input")
         group.add_argument(
             "--audio-path",
@@ -292,49 +290,52 @@ class A2VidCli(MediaInputsCli):
             help="At most this many seconds of audio are read (default: the video's duration, num_frames / "
             "frame_rate).",
         )
-        return parser
 
-    def media_problem(self, args: argparse.Namespace) -> str | None:
+    def read(self, args: argparse.Namespace, context: ReadContext) -> AudioRequest:
         start, longest = args.audio_start_time, args.audio_max_duration
         if not start >= 0:  # also refuses NaN
-            return f"--audio-start-time {start} is not accepted: it must be >= 0 seconds"
+            raise FlagError(f"--audio-start-time {start} is not accepted: it must be >= 0 seconds")
         if longest is not None and not longest > 0:
-            return f"--audio-max-duration {longest} is not accepted: it must be a positive number of seconds"
+            raise FlagError(f"--audio-max-duration {longest} is not accepted: it must be a positive number of seconds")
         length = audio_duration(args.audio_path)
         if start >= length:
-            return f"--audio-start-time {start}: {str(args.audio_path)!r} has only {length:.3f} s of audio"
-        return None
+            raise FlagError(f"--audio-start-time {start}: {str(args.audio_path)!r} has only {length:.3f} s of audio")
+        video = context.value(VideoFlags)
+        wanted = video.seconds if longest is None else min(longest, video.seconds)
+        if length - start < wanted - 1 / video.frame_rate:  # a run that goes on, but not as asked: say so
+            logger.warning(
+                "%r has %.3f s of audio after --audio-start-time %g but the video lasts %.3f s: the rest of the "
+                "soundtrack is silence", str(args.audio_path), length - start, start, wanted,
+            )  # fmt: skip
+        return AudioRequest(args.audio_path, start, longest)
 
-    def check_extra(
-        self, parser: argparse.ArgumentParser, args: argparse.Namespace, config: RunConfig
-    ) -> dict[str, Any]:
-        """The audio-input flags as one value (`media_problem` checked them already)."""
-        return {"audio": AudioRequest(args.audio_path, args.audio_start_time, args.audio_max_duration)}
-
-    def generation_options(self, run: ParsedRun) -> dict[str, Any]:
-        config, request = run.config, run.extra["audio"]
-        options = super().generation_options(run)
-        options.update(
-            negative_prompt=config.negative_prompt,
-            num_inference_steps=config.num_inference_steps,
-            video_guidance=config.video_guidance,
-        )
-        video_seconds = config.num_frames / config.frame_rate
-        options["audio"] = AudioInput.from_file(
-            request.path,
-            start_time=request.start_time,
-            max_duration=video_seconds if request.max_duration is None else request.max_duration,
-        )
-        return options
+    def record(self, value: AudioRequest) -> dict[str, Any]:
+        return {
+            "audio_path": value.path,
+            "audio_start_time": value.start_time,
+            "audio_max_duration": value.max_duration,
+        }
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    cli = A2VidCli(
-        prog="python -m ltx_pipelines.a2vid_two_stage",
-        description=__doc__.splitlines()[0] if __doc__ else None,
-        layout=A2VID_LAYOUT,
-    )
-    return run_pipeline_cli(cli, argv, lambda run: cli.build_guided(A2VidPipelineTwoStage, run))
+def _generate(pipeline: A2VidPipelineTwoStage, run: Run) -> Generation:
+    request = run[AudioInputFlags]
+    options = run.video_call()
+    options.pop("audio_guidance")  # the audio is frozen: only the video is guided
+    longest = run.video.seconds if request.max_duration is None else request.max_duration
+    audio = AudioInput.from_file(request.path, start_time=request.start_time, max_duration=longest)
+    return pipeline(run.prompt.text, audio=audio, **options)
+
+
+COMMAND = guided_command(
+    __name__,
+    __doc__,
+    lambda run: build_guided(A2VidPipelineTwoStage, run),
+    two_stage=True,
+    guidance=GuidanceFlags(audio=False),
+    groups=(AudioInputFlags(),),
+    generate=_generate,
+)
+main = COMMAND.main
 
 
 if __name__ == "__main__":

@@ -18,9 +18,10 @@ from pathlib import Path
 
 from ltx_core.loader import CheckpointError
 from ltx_core.model.video_vae.tiling import TilingConfig
-from ltx_pipelines.cli.args import DTYPE_CHOICES, LOG_LEVELS, configure_logging, make_parser
+from ltx_pipelines.cli.arg_types import HelpFormatter
+from ltx_pipelines.cli.command import LOG_LEVELS, configure_logging, gc_skips_loaded_modules, run_reporting_errors
 from ltx_pipelines.cli.hf_paths import HfPathError, resolve_model_path
-from ltx_pipelines.cli.runner import gc_skips_loaded_modules, run_reporting_errors
+from ltx_pipelines.cli.runtime_flags import DTYPE_CHOICES
 from ltx_pipelines.cli.tiling_flags import add_tiling_args, tiling_from_args
 from ltx_pipelines.engine.checkpoint_kind import check_checkpoint_kind
 from ltx_pipelines.engine.file_steps import generation_from_final
@@ -32,7 +33,11 @@ logger = logging.getLogger(__name__)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = make_parser("python -m ltx_pipelines.decode", __doc__.splitlines()[0] if __doc__ else None)
+    parser = argparse.ArgumentParser(
+        prog="python -m ltx_pipelines.decode",
+        description=__doc__.splitlines()[0] if __doc__ else None,
+        formatter_class=HelpFormatter,
+    )
     parser.add_argument("--latents", required=True, help="The .latents.safetensors file a run saved.")
     parser.add_argument(
         "--output-path", required=True, help="Where to write the video (.mp4); the sidecar goes beside it."

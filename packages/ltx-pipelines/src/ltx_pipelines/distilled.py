@@ -21,7 +21,10 @@ from ltx_core.components.schedulers import distilled_sigmas, stage_2_distilled_s
 from ltx_core.model.transformer import X0Model
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
-from ltx_pipelines.cli.runner import DISTILLED_LAYOUT, ParsedRun, PipelineCli, run_pipeline_cli
+from ltx_pipelines.cli.command import PipelineCommand
+from ltx_pipelines.cli.model_flags import ModelFlags
+from ltx_pipelines.cli.tiling_flags import TilingFlags
+from ltx_pipelines.cli.video_flags import VideoFlags
 from ltx_pipelines.engine.defaults import TWO_STAGE_SPATIAL_MULTIPLE
 from ltx_pipelines.engine.file_steps import (
     contexts_on,
@@ -130,22 +133,16 @@ class DistilledPipeline(PromptPipeline):
         return self.decoded(full, stage_2.video_latent, audio, noise, latents)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    cli = PipelineCli(
-        prog="python -m ltx_pipelines.distilled",
-        description=__doc__.splitlines()[0] if __doc__ else None,
-        layout=DISTILLED_LAYOUT,
-    )
-
-    def build(run: ParsedRun) -> DistilledPipeline:
-        return DistilledPipeline(
-            run.checkpoint_path,
-            run.spatial_upsampler_path,
-            run.gemma_root,
-            **run.pipeline_options(),
-        )
-
-    return run_pipeline_cli(cli, argv, build)
+COMMAND = PipelineCommand.for_module(
+    __name__,
+    __doc__,
+    models=ModelFlags(distilled=True, two_stage=True),
+    groups=(VideoFlags(two_stage=True), TilingFlags()),
+    build=lambda run: DistilledPipeline(
+        run.models.checkpoint, run.models.spatial_upsampler, run.models.gemma_root, **run.pipeline_options()
+    ),
+)
+main = COMMAND.main
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
@@ -32,9 +32,12 @@ from ltx_core.model.transformer import X0Model
 from ltx_core.model.video_vae.tiling import AxisTiling, TilingConfig
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
-from ltx_pipelines.cli.args import DTYPE_CHOICES, LOG_LEVELS, configure_logging, make_parser
-from ltx_pipelines.cli.runner import run_reporting_errors
-from ltx_pipelines.engine.checkpoint_kind import check_checkpoint_kind
+from ltx_pipelines.cli.command import PipelineCommand, Run
+from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
+from ltx_pipelines.cli.model_flags import ModelFlags, RunModels
+from ltx_pipelines.cli.runtime_flags import RuntimeFlags
+from ltx_pipelines.engine.checkpoint_kind import ExpectedKind, check_checkpoint_kind
+from ltx_pipelines.engine.defaults import PipelineDefaults
 from ltx_pipelines.engine.file_steps import (
     contexts_on,
     encode_conditioning_images,
@@ -55,7 +58,7 @@ from ltx_pipelines.media.hdr_outputs import read_exr_frame, write_exr_frames, wr
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-__all__ = ["HDRGeneration", "HDRICLoraPipeline", "SdrClip", "build_parser", "main"]
+__all__ = ["COMMAND", "HDRGeneration", "HDRICLoraPipeline", "SdrClip", "main"]
 
 logger = logging.getLogger(__name__)
 
@@ -256,63 +259,6 @@ class HDRICLoraPipeline(PromptPipeline):
 # ---- command line ----------------------------------------------------------------------------------
 
 
-def build_parser(demo: bool = False) -> argparse.ArgumentParser:
-    parser = make_parser("python -m ltx_pipelines.hdr_ic_lora", __doc__.splitlines()[0] if __doc__ else None)
-    parser.allow_abbrev = False  # `--hdr` must never abbreviate to `--hdr-lora`
-    frames = DEMO_NUM_FRAMES if demo else DEFAULT_NUM_FRAMES
-    dtype = "float32" if demo else "bfloat16"
-    group = parser.add_argument_group("inputs and outputs")
-    group.add_argument("--input", required=True, help="An SDR .mp4/.mov video, or a folder of them (required).")
-    group.add_argument(
-        "--output-dir",
-        required=True,
-        help="Where <stem>_exr/ (EXR frames), <stem>.mp4 (10-bit HLG master) and <stem>.json go (required).",
-    )
-    group.add_argument(
-        "--text-embeddings",
-        required=False,
-        default=None,
-        help="Precomputed text contexts (.safetensors with `video_context`, optionally `audio_context`) "
-        "(required; optional with --demo).",
-    )
-    group.add_argument("--overwrite", action="store_true", help="Replace existing outputs (refused otherwise).")
-    models = parser.add_argument_group("model files")
-    models.add_argument("--distilled-checkpoint-path", default=None, help="Distilled LTX-2 checkpoint (required).")
-    models.add_argument("--spatial-upsampler-path", default=None, help="x2 spatial latent upsampler (required).")
-    models.add_argument(
-        "--hdr-lora", default=None, help="The HDR IC-LoRA .safetensors, fused at strength 1 (required)."
-    )
-    run = parser.add_argument_group("run")
-    run.add_argument(
-        "--num-frames",
-        type=int,
-        default=frames,
-        help=f"Output frames per video, 8k+1; the input must have at least as many (default: {frames}).",
-    )
-    run.add_argument(
-        "--spatial-tile",
-        type=int,
-        default=DEFAULT_SPATIAL_TILE,
-        help=f"Spatial tile of the float32 VAE decode in pixels, a multiple of 32 above {SPATIAL_TILE_OVERLAP} "
-        f"(tiles overlap by {SPATIAL_TILE_OVERLAP}); smaller needs less memory (default: {DEFAULT_SPATIAL_TILE}).",
-    )
-    run.add_argument(
-        "--high-quality",
-        action="store_true",
-        help="Generate 2N-1 frames from each input frame doubled and keep every other one: smoother, ~2x "
-        "slower (default: off).",
-    )
-    run.add_argument("--skip-mp4", action="store_true", help="Write only the EXR frames, no HEVC master.")
-    run.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"Random seed (default: {DEFAULT_SEED}).")
-    run.add_argument("--device", default=None, help="cpu, cuda, cuda:N or mps (default: CUDA, then MPS, then CPU).")
-    run.add_argument("--dtype", choices=DTYPE_CHOICES, default=dtype, help=f"Transformer precision (default: {dtype}).")
-    run.add_argument("--demo", action="store_true", help="Random tiny models; model files become optional.")
-    run.add_argument(
-        "--log-level", type=str.upper, choices=LOG_LEVELS, default="INFO", help="Logging verbosity (default: INFO)."
-    )
-    return parser
-
-
 @dataclass(frozen=True)
 class HdrJob:
     """One input video and where its outputs go."""
@@ -327,43 +273,181 @@ class HdrJob:
 
 
 @dataclass(frozen=True)
-class HdrRun:
-    args: argparse.Namespace
-    checkpoint: Path
-    upsampler: Path
-    hdr_lora: Path | None
-    embeddings: Path | None
+class HdrJobs:
+    """The HDR run's own flags, checked: the jobs (one per input video) and how they run."""
+
     jobs: tuple[HdrJob, ...]
-    device: torch.device
-    dtype: torch.dtype
+    num_frames: int
+    spatial_tile: int
+    high_quality: bool
+    overwrite: bool
+    seed: int
+    given: dict[str, Any]
+    """The flags as typed (the sidecar records them)."""
 
 
-def _inputs(parser: argparse.ArgumentParser, raw: str) -> list[Path]:
+class HdrFlags(FlagGroup[HdrJobs]):
+    """`--input`, `--output-dir`, `--overwrite`, `--num-frames`, `--spatial-tile`, `--high-quality`,
+    `--skip-mp4`, `--seed`."""
+
+    def add(self, parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
+        parser.allow_abbrev = False  # `--hdr` must never abbreviate to `--hdr-lora`
+        group = parser.add_argument_group("inputs and outputs")
+        group.add_argument("--input", required=True, help="An SDR .mp4/.mov video, or a folder of them (required).")
+        group.add_argument(
+            "--output-dir",
+            required=True,
+            help="Where <stem>_exr/ (EXR frames), <stem>.mp4 (10-bit HLG master) and <stem>.json go (required).",
+        )
+        group.add_argument("--overwrite", action="store_true", help="Replace existing outputs (refused otherwise).")
+        run = parser.add_argument_group("run")
+        run.add_argument(
+            "--num-frames",
+            type=int,
+            default=None,
+            help=f"Output frames per video, 8k+1; the input must have at least as many (default: {DEFAULT_NUM_FRAMES}"
+            f", {DEMO_NUM_FRAMES} with --demo).",
+        )
+        run.add_argument(
+            "--spatial-tile",
+            type=int,
+            default=DEFAULT_SPATIAL_TILE,
+            help=f"Spatial tile of the float32 VAE decode in pixels, a multiple of 32 above {SPATIAL_TILE_OVERLAP} "
+            f"(tiles overlap by {SPATIAL_TILE_OVERLAP}); smaller needs less memory (default: {DEFAULT_SPATIAL_TILE}).",
+        )
+        run.add_argument(
+            "--high-quality",
+            action="store_true",
+            help="Generate 2N-1 frames from each input frame doubled and keep every other one: smoother, ~2x "
+            "slower (default: off).",
+        )
+        run.add_argument("--skip-mp4", action="store_true", help="Write only the EXR frames, no HEVC master.")
+        run.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"Random seed (default: {DEFAULT_SEED}).")
+
+    def read(self, args: argparse.Namespace, context: ReadContext) -> HdrJobs:
+        n = args.num_frames
+        if n is None:
+            n = DEMO_NUM_FRAMES if context.demo else DEFAULT_NUM_FRAMES
+        if n < 1 or (n - 1) % 8:
+            raise FlagError(f"--num-frames {n} is not accepted: it must be 8k+1 (1, 9, ..., 161, ...)")
+        tile = args.spatial_tile
+        if tile % 32 or tile <= SPATIAL_TILE_OVERLAP:
+            raise FlagError(f"--spatial-tile {tile} is not accepted: a multiple of 32 above {SPATIAL_TILE_OVERLAP}")
+        if not 0 <= args.seed < 2**63:
+            raise FlagError(f"--seed {args.seed} is out of range [0, 2**63)")
+        videos = _inputs(args.input)
+        infos = {}
+        for video in videos:  # decodable, long enough
+            try:
+                info = probe_video(video)
+            except MediaError as e:
+                raise FlagError(f"--input {str(video)!r} is not a video that can be decoded: {e}") from None
+            if info.frames < n:
+                raise FlagError(
+                    f"--input {str(video)!r} has {info.frames} frames; --num-frames {n} needs at least {n} "
+                    f"(pass --num-frames {max(1, (info.frames - 1) // 8 * 8 + 1)})"
+                )
+            infos[video] = info
+        output_dir = Path(args.output_dir).expanduser()
+        if output_dir.exists() and not output_dir.is_dir():
+            raise FlagError(f"--output-dir {args.output_dir!r} is not a folder")
+        jobs = []
+        for video in videos:
+            exr_dir = output_dir / f"{video.stem}_exr"
+            master = None if args.skip_mp4 else output_dir / f"{video.stem}.mp4"
+            sidecar = output_dir / f"{video.stem}.json"
+            for target in (exr_dir, master, sidecar):
+                if target is not None and target.exists() and not args.overwrite:
+                    raise FlagError(f"output {str(target)!r} already exists; pass --overwrite to replace it")
+            if master is not None:
+                try:
+                    check_output_path(master, overwrite=args.overwrite)
+                except OSError as e:
+                    raise FlagError(f"--output-dir: {e}") from None
+            info = infos[video]
+            jobs.append(HdrJob(video, exr_dir, master, sidecar, info.height, info.width, info.fps))
+        given = {
+            name: getattr(args, name)
+            for name in ("input", "output_dir", "overwrite", "spatial_tile", "high_quality", "skip_mp4", "seed")
+        }
+        return HdrJobs(tuple(jobs), n, tile, bool(args.high_quality), bool(args.overwrite), args.seed, given)
+
+    def record(self, value: HdrJobs) -> dict[str, Any]:
+        return {**value.given, "num_frames": value.num_frames}
+
+
+@dataclass(frozen=True)
+class HdrModels:
+    """As typed when read; local and checked once settled."""
+
+    hdr_lora: str | Path | None
+    text_embeddings: str | Path | None
+
+
+class HdrModelFlags(FlagGroup[HdrModels]):
+    """`--hdr-lora` and `--text-embeddings` (both optional with `--demo`); read after the model files."""
+
+    def add(self, parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
+        group = parser.add_argument_group("HDR model files")
+        group.add_argument(
+            "--hdr-lora", default=None, help="The HDR IC-LoRA .safetensors, fused at strength 1 (required)."
+        )
+        group.add_argument(
+            "--text-embeddings",
+            required=False,
+            default=None,
+            help="Precomputed text contexts (.safetensors with `video_context`, optionally `audio_context`) "
+            "(required; optional with --demo).",
+        )
+
+    def read(self, args: argparse.Namespace, context: ReadContext) -> HdrModels:
+        for flag, value in (("--hdr-lora", args.hdr_lora), ("--text-embeddings", args.text_embeddings)):
+            if value is None and not context.demo:
+                raise FlagError(f"{flag} is required (or pass --demo)")
+        return HdrModels(args.hdr_lora, args.text_embeddings)
+
+    def settle(self, value: HdrModels, models: RunModels, context: ReadContext) -> HdrModels:
+        hdr_lora = None
+        if value.hdr_lora is not None:
+            hdr_lora = _model_file("--hdr-lora", str(value.hdr_lora), "lora")
+            try:
+                reference_factors([LoraSpec(hdr_lora, 1.0)])
+            except ValueError as e:
+                raise FlagError(f"--hdr-lora: {e}") from None
+        embeddings = None
+        if value.text_embeddings is not None:
+            embeddings = _check_embeddings(str(value.text_embeddings), models.checkpoint)
+        return HdrModels(hdr_lora, embeddings)
+
+    def record(self, value: HdrModels) -> dict[str, Any]:
+        return {"hdr_lora": value.hdr_lora, "text_embeddings": value.text_embeddings}
+
+
+def _inputs(raw: str) -> list[Path]:
     path = Path(raw).expanduser()
     if path.is_file():
         return [path]
     if path.is_dir():
         videos = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in VIDEO_SUFFIXES)
         if not videos:
-            parser.error(f"--input {raw!r} holds no {'/'.join(VIDEO_SUFFIXES)} videos")
+            raise FlagError(f"--input {raw!r} holds no {'/'.join(VIDEO_SUFFIXES)} videos")
         return videos
-    parser.error(f"--input {raw!r}: no such file or folder")
+    raise FlagError(f"--input {raw!r}: no such file or folder")
 
 
-def _model_file(parser: argparse.ArgumentParser, flag: str, raw: str | None, kind: str) -> Path:
+def _model_file(flag: str, raw: str, kind: ExpectedKind) -> Path:
     from ltx_pipelines.cli.hf_paths import HfPathError, resolve_model_path
 
-    assert raw is not None
     try:
         path = resolve_model_path(raw)
     except HfPathError as e:
-        parser.error(f"{flag}: {e}")
+        raise FlagError(f"{flag}: {e}") from None
     if not path.is_file():
-        parser.error(f"{flag} {raw!r}: no such file")
+        raise FlagError(f"{flag} {raw!r}: no such file")
     try:
-        check_checkpoint_kind(path, kind)  # type: ignore[arg-type]
+        check_checkpoint_kind(path, kind)
     except CheckpointError as e:
-        parser.error(f"{flag}: {e}")
+        raise FlagError(f"{flag}: {e}") from None
     return path
 
 
@@ -374,180 +458,96 @@ def _context_width(checkpoint: Path) -> int | None:
     return int(value) if isinstance(value, int) else None
 
 
-def _check_embeddings(parser: argparse.ArgumentParser, raw: str, checkpoint: Path) -> Path:
+def _check_embeddings(raw: str, checkpoint: Path) -> Path:
     path = Path(raw).expanduser()
     if not path.is_file():
-        parser.error(f"--text-embeddings {raw!r}: no such file")
+        raise FlagError(f"--text-embeddings {raw!r}: no such file")
     try:
         tensors = read_safetensors_header(path).tensors
     except CheckpointError as e:
-        parser.error(f"--text-embeddings {raw!r} is not a safetensors file: {e}")
+        raise FlagError(f"--text-embeddings {raw!r} is not a safetensors file: {e}") from None
     if "video_context" not in tensors:
-        parser.error(f"--text-embeddings {raw!r} has no `video_context` tensor (found: {sorted(tensors)})")
+        raise FlagError(f"--text-embeddings {raw!r} has no `video_context` tensor (found: {sorted(tensors)})")
     shape = tuple(tensors["video_context"].shape)
     width = _context_width(checkpoint)
     if len(shape) not in (2, 3) or (len(shape) == 3 and shape[0] != 1) or (width is not None and shape[-1] != width):
-        parser.error(
+        raise FlagError(
             f"--text-embeddings {raw!r}: video_context has shape {shape}; expected (1, S, {width}) or (S, {width}) "
             "for this checkpoint"
         )
     return path
 
 
-def parse(argv: Sequence[str] | None = None) -> HdrRun:
-    """Parse and check everything before any model loads (exit code 2 with a message naming the value)."""
-    from ltx_core.devices import default_device, parse_dtype
-
-    argv = list(sys.argv[1:] if argv is None else argv)
-    probe = argparse.ArgumentParser(add_help=False)
-    probe.add_argument("--demo", action="store_true")
-    demo = probe.parse_known_args(argv)[0].demo
-    parser = build_parser(demo)
-    args = parser.parse_args(argv)
-    configure_logging(args.log_level)
-    n = args.num_frames
-    if n < 1 or (n - 1) % 8:
-        parser.error(f"--num-frames {n} is not accepted: it must be 8k+1 (1, 9, ..., 161, ...)")
-    tile = args.spatial_tile
-    if tile % 32 or tile <= SPATIAL_TILE_OVERLAP:
-        parser.error(f"--spatial-tile {tile} is not accepted: a multiple of 32 above {SPATIAL_TILE_OVERLAP}")
-    if not 0 <= args.seed < 2**63:
-        parser.error(f"--seed {args.seed} is out of range [0, 2**63)")
-    try:
-        device = torch.device(args.device) if args.device else default_device()
-    except (RuntimeError, ValueError):
-        parser.error(f"--device {args.device!r} is not a device; accepted: cpu, cuda, cuda:N, mps")
-    if device.type == "cuda" and not torch.cuda.is_available():
-        parser.error(f"--device {args.device!r}: CUDA is not available on this machine; use --device cpu")
-    for flag, dest in (("--distilled-checkpoint-path", "distilled_checkpoint_path"),
-                       ("--spatial-upsampler-path", "spatial_upsampler_path"), ("--hdr-lora", "hdr_lora"),
-                       ("--text-embeddings", "text_embeddings")):  # fmt: skip
-        if getattr(args, dest) is None and not demo:
-            parser.error(f"{flag} is required (or pass --demo)")
-    videos = _inputs(parser, args.input)
-    # The media: decodable, long enough.
-    infos = {}
-    for video in videos:
-        try:
-            info = probe_video(video)
-        except MediaError as e:
-            parser.error(f"--input {str(video)!r} is not a video that can be decoded: {e}")
-        if info.frames < n:
-            parser.error(
-                f"--input {str(video)!r} has {info.frames} frames; --num-frames {n} needs at least {n} "
-                f"(pass --num-frames {max(1, (info.frames - 1) // 8 * 8 + 1)})"
-            )
-        infos[video] = info
-    output_dir = Path(args.output_dir).expanduser()
-    if output_dir.exists() and not output_dir.is_dir():
-        parser.error(f"--output-dir {args.output_dir!r} is not a folder")
-    jobs = []
-    for video in videos:
-        exr_dir = output_dir / f"{video.stem}_exr"
-        master = None if args.skip_mp4 else output_dir / f"{video.stem}.mp4"
-        sidecar = output_dir / f"{video.stem}.json"
-        for target in (exr_dir, master, sidecar):
-            if target is not None and target.exists() and not args.overwrite:
-                parser.error(f"output {str(target)!r} already exists; pass --overwrite to replace it")
-        if master is not None:
-            try:
-                check_output_path(master, overwrite=args.overwrite)
-            except OSError as e:
-                parser.error(f"--output-dir: {e}")
-        info = infos[video]
-        jobs.append(HdrJob(video, exr_dir, master, sidecar, info.height, info.width, info.fps))
-    # Model files last (hf:// paths may download).
-    if demo and (args.distilled_checkpoint_path is None or args.spatial_upsampler_path is None):
-        from ltx_pipelines.demo_assets import ensure_demo_assets
-
-        assets = ensure_demo_assets()
-        logger.warning("--demo: random tiny models, the output is noise")
-        args.distilled_checkpoint_path = args.distilled_checkpoint_path or str(assets.checkpoint)
-        args.spatial_upsampler_path = args.spatial_upsampler_path or str(assets.spatial_upsampler)
-    checkpoint = _model_file(parser, "--distilled-checkpoint-path", args.distilled_checkpoint_path, "ltx_checkpoint")
-    upsampler = _model_file(parser, "--spatial-upsampler-path", args.spatial_upsampler_path, "upsampler")
-    hdr_lora = None
-    if args.hdr_lora is not None:
-        hdr_lora = _model_file(parser, "--hdr-lora", args.hdr_lora, "lora")
-        try:
-            reference_factors([LoraSpec(hdr_lora, 1.0)])
-        except ValueError as e:
-            parser.error(f"--hdr-lora: {e}")
-    embeddings = None if args.text_embeddings is None else _check_embeddings(parser, args.text_embeddings, checkpoint)
-    return HdrRun(args, checkpoint, upsampler, hdr_lora, embeddings, tuple(jobs), device, parse_dtype(args.dtype))
-
-
-def load_contexts(run: HdrRun) -> TextContexts:
+def load_contexts(run: Run) -> TextContexts:
     """The embeddings file's contexts, or (demo without one) seeded random contexts of the right width."""
-    if run.embeddings is not None:
+    embeddings = run[HdrModelFlags].text_embeddings
+    if embeddings is not None:
         from safetensors.torch import load_file
 
-        tensors = load_file(str(run.embeddings))
+        tensors = load_file(str(embeddings))
         video = tensors["video_context"]
         video = video.unsqueeze(0) if video.dim() == 2 else video
     else:
-        width = _context_width(run.checkpoint) or 1
-        video = torch.randn(1, 128, width, generator=torch.Generator().manual_seed(run.args.seed))
+        width = _context_width(run.models.checkpoint) or 1
+        video = torch.randn(1, 128, width, generator=torch.Generator().manual_seed(run[HdrFlags].seed))
     return TextContexts(video=video.float(), audio=None, mask=torch.ones(video.shape[:2], dtype=torch.int64))
 
 
-def _parameters(run: HdrRun, job: HdrJob) -> dict[str, Any]:
-    parameters = {k: v for k, v in vars(run.args).items() if k != "log_level"}
-    parameters.update(
-        input=str(job.input),
-        device=str(run.device),
-        dtype=str(run.dtype).removeprefix("torch."),
-        frame_rate=job.fps,
-        height=job.height,
-        width=job.width,
+def _build(run: Run) -> HDRICLoraPipeline:
+    hdr_lora = run[HdrModelFlags].hdr_lora
+    return HDRICLoraPipeline(
+        run.models.checkpoint,
+        run.models.spatial_upsampler,
+        hdr_lora=None if hdr_lora is None else LoraSpec(Path(hdr_lora), 1.0),
+        device=run.runtime.device,
+        dtype=run.runtime.dtype,
+        tiling=decode_tiling(run[HdrFlags].spatial_tile),
     )
-    if run.args.demo:
-        parameters["demo_weights"] = "random (demo)"
-    return parameters
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Parse and check (exit 2), then run every input; a later failure ends in one error line (exit 1)."""
-    run = parse(argv)
-    return run_reporting_errors(lambda: _run_jobs(run), debug=run.args.log_level == "DEBUG")
-
-
-def _run_jobs(run: HdrRun) -> None:
-    pipeline = HDRICLoraPipeline(
-        run.checkpoint,
-        run.upsampler,
-        hdr_lora=None if run.hdr_lora is None else LoraSpec(run.hdr_lora, 1.0),
-        device=run.device,
-        dtype=run.dtype,
-        tiling=decode_tiling(run.args.spatial_tile),
-    )
+def _generate(pipeline: HDRICLoraPipeline, run: Run) -> Iterator[tuple[HdrJob, HDRGeneration]]:
+    """Each job's generation, made as the writer asks for it (one clip in memory at a time)."""
     contexts = load_contexts(run)
+    hdr = run[HdrFlags]
+    for job in hdr.jobs:
+        logger.info("HDR IC-LoRA: %s (%dx%d, %d frames)", job.input, job.width, job.height, hdr.num_frames)
+        clip = SdrClip.from_file(job.input, max_frames=hdr.num_frames)
+        yield job, pipeline.generate_from_contexts(
+            contexts, clip=clip, height=job.height, width=job.width, num_frames=hdr.num_frames,
+            frame_rate=job.fps, noise=SeededNoise(hdr.seed), high_quality=hdr.high_quality,
+        )  # fmt: skip
+
+
+def _write(run: Run, generations: Iterator[tuple[HdrJob, HDRGeneration]]) -> Path:
+    """Every job's EXR frames, HEVC master (unless `--skip-mp4`) and sidecar; returns the output folder."""
+    hdr, resolved = run[HdrFlags], run[HdrModelFlags]
     files = describe_model_files(
         {
-            "checkpoint": run.checkpoint,
-            "spatial_upsampler": run.upsampler,
-            "hdr_lora": run.hdr_lora,
-            "text_embeddings": run.embeddings,
+            "checkpoint": run.models.checkpoint,
+            "spatial_upsampler": run.models.spatial_upsampler,
+            "hdr_lora": resolved.hdr_lora,
+            "text_embeddings": resolved.text_embeddings,
         }
     )
-    for job in run.jobs:
-        logger.info("HDR IC-LoRA: %s (%dx%d, %d frames)", job.input, job.width, job.height, run.args.num_frames)
-        clip = SdrClip.from_file(job.input, max_frames=run.args.num_frames)
-        generation = pipeline.generate_from_contexts(
-            contexts, clip=clip, height=job.height, width=job.width, num_frames=run.args.num_frames,
-            frame_rate=job.fps, noise=SeededNoise(run.args.seed), high_quality=run.args.high_quality,
-        )  # fmt: skip
-        count = write_exr_frames(job.exr_dir, generation.frames, overwrite=run.args.overwrite)
+    for job, generation in generations:
+        count = write_exr_frames(job.exr_dir, generation.frames, overwrite=hdr.overwrite)
         if job.master is not None:
             # Encoded from the written frames, so the long decode is not held in memory twice.
             written = sorted(job.exr_dir.glob("frame_*.exr"))
             frames = (torch.from_numpy(read_exr_frame(p).astype("float32"))[None] for p in written)
             fps = Fraction(job.fps).limit_denominator(1001)
-            write_hevc_hlg_master(job.master, frames, fps=fps, overwrite=run.args.overwrite)
+            write_hevc_hlg_master(job.master, frames, fps=fps, overwrite=hdr.overwrite)
+        parameters = {
+            **run.sidecar_parameters(),
+            "input": str(job.input),
+            "frame_rate": job.fps,
+            "height": job.height,
+            "width": job.width,
+        }
         sidecar = {
             "output": {"exr_frames": job.exr_dir.name, "hevc_master": None if job.master is None else job.master.name},
             "prompt": None,
-            "parameters": _parameters(run, job),
+            "parameters": parameters,
             "video": {"num_frames": count, "height": job.height, "width": job.width, "frame_rate": job.fps},
             "audio": None,
             "exr": {"pixel_type": "half", "channels": "RGB", "transfer": "scene-linear Rec.709 (inverse LogC3)"},
@@ -562,7 +562,24 @@ def _run_jobs(run: HdrRun) -> None:
             "model_files": files,
             "versions": _package_versions(),
         }
-        write_json_atomic(job.sidecar, sidecar, overwrite=run.args.overwrite)
+        write_json_atomic(job.sidecar, sidecar, overwrite=hdr.overwrite)
+    return hdr.jobs[0].exr_dir.parent
+
+
+COMMAND = PipelineCommand(
+    prog="python -m ltx_pipelines.hdr_ic_lora",
+    description=__doc__.splitlines()[0] if __doc__ else None,
+    groups=(
+        HdrFlags(),
+        ModelFlags(distilled=True, two_stage=True, gemma=False, loras=False),
+        HdrModelFlags(),
+        RuntimeFlags(memory=False),
+    ),
+    build=_build,
+    generate=_generate,
+    write=_write,
+)
+main = COMMAND.main
 
 
 if __name__ == "__main__":

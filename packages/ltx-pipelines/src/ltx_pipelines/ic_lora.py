@@ -15,6 +15,7 @@ import logging
 import math
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,10 +27,13 @@ from ltx_core.loader import LoraSpec, StateDictCache
 from ltx_core.model.transformer import X0Model
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
-from ltx_pipelines.cli.args import _number, _RepeatedValuesAction
-from ltx_pipelines.cli.run_config import RunConfig
-from ltx_pipelines.cli.runner import DISTILLED_LAYOUT, ParsedRun, PipelineCli, run_pipeline_cli
-from ltx_pipelines.engine.defaults import TWO_STAGE_SPATIAL_MULTIPLE
+from ltx_pipelines.cli.arg_types import RepeatedValuesAction, number_arg
+from ltx_pipelines.cli.command import PipelineCommand, Run
+from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
+from ltx_pipelines.cli.model_flags import ModelFlags, RunModels
+from ltx_pipelines.cli.tiling_flags import TilingFlags
+from ltx_pipelines.cli.video_flags import VideoFlags
+from ltx_pipelines.engine.defaults import TWO_STAGE_SPATIAL_MULTIPLE, PipelineDefaults
 from ltx_pipelines.engine.file_steps import contexts_on, encode_conditioning_images, upsample_between_stages
 from ltx_pipelines.engine.generation import Generation
 from ltx_pipelines.engine.ic_references import (
@@ -48,7 +52,7 @@ from ltx_pipelines.media import MediaError, probe_video, read_image_rgb
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-__all__ = ["CLI", "ICLoraPipeline", "VideoReference", "main"]
+__all__ = ["COMMAND", "ICLoraPipeline", "VideoReference", "main"]
 
 logger = logging.getLogger(__name__)
 
@@ -192,53 +196,111 @@ class ICLoraPipeline(PromptPipeline):
 # ---- command line ----------------------------------------------------------------------------------
 
 
-class _PathStrengthAction(_RepeatedValuesAction):
+class _PathStrengthAction(RepeatedValuesAction):
     """`FLAG PATH STRENGTH`; appends (path, strength)."""
 
     display_metavar = "PATH STRENGTH"
 
     def parse_values(self, values: list[str]) -> tuple[str, float]:
-        return values[0], _number(self, "STRENGTH", values[1], float)
+        return values[0], number_arg(self, "STRENGTH", values[1], float)
 
 
-def add_ic_lora_args(parser: argparse.ArgumentParser, defaults: Any = None) -> argparse.ArgumentParser:
-    group = parser.add_argument_group("IC-LoRA")
-    group.add_argument(
-        "--video-conditioning",
-        action=_PathStrengthAction,
-        nargs=2,
-        metavar=("PATH", "STRENGTH"),
-        default=[],
-        help=(
-            "IC-LoRA reference video and its strength in [0, 1] (1 keeps it clean); repeatable, at least one "
-            "(required). Its first --num-frames frames are used, resized to the stage-1 size divided by the "
-            "LoRA's reference_downscale_factor. Example: --video-conditioning depth.mp4 1.0"
-        ),
-    )
-    group.add_argument(
-        "--conditioning-attention-mask",
-        nargs=2,
-        metavar=("MASK", "STRENGTH"),
-        default=None,
-        help=(
-            "Grayscale mask video or image (pixel values map to [0, 1]) and a strength in [0, 1] it is "
-            "multiplied by: how much each region attends to the reference (0 ignores it). "
-            "(default: none, full attention). Example: --conditioning-attention-mask mask.mp4 0.5"
-        ),
-    )
-    group.add_argument(
-        "--skip-stage-2",
-        action="store_true",
-        help="Stop after stage 1: the output is at half the --height/--width (default: off).",
-    )
-    return parser
+@dataclass(frozen=True)
+class IcLoraInputs:
+    """The IC-LoRA flags, checked: the reference videos, the attention mask and whether stage 2 runs."""
+
+    references: tuple[VideoReference, ...]
+    mask_path: Path | None
+    mask_strength: float
+    skip_stage_2: bool
+    given: dict[str, Any]
+    """The flags as typed (the sidecar records them)."""
 
 
-def _probe_media(parser: argparse.ArgumentParser, flag: str, raw: str, *, image_ok: bool) -> int:
-    """Frames of a readable video (1 for an image when `image_ok`); a bad file ends with exit 2."""
+class IcLoraFlags(FlagGroup[IcLoraInputs]):
+    """`--video-conditioning`, `--conditioning-attention-mask`, `--skip-stage-2`; read after the video group."""
+
+    def add(self, parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
+        group = parser.add_argument_group("IC-LoRA")
+        group.add_argument(
+            "--video-conditioning",
+            action=_PathStrengthAction,
+            nargs=2,
+            metavar=("PATH", "STRENGTH"),
+            default=[],
+            help=(
+                "IC-LoRA reference video and its strength in [0, 1] (1 keeps it clean); repeatable, at least one "
+                "(required). Its first --num-frames frames are used, resized to the stage-1 size divided by the "
+                "LoRA's reference_downscale_factor. Example: --video-conditioning depth.mp4 1.0"
+            ),
+        )
+        group.add_argument(
+            "--conditioning-attention-mask",
+            nargs=2,
+            metavar=("MASK", "STRENGTH"),
+            default=None,
+            help=(
+                "Grayscale mask video or image (pixel values map to [0, 1]) and a strength in [0, 1] it is "
+                "multiplied by: how much each region attends to the reference (0 ignores it). "
+                "(default: none, full attention). Example: --conditioning-attention-mask mask.mp4 0.5"
+            ),
+        )
+        group.add_argument(
+            "--skip-stage-2",
+            action="store_true",
+            help="Stop after stage 1: the output is at half the --height/--width (default: off).",
+        )
+
+    def read(self, args: argparse.Namespace, context: ReadContext) -> IcLoraInputs:
+        if not args.video_conditioning:
+            raise FlagError("--video-conditioning PATH STRENGTH is required (at least one reference video)")
+        references = []
+        for raw, strength in args.video_conditioning:
+            _probe_media("--video-conditioning", raw, image_ok=False)
+            references.append(VideoReference(_strength("--video-conditioning", strength), Path(raw)))
+        mask_path, mask_strength = None, 1.0
+        if args.conditioning_attention_mask is not None:
+            raw, strength = args.conditioning_attention_mask
+            mask_strength = _strength("--conditioning-attention-mask", strength)
+            frames = _probe_media("--conditioning-attention-mask", raw, image_ok=True)
+            num_frames = context.value(VideoFlags).num_frames
+            if frames != 1 and frames < num_frames:
+                raise FlagError(
+                    f"--conditioning-attention-mask {raw!r} has {frames} frames; it needs at least --num-frames "
+                    f"{num_frames} (or be a single image)"
+                )
+            mask_path = Path(raw).expanduser()
+        given = {
+            "video_conditioning": args.video_conditioning,
+            "conditioning_attention_mask": args.conditioning_attention_mask,
+            "skip_stage_2": args.skip_stage_2,
+        }
+        return IcLoraInputs(tuple(references), mask_path, mask_strength, bool(args.skip_stage_2), given)
+
+    def settle(self, value: IcLoraInputs, models: RunModels, context: ReadContext) -> IcLoraInputs:
+        """The output size must suit the IC-LoRAs' reference downscale factor (read from the LoRA files)."""
+        try:
+            factors = reference_factors(list(models.loras))
+        except ValueError as e:
+            raise FlagError(f"--lora: {e}") from None
+        video = context.value(VideoFlags)
+        multiple = TWO_STAGE_SPATIAL_MULTIPLE * factors.downscale
+        if video.height % multiple or video.width % multiple:
+            raise FlagError(
+                f"--height {video.height} / --width {video.width}: with the IC-LoRA's reference_downscale_factor "
+                f"{factors.downscale} both must be multiples of {multiple}"
+            )
+        return value
+
+    def record(self, value: IcLoraInputs) -> dict[str, Any]:
+        return dict(value.given)
+
+
+def _probe_media(flag: str, raw: str, *, image_ok: bool) -> int:
+    """Frames of a readable video (1 for an image when `image_ok`); a bad file raises `FlagError`."""
     path = Path(raw).expanduser()
     if not path.is_file():
-        parser.error(f"{flag} {raw!r}: no such file" if not path.exists() else f"{flag} {raw!r} is not a file")
+        raise FlagError(f"{flag} {raw!r}: no such file" if not path.exists() else f"{flag} {raw!r} is not a file")
     if image_ok:
         try:
             read_image_rgb(path)
@@ -249,103 +311,63 @@ def _probe_media(parser: argparse.ArgumentParser, flag: str, raw: str, *, image_
         info = probe_video(path)
     except MediaError as e:
         accepted = "a video or image" if image_ok else "a video"
-        parser.error(f"{flag} {raw!r} is not {accepted} that can be decoded: {e}")
+        raise FlagError(f"{flag} {raw!r} is not {accepted} that can be decoded: {e}") from None
     if info.frames < 1:
-        parser.error(f"{flag} {raw!r} has no video frames")
+        raise FlagError(f"{flag} {raw!r} has no video frames")
     return info.frames
 
 
-def _strength(parser: argparse.ArgumentParser, flag: str, raw: Any) -> float:
+def _strength(flag: str, raw: Any) -> float:
     try:
         value = float(raw)
     except ValueError:
-        parser.error(f"{flag} STRENGTH {raw!r} is not a number")
+        raise FlagError(f"{flag} STRENGTH {raw!r} is not a number") from None
     if not (math.isfinite(value) and 0.0 <= value <= 1.0):
-        parser.error(f"{flag} STRENGTH {raw} is not accepted: it must be in [0, 1]")
+        raise FlagError(f"{flag} STRENGTH {raw} is not accepted: it must be in [0, 1]")
     return value
 
 
-class ICLoraCli(PipelineCli):
-    def build_parser(self, defaults: Any) -> argparse.ArgumentParser:
-        parser = super().build_parser(defaults)
-        self.redescribe(
-            parser,
-            "lora",
+def _generate(pipeline: ICLoraPipeline, run: Run) -> Generation:
+    inputs, video = run[IcLoraFlags], run.video
+    mask = None
+    if inputs.mask_path is not None:
+        assert video.height is not None and video.width is not None
+        # The mask weights stage 1, where the references are: load it at the stage-1 size.
+        mask = load_attention_mask(inputs.mask_path, video.height // 2, video.width // 2, video.num_frames)
+    return pipeline(
+        run.prompt.text,
+        **run.video_call(),
+        references=list(inputs.references),
+        attention_strength=inputs.mask_strength,
+        attention_mask=mask,
+        skip_stage_2=inputs.skip_stage_2,
+    )
+
+
+COMMAND = PipelineCommand.for_module(
+    __name__,
+    __doc__,
+    models=ModelFlags(
+        distilled=True,
+        two_stage=True,
+        lora_help=(
             "An IC-LoRA, fused into the stage-1 transformer only, with an optional strength (default 1.0); "
             "repeatable. Its reference_downscale_factor / reference_temporal_scale_factor metadata (default 1) "
-            "size the references. Example: --lora ic-lora-depth.safetensors",
-        )
-        return parser
-
-    def check_extra(self, parser: argparse.ArgumentParser, args: argparse.Namespace, config: RunConfig) -> dict:
-        if not args.video_conditioning:
-            parser.error("--video-conditioning PATH STRENGTH is required (at least one reference video)")
-        references = []
-        for raw, strength in args.video_conditioning:
-            _probe_media(parser, "--video-conditioning", raw, image_ok=False)
-            references.append(VideoReference(_strength(parser, "--video-conditioning", strength), Path(raw)))
-        try:
-            factors = reference_factors([LoraSpec(Path(lora.path), lora.strength) for lora in config.loras])
-        except ValueError as e:
-            parser.error(f"--lora: {e}")
-        assert config.height is not None and config.width is not None
-        multiple = TWO_STAGE_SPATIAL_MULTIPLE * factors.downscale
-        if config.height % multiple or config.width % multiple:
-            parser.error(
-                f"--height {config.height} / --width {config.width}: with the IC-LoRA's reference_downscale_factor "
-                f"{factors.downscale} both must be multiples of {multiple}"
-            )
-        mask_path, mask_strength = None, 1.0
-        if args.conditioning_attention_mask is not None:
-            raw, strength = args.conditioning_attention_mask
-            mask_strength = _strength(parser, "--conditioning-attention-mask", strength)
-            frames = _probe_media(parser, "--conditioning-attention-mask", raw, image_ok=True)
-            assert config.num_frames is not None
-            if frames != 1 and frames < config.num_frames:
-                parser.error(
-                    f"--conditioning-attention-mask {raw!r} has {frames} frames; it needs at least --num-frames "
-                    f"{config.num_frames} (or be a single image)"
-                )
-            mask_path = Path(raw).expanduser()
-        return {"references": references, "mask_path": mask_path, "mask_strength": mask_strength}
-
-    def generation_options(self, run: ParsedRun) -> dict[str, Any]:
-        options = super().generation_options(run)
-        config, extra = run.config, run.extra
-        mask = None
-        if extra["mask_path"] is not None:
-            assert config.height is not None and config.width is not None and config.num_frames is not None
-            # The mask weights stage 1, where the references are: load it at the stage-1 size.
-            mask = load_attention_mask(extra["mask_path"], config.height // 2, config.width // 2, config.num_frames)
-        options.update(
-            references=extra["references"],
-            attention_strength=extra["mask_strength"],
-            attention_mask=mask,
-            skip_stage_2=bool(run.parameters.get("skip_stage_2")),
-        )
-        return options
-
-
-CLI = ICLoraCli(
-    prog="python -m ltx_pipelines.ic_lora",
-    description=__doc__.splitlines()[0] if __doc__ else None,
-    layout=DISTILLED_LAYOUT,
-    extra_args=add_ic_lora_args,
+            "size the references. Example: --lora ic-lora-depth.safetensors"
+        ),
+    ),
+    groups=(VideoFlags(two_stage=True), TilingFlags(), IcLoraFlags()),
+    # As in the reference, --lora names the IC-LoRAs: fused into stage 1 only, not plain LoRAs.
+    build=lambda run: ICLoraPipeline(
+        run.models.checkpoint,
+        run.models.spatial_upsampler,
+        run.models.gemma_root,
+        ic_loras=run.models.loras,
+        **{**run.pipeline_options(), "loras": ()},
+    ),
+    generate=_generate,
 )
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    def build(run: ParsedRun) -> ICLoraPipeline:
-        # As in the reference, --lora names the IC-LoRAs: fused into stage 1 only.
-        return ICLoraPipeline(
-            run.checkpoint_path,
-            run.spatial_upsampler_path,
-            run.gemma_root,
-            ic_loras=run.lora_specs,
-            **{**run.pipeline_options(), "loras": ()},  # --lora names the IC-LoRAs here, not plain LoRAs
-        )
-
-    return run_pipeline_cli(CLI, argv, build)
+main = COMMAND.main
 
 
 if __name__ == "__main__":

@@ -29,17 +29,10 @@ from ltx_core.model.audio_vae import AUDIO_ENCODER, encode_audio
 from ltx_core.model.transformer import X0Model
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
-from ltx_pipelines.cli.args import (
-    add_common_args,
-    add_lora_args,
-    add_model_args,
-    add_two_stage_args,
-    make_parser,
-)
-from ltx_pipelines.cli.run_config import RunConfig
-from ltx_pipelines.cli.runner import DISTILLED_LAYOUT, ParsedRun, PipelineCli, run_pipeline_cli
-from ltx_pipelines.cli.runtime_flags import add_runtime_args
-from ltx_pipelines.cli.tiling_flags import add_tiling_args
+from ltx_pipelines.cli.command import PipelineCommand, Run
+from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
+from ltx_pipelines.cli.model_flags import ModelFlags, RunModels
+from ltx_pipelines.cli.tiling_flags import TilingFlags
 from ltx_pipelines.engine.defaults import TWO_STAGE_SPATIAL_MULTIPLE, PipelineDefaults
 from ltx_pipelines.engine.file_steps import contexts_on, encode_conditioning_images, upsample_between_stages
 from ltx_pipelines.engine.generation import Generation
@@ -53,7 +46,7 @@ from ltx_pipelines.media import AudioClip, MediaError, probe_video, read_audio
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-__all__ = ["CLI", "LipDubPipeline", "LipDubReference", "main", "reference_timing"]
+__all__ = ["COMMAND", "LipDubPipeline", "LipDubReference", "main", "reference_timing"]
 
 logger = logging.getLogger(__name__)
 
@@ -232,68 +225,74 @@ class LipDubPipeline(PromptPipeline):
 # ---- command line ----------------------------------------------------------------------------------
 
 
-def add_lipdub_args(parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> argparse.ArgumentParser:
+@dataclass(frozen=True)
+class LipDubInputs:
+    """The lip-dub flags, checked: the output size and the reference clip with its timing."""
+
+    height: int
+    width: int
+    reference: Path
+    reference_given: str
+    num_frames: int
+    frame_rate: float
+    reference_strength: float
+
+
+class LipDubFlags(FlagGroup[LipDubInputs]):
     """Output size and the reference clip (frame count and rate come from the reference)."""
-    group = parser.add_argument_group("lip-dub")
-    height, width = defaults.two_stage_height, defaults.two_stage_width
-    multiple = TWO_STAGE_SPATIAL_MULTIPLE
-    group.add_argument(
-        "--height", type=int, default=height, help=f"Video height, a multiple of {multiple} (default: {height})."
-    )
-    group.add_argument(
-        "--width", type=int, default=width, help=f"Video width, a multiple of {multiple} (default: {width})."
-    )
-    group.add_argument(
-        "--reference-video",
-        type=str,
-        required=True,
-        help="The clip to dub: its frames are the IC reference and its audio track the reference audio. The "
-        "output has its frame count (snapped down to 8k+1) and its container's frame rate (required).",
-    )
-    group.add_argument(
-        "--reference-strength",
-        type=float,
-        default=DEFAULT_REFERENCE_STRENGTH,
-        help=f"How clean the reference video tokens are, in [0, 1] (default: {DEFAULT_REFERENCE_STRENGTH}).",
-    )
-    return parser
 
-
-class LipDubCli(PipelineCli):
-    """The lip-dub command line: the distilled model flags, `--lora` (the lip-dub IC-LoRA, exactly once),
-    size and the reference; no frame count, frame rate or image flags."""
-
-    def build_parser(self, defaults: PipelineDefaults) -> argparse.ArgumentParser:
-        parser = make_parser(self.prog, self.description)
-        add_common_args(parser, defaults)
-        add_model_args(parser, distilled=True)
-        add_two_stage_args(parser, distilled_lora=False)
-        add_lora_args(parser)
-        self.redescribe(
-            parser,
-            "lora",
-            "The lip-dub IC-LoRA, fused into the transformer of both stages, with an optional strength "
-            "(default 1.0); exactly once (required; optional with --demo).",
+    def add(self, parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
+        group = parser.add_argument_group("lip-dub")
+        height, width = defaults.two_stage_height, defaults.two_stage_width
+        multiple = TWO_STAGE_SPATIAL_MULTIPLE
+        group.add_argument(
+            "--height", type=int, default=None, help=f"Video height, a multiple of {multiple} (default: {height})."
         )
-        add_lipdub_args(parser, defaults)
-        add_tiling_args(parser)
-        add_runtime_args(parser)
-        return parser
+        group.add_argument(
+            "--width", type=int, default=None, help=f"Video width, a multiple of {multiple} (default: {width})."
+        )
+        group.add_argument(
+            "--reference-video",
+            type=str,
+            required=True,
+            help="The clip to dub: its frames are the IC reference and its audio track the reference audio. The "
+            "output has its frame count (snapped down to 8k+1) and its container's frame rate (required).",
+        )
+        group.add_argument(
+            "--reference-strength",
+            type=float,
+            default=DEFAULT_REFERENCE_STRENGTH,
+            help=f"How clean the reference video tokens are, in [0, 1] (default: {DEFAULT_REFERENCE_STRENGTH}).",
+        )
 
-    def check_extra(self, parser: argparse.ArgumentParser, args: argparse.Namespace, config: RunConfig) -> dict:
-        loras = list(args.lora or [])
-        if len(loras) != 1 and not (config.demo and not loras):
-            parser.error(
+    def read(self, args: argparse.Namespace, context: ReadContext) -> LipDubInputs:
+        multiple = TWO_STAGE_SPATIAL_MULTIPLE
+        sizes = []
+        defaults = context.defaults
+        for flag, given, default in (
+            ("--height", args.height, defaults.two_stage_height),
+            ("--width", args.width, defaults.two_stage_width),
+        ):
+            value = default if given is None else given
+            if value < multiple or value % multiple:
+                raise FlagError(
+                    f"{flag} {value} is not accepted: it must be a positive multiple of {multiple} "
+                    f"(e.g. {max(multiple, value // multiple * multiple)} or {(value // multiple + 1) * multiple})"
+                )
+            sizes.append(int(value))
+        loras = context.value(ModelFlags).loras
+        if len(loras) != 1 and not (context.demo and not loras):
+            raise FlagError(
                 f"--lora was given {len(loras)} times; the lip-dub pipeline takes exactly one lip-dub IC-LoRA "
                 "(--lora PATH [STRENGTH])"
             )
         strength = args.reference_strength
         if not (math.isfinite(strength) and 0.0 <= strength <= 1.0):
-            parser.error(f"--reference-strength {strength} is not accepted: it must be in [0, 1]")
+            raise FlagError(f"--reference-strength {strength} is not accepted: it must be in [0, 1]")
         raw = args.reference_video
         path = Path(raw).expanduser()
         if not path.is_file():
-            parser.error(
+            raise FlagError(
                 f"--reference-video {raw!r}: no such file"
                 if not path.exists()
                 else f"--reference-video {raw!r} is not a file"
@@ -302,46 +301,64 @@ class LipDubCli(PipelineCli):
             info = probe_video(path)
             num_frames, fps = reference_timing(path)
         except MediaError as e:
-            parser.error(f"--reference-video {raw!r} is not a video that can be decoded: {e}")
+            raise FlagError(f"--reference-video {raw!r} is not a video that can be decoded: {e}") from None
         if not info.has_audio:
-            parser.error(f"--reference-video {raw!r} has no audio track; the lip-dub reference needs its speech")
-        try:
-            reference_factors([LoraSpec(Path(lora.path), lora.strength) for lora in config.loras])
-        except ValueError as e:
-            parser.error(f"--lora: {e}")
-        return {"reference": path, "num_frames": num_frames, "frame_rate": fps, "reference_strength": strength}
+            raise FlagError(f"--reference-video {raw!r} has no audio track; the lip-dub reference needs its speech")
+        return LipDubInputs(sizes[0], sizes[1], path, raw, num_frames, fps, strength)
 
-    def generation_options(self, run: ParsedRun) -> dict[str, Any]:
-        extra = run.extra
+    def settle(self, value: LipDubInputs, models: RunModels, context: ReadContext) -> LipDubInputs:
+        try:
+            reference_factors(list(models.loras))
+        except ValueError as e:
+            raise FlagError(f"--lora: {e}") from None
+        return value
+
+    def record(self, value: LipDubInputs) -> dict[str, Any]:
         return {
-            "seed": run.config.seed,
-            "height": run.config.height,
-            "width": run.config.width,
-            "num_frames": extra["num_frames"],
-            "frame_rate": extra["frame_rate"],
-            "enhance_prompt": run.config.enhance_prompt,
-            "reference": LipDubReference(VideoReference(extra["reference_strength"], extra["reference"])),
+            "height": value.height,
+            "width": value.width,
+            "reference_video": value.reference_given,
+            "reference_strength": value.reference_strength,
         }
 
 
-CLI = LipDubCli(
-    prog="python -m ltx_pipelines.lipdub",
-    description=__doc__.splitlines()[0] if __doc__ else None,
-    layout=DISTILLED_LAYOUT,
+def _generate(pipeline: LipDubPipeline, run: Run) -> Generation:
+    inputs = run[LipDubFlags]
+    return pipeline(
+        run.prompt.text,
+        seed=run.prompt.seed,
+        height=inputs.height,
+        width=inputs.width,
+        num_frames=inputs.num_frames,
+        frame_rate=inputs.frame_rate,
+        enhance_prompt=run.prompt.enhance,
+        reference=LipDubReference(VideoReference(inputs.reference_strength, inputs.reference)),
+    )
+
+
+COMMAND = PipelineCommand.for_module(
+    __name__,
+    __doc__,
+    models=ModelFlags(
+        distilled=True,
+        two_stage=True,
+        lora_help=(
+            "The lip-dub IC-LoRA, fused into the transformer of both stages, with an optional strength "
+            "(default 1.0); exactly once (required; optional with --demo)."
+        ),
+    ),
+    groups=(LipDubFlags(), TilingFlags(size_from=LipDubFlags)),
+    # --lora names the lip-dub IC-LoRA here, not plain LoRAs.
+    build=lambda run: LipDubPipeline(
+        run.models.checkpoint,
+        run.models.spatial_upsampler,
+        run.models.gemma_root,
+        lip_dub_lora=run.models.loras[0] if run.models.loras else None,
+        **{**run.pipeline_options(), "loras": ()},
+    ),
+    generate=_generate,
 )
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    def build(run: ParsedRun) -> LipDubPipeline:
-        return LipDubPipeline(
-            run.checkpoint_path,
-            run.spatial_upsampler_path,
-            run.gemma_root,
-            lip_dub_lora=run.lora_specs[0] if run.lora_specs else None,
-            **{**run.pipeline_options(), "loras": ()},  # --lora names the lip-dub IC-LoRA here
-        )
-
-    return run_pipeline_cli(CLI, argv, build)
+main = COMMAND.main
 
 
 if __name__ == "__main__":

@@ -10,9 +10,10 @@ command line), or - from Python - a full checkpoint with the LTX-2 scheduler and
 from __future__ import annotations
 
 import argparse
+import logging
 import math
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,18 +27,12 @@ from ltx_core.conditioning import ConditioningItem, FrozenModality, TemporalRegi
 from ltx_core.model.transformer import X0Model
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import DEFAULT_SCALE_FACTORS, AudioLatentShape, VideoLatentShape, VideoPixelShape
-from ltx_pipelines.cli.args import (
-    add_common_args,
-    add_lora_args,
-    add_max_batch_size_arg,
-    add_model_args,
-    make_parser,
-)
-from ltx_pipelines.cli.media_inputs import MediaInputsCli, video_file
-from ltx_pipelines.cli.run_config import RunConfig
-from ltx_pipelines.cli.runner import CliLayout, ParsedRun, run_pipeline_cli
-from ltx_pipelines.cli.runtime_flags import add_runtime_args
-from ltx_pipelines.cli.tiling_flags import add_tiling_args
+from ltx_pipelines.cli.command import PipelineCommand, Run
+from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
+from ltx_pipelines.cli.guidance_flags import MaxBatchSizeFlags
+from ltx_pipelines.cli.media_inputs import video_file
+from ltx_pipelines.cli.model_flags import ModelFlags
+from ltx_pipelines.cli.tiling_flags import TilingFlags
 from ltx_pipelines.engine.defaults import (
     DEFAULT_MAX_BATCH_SIZE,
     ONE_STAGE_SPATIAL_MULTIPLE,
@@ -66,6 +61,8 @@ if TYPE_CHECKING:
 
 # The reference's step count for a full checkpoint under guidance (its library default).
 FULL_CHECKPOINT_STEPS = 40
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -283,9 +280,6 @@ def check_region(start_time: float, end_time: float, regenerate_video: bool, reg
         raise ValueError("nothing to retake: regenerate_video and regenerate_audio are both off")
 
 
-RETAKE_LAYOUT = CliLayout(distilled=True, two_stage=False, guidance=False, distilled_lora=False, sampling_steps=False)
-
-
 @dataclass(frozen=True)
 class RetakeRequest:
     """The retake flags, checked: the source video and the region to regenerate in it."""
@@ -297,17 +291,10 @@ class RetakeRequest:
     regenerate_audio: bool
 
 
-class RetakeCli(MediaInputsCli):
-    """The retake command line: the source video and the region; size, length and rate come from it."""
+class RetakeFlags(FlagGroup[RetakeRequest]):
+    """The source video and the region; the output's size, length and rate come from the source."""
 
-    def build_parser(self, defaults: PipelineDefaults) -> argparse.ArgumentParser:
-        parser = make_parser(self.prog, self.description)
-        add_common_args(parser, defaults)
-        add_model_args(parser, distilled=True)
-        add_lora_args(parser)
-        add_tiling_args(parser)
-        add_runtime_args(parser)
-        add_max_batch_size_arg(parser, defaults)
+    def add(self, parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
         group = parser.add_argument_group("retake")
         group.add_argument(
             "--video-path",
@@ -330,69 +317,82 @@ class RetakeCli(MediaInputsCli):
             default=True,
             help="Regenerate the audio inside the region; --no-regenerate-audio keeps all of it (default: on).",
         )
-        return parser
 
-    def media_problem(self, args: argparse.Namespace) -> str | None:
+    def read(self, args: argparse.Namespace, context: ReadContext) -> RetakeRequest:
         info = probe_video(args.video_path)
         try:
             check_source_shape(info.frames, info.height, info.width)
         except ValueError as e:
-            return f"--video-path {str(args.video_path)!r}: {e}"
+            raise FlagError(f"--video-path {str(args.video_path)!r}: {e}") from None
         start, end = args.start_time, args.end_time
         duration = info.frames / info.fps
         if not (math.isfinite(start) and start >= 0):
-            return f"--start-time {start} is not accepted: it must be >= 0 seconds"
+            raise FlagError(f"--start-time {start} is not accepted: it must be >= 0 seconds")
         if not (math.isfinite(end) and end > start):
-            return f"--end-time {end} is not accepted: it must be after --start-time {start}"
+            raise FlagError(f"--end-time {end} is not accepted: it must be after --start-time {start}")
         if start >= duration:
-            return f"--start-time {start}: the source video lasts only {duration:.3f} s"
+            raise FlagError(f"--start-time {start}: the source video lasts only {duration:.3f} s")
         if not (args.regenerate_video or args.regenerate_audio):
-            return "--no-regenerate-video with --no-regenerate-audio leaves nothing to retake"
-        return None
-
-    def check_extra(
-        self, parser: argparse.ArgumentParser, args: argparse.Namespace, config: RunConfig
-    ) -> dict[str, Any]:
-        """The retake flags as one value (`media_problem` checked them already)."""
-        request = RetakeRequest(
+            raise FlagError("--no-regenerate-video with --no-regenerate-audio leaves nothing to retake")
+        # Runs that change what was asked for go on, but say so.
+        if end > duration:
+            logger.warning(
+                "--end-time %g is past the end of the source video (%.3f s): the region ends with the clip",
+                end,
+                duration,
+            )
+        if not info.has_audio and args.regenerate_audio:
+            logger.warning(
+                "--video-path %r has no audio track: the output's audio is generated for the whole clip, not only "
+                "inside the region", str(args.video_path)
+            )  # fmt: skip
+        return RetakeRequest(
             video_path=args.video_path,
-            start_time=args.start_time,
-            end_time=args.end_time,
+            start_time=start,
+            end_time=end,
             regenerate_video=args.regenerate_video,
             regenerate_audio=args.regenerate_audio,
         )
-        return {"retake": request}
 
-    def generation_options(self, run: ParsedRun) -> dict[str, Any]:
-        request: RetakeRequest = run.extra["retake"]
+    def record(self, value: RetakeRequest) -> dict[str, Any]:
         return {
-            "seed": run.config.seed,
-            "enhance_prompt": run.config.enhance_prompt,
-            "source": RetakeSource.from_file(request.video_path),
-            "start_time": request.start_time,
-            "end_time": request.end_time,
-            "regenerate_video": request.regenerate_video,
-            "regenerate_audio": request.regenerate_audio,
+            "video_path": value.video_path,
+            "start_time": value.start_time,
+            "end_time": value.end_time,
+            "regenerate_video": value.regenerate_video,
+            "regenerate_audio": value.regenerate_audio,
         }
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    cli = RetakeCli(
-        prog="python -m ltx_pipelines.retake",
-        description=__doc__.splitlines()[0] if __doc__ else None,
-        layout=RETAKE_LAYOUT,
+def _retake(pipeline: RetakePipeline, run: Run) -> Generation:
+    request = run[RetakeFlags]
+    return pipeline(
+        run.prompt.text,
+        seed=run.prompt.seed,
+        enhance_prompt=run.prompt.enhance,
+        source=RetakeSource.from_file(request.video_path),
+        start_time=request.start_time,
+        end_time=request.end_time,
+        regenerate_video=request.regenerate_video,
+        regenerate_audio=request.regenerate_audio,
     )
 
-    def build(run: ParsedRun) -> RetakePipeline:
-        return RetakePipeline(
-            run.checkpoint_path,
-            run.gemma_root,
-            distilled=True,
-            max_batch_size=run.config.max_batch_size,
-            **run.pipeline_options(),
-        )
 
-    return run_pipeline_cli(cli, argv, build)
+COMMAND = PipelineCommand.for_module(
+    __name__,
+    __doc__,
+    models=ModelFlags(distilled=True),
+    groups=(TilingFlags(), MaxBatchSizeFlags(), RetakeFlags()),
+    build=lambda run: RetakePipeline(
+        run.models.checkpoint,
+        run.models.gemma_root,
+        distilled=True,
+        max_batch_size=run[MaxBatchSizeFlags],
+        **run.pipeline_options(),
+    ),
+    generate=_retake,
+)
+main = COMMAND.main
 
 
 if __name__ == "__main__":

@@ -9,11 +9,10 @@ VAE and the vocoder and written as a 16-bit stereo WAV at the vocoder's rate, wi
 
 from __future__ import annotations
 
-import argparse
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -22,19 +21,15 @@ from ltx_core.components.schedulers import LTX2Scheduler
 from ltx_core.model.transformer import AUDIO_ONLY_TRANSFORMER
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
-from ltx_pipelines.cli.args import (
-    add_common_args,
-    add_guidance_args,
-    add_lora_args,
-    add_max_batch_size_arg,
-    add_model_args,
-    add_sampling_args,
-)
-from ltx_pipelines.cli.runner import ONE_STAGE_LAYOUT, ParsedRun, PipelineCli, run_pipeline_cli
+from ltx_pipelines.cli.command import PipelineCommand, Run
+from ltx_pipelines.cli.guidance_flags import GuidanceFlags, MaxBatchSizeFlags
+from ltx_pipelines.cli.model_flags import ModelFlags
+from ltx_pipelines.cli.output_flags import OutputFlags
+from ltx_pipelines.cli.runtime_flags import RuntimeFlags
+from ltx_pipelines.cli.video_flags import VideoFlags
 from ltx_pipelines.engine.audio_output import AudioGeneration, write_audio_generation
-from ltx_pipelines.engine.defaults import DEFAULT_MAX_BATCH_SIZE, PipelineDefaults, defaults_for_checkpoint
+from ltx_pipelines.engine.defaults import DEFAULT_MAX_BATCH_SIZE, defaults_for_checkpoint
 from ltx_pipelines.engine.final_latents import decode_audio_from_checkpoint
-from ltx_pipelines.engine.generation import Generation
 from ltx_pipelines.engine.guided import (
     GuidanceSettings,
     checked_max_batch_size,
@@ -155,74 +150,45 @@ class T2AOneStagePipeline(PromptPipeline):
         return AudioGeneration(audio=waveform, sample_rate=sample_rate, prompt="", latents=result.named("stage_1"))
 
 
-class T2ACli(PipelineCli):
-    """The text-to-audio command line: no video size, images or video guidance; writes `.wav`."""
-
-    output_suffixes = (".wav",)
-
-    def build_parser(self, defaults: PipelineDefaults) -> argparse.ArgumentParser:
-        from ltx_pipelines.cli.args import make_parser
-
-        parser = make_parser(self.prog, self.description)
-        add_common_args(parser, defaults)
-        add_model_args(parser, distilled=False)
-        add_lora_args(parser)
-        group = parser.add_argument_group("duration")
-        group.add_argument(
-            "--num-frames",
-            type=int,
-            default=defaults.num_frames,
-            help=f"Duration in video frames (with --frame-rate), 8k+1 (default: {defaults.num_frames}).",
-        )
-        group.add_argument(
-            "--frame-rate",
-            type=float,
-            default=defaults.frame_rate,
-            help=f"Frame rate that turns --num-frames into seconds (default: {defaults.frame_rate:g}).",
-        )
-        add_sampling_args(parser, defaults)
-        add_guidance_args(parser, defaults, video=False, audio=True, cross_modal=False)
-        add_max_batch_size_arg(parser, defaults)
-        return parser
-
-    def generation_options(self, run: ParsedRun) -> dict[str, Any]:
-        config = run.config
-        return {
-            "seed": config.seed,
-            "num_frames": config.num_frames,
-            "frame_rate": config.frame_rate,
-            "enhance_prompt": config.enhance_prompt,
-            "negative_prompt": config.negative_prompt,
-            "num_inference_steps": config.num_inference_steps,
-            "audio_guidance": config.audio_guidance,
-        }
-
-    def write(self, run: ParsedRun, generation: Generation | AudioGeneration) -> Path:
-        """The WAV and its sidecar, as a pair (the shared run flow calls this with the pipeline's result)."""
-        if not isinstance(generation, AudioGeneration):
-            raise TypeError(f"text-to-audio writes an AudioGeneration, got {type(generation).__name__}")
-        return write_audio_generation(
-            generation,
-            run.config.output_path,
-            parameters=self.sidecar_parameters(run),
-            model_files=self.model_files(run),
-            overwrite=run.config.overwrite,
-        )
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    cli = T2ACli(
-        prog="python -m ltx_pipelines.t2a_one_stage",
-        description=__doc__.splitlines()[0] if __doc__ else None,
-        layout=ONE_STAGE_LAYOUT,
+def _generate_audio(pipeline: T2AOneStagePipeline, run: Run) -> AudioGeneration:
+    duration, guidance = run[VideoFlags], run.guidance
+    return pipeline(
+        run.prompt.text,
+        seed=run.prompt.seed,
+        num_frames=duration.num_frames,
+        frame_rate=duration.frame_rate,
+        enhance_prompt=run.prompt.enhance,
+        negative_prompt=guidance.negative_prompt,
+        num_inference_steps=guidance.num_inference_steps,
+        audio_guidance=guidance.audio,
     )
 
-    def build(run: ParsedRun) -> T2AOneStagePipeline:
-        return T2AOneStagePipeline(
-            run.checkpoint_path, run.gemma_root, max_batch_size=run.config.max_batch_size, **run.pipeline_options()
-        )
 
-    return run_pipeline_cli(cli, argv, build)
+def _write_audio(run: Run, generation: AudioGeneration) -> Path:
+    """The WAV and its sidecar, as a pair."""
+    return write_audio_generation(
+        generation,
+        run.output.path,
+        parameters=run.sidecar_parameters(),
+        model_files=run.models.files(),
+        overwrite=run.output.overwrite,
+    )
+
+
+COMMAND = PipelineCommand.for_module(
+    __name__,
+    __doc__,
+    models=ModelFlags(distilled=False),
+    groups=(VideoFlags(picture=False), GuidanceFlags(video=False, audio=True, cross_modal=False), MaxBatchSizeFlags()),
+    build=lambda run: T2AOneStagePipeline(
+        run.models.checkpoint, run.models.gemma_root, max_batch_size=run[MaxBatchSizeFlags], **run.pipeline_options()
+    ),
+    generate=_generate_audio,
+    output=OutputFlags(suffixes=(".wav",)),
+    runtime=RuntimeFlags(memory=False),
+    write=_write_audio,
+)
+main = COMMAND.main
 
 
 if __name__ == "__main__":

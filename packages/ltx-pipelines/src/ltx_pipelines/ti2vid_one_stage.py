@@ -24,8 +24,7 @@ from ltx_core.components.sampling import euler_denoising_loop
 from ltx_core.components.schedulers import LTX2Scheduler
 from ltx_core.loader import LoraSpec
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
-from ltx_pipelines.cli.args import add_max_batch_size_arg
-from ltx_pipelines.cli.runner import ONE_STAGE_LAYOUT, guided_main
+from ltx_pipelines.cli.guided_command import build_guided, guided_command
 from ltx_pipelines.engine.audio_output import AudioGeneration
 from ltx_pipelines.engine.defaults import DEFAULT_MAX_BATCH_SIZE, defaults_for_checkpoint
 from ltx_pipelines.engine.file_steps import encode_conditioning_images
@@ -188,7 +187,10 @@ class TI2VidOneStagePipeline(PromptPipeline):
         return self.decoded(shape, result.video_latent, result.audio_latent, noise, result.named("stage_1"))
 
 
-main = guided_main(TI2VidOneStagePipeline, ONE_STAGE_LAYOUT, extra_args=add_max_batch_size_arg)
+COMMAND = guided_command(
+    __name__, __doc__, lambda run: build_guided(TI2VidOneStagePipeline, run), two_stage=False
+)
+main = COMMAND.main
 
 
 if __name__ == "__main__":

@@ -26,8 +26,7 @@ from ltx_core.components.schedulers import LTX2Scheduler
 from ltx_core.loader import LoraSpec
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
-from ltx_pipelines.cli.args import add_max_batch_size_arg
-from ltx_pipelines.cli.runner import TWO_STAGE_LAYOUT, guided_main
+from ltx_pipelines.cli.guided_command import build_guided, guided_command
 from ltx_pipelines.engine.defaults import DEFAULT_MAX_BATCH_SIZE, TWO_STAGE_SPATIAL_MULTIPLE, defaults_for_checkpoint
 from ltx_pipelines.engine.generation import Generation
 from ltx_pipelines.engine.guided import (
@@ -186,7 +185,8 @@ class TI2VidTwoStagesPipeline(PromptPipeline):
         )  # fmt: skip
 
 
-main = guided_main(TI2VidTwoStagesPipeline, TWO_STAGE_LAYOUT, extra_args=add_max_batch_size_arg)
+COMMAND = guided_command(__name__, __doc__, lambda run: build_guided(TI2VidTwoStagesPipeline, run), two_stage=True)
+main = COMMAND.main
 
 
 if __name__ == "__main__":

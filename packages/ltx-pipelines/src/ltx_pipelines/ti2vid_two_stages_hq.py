@@ -14,6 +14,7 @@ import functools
 import logging
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,8 +26,10 @@ from ltx_core.components.schedulers import LTX2Scheduler
 from ltx_core.loader import LoraSpec
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoLatentShape, VideoPixelShape
-from ltx_pipelines.cli.args import add_hq_lora_strength_args, add_max_batch_size_arg
-from ltx_pipelines.cli.runner import TWO_STAGE_LAYOUT, ParsedRun, guided_main
+from ltx_pipelines.cli.arg_types import finite_float
+from ltx_pipelines.cli.command import Run
+from ltx_pipelines.cli.flag_group import FlagGroup, ReadContext
+from ltx_pipelines.cli.guided_command import build_guided, guided_command
 from ltx_pipelines.engine.defaults import (
     DEFAULT_LORA_STRENGTH,
     DEFAULT_MAX_BATCH_SIZE,
@@ -210,34 +213,64 @@ class TI2VidTwoStagesHQPipeline(PromptPipeline):
 
 
 
-def _add_hq_args(parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
-    add_max_batch_size_arg(parser, defaults)
-    add_hq_lora_strength_args(parser, defaults)
+@dataclass(frozen=True)
+class HqLoraStrengths:
+    stage_1: float
+    stage_2: float
 
 
-def _hq_options(run: ParsedRun) -> dict[str, Any]:
-    """The HQ constructor's own arguments: the distilled LoRA's per-stage strengths."""
-    distilled = run.distilled_lora_spec
+class HqLoraStrengthFlags(FlagGroup[HqLoraStrengths]):
+    """The HQ pipeline's per-stage strengths of the distilled LoRA (fused into both stages)."""
+
+    def add(self, parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
+        group = parser.add_argument_group("distilled LoRA strengths (HQ)")
+        for stage, default in ((1, HQ_DISTILLED_LORA_STRENGTH_STAGE_1), (2, HQ_DISTILLED_LORA_STRENGTH_STAGE_2)):
+            group.add_argument(
+                f"--distilled-lora-strength-stage-{stage}",
+                type=finite_float,
+                default=default,
+                metavar="STRENGTH",
+                help=(
+                    f"Strength of the distilled LoRA fused into the stage-{stage} transformer; replaces the "
+                    f"STRENGTH of --distilled-lora (default: {default})."
+                ),
+            )
+
+    def read(self, args: argparse.Namespace, context: ReadContext) -> HqLoraStrengths:
+        return HqLoraStrengths(args.distilled_lora_strength_stage_1, args.distilled_lora_strength_stage_2)
+
+    def record(self, value: HqLoraStrengths) -> dict[str, Any]:
+        return {"distilled_lora_strength_stage_1": value.stage_1, "distilled_lora_strength_stage_2": value.stage_2}
+
+
+def build_hq(run: Run) -> TI2VidTwoStagesHQPipeline:
+    """The HQ pipeline of a checked run; the distilled LoRA's own STRENGTH is replaced by the per-stage ones."""
+    distilled = run.models.distilled_lora
     if distilled is not None and distilled.strength != DEFAULT_LORA_STRENGTH:
         logger.warning(
             "--distilled-lora STRENGTH %g is not used by the HQ pipeline; it fuses the LoRA at "
             "--distilled-lora-strength-stage-1 / -stage-2 instead",
             distilled.strength,
         )
-    return {
-        "distilled_lora_strength_stage_1": run.config.distilled_lora_strength_stage_1,
-        "distilled_lora_strength_stage_2": run.config.distilled_lora_strength_stage_2,
-    }
+    strengths = run[HqLoraStrengthFlags]
+    return build_guided(
+        TI2VidTwoStagesHQPipeline,
+        run,
+        distilled_lora_strength_stage_1=strengths.stage_1,
+        distilled_lora_strength_stage_2=strengths.stage_2,
+    )
 
 
-main = guided_main(
-    TI2VidTwoStagesHQPipeline,
-    TWO_STAGE_LAYOUT,
-    extra_args=_add_hq_args,
+COMMAND = guided_command(
+    __name__,
+    __doc__,
+    build_hq,
+    two_stage=True,
+    groups=(HqLoraStrengthFlags(),),
     # The HQ command line always shows and uses the HQ preset, whatever the checkpoint's generation.
     fixed_defaults=LTX_2_3_HQ_DEFAULTS,
-    extra_options=_hq_options,
 )
+main = COMMAND.main
 
 
 if __name__ == "__main__":

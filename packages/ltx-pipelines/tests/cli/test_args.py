@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -11,45 +11,29 @@ from PIL import Image
 
 from ltx_core.components.guiders import MultiModalGuiderParams
 from ltx_core.loader import LoraFusionPrecision, LoraSpec
-from ltx_pipelines.cli.args import (
-    RunConfig,
-    ValidationRules,
-    add_common_args,
-    add_guidance_args,
-    add_lora_args,
-    add_model_args,
-    add_sampling_args,
-    add_two_stage_args,
-    add_video_args,
-    make_parser,
-    validate_args,
-)
-from ltx_pipelines.engine.defaults import DEFAULT_NEGATIVE_PROMPT, LTX_2_DEFAULTS
+from ltx_pipelines import distilled, ti2vid_one_stage, ti2vid_two_stages
+from ltx_pipelines.cli.command import PipelineCommand, Run
+from ltx_pipelines.cli.flag_group import ReadContext
+from ltx_pipelines.cli.guidance_flags import GuidanceFlags
+from ltx_pipelines.cli.model_flags import ModelFlags
+from ltx_pipelines.cli.output_flags import OutputFlags
+from ltx_pipelines.engine.defaults import DEFAULT_NEGATIVE_PROMPT, LTX_2_3_DEFAULTS
 from ltx_pipelines.engine.stages import ImageCondition
 
-
-def two_stage_parser(*, distilled: bool = False) -> argparse.ArgumentParser:
-    parser = make_parser("ti2vid_two_stages")
-    add_model_args(parser, distilled=distilled)
-    add_two_stage_args(parser, distilled_lora=not distilled)
-    add_video_args(parser, two_stage=True)
-    if not distilled:
-        add_sampling_args(parser)
-        add_guidance_args(parser)
-    add_lora_args(parser)
-    add_common_args(parser)
-    return parser
+TWO_STAGE = ti2vid_two_stages.COMMAND
 
 
-def one_stage_parser() -> argparse.ArgumentParser:
-    parser = make_parser("ti2vid_one_stage")
-    add_model_args(parser, distilled=False)
-    add_video_args(parser, two_stage=False)
-    add_sampling_args(parser)
-    add_guidance_args(parser)
-    add_lora_args(parser)
-    add_common_args(parser)
-    return parser
+def variant(command: PipelineCommand, *, output: OutputFlags | None = None, **model_changes) -> PipelineCommand:
+    """`command` with its model-files group changed (header checks off, an hf:// cache) or another output group."""
+
+    def changed(group):
+        if isinstance(group, ModelFlags):
+            return dataclasses.replace(group, **model_changes)
+        if isinstance(group, OutputFlags) and output is not None:
+            return output
+        return group
+
+    return dataclasses.replace(command, groups=tuple(changed(group) for group in command.groups))
 
 
 @pytest.fixture
@@ -65,13 +49,13 @@ def base_argv(model_files, tmp_path) -> list[str]:
     ]  # fmt: skip
 
 
-def run(parser: argparse.ArgumentParser, argv: list[str], rules: ValidationRules | None = None) -> RunConfig:
-    return validate_args(parser, parser.parse_args(argv), rules)
+def run(command: PipelineCommand, argv: list[str]) -> Run:
+    return command.parse(argv)
 
 
-def fails(capsys, parser: argparse.ArgumentParser, argv: list[str], *fragments: str, rules=None) -> str:
+def fails(capsys, command: PipelineCommand, argv: list[str], *fragments: str) -> str:
     with pytest.raises(SystemExit) as info:
-        run(parser, argv, rules)
+        run(command, argv)
     assert info.value.code == 2
     err = capsys.readouterr().err
     for fragment in fragments:
@@ -80,14 +64,19 @@ def fails(capsys, parser: argparse.ArgumentParser, argv: list[str], *fragments: 
 
 
 def test_defaults_and_a_valid_run(base_argv, model_files, tmp_path):
-    parser = two_stage_parser()
-    args = parser.parse_args(base_argv)
-    assert (args.height, args.width, args.num_frames, args.frame_rate, args.seed) == (1024, 1536, 121, 24.0, 10)
-    assert args.num_inference_steps == 30 and args.negative_prompt == DEFAULT_NEGATIVE_PROMPT
-    assert (args.video_cfg_guidance_scale, args.video_stg_guidance_scale, args.video_rescale_scale) == (3.0, 1.0, 0.7)
-    assert (args.a2v_guidance_scale, args.video_skip_step, args.video_stg_blocks) == (3.0, 0, [28])
-    assert (args.audio_cfg_guidance_scale, args.v2a_guidance_scale, args.audio_stg_blocks) == (7.0, 3.0, [28])
-    assert (args.dtype, args.log_level, args.overwrite, args.demo, args.enhance_prompt) == (
+    defaults = run(TWO_STAGE, base_argv)
+    video, guidance = defaults.video, defaults.guidance
+    assert (video.height, video.width, video.num_frames, video.frame_rate, defaults.prompt.seed) == (
+        1024, 1536, 121, 24.0, 10
+    )  # fmt: skip
+    assert guidance.num_inference_steps == 30 and guidance.negative_prompt == DEFAULT_NEGATIVE_PROMPT
+    params = defaults.parameters
+    assert (params["video_cfg_guidance_scale"], params["video_stg_guidance_scale"]) == (3.0, 1.0)
+    assert (params["video_rescale_scale"], params["a2v_guidance_scale"], params["video_skip_step"]) == (0.7, 3.0, 0)
+    assert (params["audio_cfg_guidance_scale"], params["v2a_guidance_scale"], params["audio_stg_blocks"]) == (
+        7.0, 3.0, [28]
+    )  # fmt: skip
+    assert (params["dtype"], defaults.log_level, params["overwrite"], params["demo"], params["enhance_prompt"]) == (
         "bfloat16",
         "INFO",
         False,
@@ -96,7 +85,7 @@ def test_defaults_and_a_valid_run(base_argv, model_files, tmp_path):
     )
 
     config = run(
-        parser,
+        TWO_STAGE,
         [
             *base_argv,
             "--image",
@@ -110,59 +99,64 @@ def test_defaults_and_a_valid_run(base_argv, model_files, tmp_path):
             "20",
         ],
     )
-    assert config.checkpoint_path == model_files.checkpoint and not config.distilled_checkpoint
-    assert config.model_version == (2, 3, 0)
-    assert config.spatial_upsampler_path == model_files.upsampler and config.gemma_root == model_files.gemma_root
-    assert config.distilled_lora == LoraSpec(model_files.lora, 0.6)
-    assert config.output_path == tmp_path / "out" / "fox.mp4"
-    assert config.images == (
+    models = config.models
+    assert models.checkpoint == model_files.checkpoint and "checkpoint_path" in config.parameters
+    assert models.model_version == (2, 3, 0)
+    assert models.spatial_upsampler == model_files.upsampler and models.gemma_root == model_files.gemma_root
+    assert models.distilled_lora == LoraSpec(model_files.lora, 0.6)
+    assert config.output.path == tmp_path / "out" / "fox.mp4"
+    assert config.video.images == (
         ImageCondition(path=model_files.image, frame_idx=0, strength=1.0, crf=33),  # CRF from the checkpoint's version
         ImageCondition(path=model_files.image, frame_idx=120, strength=0.5, crf=20),
     )
-    assert config.video_guidance == MultiModalGuiderParams(
+    assert config.guidance.video == MultiModalGuiderParams(
         cfg_scale=3.0, stg_scale=1.0, rescale_scale=0.7, modality_scale=3.0, skip_step=0, stg_blocks=(28,)
     )
-    assert config.audio_guidance == MultiModalGuiderParams(
+    assert config.guidance.audio == MultiModalGuiderParams(
         cfg_scale=7.0, stg_scale=1.0, rescale_scale=0.7, modality_scale=3.0, skip_step=0, stg_blocks=(28,)
     )
-    assert config.device == torch.device("cpu") and config.dtype == torch.bfloat16
+    assert config.runtime.device == torch.device("cpu") and config.runtime.dtype == torch.bfloat16
     assert not (tmp_path / "out").exists()  # validation creates nothing
 
 
-def test_generation_defaults_flow_into_the_parser_and_crf(base_argv, model_files):
-    parser = make_parser()
-    add_model_args(parser, distilled=False)
-    add_video_args(parser, LTX_2_DEFAULTS, two_stage=False)
-    add_sampling_args(parser, LTX_2_DEFAULTS)
-    add_guidance_args(parser, LTX_2_DEFAULTS, audio=False)
-    add_common_args(parser, LTX_2_DEFAULTS)
-    argv = ["--checkpoint-path", str(model_files.checkpoint_v24), "--gemma-root", str(model_files.gemma_root)]
-    argv += ["--prompt", "p", "--output-path", base_argv[base_argv.index("--output-path") + 1]]
-    config = run(
-        parser,
-        [*argv, "--image", str(model_files.image), "3", "0.9", "--video-stg-blocks", "--video-stg-guidance-scale", "0"],
+def test_generation_defaults_flow_into_the_run_and_crf(base_argv, model_files):
+    command = dataclasses.replace(
+        ti2vid_one_stage.COMMAND,
+        groups=tuple(
+            GuidanceFlags(audio=False) if isinstance(g, GuidanceFlags) else g for g in ti2vid_one_stage.COMMAND.groups
+        ),
     )
-    assert config.num_inference_steps == 40 and (config.height, config.width) == (512, 768)
-    assert config.video_guidance.stg_blocks == () and config.audio_guidance is None
-    assert config.images[0].crf == 18  # a 2.4 checkpoint re-compresses at CRF 18
-    assert config.spatial_upsampler_path is None and config.distilled_lora is None
+    def argv(checkpoint: Path) -> list[str]:
+        return [
+            "--checkpoint-path", str(checkpoint), "--gemma-root", str(model_files.gemma_root), "--prompt", "p",
+            "--output-path", base_argv[base_argv.index("--output-path") + 1], "--device", "cpu",
+            "--image", str(model_files.image), "3", "0.9", "--video-stg-blocks", "--video-stg-guidance-scale", "0",
+        ]  # fmt: skip
+
+    ltx_2 = run(command, argv(model_files.checkpoint_v20))
+    assert ltx_2.guidance.num_inference_steps == 40 and (ltx_2.video.height, ltx_2.video.width) == (512, 768)
+    assert ltx_2.guidance.video.stg_blocks == () and ltx_2.guidance.audio is None
+    assert ltx_2.video.images[0].crf == 33
+    ltx_2_4 = run(command, argv(model_files.checkpoint_v24))
+    assert ltx_2_4.guidance.num_inference_steps == 30
+    assert ltx_2_4.video.images[0].crf == 18  # a 2.4 checkpoint re-compresses at CRF 18
+    assert ltx_2_4.models.spatial_upsampler is None and ltx_2_4.models.distilled_lora is None
 
 
 def test_distilled_parser(model_files, tmp_path):
-    parser = two_stage_parser(distilled=True)
     argv = ["--distilled-checkpoint-path", str(model_files.checkpoint), "--gemma-root", str(model_files.gemma_root)]
     argv += ["--spatial-upsampler-path", str(model_files.upsampler), "--prompt", "p"]
     argv += ["--output-path", str(tmp_path / "d.mp4"), "--lora", str(model_files.lora), "--device", "cpu"]
-    config = run(parser, argv)
-    assert config.distilled_checkpoint and config.checkpoint_path == model_files.checkpoint
-    assert config.loras == (LoraSpec(model_files.lora, 1.0),)
-    assert config.video_guidance is None and config.num_inference_steps is None and config.negative_prompt is None
+    config = run(distilled.COMMAND, argv)
+    assert "distilled_checkpoint_path" in config.parameters and config.models.checkpoint == model_files.checkpoint
+    assert config.models.loras == (LoraSpec(model_files.lora, 1.0),)
+    assert GuidanceFlags not in config.values and "negative_prompt" not in config.parameters
 
 
 def test_help_documents_every_flag(capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "200")  # no line wrapping inside the phrases checked below
     with pytest.raises(SystemExit) as info:
-        two_stage_parser().parse_args(["--help"])
+        TWO_STAGE.parser(LTX_2_3_DEFAULTS).parse_args(["--help"])
     assert info.value.code == 0
     out = capsys.readouterr().out
     for flag in (
@@ -200,23 +194,21 @@ def test_help_documents_every_flag(capsys, monkeypatch):
     ],
 )
 def test_bad_values(capsys, base_argv, extra, fragments):
-    fails(capsys, two_stage_parser(), [*base_argv, *extra], *fragments)
+    fails(capsys, TWO_STAGE, [*base_argv, *extra], *fragments)
 
 
 def test_one_stage_accepts_multiples_of_32(capsys, base_argv, model_files, tmp_path):
     argv = ["--checkpoint-path", str(model_files.checkpoint), "--gemma-root", str(model_files.gemma_root)]
     argv += ["--prompt", "p", "--output-path", str(tmp_path / "o.mp4"), "--device", "cpu"]
-    config = run(one_stage_parser(), [*argv, "--height", "544", "--width", "992"])
-    assert (config.height, config.width) == (544, 992)
-    fails(capsys, one_stage_parser(), [*argv, "--height", "500"], "--height 500", "multiple of 32", "480 or 512")
-    config = run(one_stage_parser(), [*argv, "--height", "512", "--width", "512"], ValidationRules(spatial_multiple=64))
-    with pytest.raises(SystemExit):
-        run(one_stage_parser(), [*argv, "--height", "544"], ValidationRules(spatial_multiple=64))
+    one_stage = ti2vid_one_stage.COMMAND
+    config = run(one_stage, [*argv, "--height", "544", "--width", "992"])
+    assert (config.video.height, config.video.width) == (544, 992)
+    fails(capsys, one_stage, [*argv, "--height", "500"], "--height 500", "multiple of 32", "480 or 512")
 
 
 def test_image_flag_errors(capsys, base_argv, model_files, tmp_path):
     img = str(model_files.image)
-    parser = two_stage_parser()
+    parser = TWO_STAGE
     fails(capsys, parser, [*base_argv, "--image", img, "0"], "--image", "3 or 4 values")
     fails(capsys, parser, [*base_argv, "--image", img, "0", "1", "30", "9"], "3 or 4 values")
     fails(capsys, parser, [*base_argv, "--image", img, "first", "1"], "FRAME_IDX must be an integer", "'first'")
@@ -232,7 +224,7 @@ def test_image_flag_errors(capsys, base_argv, model_files, tmp_path):
 
 
 def test_lora_flag_errors(capsys, base_argv, model_files, tmp_path):
-    parser = two_stage_parser()
+    parser = TWO_STAGE
     lora = str(model_files.lora)
     fails(capsys, parser, [*base_argv, "--lora", lora, "0.5", "7"], "--lora", "PATH and an optional STRENGTH")
     fails(capsys, parser, [*base_argv, "--lora", lora, "strong"], "STRENGTH must be a number", "'strong'")
@@ -256,20 +248,20 @@ def test_lora_flag_errors(capsys, base_argv, model_files, tmp_path):
 
 
 def test_lora_fusion_precision_defaults_to_the_reference_rule(capsys, base_argv):
-    parser = two_stage_parser()
-    assert parser.parse_args(base_argv).lora_fusion_precision == "weight-dtype"
-    assert run(parser, base_argv).lora_fusion is LoraFusionPrecision.WEIGHT_DTYPE
+    parser = TWO_STAGE
+    assert run(parser, base_argv).models.lora_fusion is LoraFusionPrecision.WEIGHT_DTYPE
     config = run(parser, [*base_argv, "--lora-fusion-precision", "float32"])
-    assert config.lora_fusion is LoraFusionPrecision.FLOAT32
+    assert config.models.lora_fusion is LoraFusionPrecision.FLOAT32
+    assert config.parameters["lora_fusion_precision"] == "float32"
     with pytest.raises(SystemExit) as info:
-        parser.parse_args([*base_argv, "--lora-fusion-precision", "fp16"])
+        run(parser, [*base_argv, "--lora-fusion-precision", "fp16"])
     assert info.value.code == 2
     err = capsys.readouterr().err
     assert "--lora-fusion-precision" in err and "'weight-dtype'" in err and "'float32'" in err
 
 
 def test_files_of_the_wrong_kind(capsys, base_argv, model_files):
-    parser = two_stage_parser()
+    parser = TWO_STAGE
 
     def swap(flag: str, value: Path) -> list[str]:
         argv = list(base_argv)
@@ -300,13 +292,13 @@ def test_files_of_the_wrong_kind(capsys, base_argv, model_files):
     )
     fails(capsys, parser, swap("--gemma-root", model_files.checkpoint), "--gemma-root", "not a folder")
     # Header checks can be switched off (tests of other rules); the folder shape is still checked.
-    run(parser, swap("--spatial-upsampler-path", model_files.lora), ValidationRules(check_kinds=False))
+    run(variant(parser, check_kinds=False), swap("--spatial-upsampler-path", model_files.lora))
     (model_files.gemma_root / "config.json").unlink()
     fails(capsys, parser, base_argv, "--gemma-root", "has no config.json")
 
 
 def test_missing_model_files(capsys, base_argv, model_files, tmp_path):
-    parser = two_stage_parser()
+    parser = TWO_STAGE
     argv = list(base_argv)
     argv[argv.index("--checkpoint-path") + 1] = str(tmp_path / "nope.safetensors")
     fails(capsys, parser, argv, "--checkpoint-path", "nope.safetensors", "no such file")
@@ -314,25 +306,28 @@ def test_missing_model_files(capsys, base_argv, model_files, tmp_path):
     fails(capsys, parser, without, "--checkpoint-path is required", "--demo")
     bare = [*base_argv[base_argv.index("--prompt") :]]
     fails(capsys, parser, bare, "is required")
-    config = run(parser, [*bare, "--demo"])
-    assert config.demo and config.checkpoint_path is None and config.gemma_root is None
+    # With --demo the model flags are optional (the demo's files are substituted after every check).
+    group = ModelFlags(distilled=False, two_stage=True, distilled_lora=True)
+    args = TWO_STAGE.parser(LTX_2_3_DEFAULTS).parse_args([*bare, "--demo"])
+    choice = group.read(args, ReadContext(LTX_2_3_DEFAULTS, demo=True))
+    assert choice.checkpoint is None and choice.gemma_root is None and choice.distilled_lora is None
 
 
 def test_output_path_rules(capsys, base_argv, tmp_path):
-    parser = two_stage_parser()
+    parser = TWO_STAGE
     out = Path(base_argv[base_argv.index("--output-path") + 1])
     out.parent.mkdir(parents=True)
     out.write_bytes(b"previous result")
     err = fails(capsys, parser, base_argv, str(out), "already exists", "--overwrite")
     assert "Traceback" not in err
-    assert run(parser, [*base_argv, "--overwrite"]).overwrite
+    assert run(parser, [*base_argv, "--overwrite"]).output.overwrite
     assert out.read_bytes() == b"previous result"
 
     sidecar = out.with_suffix(".json")
     sidecar.write_text("{}")
     out.unlink()
-    fails(capsys, parser, base_argv, "fox.json", "--overwrite", rules=ValidationRules(writes_sidecar=True))
-    run(parser, base_argv)  # without a sidecar the .json beside it does not matter
+    fails(capsys, parser, base_argv, "fox.json", "--overwrite")  # the sidecar beside it is protected too
+    sidecar.unlink()
 
     argv = list(base_argv)
     argv[argv.index("--output-path") + 1] = str(tmp_path / "fox.avi")
@@ -349,18 +344,18 @@ def test_output_path_rules(capsys, base_argv, tmp_path):
 def test_wav_output_for_audio_only_pipelines(base_argv, tmp_path):
     argv = list(base_argv)
     argv[argv.index("--output-path") + 1] = str(tmp_path / "a.wav")
-    config = run(two_stage_parser(), argv, ValidationRules(output_suffixes=(".wav",)))
-    assert config.output_path.suffix == ".wav"
+    config = run(variant(TWO_STAGE, output=OutputFlags(suffixes=(".wav",))), argv)
+    assert config.output.path.suffix == ".wav"
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error on a machine without CUDA")
 def test_cuda_device_without_cuda(capsys, base_argv):
-    fails(capsys, two_stage_parser(), [*base_argv, "--device", "cuda"], "--device 'cuda'", "CUDA is not available")
+    fails(capsys, TWO_STAGE, [*base_argv, "--device", "cuda"], "--device 'cuda'", "CUDA is not available")
 
 
 def test_distilled_lora_is_required(capsys, base_argv, model_files):
     argv = [a for a in base_argv if a not in ("--distilled-lora", str(model_files.lora), "0.6")]
-    fails(capsys, two_stage_parser(), argv, "--distilled-lora PATH [STRENGTH] is required")
+    fails(capsys, TWO_STAGE, argv, "--distilled-lora PATH [STRENGTH] is required")
 
 
 def test_hf_paths_resolve_through_the_cache(base_argv, model_files, tmp_path):
@@ -375,25 +370,16 @@ def test_hf_paths_resolve_through_the_cache(base_argv, model_files, tmp_path):
     argv = list(base_argv)
     argv[argv.index("--checkpoint-path") + 1] = "hf://Lightricks/LTX-2/ltx.safetensors"
     argv[argv.index("--spatial-upsampler-path") + 1] = "hf://Lightricks/LTX-2/up.safetensors"
-    rules = ValidationRules(hf_cache_dir=tmp_path / "hub", hf_offline=True)
-    config = run(two_stage_parser(), argv, rules)
-    assert config.checkpoint_path == snapshot / "ltx.safetensors" and config.model_version == (2, 3, 0)
-    assert config.spatial_upsampler_path == snapshot / "up.safetensors"
+    config = run(variant(TWO_STAGE, hf_cache_dir=tmp_path / "hub", hf_offline=True), argv)
+    assert config.models.checkpoint == snapshot / "ltx.safetensors" and config.models.model_version == (2, 3, 0)
+    assert config.models.spatial_upsampler == snapshot / "up.safetensors"
 
 
 def test_hf_cache_miss_is_reported(capsys, base_argv, tmp_path):
     argv = list(base_argv)
     argv[argv.index("--checkpoint-path") + 1] = "hf://Lightricks/LTX-2/missing.safetensors"
-    rules = ValidationRules(hf_cache_dir=tmp_path / "empty-hub", hf_offline=True)
-    fails(
-        capsys,
-        two_stage_parser(),
-        argv,
-        "--checkpoint-path",
-        "missing.safetensors",
-        "not in the Hugging Face cache",
-        rules=rules,
-    )
+    command = variant(TWO_STAGE, hf_cache_dir=tmp_path / "empty-hub", hf_offline=True)
+    fails(capsys, command, argv, "--checkpoint-path", "missing.safetensors", "not in the Hugging Face cache")
 
 
 def test_exif_image_passes_validation(base_argv, tmp_path):
@@ -402,5 +388,5 @@ def test_exif_image_passes_validation(base_argv, tmp_path):
     exif = Image.Exif()
     exif[0x0112] = 6
     Image.new("RGB", (40, 20)).save(path, exif=exif)
-    config = run(two_stage_parser(), [*base_argv, "--image", str(path), "0", "1"])
-    assert config.images[0].path == path
+    config = run(TWO_STAGE, [*base_argv, "--image", str(path), "0", "1"])
+    assert config.video.images[0].path == path

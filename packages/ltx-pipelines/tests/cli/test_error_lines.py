@@ -18,7 +18,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from ltx_pipelines import distilled, ti2vid_one_stage, ti2vid_two_stages, ti2vid_two_stages_hq
-from ltx_pipelines.cli.runner import DEMO_SIZE
+from ltx_pipelines.cli.command import DEMO_SIZE
 
 MAINS: dict[str, Callable[[list[str] | None], int]] = {
     "distilled": distilled.main,

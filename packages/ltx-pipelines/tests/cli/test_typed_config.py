@@ -1,5 +1,5 @@
-"""The command line hands pipelines typed values: the tiling flags become a layout, validation leaves
-the parsed arguments alone, and the Python API and the CLI share one set of defaults."""
+"""The command line hands pipelines typed values: the tiling flags become a layout, reading leaves the
+parsed arguments alone, and the Python API and the CLI share one set of defaults."""
 
 from __future__ import annotations
 
@@ -8,11 +8,14 @@ import copy
 import inspect
 
 import pytest
+import torch
 
 from ltx_core.model.video_vae.tiling import AxisTiling, TilingConfig
+from ltx_pipelines import distilled, ti2vid_two_stages
 from ltx_pipelines.a2vid_two_stage import A2VidPipelineTwoStage
-from ltx_pipelines.cli.run_config import ValidationRules, validate_args
-from ltx_pipelines.cli.runner import DISTILLED_LAYOUT, TWO_STAGE_LAYOUT, PipelineCli, demo_defaults
+from ltx_pipelines.cli.command import Run, demo_defaults
+from ltx_pipelines.cli.guidance_flags import MaxBatchSizeFlags
+from ltx_pipelines.cli.video_flags import VideoFlags
 from ltx_pipelines.engine.defaults import (
     DEFAULT_MAX_BATCH_SIZE,
     LTX_2_3_DEFAULTS,
@@ -35,7 +38,7 @@ GUIDED_PIPELINES = (
 
 
 def distilled_parser() -> argparse.ArgumentParser:
-    return PipelineCli(prog="distilled", description=None, layout=DISTILLED_LAYOUT).build_parser(LTX_2_3_DEFAULTS)
+    return distilled.COMMAND.parser(LTX_2_3_DEFAULTS)
 
 
 @pytest.fixture
@@ -48,9 +51,8 @@ def argv(model_files, tmp_path) -> list[str]:
     ]  # fmt: skip
 
 
-def config_for(argv: list[str]):
-    parser = distilled_parser()
-    return validate_args(parser, parser.parse_args(argv), ValidationRules(writes_sidecar=True))
+def config_for(argv: list[str]) -> Run:
+    return distilled.COMMAND.parse(argv)
 
 
 def test_no_tiling_flags_leave_the_layout_automatic(argv):
@@ -90,36 +92,30 @@ def test_bad_tiling_flags_exit_2_naming_the_flag(argv, capsys, extra, fragment):
     assert fragment in capsys.readouterr().err
 
 
-def test_validation_leaves_the_parsed_arguments_unchanged(argv):
+def test_reading_leaves_the_parsed_arguments_unchanged(argv):
     parser = distilled_parser()
     args = parser.parse_args([*argv, "--demo", "--tile-size", "256"])
     before = copy.deepcopy(vars(args))
-    validate_args(parser, args, ValidationRules(writes_sidecar=True))
+    distilled.COMMAND.read(args)
     assert vars(args) == before
 
 
 def test_demo_defaults_are_the_small_float32_run_and_flags_still_win(argv):
-    defaults = demo_defaults(LTX_2_3_DEFAULTS, two_stage=True)
-    parser = PipelineCli(prog="distilled", description=None, layout=DISTILLED_LAYOUT).build_parser(defaults)
-    args = parser.parse_args(["--prompt", "p", "--output-path", "o.mp4", "--height", "256"])
-    assert (args.height, args.width, args.num_frames, args.dtype) == (256, 192, 17, "float32")
+    run = config_for([*argv, "--demo", "--height", "256"])
+    assert (run.video.height, run.video.width, run.video.num_frames) == (256, 192, 17)
+    assert run.runtime.dtype == torch.float32
+    assert demo_defaults(LTX_2_3_DEFAULTS, two_stage=True).width == 96  # stage-1 size of the 192-wide demo
     assert LTX_2_3_DEFAULTS.dtype == "bfloat16"  # the real defaults are untouched
 
 
 def test_python_api_and_cli_share_the_guidance_batch_default():
-    parser = PipelineCli(
-        prog="two", description=None, layout=TWO_STAGE_LAYOUT, extra_args=_max_batch_size_args
-    ).build_parser(LTX_2_3_DEFAULTS)
+    parser = ti2vid_two_stages.COMMAND.parser(LTX_2_3_DEFAULTS)
     cli_default = parser.parse_args(["--prompt", "p", "--output-path", "o.mp4"]).max_batch_size
     for pipeline_class in GUIDED_PIPELINES:
         api_default = inspect.signature(pipeline_class.__init__).parameters["max_batch_size"].default
         assert cli_default == api_default == DEFAULT_MAX_BATCH_SIZE, pipeline_class.__name__
-
-
-def _max_batch_size_args(parser, defaults):
-    from ltx_pipelines.cli.args import add_max_batch_size_arg
-
-    add_max_batch_size_arg(parser, defaults)
+    assert any(isinstance(group, MaxBatchSizeFlags) for group in ti2vid_two_stages.COMMAND.groups)
+    assert any(isinstance(group, VideoFlags) and group.two_stage for group in ti2vid_two_stages.COMMAND.groups)
 
 
 def test_spatial_multiples_of_api_and_cli_agree(argv, capsys):

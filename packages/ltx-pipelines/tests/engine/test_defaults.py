@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from ltx_pipelines.cli.args import defaults_from_argv
+import argparse
+
+from ltx_pipelines.cli.model_flags import ModelFlags
 from ltx_pipelines.engine.defaults import (
     DEFAULT_NEGATIVE_PROMPT,
     LTX_2_3_DEFAULTS,
@@ -44,15 +46,16 @@ def test_model_version_parsing(model_files):
     assert checkpoint_model_version(model_files.not_safetensors) == ()
 
 
-def test_defaults_from_argv(model_files):
-    assert defaults_from_argv(["--checkpoint-path", str(model_files.checkpoint_v20)]) is LTX_2_DEFAULTS
-    assert defaults_from_argv(["--checkpoint-path", str(model_files.checkpoint_v24)]) is LTX_2_4_DEFAULTS
-    assert defaults_from_argv(["--distilled-checkpoint-path", str(model_files.checkpoint)], distilled=True) is (
-        LTX_2_3_DEFAULTS
-    )
-    assert defaults_from_argv(["--checkpoint-path", str(model_files.checkpoint_v20), "--help"]) is LTX_2_3_DEFAULTS
-    assert defaults_from_argv(["--prompt", "x"]) is LTX_2_3_DEFAULTS
-    assert defaults_from_argv(["--checkpoint-path", "/no/such/file.safetensors"]) is LTX_2_3_DEFAULTS
+def test_the_command_line_takes_the_defaults_of_the_checkpoints_generation(model_files):
+    def defaults(checkpoint: object, *, distilled: bool = False):
+        group = ModelFlags(distilled=distilled)
+        return group.generation_defaults(argparse.Namespace(**{group.checkpoint_dest: checkpoint}))
+
+    assert defaults(str(model_files.checkpoint_v20)) is LTX_2_DEFAULTS
+    assert defaults(str(model_files.checkpoint_v24)) is LTX_2_4_DEFAULTS
+    assert defaults(str(model_files.checkpoint), distilled=True) is LTX_2_3_DEFAULTS
+    assert defaults(None) is LTX_2_3_DEFAULTS
+    assert defaults("/no/such/file.safetensors") is LTX_2_3_DEFAULTS
 
 
 def test_negative_prompt_is_the_phrase_list():

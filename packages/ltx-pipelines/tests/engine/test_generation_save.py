@@ -94,7 +94,7 @@ def test_save_refuses_an_existing_output_before_decoding(tmp_path):
 
 @pytest.mark.slow
 def test_a_pipeline_generation_decodes_again_after_save(demo_model_files, tmp_path):
-    from ltx_pipelines.cli.runner import DEMO_SIZE
+    from ltx_pipelines.cli.command import DEMO_SIZE
     from ltx_pipelines.distilled import DistilledPipeline
 
     pipeline = DistilledPipeline(

@@ -164,3 +164,20 @@ def test_help_lists_the_audio_and_video_guidance_flags_with_defaults(capsys):
         assert shown in text, shown
     # The audio is frozen: no audio guidance flag that would do nothing.
     assert "--audio-cfg-guidance-scale" not in text and "--v2a-guidance-scale" not in text
+
+
+def test_audio_shorter_than_the_video_is_padded_with_a_warning(tmp_path, monkeypatch, demo_cache_home, caplog):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(demo_cache_home))
+    short = tmp_path / "short.wav"
+    write_tone(short, seconds=0.25, rate=16000)
+    argv = ["--demo", "--prompt", "a", "--output-path", str(tmp_path / "o.mp4"), "--audio-path", str(short)]
+    with caplog.at_level("WARNING", logger="ltx_pipelines.a2vid_two_stage"):
+        a2vid_two_stage.COMMAND.parse(argv)  # the demo video lasts 17 / 24 s
+    assert "0.250 s of audio after --audio-start-time 0" in caplog.text
+    assert "rest of the soundtrack is silence" in caplog.text
+    long = tmp_path / "long.wav"
+    write_tone(long, seconds=1.0, rate=16000)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="ltx_pipelines.a2vid_two_stage"):
+        a2vid_two_stage.COMMAND.parse([*argv[:-1], str(long)])
+    assert "silence" not in caplog.text

@@ -21,7 +21,7 @@ from safetensors import safe_open
 
 import ltx_pipelines.engine.final_latents as final_latents
 from ltx_pipelines import decode, distilled
-from ltx_pipelines.cli.runner import DEMO_SIZE
+from ltx_pipelines.cli.command import DEMO_SIZE
 from ltx_pipelines.engine.generation import Generation
 
 pytestmark = pytest.mark.slow

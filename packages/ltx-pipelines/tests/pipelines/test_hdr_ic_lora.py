@@ -17,6 +17,7 @@ from safetensors.torch import save_file
 import ltx_pipelines.hdr_ic_lora as hdr
 from ltx_core.latent_tiles import AxisTileCount, TileCounts, latent_tiles, split_by_count
 from ltx_core.loader import read_checkpoint_config
+from ltx_pipelines.engine.defaults import LTX_2_3_DEFAULTS
 from ltx_pipelines.media.hdr import fit_reflect_pad, logc3_decode, logc3_encode
 from ltx_pipelines.media.hdr_outputs import read_exr_frame, write_exr_frames
 
@@ -100,7 +101,7 @@ def test_master_is_10_bit_hevc_tagged_bt2020_hlg(runs):
 @pytest.mark.slow
 def test_sidecar_lists_every_parameter_and_same_seed_repeats(runs):
     sidecar = json.loads((runs["a"] / "clip.json").read_text())
-    dests = {a.dest for a in hdr.build_parser()._actions} - {"help", "log_level"}
+    dests = {a.dest for a in hdr.COMMAND.parser(LTX_2_3_DEFAULTS)._actions} - {"help", "log_level"}
     assert not dests - set(sidecar["parameters"]), f"missing {dests - set(sidecar['parameters'])}"
     assert sidecar["video"] == {"num_frames": FRAMES, "height": HEIGHT, "width": WIDTH, "frame_rate": FPS}
     assert sidecar["output"] == {"exr_frames": "clip_exr", "hevc_master": "clip.mp4"}

@@ -293,7 +293,7 @@ def test_keyframe_cli_writes_video_audio_and_sidecar_reproducibly(
         argv += ["--image", str(media["image"]), "0", "1.0", "--image", str(media["image"]), "8", "0.8", "0"]
         argv += ["--distilled-lora", str(ic_lora_file), "0.5"]  # any LoRA of the tiny transformer
         assert keyframe_interpolation.main(argv) == 0
-        dests = flag_dests(keyframe_interpolation.main.cli.build_parser(LTX_2_3_DEFAULTS))
+        dests = flag_dests(keyframe_interpolation.COMMAND.parser(LTX_2_3_DEFAULTS))
         written.append(_check_written(read_output, out, dests))
     np.testing.assert_array_equal(written[0].frames, written[1].frames)
     images = written[0].sidecar["parameters"]["images"]
@@ -314,7 +314,7 @@ def test_ic_lora_cli_writes_video_audio_and_sidecar_reproducibly(
             "--conditioning-attention-mask", str(media["image"]), "0.5",
         ]  # fmt: skip
         assert ic_lora.main(argv) == 0
-        written.append(_check_written(read_output, out, flag_dests(ic_lora.CLI.build_parser(LTX_2_3_DEFAULTS))))
+        written.append(_check_written(read_output, out, flag_dests(ic_lora.COMMAND.parser(LTX_2_3_DEFAULTS))))
     np.testing.assert_array_equal(written[0].frames, written[1].frames)
     p = written[0].sidecar["parameters"]
     assert p["video_conditioning"] == [[str(media["reference"]), 1.0]]

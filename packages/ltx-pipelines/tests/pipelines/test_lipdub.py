@@ -105,7 +105,7 @@ def test_cli_writes_the_reference_length_and_rate_with_audio_reproducibly(
     assert first.frames.shape == (9, HEIGHT, WIDTH, 3)
     assert first.fps == FPS
     assert first.audio_channels == 2 and first.audio_samples > 0
-    dests = {a.dest for a in lipdub.CLI.build_parser(LTX_2_3_DEFAULTS)._actions} - {"help", "log_level"}
+    dests = {a.dest for a in lipdub.COMMAND.parser(LTX_2_3_DEFAULTS)._actions} - {"help", "log_level"}
     assert not dests - set(first.sidecar["parameters"]), "sidecar lacks parameters"
     assert first.sidecar["video"]["num_frames"] == 9 and first.sidecar["video"]["frame_rate"] == FPS
     np.testing.assert_array_equal(first.frames, written[1].frames)

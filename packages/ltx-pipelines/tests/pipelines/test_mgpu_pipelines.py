@@ -196,16 +196,23 @@ def test_torchrun_launches_the_same_module(demo_cache_home, tmp_path):
     assert json.loads(out.with_suffix(".json").read_text())["parameters"]["num_gpus"] == 2
 
 
-def test_num_gpus_other_than_torchruns_world_size_is_refused(monkeypatch, capsys):
-    from ltx_pipelines.cli.multigpu import split_mgpu_args
+def test_num_gpus_other_than_torchruns_world_size_is_refused(monkeypatch):
+    import argparse
+
+    from ltx_pipelines.cli.flag_group import FlagError, ReadContext
+    from ltx_pipelines.cli.multigpu import MultiGpuFlags
+    from ltx_pipelines.engine.defaults import LTX_2_3_DEFAULTS
+
+    def num_gpus(argv: list[str]) -> int:
+        parser = argparse.ArgumentParser()
+        MultiGpuFlags().add(parser, LTX_2_3_DEFAULTS)
+        return MultiGpuFlags().read(parser.parse_args(argv), ReadContext(LTX_2_3_DEFAULTS, demo=False)).num_gpus
 
     for name, value in (("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "1")):
         monkeypatch.setenv(name, value)
-    assert split_mgpu_args("prog", []).num_gpus == 2
-    with pytest.raises(SystemExit) as exit_info:
-        split_mgpu_args("prog", ["--num-gpus", "3"])
-    assert exit_info.value.code == 2
-    assert "--num-gpus 3 but torchrun started 2 processes (WORLD_SIZE)" in capsys.readouterr().err
+    assert num_gpus([]) == 2
+    with pytest.raises(FlagError, match=r"--num-gpus 3 but torchrun started 2 processes \(WORLD_SIZE\)"):
+        num_gpus(["--num-gpus", "3"])
 
 
 @pytest.mark.parametrize(

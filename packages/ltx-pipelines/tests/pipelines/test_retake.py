@@ -152,3 +152,20 @@ def test_help_lists_the_retake_flags(capsys):
                   "--max-batch-size", "--lora"):  # fmt: skip
         assert shown in text, shown
     assert "--height" not in text and "--num-frames" not in text  # the source decides
+
+
+def test_a_region_past_the_clip_or_a_silent_source_is_retaken_with_a_warning(tmp_path, monkeypatch, demo_cache_home,
+                                                                             caplog):  # fmt: skip
+    monkeypatch.setenv("XDG_CACHE_HOME", str(demo_cache_home))
+    silent = write_source(tmp_path / "silent.mp4", audio=False)  # 17 frames at 24 fps: 0.708 s
+    argv = ["--demo", "--prompt", "a", "--output-path", str(tmp_path / "o.mp4"), "--video-path", str(silent),
+            "--start-time", "0.1", "--end-time", "5.0"]  # fmt: skip
+    with caplog.at_level("WARNING", logger="ltx_pipelines.retake"):
+        run = retake.COMMAND.parse(argv)
+    assert run[retake.RetakeFlags].end_time == 5.0  # the run goes on as typed, and says what it does
+    assert "--end-time 5 is past the end of the source video (0.708 s)" in caplog.text
+    assert "has no audio track: the output's audio is generated for the whole clip" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="ltx_pipelines.retake"):
+        retake.COMMAND.parse([*argv[:-1], "0.3", "--video-path", str(write_source(tmp_path / "loud.mp4"))])
+    assert "past the end" not in caplog.text and "no audio track" not in caplog.text

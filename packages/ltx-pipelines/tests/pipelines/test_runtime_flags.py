@@ -68,32 +68,35 @@ def test_fp8_cast_changes_the_video_a_plain_load_makes(tmp_path):
 
 
 def test_default_flags_mean_a_plain_load():
-    from ltx_pipelines.cli.runtime_flags import runtime_from_args
+    import argparse
 
-    class Args:
-        quantization = None
-        offload = "none"
-        compile = None
-        attention_backend = "auto"
+    from ltx_pipelines.cli.flag_group import ReadContext
+    from ltx_pipelines.cli.runtime_flags import RuntimeFlags
+    from ltx_pipelines.engine.defaults import LTX_2_3_DEFAULTS
 
-    assert runtime_from_args(Args()) is None
-    Args.offload = "cpu"
-    assert runtime_from_args(Args()) == RuntimeOptions(offload="cpu")
+    def options(argv: list[str]) -> RuntimeOptions | None:
+        parser = argparse.ArgumentParser()
+        RuntimeFlags().add(parser, LTX_2_3_DEFAULTS)
+        context = ReadContext(defaults=LTX_2_3_DEFAULTS, demo=False)
+        return RuntimeFlags().read(parser.parse_args(["--device", "cpu", *argv]), context).options
+
+    assert options([]) is None
+    assert options(["--offload", "cpu"]) == RuntimeOptions(offload="cpu")
 
 
 def test_a_run_that_cannot_fit_stops_with_the_estimate_and_the_flags_that_would(tmp_path, capsys, monkeypatch):
     # Free memory is only known on CUDA; pretend the device reports 2 MiB free so the check runs here.
-    monkeypatch.setattr("ltx_pipelines.cli.run_config.free_device_memory", lambda device: 2 * 2**20)
+    monkeypatch.setattr("ltx_pipelines.cli.command.available_memory", lambda device: 2 * 2**20)
     monkeypatch.setattr("ltx_pipelines.engine.model_loading.build_model", _refuse)
     with pytest.raises(SystemExit) as info:
         main(demo_argv(tmp_path / "x.mp4"))
     assert info.value.code == 2
     err = capsys.readouterr().err
-    assert "device memory is free" in err and "GiB" in err
+    assert "RAM is available" in err and "GiB" in err  # a CPU run: the host RAM is the limit
 
 
 def test_a_run_that_fits_is_not_stopped(tmp_path, monkeypatch):
-    monkeypatch.setattr("ltx_pipelines.cli.run_config.free_device_memory", lambda device: 64 * 2**30)
+    monkeypatch.setattr("ltx_pipelines.cli.command.available_memory", lambda device: 64 * 2**30)
     assert main(demo_argv(tmp_path / "x.mp4")) == 0
 
 

@@ -128,3 +128,20 @@ def test_help_lists_every_flag_with_its_default(capsys):
                  "--num-inference-steps", "--max-batch-size", "--seed"):  # fmt: skip
         assert flag in text, flag
     assert "(default: 121)" in text and "(default: 7.0)" in text and "(default: [28])" in text
+
+
+def test_a_length_that_cannot_fit_in_ram_stops_before_any_model_loads(tmp_path, capsys, monkeypatch, demo_cache_home):
+    """A CPU run checks its estimate against the host's available RAM (here 100 million frames of audio)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(demo_cache_home))
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a model was built for a run that cannot fit")
+
+    monkeypatch.setattr("ltx_pipelines.engine.model_loading.build_model", refuse)
+    argv = ["--demo", "--prompt", "rain", "--output-path", str(tmp_path / "a.wav"), "--device", "cpu"]
+    with pytest.raises(SystemExit) as info:
+        t2a_one_stage.main([*argv, "--num-frames", "100000001"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "RAM is available" in err and "GiB" in err
+    assert not (tmp_path / "a.wav").exists()

@@ -167,17 +167,24 @@ def test_demo_runs_on_random_weights_and_says_so(tmp_path_factory, monkeypatch, 
 def test_default_stg_blocks_fit_a_small_checkpoint_but_chosen_ones_are_checked(caplog):
     """The defaults name block 28 of the released 48-block models: a command without STG flags (the
     train-model skill's render line) must still run on a 2-block checkpoint; a block the user typed must exist."""
-    from ltx_pipelines.cli.args import add_guidance_args, make_parser
-    from ltx_pipelines.cli.run_config import ValidationRules, _Checker
+    import argparse
+    from pathlib import Path
 
-    parser = add_guidance_args(make_parser("t"))
-    checker = _Checker(parser, parser.parse_args([]), ValidationRules())
-    params = checker.guidance("video", "--a2v-guidance-scale")
-    assert params is not None and max(params.stg_blocks) >= 2
+    from ltx_pipelines.cli.flag_group import FlagError, ReadContext
+    from ltx_pipelines.cli.guidance_flags import GuidanceFlags
+    from ltx_pipelines.cli.model_flags import RunModels
+    from ltx_pipelines.engine.defaults import LTX_2_3_DEFAULTS
+
+    group = GuidanceFlags()
+    parser = argparse.ArgumentParser()
+    group.add(parser, LTX_2_3_DEFAULTS)
+    context = ReadContext(LTX_2_3_DEFAULTS, demo=False)
+    two_blocks = RunModels(Path("m"), None, metadata={"config": {"transformer": {"num_layers": 2}}})
+    defaulted = group.read(parser.parse_args([]), context)
+    assert defaulted.video is not None and max(defaulted.video.stg_blocks) >= 2
     with caplog.at_level(logging.WARNING):
-        fitted = checker.stg_blocks_in_model("video", params, 2, demo=False)
-    assert fitted.stg_blocks == (1,) and "has 2 transformer blocks" in caplog.text
-    typed = parser.parse_args(["--video-stg-blocks", "5"])
-    checker = _Checker(parser, typed, ValidationRules())
-    with pytest.raises(SystemExit):
-        checker.stg_blocks_in_model("video", checker.guidance("video", "--a2v-guidance-scale"), 2, demo=False)
+        fitted = group.settle(defaulted, two_blocks, context)
+    assert fitted.video.stg_blocks == (1,) and "has 2 transformer blocks" in caplog.text
+    typed = group.read(parser.parse_args(["--video-stg-blocks", "5"]), context)
+    with pytest.raises(FlagError, match=r"block\(s\) \[5\] do not exist"):
+        group.settle(typed, two_blocks, context)

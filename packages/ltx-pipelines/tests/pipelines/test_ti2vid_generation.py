@@ -179,14 +179,14 @@ def test_main_writes_the_video_its_audio_and_a_complete_sidecar(assets, tmp_path
 def test_lora_fusion_flag_reaches_the_pipeline_and_the_sidecar(assets, tmp_path, case):
     """Parsed and built as `main` does (no generation): the flag sets how every stage fuses its LoRAs."""
     main, height, width, two_stage = CLI_CASES[case]
-    cli, pipeline_class = main.cli, main.pipeline_class
+    command = main.__self__  # `main` is the module's `COMMAND.main`
     argv = [*assets.common_argv(tmp_path / "o.mp4"), "--height", str(height), "--width", str(width)]
     argv += ["--lora", str(assets.lora), "0.5", "--lora-fusion-precision", "float32"]
     if two_stage:
         argv += ["--spatial-upsampler-path", str(assets.upsampler), "--distilled-lora", str(assets.lora)]
-    run = cli.parse(argv)
+    run = command.parse(argv)
     assert run.parameters["lora_fusion_precision"] == "float32"
-    pipeline = cli.build_guided(pipeline_class, run)
+    pipeline = command.build(run)
     assert pipeline.lora_fusion is LoraFusionPrecision.FLOAT32
     assert [Path(lora.path) for lora in pipeline.loras] == [assets.lora]
 

@@ -5,6 +5,13 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ltx_core.loader import LoraSpec
+from ltx_pipelines.cli.hf_paths import is_hf_path
+from ltx_pipelines.engine.defaults import DEFAULT_LORA_STRENGTH
+from ltx_pipelines.engine.stages import ImageCondition
 
 
 def int_at_least(minimum: int) -> Callable[[str], int]:
@@ -35,3 +42,69 @@ def finite_float(raw: str) -> float:
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"{raw!r} is not a finite number")
     return value
+
+
+def number_arg(action: argparse.Action, name: str, raw: str, kind: type) -> Any:
+    try:
+        return kind(raw)
+    except ValueError:
+        what = "an integer" if kind is int else "a number"
+        raise argparse.ArgumentError(action, f"{name} must be {what}; got {raw!r}") from None
+
+
+class RepeatedValuesAction(argparse.Action):
+    """A repeatable flag with several values: each use appends the item `parse_values` makes of them."""
+
+    def parse_values(self, values: list[str]) -> Any:
+        raise NotImplementedError
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        item = self.parse_values(values)
+        setattr(namespace, self.dest, [*(getattr(namespace, self.dest, None) or []), item])
+
+
+class ImageAction(RepeatedValuesAction):
+    """`--image PATH FRAME_IDX STRENGTH [CRF]`, repeatable; appends an ImageCondition."""
+
+    display_metavar = "PATH FRAME_IDX STRENGTH [CRF]"
+
+    def parse_values(self, values: list[str]) -> ImageCondition:
+        if len(values) not in (3, 4):
+            raise argparse.ArgumentError(
+                self, f"takes 3 or 4 values (PATH FRAME_IDX STRENGTH [CRF]); got {len(values)}: {values}"
+            )
+        return ImageCondition(
+            path=Path(values[0]).expanduser(),
+            frame_idx=number_arg(self, "FRAME_IDX", values[1], int),
+            strength=number_arg(self, "STRENGTH", values[2], float),
+            crf=number_arg(self, "CRF", values[3], int) if len(values) == 4 else None,
+        )
+
+
+class LoraAction(RepeatedValuesAction):
+    """`--lora PATH [STRENGTH]`, repeatable; appends a LoraSpec (strength defaults to 1.0)."""
+
+    display_metavar = "PATH [STRENGTH]"
+
+    def parse_values(self, values: list[str]) -> LoraSpec:
+        if len(values) not in (1, 2):
+            raise argparse.ArgumentError(
+                self, f"takes PATH and an optional STRENGTH; got {len(values)} values: {values}"
+            )
+        strength = number_arg(self, "STRENGTH", values[1], float) if len(values) == 2 else DEFAULT_LORA_STRENGTH
+        path = values[0] if is_hf_path(values[0]) else Path(values[0]).expanduser()
+        return LoraSpec(path, strength)
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Shows a variable-length flag's real argument list (`PATH FRAME_IDX STRENGTH [CRF]`)."""
+
+    def _format_args(self, action: argparse.Action, default_metavar: str) -> str:
+        shown = getattr(action, "display_metavar", None)
+        return shown if shown is not None else super()._format_args(action, default_metavar)

@@ -1,19 +1,14 @@
-"""Command-line media inputs (an audio track, a source video): argparse types that open and decode
-the file while the flags are parsed, and a `PipelineCli` whose extra checks across flags and media
-run before the demo models are built or any model loads. Problems end with exit code 2 and a message
-naming the flag and the value."""
+"""Command-line media inputs (an audio track, a source video): argparse types that open and decode the file
+while the flags are parsed, so a bad file ends with exit code 2 and a message naming the flag and the value
+before anything is built."""
 
 from __future__ import annotations
 
 import argparse
-import sys
-from collections.abc import Sequence
 from pathlib import Path
 
 import av
 
-from ltx_pipelines.cli.args import defaults_from_argv
-from ltx_pipelines.cli.runner import ParsedRun, PipelineCli, demo_defaults, demo_requested
 from ltx_pipelines.media import MediaError, probe_video
 
 _OPEN_ERRORS = (av.error.FFmpegError, MediaError, OSError, ValueError)
@@ -65,23 +60,3 @@ def video_file(raw: str) -> Path:
     if info.frames < 1:
         raise argparse.ArgumentTypeError(f"{raw!r}: its video stream holds no decodable frame")
     return path
-
-
-class MediaInputsCli(PipelineCli):
-    """A `PipelineCli` with pipeline-specific checks of its media flags (`media_problem`), run on the
-    command line as typed, before the shared validation and before any demo model is built."""
-
-    def media_problem(self, args: argparse.Namespace) -> str | None:
-        """A message naming the bad flag and value, or None when the media flags are consistent."""
-        return None
-
-    def parse(self, argv: Sequence[str] | None = None) -> ParsedRun:
-        argv = list(sys.argv[1:] if argv is None else argv)
-        defaults = self.fixed_defaults or defaults_from_argv(argv, distilled=self.layout.distilled)
-        if demo_requested(argv):
-            defaults = demo_defaults(defaults, two_stage=self.layout.two_stage)
-        parser = self.build_parser(defaults)
-        problem = self.media_problem(parser.parse_args(argv))
-        if problem is not None:
-            parser.error(problem)
-        return super().parse(argv)

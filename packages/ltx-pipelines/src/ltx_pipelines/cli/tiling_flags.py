@@ -7,11 +7,14 @@ generation run, the run's recorded layout in `python -m ltx_pipelines.decode`.
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Any
 
 from ltx_core.model.video_vae.tiling import AxisTiling, TilingConfig
 from ltx_core.types import DEFAULT_SCALE_FACTORS
 from ltx_pipelines.cli.arg_types import non_negative_int
+from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
+from ltx_pipelines.engine.defaults import PipelineDefaults
 
 AUTO_LONG_SIDE = AxisTiling(768, 64)
 AUTO_FRAMES = AxisTiling(80, 24)
@@ -94,3 +97,39 @@ def tiling_from_args(
         height=axis(base.height, size, overlap, "--tile-size", "--tile-overlap", scale.height),
         width=axis(base.width, size, overlap, "--tile-size", "--tile-overlap", scale.width),
     )
+
+
+@dataclass(frozen=True)
+class TilingChoice:
+    config: TilingConfig | None
+    """The decode layout the flags ask for; None when no flag is given (the automatic layout per output size)."""
+    given: dict[str, int | None]
+    """The flags as typed (the sidecar records them)."""
+
+
+@dataclass(frozen=True)
+class TilingFlags(FlagGroup[TilingChoice]):
+    """The tiling flags of a generation run, read after the group that sets the output size (`size_from`,
+    whose value has `height` and `width`; the automatic layout follows the output size). Without that group
+    (retake: the source's size) the layout is the one for any size."""
+
+    size_from: type | None = None
+    """None: the video group."""
+
+    def add(self, parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
+        add_tiling_args(parser)
+
+    def read(self, args: argparse.Namespace, context: ReadContext) -> TilingChoice:
+        from ltx_pipelines.cli.video_flags import VideoFlags
+
+        sized = context.values.get(self.size_from or VideoFlags)
+        height, width = (sized.height, sized.width) if sized is not None else (None, None)
+        try:
+            config = tiling_from_args(args, height=height, width=width)
+        except ValueError as e:
+            raise FlagError(str(e)) from None
+        names = ("tile_size", "tile_overlap", "tile_frames", "tile_frame_overlap")
+        return TilingChoice(config, {name: getattr(args, name) for name in names})
+
+    def record(self, value: TilingChoice) -> dict[str, Any]:
+        return dict(value.given)

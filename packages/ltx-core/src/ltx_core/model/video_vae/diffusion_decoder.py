@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from ltx_core.components.noisers import NoiseSource
+from ltx_core.devices import available_memory
 from ltx_core.model.video_vae.decoder import to_rgb_frames
 from ltx_core.model.video_vae.diffusion_blocks import (
     NORM_EPS,
@@ -40,7 +41,6 @@ from ltx_core.model.video_vae.diffusion_blocks import (
 from ltx_core.model.video_vae.diffusion_config import DiffusionDecoderConfig
 from ltx_core.model.video_vae.diffusion_tiling import (
     DiffusionTileGeometry,
-    available_memory,
     stage4_tile_layout,
     tiling_for_memory,
 )

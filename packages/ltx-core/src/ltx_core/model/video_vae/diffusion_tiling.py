@@ -13,11 +13,9 @@ The tile layout follows the reference decoder exactly, so a tiled decode there a
 
 from __future__ import annotations
 
-import importlib
 import itertools
 import logging
 import math
-import os
 from dataclasses import dataclass
 
 import torch
@@ -173,32 +171,6 @@ def stage4_tile_layout(
         VideoTile(i, tuple(e[0] for e in combo), tuple(e[1] for e in combo), tuple(e[2] for e in combo))
         for i, combo in enumerate(itertools.product(*axes))
     ]
-
-
-def available_memory(device: torch.device) -> int | None:
-    """Bytes a decode may still allocate: CUDA's free memory, or the host's available RAM on CPU / MPS
-    (MPS shares the host memory). None where it cannot be read."""
-    if device.type == "cuda" and torch.cuda.is_available():
-        free, _total = torch.cuda.mem_get_info(device)
-        return int(free)
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:  # elsewhere (macOS): psutil, which accelerate already installs, when it is importable
-        psutil = importlib.import_module("psutil")
-        return int(psutil.virtual_memory().available)
-    except (ImportError, AttributeError, OSError):
-        pass
-    if hasattr(os, "sysconf") and "SC_AVPHYS_PAGES" in os.sysconf_names:  # free pages only (no cache)
-        try:
-            return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
-        except (OSError, ValueError):
-            return None
-    return None
 
 
 def decode_peak_bytes(

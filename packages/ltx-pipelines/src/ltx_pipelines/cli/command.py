@@ -1,0 +1,425 @@
+"""A pipeline's command line: the flag groups it uses, what it builds and how it calls it. Every
+`python -m ltx_pipelines.<name>` module's `main` is `PipelineCommand.main`.
+
+`main(argv)` parses argv once, reads each group into its typed value (a bad value exits with code 2 before
+any model is built or written, the demo models included), substitutes the demo models when asked, resolves
+the model files (hf:// downloads, kinds), settles the values that depend on them, builds the pipeline,
+generates and writes the output with its sidecar. A later failure ends in one line on stderr and exit
+code 1 (`error_lines`), with the denoised latents kept when it came after denoising.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+import torch
+
+from ltx_core.devices import available_memory
+from ltx_core.memory_estimate import InsufficientMemoryError, WorkloadShape, check_fits
+from ltx_core.model.video_vae.tiling import TilingConfig
+from ltx_core.runtime import RuntimeOptions
+from ltx_core.types import DEFAULT_SCALE_FACTORS
+from ltx_pipelines.cli.arg_types import HelpFormatter
+from ltx_pipelines.cli.error_lines import report_error
+from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
+from ltx_pipelines.cli.guidance_flags import GuidanceChoice, GuidanceFlags, MaxBatchSizeFlags
+from ltx_pipelines.cli.model_flags import ModelChoice, ModelFlags, RunModels
+from ltx_pipelines.cli.output_flags import OutputChoice, OutputFlags
+from ltx_pipelines.cli.prompt_flags import PromptChoice, PromptFlags
+from ltx_pipelines.cli.runtime_flags import RuntimeChoice, RuntimeFlags
+from ltx_pipelines.cli.tiling_flags import TilingChoice, TilingFlags
+from ltx_pipelines.cli.video_flags import VideoChoice, VideoFlags
+from ltx_pipelines.engine.defaults import PipelineDefaults
+from ltx_pipelines.engine.final_latents import final_latents_of, note_saved_latents, saved_latents_of
+from ltx_pipelines.engine.generation import Generation, describe_model_files
+from ltx_pipelines.engine.latents_file import RunRecord, save_latents_beside
+
+logger = logging.getLogger(__name__)
+
+P = TypeVar("P")
+V = TypeVar("V")
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+# The demo's random tiny models give noise at any size: keep it small so it runs in seconds on a CPU.
+DEMO_SIZE = {"height": 128, "width": 192, "num_frames": 17}
+
+
+def demo_defaults(defaults: PipelineDefaults, *, two_stage: bool) -> PipelineDefaults:
+    """The demo's small output size and float32 (bfloat16 matmuls are slow on most CPUs) as defaults; flags
+    the user gives still win. Two-stage defaults hold the stage-1 (half) size."""
+    halve = 2 if two_stage else 1
+    return replace(
+        defaults,
+        height=DEMO_SIZE["height"] // halve,
+        width=DEMO_SIZE["width"] // halve,
+        num_frames=DEMO_SIZE["num_frames"],
+        dtype="float32",
+    )
+
+
+@dataclass(frozen=True)
+class Run:
+    """A checked command line: each group's value and the model files, local and checked."""
+
+    models: RunModels
+    values: Mapping[type, Any]
+    groups: tuple[FlagGroup[Any], ...]
+    parameters: dict[str, Any]
+    """What the sidecar records of the command line (every flag, as the run used it)."""
+    defaults: PipelineDefaults
+    log_level: str = "INFO"
+
+    def __getitem__(self, group: type[FlagGroup[V]]) -> V:
+        """The value of one of the command's groups (KeyError: the command has no such group)."""
+        return self.values[group]
+
+    @property
+    def demo(self) -> bool:
+        return self.models.demo
+
+    @property
+    def prompt(self) -> PromptChoice:
+        return self[PromptFlags]
+
+    @property
+    def output(self) -> OutputChoice:
+        return self[OutputFlags]
+
+    @property
+    def runtime(self) -> RuntimeChoice:
+        return self[RuntimeFlags]
+
+    @property
+    def video(self) -> VideoChoice:
+        return self[VideoFlags]
+
+    @property
+    def guidance(self) -> GuidanceChoice:
+        return self[GuidanceFlags]
+
+    @property
+    def tiling(self) -> TilingConfig | None:
+        choice: TilingChoice | None = self.values.get(TilingFlags)
+        return None if choice is None else choice.config
+
+    def on_device(self, device: torch.device) -> Run:
+        """This run with its models placed on `device` (one rank's device in a multi-device run)."""
+        values = dict(self.values)
+        values[RuntimeFlags] = replace(self.runtime, device=device)
+        return replace(self, values=values)
+
+    def sidecar_parameters(self) -> dict[str, Any]:
+        """The sidecar's `parameters`: every flag as the run used it (and a mark on demo runs)."""
+        parameters = dict(self.parameters)
+        if self.demo:
+            parameters["demo_weights"] = "random (demo)"
+        return parameters
+
+    def pipeline_options(self) -> dict[str, Any]:
+        """The constructor options every pipeline takes from its command line (see `PipelineOptions`)."""
+        options: dict[str, Any] = {
+            "loras": self.models.loras,
+            "device": self.runtime.device,
+            "dtype": self.runtime.dtype,
+            "tiling": self.tiling,
+            "lora_fusion": self.models.lora_fusion,
+            "runtime": self.runtime.options,
+            "gemma_8bit": self.runtime.gemma_8bit,
+        }
+        for group in self.groups:
+            options.update(group.pipeline_options(self.values[type(group)]))
+        return options
+
+    def video_call(self) -> dict[str, Any]:
+        """The keyword arguments of a video pipeline's prompt call that the shared groups set (after the
+        prompt): seed, size, length, frame rate, images, prompt enhancement, and the guidance flags."""
+        video = self.video
+        options: dict[str, Any] = {
+            "seed": self.prompt.seed,
+            "height": video.height,
+            "width": video.width,
+            "num_frames": video.num_frames,
+            "frame_rate": video.frame_rate,
+            "images": video.images,
+            "enhance_prompt": self.prompt.enhance,
+        }
+        guidance: GuidanceChoice | None = self.values.get(GuidanceFlags)
+        if guidance is not None:
+            options.update(
+                negative_prompt=guidance.negative_prompt,
+                num_inference_steps=guidance.num_inference_steps,
+                video_guidance=guidance.video,
+                audio_guidance=guidance.audio,
+            )
+        return options
+
+
+Generate = Callable[[P, Run], Any]
+
+
+def call_with_video_flags(pipeline: Any, run: Run) -> Generation:
+    """The prompt call of a text/image-to-video pipeline with the shared groups' settings."""
+    return pipeline(run.prompt.text, **run.video_call())
+
+
+@dataclass(frozen=True)
+class PipelineCommand(Generic[P]):
+    """A pipeline's command line: the flag `groups` it uses (read in this order; exactly one is the model
+    files' `ModelFlags`), `build` (the pipeline from the checked run) and `generate` (the call). `check` runs
+    cross-group checks after the model files are resolved (raise `FlagError`). `fixed_defaults`: the defaults
+    whatever the checkpoint's generation (else those of the generation it declares)."""
+
+    prog: str
+    description: str | None
+    groups: tuple[FlagGroup[Any], ...]
+    build: Callable[[Run], P]
+    generate: Generate[P] = call_with_video_flags
+    fixed_defaults: PipelineDefaults | None = None
+    check: Callable[[Run], None] | None = None
+    write: Callable[[Run, Any], Path] | None = None
+    """Writes the result (None: the video and its sidecar through `Generation.save`)."""
+
+    @classmethod
+    def for_module(
+        cls,
+        module_name: str,
+        doc: str | None,
+        *,
+        models: ModelFlags,
+        groups: tuple[FlagGroup[Any], ...] = (),
+        output: OutputFlags | None = None,
+        runtime: RuntimeFlags | None = None,
+        **fields_: Any,
+    ) -> PipelineCommand[Any]:
+        """The command of the module `module_name` (`python -m <module>`, described by its docstring's first
+        line) with the groups every prompt-driven pipeline has (prompt, output, runtime, `models`) and then
+        `groups`."""
+        module = sys.modules.get(module_name)
+        spec = getattr(module, "__spec__", None)
+        # Run with `python -m`, the module is `__main__`; its spec still has the importable name.
+        name = spec.name if spec is not None else module_name
+        shared = (PromptFlags(), output or OutputFlags(), runtime or RuntimeFlags(), models)
+        return cls(
+            prog=f"python -m {name}",
+            description=doc.splitlines()[0] if doc else None,
+            groups=(*shared, *groups),
+            **fields_,
+        )
+
+    @property
+    def models(self) -> ModelFlags:
+        (models,) = (group for group in self.groups if isinstance(group, ModelFlags))
+        return models
+
+    def parser(self, defaults: PipelineDefaults) -> argparse.ArgumentParser:
+        parser = argparse.ArgumentParser(prog=self.prog, description=self.description, formatter_class=HelpFormatter)
+        for group in self.groups:
+            group.add(parser, defaults)
+        parser.add_argument(
+            "--demo",
+            action="store_true",
+            help="Run the pipeline's small demo configuration; model paths become optional.",
+        )
+        parser.add_argument(
+            "--log-level", type=str.upper, choices=LOG_LEVELS, default="INFO", help="Logging verbosity (default: INFO)."
+        )
+        return parser
+
+    def help_defaults(self) -> PipelineDefaults:
+        from ltx_pipelines.engine.defaults import LTX_2_3_DEFAULTS
+
+        return self.fixed_defaults or LTX_2_3_DEFAULTS
+
+    def parse(self, argv: Sequence[str] | None = None) -> Run:
+        """Parse and check `argv`; a bad value ends the program (exit code 2) before any model is built or
+        written, the demo models included."""
+        parser = self.parser(self.help_defaults())
+        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+        configure_logging(args.log_level)
+        try:
+            return self.read(args)
+        except FlagError as e:
+            parser.error(str(e))
+
+    def read(self, args: argparse.Namespace) -> Run:
+        """The run of parsed `args` (raises `FlagError`)."""
+        demo = bool(args.demo)
+        defaults = self.fixed_defaults or self.models.generation_defaults(args)
+        if demo:
+            defaults = demo_defaults(defaults, two_stage=self.models.two_stage)
+        values: dict[type, Any] = {}
+        context = ReadContext(defaults=defaults, demo=demo, values=values)
+        # What the user typed is checked before the demo models are built (seconds on a first run).
+        for group in self.groups:
+            values[type(group)] = group.read(args, context)
+        choice: ModelChoice = values[ModelFlags]
+        if demo:
+            choice = self.models.with_demo_files(choice)
+            values[ModelFlags] = choice
+        models = self.models.resolve(choice, demo=demo)
+        for group in self.groups:
+            values[type(group)] = group.settle(values[type(group)], models, context)
+        parameters: dict[str, Any] = {"demo": demo}
+        for group in self.groups:
+            parameters.update(group.record(values[type(group)]))
+        parameters["model_version"] = ".".join(map(str, models.model_version))
+        run = Run(
+            models=models,
+            groups=self.groups,
+            values=values,
+            parameters=parameters,
+            defaults=defaults,
+            log_level=args.log_level,
+        )
+        check_fits_in_memory(run)
+        if self.check is not None:
+            self.check(run)
+        return run
+
+    # ---- running -----------------------------------------------------------------------------------
+
+    def save(self, run: Run, result: Any) -> Path:
+        if self.write is not None:
+            return self.write(run, result)
+        saved = result.save(
+            run.output.path,
+            overwrite=run.output.overwrite,
+            parameters=run.sidecar_parameters(),
+            model_files=run.models.files(),
+            keep_latents=run.output.save_latents,
+            audio=run.output.audio_output,
+        )
+        if run.demo:
+            logger.warning("demo output written to %s. %s", saved.video, self.models.real_weights_help())
+        return saved.video
+
+    def keep_failed_latents(self, run: Run, error: BaseException) -> None:
+        """A failure after denoising that came before a Generation existed (decoding the audio): save the
+        latents it carries beside the output, so the run's result is not lost."""
+        final = final_latents_of(error)
+        if final is None or saved_latents_of(error) is not None:
+            return
+        record = RunRecord(
+            prompt=run.prompt.text,
+            parameters=run.sidecar_parameters(),
+            model_files=describe_model_files(run.models.files()),
+        )
+        try:
+            path = save_latents_beside(run.output.path, final, record, overwrite=run.output.overwrite)
+        except Exception as save_error:
+            logger.error("could not save the denoised latents either: %s", save_error)
+            return
+        note_saved_latents(error, path)
+
+    def run(self, run: Run) -> int:
+        """Build, generate and write a checked run; 0, or the exit code of its error after printing its line."""
+
+        def body() -> None:
+            try:
+                with gc_skips_loaded_modules():
+                    self.save(run, self.generate(self.build(run), run))  # the video is decoded while written
+            except BaseException as error:
+                self.keep_failed_latents(run, error)
+                raise
+
+        output: OutputChoice | None = run.values.get(OutputFlags)
+        output_path = None if output is None else output.path
+        return run_reporting_errors(body, debug=run.log_level == "DEBUG", output_path=output_path)
+
+    def main(self, argv: Sequence[str] | None = None) -> int:
+        """`python -m <module>`: bad arguments exit with code 2, a later failure with 1 (one line on stderr)."""
+        parser = self.parser(self.help_defaults())
+        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+        configure_logging(args.log_level)
+        try:
+            run = self.read(args)
+        except FlagError as e:
+            parser.error(str(e))
+        except BaseException as error:  # e.g. building the demo models failed
+            return report_error(error, debug=args.log_level == "DEBUG")
+        return self.run(run)
+
+
+def check_fits_in_memory(run: Run) -> None:
+    """Stop before loading anything when the run's estimated peak memory exceeds what is free on its device
+    (on the CPU and MPS: the host's available RAM), naming the estimate and the flags that would fit."""
+    transformer = run.models.transformer_config
+    video: VideoChoice | None = run.values.get(VideoFlags)
+    device = run.runtime.device
+    free = available_memory(device)
+    if free is None or not transformer or video is None:
+        return
+    scale = DEFAULT_SCALE_FACTORS
+    frames = video.num_frames
+    video_tokens = 0
+    tile = (0, 0, 0)
+    if video.height is not None and video.width is not None:  # audio-only runs have no picture
+        height, width = video.height, video.width
+        layout = run.tiling or TilingConfig.for_output(height, width, scale)
+        video_tokens = ((frames - 1) // scale.time + 1) * (height // scale.height) * (width // scale.width)
+        tile = (
+            min(frames, layout.frames.tile_size or frames),
+            min(height, layout.height.tile_size or height),
+            min(width, layout.width.tile_size or width),
+        )
+    batch: int | None = run.values.get(MaxBatchSizeFlags)
+    workload = WorkloadShape(
+        video_tokens=video_tokens,
+        audio_tokens=int(video.seconds * 25) + 1,  # 25 audio latents per second
+        batch=batch or 1,
+        vae_tile_frames=tile[0],
+        vae_tile_height=tile[1],
+        vae_tile_width=tile[2],
+    )
+    options = run.runtime.options or RuntimeOptions()
+    try:
+        check_fits(
+            run.models.metadata["config"], options, workload, free, run.runtime.dtype, host=device.type != "cuda"
+        )
+    except InsufficientMemoryError as e:
+        raise FlagError(str(e)) from None
+
+
+def run_reporting_errors(body: Callable[[], object], *, debug: bool, output_path: Path | None = None) -> int:
+    """Run `body`; 0 when it returns, else the exit code of its error after printing the error's one line."""
+    try:
+        body()
+    except SystemExit:
+        raise
+    except BaseException as error:
+        return report_error(error, debug=debug, output_path=output_path)
+    return 0
+
+
+@contextmanager
+def gc_skips_loaded_modules() -> Iterator[None]:
+    """Within the block, full garbage collections skip every object that exists when it starts.
+
+    Pipelines free each model with a full collection; after torch and transformers are imported that walks
+    millions of long-lived objects each time (0.3 s per model on a 2-core test machine, seconds per demo
+    run). Moving them to the permanent generation first makes those collections cheap; they are handed back
+    on exit.
+    """
+    import gc
+
+    # The prompt encoder imports transformers' Gemma on first use; import it now so it is frozen too.
+    from transformers import Gemma3ForConditionalGeneration  # noqa: F401
+
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+def configure_logging(level: str) -> None:
+    """Root logging at `level` (from `--log-level`), with timestamps; libraries only use loggers."""
+    logging.basicConfig(level=getattr(logging, level.upper()), format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -1,0 +1,60 @@
+"""The command lines of the guided (full-checkpoint) pipelines: the shared groups plus guidance, and the
+pipeline built over the run's model files with the options every guided pipeline takes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from ltx_pipelines.cli.command import Generate, PipelineCommand, Run, call_with_video_flags
+from ltx_pipelines.cli.flag_group import FlagGroup
+from ltx_pipelines.cli.guidance_flags import GuidanceFlags, MaxBatchSizeFlags
+from ltx_pipelines.cli.model_flags import ModelFlags
+from ltx_pipelines.cli.tiling_flags import TilingFlags
+from ltx_pipelines.cli.video_flags import VideoFlags
+from ltx_pipelines.engine.defaults import PipelineDefaults
+
+P = TypeVar("P")
+
+
+def build_guided(pipeline_class: Callable[..., P], run: Run, **extra: Any) -> P:
+    """`pipeline_class` over the run's model files (checkpoint, the upsampler of two-stage runs, Gemma) with
+    the options every guided pipeline takes from its command line; `extra` adds the pipeline's own."""
+    models = run.models
+    files = [models.checkpoint]
+    if models.spatial_upsampler is not None:  # two-stage: stage 2 fuses the distilled LoRA
+        files.append(models.spatial_upsampler)
+        extra.setdefault("distilled_lora", models.distilled_lora)
+    return pipeline_class(
+        *files, models.gemma_root, max_batch_size=run[MaxBatchSizeFlags], **run.pipeline_options(), **extra
+    )
+
+
+def guided_command(
+    module_name: str,
+    doc: str | None,
+    build: Callable[[Run], P],
+    *,
+    two_stage: bool,
+    groups: tuple[FlagGroup[Any], ...] = (),
+    guidance: GuidanceFlags | None = None,
+    fixed_defaults: PipelineDefaults | None = None,
+    generate: Generate[P] = call_with_video_flags,
+) -> PipelineCommand[P]:
+    """The command of a guided text/image-to-video pipeline: full checkpoint (two-stage: with the spatial
+    upsampler and the distilled LoRA of stage 2), video, tiling and guidance flags, then `groups`."""
+    return PipelineCommand.for_module(
+        module_name,
+        doc,
+        models=ModelFlags(distilled=False, two_stage=two_stage, distilled_lora=two_stage),
+        groups=(
+            VideoFlags(two_stage=two_stage),
+            TilingFlags(),
+            guidance or GuidanceFlags(),
+            MaxBatchSizeFlags(),
+            *groups,
+        ),
+        build=build,
+        generate=generate,
+        fixed_defaults=fixed_defaults,
+    )
