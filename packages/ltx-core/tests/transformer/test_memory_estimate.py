@@ -46,3 +46,17 @@ def test_a_run_that_does_not_fit_names_the_flags_that_would(tiny_config):
         check_fits(tiny_config, RuntimeOptions(), work, free_bytes=free)
     assert "--quantization fp8-cast --offload disk" in str(info.value)
     assert check_fits(tiny_config, RuntimeOptions(), work, free_bytes=10 * full.peak) == full
+
+
+def test_in_host_ram_offloading_to_the_cpu_saves_nothing_and_is_not_suggested(tiny_config):
+    """On the CPU (and MPS's shared memory) `--offload cpu` keeps every block in the same RAM."""
+    tiny_config["transformer"]["num_layers"] = 8
+    work = WorkloadShape(video_tokens=4, audio_tokens=2, text_tokens=2)
+    full = estimate_peak_memory(tiny_config, RuntimeOptions(), work)
+    offloaded = estimate_peak_memory(tiny_config, RuntimeOptions(offload="cpu", device_slots=2), work)
+    free = int((offloaded.peak + full.peak) / 2 / 0.9)  # fits only if offloading to the CPU saved memory
+    on_device = str(pytest.raises(InsufficientMemoryError, check_fits, tiny_config, RuntimeOptions(), work, free).value)
+    assert "--offload cpu" in on_device and "device memory is free" in on_device
+    with pytest.raises(InsufficientMemoryError) as info:
+        check_fits(tiny_config, RuntimeOptions(offload="cpu", device_slots=2), work, free, host=True)
+    assert "--offload cpu (" not in str(info.value) and "RAM is available" in str(info.value)
