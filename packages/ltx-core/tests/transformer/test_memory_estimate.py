@@ -55,8 +55,9 @@ def test_in_host_ram_offloading_to_the_cpu_saves_nothing_and_is_not_suggested(ti
     full = estimate_peak_memory(tiny_config, RuntimeOptions(), work)
     offloaded = estimate_peak_memory(tiny_config, RuntimeOptions(offload="cpu", device_slots=2), work)
     free = int((offloaded.peak + full.peak) / 2 / 0.9)  # fits only if offloading to the CPU saved memory
-    on_device = str(pytest.raises(InsufficientMemoryError, check_fits, tiny_config, RuntimeOptions(), work, free).value)
-    assert "--offload cpu" in on_device and "device memory is free" in on_device
+    with pytest.raises(InsufficientMemoryError) as on_device:
+        check_fits(tiny_config, RuntimeOptions(), work, free)
+    assert "--offload cpu (" in str(on_device.value) and "device memory is free" in str(on_device.value)
     with pytest.raises(InsufficientMemoryError) as info:
         check_fits(tiny_config, RuntimeOptions(offload="cpu", device_slots=2), work, free, host=True)
     assert "--offload cpu (" not in str(info.value) and "RAM is available" in str(info.value)
