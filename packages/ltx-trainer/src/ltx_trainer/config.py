@@ -37,9 +37,19 @@ def _is_url(value: str) -> bool:
 
 # -- model ----------------------------------------------------------------------------------------
 class ModelConfig(_Section):
-    model_path: Path = Field(description="Single-file LTX-2 checkpoint (.safetensors); a local path, not a URL.")
+    model_path: Path = Field(
+        description="Single-file LTX-2 / LTX-2.3 checkpoint, or the transformer file of the LTX-2.5 split set "
+        "(.safetensors); a local path, not a URL."
+    )
     text_encoder_path: Path | None = Field(
-        None, description="Gemma folder; only needed for validation prompts (training reads precomputed features)."
+        None,
+        description="Gemma 3 folder, or the packed Gemma 4 file of the LTX-2.5 split set; only needed for "
+        "validation prompts (training reads precomputed features).",
+    )
+    video_vae_path: Path | None = Field(
+        None,
+        description="Video VAE file of the LTX-2.5 split set; its metadata gives the VAE compression factors "
+        "(default: the `vae` section of model_path, a single file).",
     )
     training_mode: Literal["lora", "full"] = Field("lora", description="Train LoRA adapters or every weight.")
     load_checkpoint: Path | None = Field(
@@ -50,16 +60,14 @@ class ModelConfig(_Section):
 
     @model_validator(mode="before")
     @classmethod
-    def _removed_vae_paths(cls, data: Any) -> Any:
-        # These fields were accepted but never read; a config setting them would silently train and validate
-        # with the VAEs of model_path instead.
-        names = ("video_vae_path", "audio_vae_path")
-        given = [f"model.{name}" for name in names if isinstance(data, dict) and name in data]
-        if given:
+    def _removed_audio_vae_path(cls, data: Any) -> Any:
+        # Only validation renders would read it, and those are not available on split files yet: a field
+        # that is accepted but never read would look as if it did something.
+        if isinstance(data, dict) and "audio_vae_path" in data:
             raise ValueError(
-                f"{' and '.join(given)}: not supported by the trainer (it reads the VAEs for validation from "
-                "model.model_path, a single-file checkpoint that holds them); remove the field. Separate VAE files "
-                "are for the preprocessing commands (process_dataset --video-vae-path / --audio-vae-path)"
+                "model.audio_vae_path: not supported by the trainer (training reads precomputed audio latents; "
+                "validation renders on LTX-2.5 split files are not available yet); remove the field. Separate VAE "
+                "files are for the preprocessing commands (process_dataset --video-vae-path / --audio-vae-path)"
             )
         return data
 
@@ -70,6 +78,13 @@ class ModelConfig(_Section):
             raise ValueError(f"{str(value)!r} is a URL; download the checkpoint and give its local path")
         if not value.is_file():
             raise ValueError(f"{str(value)!r} is not a file (expected a .safetensors checkpoint)")
+        return value
+
+    @field_validator("video_vae_path")
+    @classmethod
+    def _vae_file(cls, value: Path | None) -> Path | None:
+        if value is not None and not value.is_file():
+            raise ValueError(f"{str(value)!r} is not a file (expected a video VAE .safetensors file)")
         return value
 
     @field_validator("text_encoder_path", "load_checkpoint")

@@ -23,6 +23,7 @@ from ltx_trainer.dataset_file import DatasetFileError, read_dataset, resolve_rol
 from ltx_trainer.decoding import decode_video_folder
 from ltx_trainer.drop_report import RunReport
 from ltx_trainer.masks import compute_audio_masks, compute_video_masks
+from ltx_trainer.model_files import training_model_files
 from ltx_trainer.models import LazyModels, ModelSources
 from ltx_trainer.sharding import Shard, current_shard, shard_device
 from ltx_trainer.video_latents import compute_reference_latents, compute_video_latents
@@ -105,6 +106,9 @@ def preprocess_dataset(dataset_path: str | Path, settings: PreprocessSettings, s
     sources = ModelSources(settings.model_path, settings.video_vae_path, settings.audio_vae_path).check()
     if not Path(settings.text_encoder_path).exists():
         raise FileNotFoundError(f"--text-encoder-path {str(settings.text_encoder_path)!r} does not exist")
+    # Single file + Gemma 3 folder, or the LTX-2.5 transformer file + packed Gemma 4 file: read (and the
+    # encoder checked against the transformer's) before any encoding.
+    caption_files = training_model_files(sources.checkpoint or settings.model_path, settings.text_encoder_path)
 
     shard = shard or current_shard()
     out = Path(settings.output_dir) if settings.output_dir else dataset.root / ".precomputed"
@@ -119,7 +123,7 @@ def preprocess_dataset(dataset_path: str | Path, settings: PreprocessSettings, s
         roles["caption"],
         key_columns,
         out / pc.CONDITIONS,
-        checkpoint=sources.checkpoint or settings.model_path,
+        checkpoint=caption_files,
         text_encoder_path=settings.text_encoder_path,
         lora_trigger=settings.lora_trigger,
         strip_prefixes=settings.remove_llm_prefixes,
