@@ -120,8 +120,21 @@ def test_validation_on_split_files_is_refused_before_training(demo25, tmp_path):
     assert not (tmp_path / "out" / "checkpoints").exists()
 
 
-def test_audio_vae_path_is_refused_by_name(demo25, tmp_path):
-    raw = training_config(demo25.transformer, tmp_path, tmp_path / "out")
+def test_audio_vae_path_is_checked_on_split_files(demo25, tmp_path):
+    raw = training_config(demo25.transformer, write_dataset(tmp_path / "data", num_samples=2), tmp_path / "out")
     raw["model"]["audio_vae_path"] = str(demo25.audio_vae)
-    with pytest.raises(ConfigError, match=r"model\.audio_vae_path: not supported"):
+    assert parse_config(raw).model.audio_vae_path == demo25.audio_vae
+    raw["model"]["audio_vae_path"] = str(demo25.video_vae)
+    with pytest.raises(ConfigError, match=r"model\.audio_vae_path: .*audio_vae"):
         parse_config(raw)
+
+
+def test_validation_with_another_video_vae_is_refused(demo25, tmp_path):
+    from ltx_pipelines.demo_assets import ensure_demo_assets as ensure
+
+    single = ensure(tmp_path / "demo23")
+    raw = training_config(single.checkpoint, write_dataset(tmp_path / "data", num_samples=2), tmp_path / "out")
+    raw["model"].update(text_encoder_path=str(single.gemma_root), video_vae_path=str(demo25.video_vae_conv))
+    raw["validation"] = {"interval": 1, "samples": [{"prompt": "a fox"}]}
+    with pytest.raises(ValueError, match="decode with the VAE of model.model_path"):
+        Trainer(parse_config(raw), disable_progress_bars=True)

@@ -51,6 +51,11 @@ class ModelConfig(_Section):
         description="Video VAE file of the LTX-2.5 split set; its metadata gives the VAE compression factors "
         "(default: the `vae` section of model_path, a single file).",
     )
+    audio_vae_path: Path | None = Field(
+        None,
+        description="Audio VAE file of the LTX-2.5 split set (as the reference's configs give it); checked to be "
+        "an audio VAE file. Refused with a single-file model_path, whose own audio VAE is used.",
+    )
     training_mode: Literal["lora", "full"] = Field("lora", description="Train LoRA adapters or every weight.")
     load_checkpoint: Path | None = Field(
         None,
@@ -58,18 +63,25 @@ class ModelConfig(_Section):
         "(its latest `*step_*` file is used). Its training state beside it is restored.",
     )
 
-    @model_validator(mode="before")
-    @classmethod
-    def _removed_audio_vae_path(cls, data: Any) -> Any:
-        # Only validation renders would read it, and those are not available on split files yet: a field
-        # that is accepted but never read would look as if it did something.
-        if isinstance(data, dict) and "audio_vae_path" in data:
+    @model_validator(mode="after")
+    def _audio_vae_of_a_split_set(self) -> ModelConfig:
+        if self.audio_vae_path is None:
+            return self
+        from ltx_core.loader import CheckpointError, read_checkpoint_config
+        from ltx_trainer.model_files import is_component_transformer
+
+        # With a single file, validation would decode with model_path's audio VAE: a second one given
+        # here would silently not be the one used.
+        if not is_component_transformer(self.model_path):
             raise ValueError(
-                "model.audio_vae_path: not supported by the trainer (training reads precomputed audio latents; "
-                "validation renders on LTX-2.5 split files are not available yet); remove the field. Separate VAE "
-                "files are for the preprocessing commands (process_dataset --video-vae-path / --audio-vae-path)"
+                "model.audio_vae_path: only for the LTX-2.5 split set (model_path a transformer-only file); "
+                f"{str(self.model_path)!r} is a single-file checkpoint whose own audio VAE is used; remove the field"
             )
-        return data
+        try:
+            read_checkpoint_config(self.audio_vae_path, "audio_vae")
+        except CheckpointError as e:
+            raise ValueError(f"model.audio_vae_path: {e}") from None
+        return self
 
     @field_validator("model_path")
     @classmethod
@@ -80,11 +92,11 @@ class ModelConfig(_Section):
             raise ValueError(f"{str(value)!r} is not a file (expected a .safetensors checkpoint)")
         return value
 
-    @field_validator("video_vae_path")
+    @field_validator("video_vae_path", "audio_vae_path")
     @classmethod
     def _vae_file(cls, value: Path | None) -> Path | None:
         if value is not None and not value.is_file():
-            raise ValueError(f"{str(value)!r} is not a file (expected a video VAE .safetensors file)")
+            raise ValueError(f"{str(value)!r} is not a file (expected a VAE .safetensors file)")
         return value
 
     @field_validator("text_encoder_path", "load_checkpoint")
