@@ -138,3 +138,24 @@ def test_validation_with_another_video_vae_is_refused(demo25, tmp_path):
     raw["validation"] = {"interval": 1, "samples": [{"prompt": "a fox"}]}
     with pytest.raises(ValueError, match="decode with the VAE of model.model_path"):
         Trainer(parse_config(raw), disable_progress_bars=True)
+
+
+@pytest.mark.parametrize(
+    ("missing", "message"),
+    [("video_vae_path", "--video-vae-path"), ("audio_vae_path", "--audio-vae-path")],
+)
+def test_split_set_without_a_vae_file_is_refused_before_encoding(demo25, tmp_path, make_clip, missing, message):
+    root = tmp_path / "data"
+    make_clip(root / "a.mp4", frames=9, height=64, width=64)
+    (root / "dataset.json").write_text(json.dumps([{"video": "a.mp4", "caption": "A square."}]))
+    with pytest.raises(CheckpointError, match=message):
+        preprocess_dataset(root / "dataset.json", _settings(demo25, **{missing: None}))
+    assert not (root / ".precomputed").exists()
+
+
+def test_video_vae_of_another_grid_is_refused(demo25, tmp_path):
+    from ltx_core.types import SpatioTemporalScaleFactors
+    from ltx_trainer.model_files import check_vae_files
+
+    with pytest.raises(CheckpointError, match="compresses 8 x 32 x 32 .* buckets are for 4 x 32 x 32"):
+        check_vae_files(demo25.video_vae, None, grid=SpatioTemporalScaleFactors(4, 32, 32))

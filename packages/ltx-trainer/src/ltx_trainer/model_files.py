@@ -72,3 +72,27 @@ def video_compression(
         default.width,
     )
     return default, None
+
+
+def check_vae_files(
+    video_vae: Path | None, audio_vae: Path | None, *, grid: SpatioTemporalScaleFactors
+) -> None:
+    """Before any encoding: the files that must provide the VAEs do (a transformer-only file of the
+    LTX-2.5 split set does not: the VAEs come from --video-vae-path / --audio-vae-path), and the video
+    VAE's compression (from its metadata) is the grid the resolution buckets are checked against."""
+    if video_vae is not None:
+        try:
+            vae = read_checkpoint_config(video_vae, "vae")
+        except CheckpointError as e:
+            raise CheckpointError(f"{e}; give the video VAE file with --video-vae-path") from None
+        factors = video_scale_factors(vae)
+        if factors != grid:
+            raise CheckpointError(
+                f"the video VAE {str(video_vae)!r} compresses {factors.time} x {factors.height} x {factors.width} "
+                f"(frames x height x width); the resolution buckets are for {grid.time} x {grid.height} x {grid.width}"
+            )
+    if audio_vae is not None:
+        try:
+            read_checkpoint_config(audio_vae, "audio_vae")
+        except CheckpointError as e:
+            raise CheckpointError(f"{e}; give the audio VAE file with --audio-vae-path") from None
