@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any, Literal, Union, overload
 
 import torch
 from safetensors.torch import save_file
@@ -470,7 +470,19 @@ def _build_lock(root: Path) -> Iterator[None]:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
-def ensure_demo_assets(root: Path | None = None, *, family: str = DEFAULT_DEMO_FAMILY) -> Any:
+@overload
+def ensure_demo_assets(root: Path | None = None, *, family: Literal["ltx-2.3"] = ...) -> DemoAssets: ...
+
+
+@overload
+def ensure_demo_assets(root: Path | None = None, *, family: Literal["ltx-2.5"]) -> Ltx25DemoAssets: ...
+
+
+@overload
+def ensure_demo_assets(root: Path | None = None, *, family: str) -> AnyDemoAssets: ...
+
+
+def ensure_demo_assets(root: Path | None = None, *, family: str = DEFAULT_DEMO_FAMILY) -> AnyDemoAssets:
     """The demo model set of `family` under `root` (default: the user cache), built or repaired where
     needed: `DemoAssets` for `ltx-2.3` (single file, upsampler, Gemma 3 folder), `Ltx25DemoAssets` for
     `ltx-2.5` (split component files; `.model_files()` is the set the pipelines take).
