@@ -108,6 +108,11 @@ def test_split_set_is_recognised_and_the_encoder_checked(demo25, tmp_path):
     other = build_tiny_packed_gemma4(tmp_path / "other-gemma4.safetensors", projection_widths=(32, 16))
     with pytest.raises(CheckpointError, match="gemma4-demo-ltx-v1"):
         training_model_files(demo25.transformer, other)
+    # The trainer refuses it too, before building anything.
+    raw = training_config(demo25.transformer, write_dataset(tmp_path / "data", num_samples=2), tmp_path / "out")
+    raw["model"]["text_encoder_path"] = str(other)
+    with pytest.raises(CheckpointError, match="gemma_source_checkpoint"):
+        Trainer(parse_config(raw), disable_progress_bars=True)
 
 
 def test_validation_on_split_files_is_refused_before_training(demo25, tmp_path):
