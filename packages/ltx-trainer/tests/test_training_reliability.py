@@ -223,14 +223,18 @@ def test_a_full_disk_during_a_save_is_one_line_and_keeps_nothing_partial(
 
 
 # -- small ones -----------------------------------------------------------------------------------------
-def test_the_vae_path_fields_are_refused_by_name(checkpoint, data_root, tmp_path):
+def test_the_audio_vae_path_field_is_refused_by_name(checkpoint, data_root, tmp_path):
+    # model.video_vae_path is read (the VAE's compression factors); with a single file, model.audio_vae_path
+    # would not be the audio VAE validation uses.
     from ltx_trainer.config import ConfigError
 
     raw = training_config(checkpoint, data_root, tmp_path)
     raw["model"]["video_vae_path"] = str(checkpoint)
     raw["model"]["audio_vae_path"] = str(checkpoint)
-    with pytest.raises(ConfigError, match=r"model\.video_vae_path and model\.audio_vae_path: not supported"):
+    with pytest.raises(ConfigError, match=r"model\.audio_vae_path: only for the LTX-2.5 split set"):
         parse_config(raw)
+    del raw["model"]["audio_vae_path"]
+    assert parse_config(raw).model.video_vae_path == checkpoint
 
 
 def test_cpu_bf16_training_writes_0644_files_and_warns_nothing(checkpoint, data_root, tmp_path):

@@ -22,6 +22,8 @@ SP_HEADS = {
     "audio_num_attention_heads": 6, "audio_attention_head_dim": 2, "audio_cross_attention_dim": 12,
 }  # fmt: skip
 VIDEO_CONTEXT, AUDIO_CONTEXT = 24, 12
+# The rest of the LTX-2.5 architecture flags (bias-free feed-forwards, no prompt AdaLN).
+LTX25_FLAGS = {"ff_bias": False, "audio_ff_bias": False, "use_prompt_adaln_single": False}
 
 
 def _model(**overrides):
@@ -69,9 +71,11 @@ def _max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a.double() - b.double()).abs().max())
 
 
-@pytest.mark.parametrize("world", [2, 3])
-def test_sequence_parallel_forward_equals_single_process(world, tmp_path):
-    model = _model()
+# Each world size on one flag set (the runs are slow): 2 ranks with the LTX-2.3 flags, 3 with LTX-2.5's.
+@pytest.mark.parametrize(("world", "flags"), [(2, {}), (3, LTX25_FLAGS)], ids=["2-ranks-ltx23", "3-ranks-ltx25"])
+def test_sequence_parallel_forward_equals_single_process(world, flags, tmp_path):
+    model = _model(**flags)
+    assert (model.transformer_blocks[0].ff.net[2].bias is None) == bool(flags)
     # Token counts that divide by the world size (12 video, 6 audio) and that do not (13 / 7, 11 / 5).
     cases = [
         _inputs(12, 6, masked=False, seed=1),

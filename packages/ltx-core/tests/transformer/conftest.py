@@ -59,6 +59,17 @@ def randomize_(module: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
     return module.eval().requires_grad_(False)
 
 
+# The LTX-2.5 architecture flags (bias-free feed-forwards, no prompt AdaLN, keyframe embedding), for
+# tests that run on both flag sets.
+LTX25_TRANSFORMER_FLAGS: dict[str, Any] = {
+    "ff_bias": False,
+    "audio_ff_bias": False,
+    "use_prompt_adaln_single": False,
+    "use_keyframes_abs_pos_embedding": True,
+}
+FLAG_SETS = {"ltx-2.3": {}, "ltx-2.5": LTX25_TRANSFORMER_FLAGS}
+
+
 @pytest.fixture
 def tiny_config() -> dict[str, Any]:
     """A whole-checkpoint `config` dict (only the transformer section), safe to modify."""

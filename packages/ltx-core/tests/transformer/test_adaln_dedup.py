@@ -9,6 +9,8 @@ import torch
 
 from ltx_core.model.transformer import StreamConfig
 
+from .conftest import FLAG_SETS
+
 
 def _with_timesteps(modality, timesteps):
     return dataclasses.replace(modality, timesteps=timesteps)
@@ -19,11 +21,16 @@ def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
     return bool(((a - b).abs() <= 1e-6 + 1e-5 * b.abs()).all())
 
 
+@pytest.mark.parametrize("flag_set", sorted(FLAG_SETS))
 @pytest.mark.parametrize("pattern", ["one_value_per_item", "two_values_i2v", "every_token_differs"])
-def test_dedup_equals_per_token_embeddings(make_model, make_inputs, pattern):
-    model = make_model()
+def test_dedup_equals_per_token_embeddings(make_model, make_inputs, pattern, flag_set):
+    model = make_model(**FLAG_SETS[flag_set])
     video, audio = make_inputs()
     b, t = video.latent.shape[:2]
+    if model.config.keyframes_abs_pos_embedding:  # LTX-2.5: some tokens marked as keyframes
+        mask = torch.zeros(b, t, 1)
+        mask[:, :3] = 1.0
+        video = dataclasses.replace(video, keyframes_mask=mask)
     if pattern == "two_values_i2v":  # conditioned first-frame tokens at 0, the rest at sigma
         ts = video.timesteps.clone()
         ts[:, :4] = 0.0

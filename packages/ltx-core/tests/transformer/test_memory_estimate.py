@@ -15,6 +15,17 @@ from ltx_core.memory_estimate import (
 from ltx_core.model.transformer import configure_transformer
 from ltx_core.runtime import RuntimeOptions
 
+from .conftest import FLAG_SETS
+
+# Every test on the LTX-2.3 and the LTX-2.5 flag sets (meta-device models: cheap).
+pytestmark = pytest.mark.parametrize("flag_set", sorted(FLAG_SETS))
+
+
+@pytest.fixture
+def tiny_config(tiny_config, flag_set):
+    tiny_config["transformer"].update(FLAG_SETS[flag_set])
+    return tiny_config
+
 
 def test_weight_bytes_count_every_tensor_once(tiny_config):
     non_block, block, blocks = transformer_weight_bytes(tiny_config, RuntimeOptions(), torch.bfloat16)

@@ -21,13 +21,16 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, Union, overload
 
 import torch
 from safetensors.torch import save_file
 from torch import nn
 
 from ltx_pipelines.media.atomic_files import apply_umask, atomic_output, remove_stale_partials
+
+if TYPE_CHECKING:
+    from ltx_pipelines.demo_assets_ltx25 import Ltx25DemoAssets
 
 logger = logging.getLogger(__name__)
 
@@ -199,14 +202,38 @@ class DemoAssets:
     gemma_root: Path
 
 
+# The model families a demo set exists for. LTX-2.3 stays the default: its single file + Gemma 3 folder is
+# what `--demo` has always built; `ltx-2.5` is the split-file set (`demo_assets_ltx25`).
+DEMO_FAMILIES = ("ltx-2.3", "ltx-2.5")
+DEFAULT_DEMO_FAMILY = "ltx-2.3"
+
+AnyDemoAssets = Union[DemoAssets, "Ltx25DemoAssets"]
+
 MANIFEST_NAME = "manifest.json"
 _LOCK_NAME = ".build.lock"
 _PARTIAL_MARK = ".partial"
 
 
-def default_demo_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "ltx2-demo" / f"v{DEMO_VERSION}"
+def _check_family(family: str) -> str:
+    if family not in DEMO_FAMILIES:
+        raise ValueError(f"unknown demo model family {family!r}; accepted: {', '.join(DEMO_FAMILIES)}")
+    return family
+
+
+def _family_version(family: str) -> str:
+    if family == "ltx-2.5":
+        from ltx_pipelines.demo_assets_ltx25 import DEMO_LTX25_VERSION
+
+        return f"ltx-2.5-v{DEMO_LTX25_VERSION}"
+    return DEMO_VERSION
+
+
+def default_demo_dir(family: str = DEFAULT_DEMO_FAMILY) -> Path:
+    """The user-cache folder of a family's demo set (LTX-2.3 keeps the folder it always had)."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")) / "ltx2-demo"
+    if _check_family(family) == "ltx-2.5":
+        return base / _family_version(family)
+    return base / f"v{DEMO_VERSION}"
 
 
 def demo_assets_at(root: Path) -> DemoAssets:
@@ -340,7 +367,20 @@ def write_demo_gemma(path: Path, seed: int = 0) -> None:
                 shutil.rmtree(leftover)
 
 
-def _parts(assets: DemoAssets) -> dict[str, tuple[Path, Callable[[Path], None]]]:
+def _parts(assets: AnyDemoAssets) -> dict[str, tuple[Path, Callable[[Path], None]]]:
+    if not isinstance(assets, DemoAssets):
+        from ltx_pipelines import demo_assets_ltx25 as ltx25
+
+        return {
+            "transformer": (assets.transformer, ltx25.write_ltx25_transformer),
+            "text_encoder": (assets.text_encoder, ltx25.write_ltx25_text_encoder),
+            "video_vae": (assets.video_vae, ltx25.write_ltx25_video_vae),
+            "video_vae_conv": (assets.video_vae_conv, ltx25.write_ltx25_video_vae_conv),
+            "audio_vae": (assets.audio_vae, ltx25.write_ltx25_audio_vae),
+            "duration_head": (assets.duration_head, ltx25.write_ltx25_duration_head),
+            "spatial_upsampler": (assets.spatial_upsampler, ltx25.write_ltx25_spatial_upsampler),
+            "temporal_upsampler": (assets.temporal_upsampler, ltx25.write_ltx25_temporal_upsampler),
+        }
     return {
         "checkpoint": (assets.checkpoint, write_demo_checkpoint),
         "spatial_upsampler": (assets.spatial_upsampler, write_demo_upsampler),
@@ -377,20 +417,24 @@ def _intact(root: Path, files: Any) -> bool:
     return True
 
 
-def _stale_parts(root: Path, assets: DemoAssets) -> list[str]:
+def _version_of(assets: AnyDemoAssets) -> str:
+    return _family_version("ltx-2.3" if isinstance(assets, DemoAssets) else "ltx-2.5")
+
+
+def _stale_parts(root: Path, assets: AnyDemoAssets) -> list[str]:
     """Names of the parts that are missing, partial or differ from the manifest (all of them when the
     manifest itself is missing or unreadable)."""
     try:
         manifest = json.loads((root / MANIFEST_NAME).read_text())
-        recorded = manifest["parts"] if manifest.get("demo_version") == DEMO_VERSION else {}
+        recorded = manifest["parts"] if manifest.get("demo_version") == _version_of(assets) else {}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         recorded = {}
     return [name for name in _parts(assets) if not _intact(root, recorded.get(name))]
 
 
-def _write_manifest(root: Path, assets: DemoAssets) -> None:
+def _write_manifest(root: Path, assets: AnyDemoAssets) -> None:
     parts = {name: _describe(root, path) for name, (path, _) in _parts(assets).items()}
-    text = json.dumps({"demo_version": DEMO_VERSION, "parts": parts}, indent=2, sort_keys=True) + "\n"
+    text = json.dumps({"demo_version": _version_of(assets), "parts": parts}, indent=2, sort_keys=True) + "\n"
     with atomic_output(root / MANIFEST_NAME, overwrite=True) as tmp:
         tmp.write_text(text, encoding="utf-8")
 
@@ -426,16 +470,36 @@ def _build_lock(root: Path) -> Iterator[None]:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
-def ensure_demo_assets(root: Path | None = None) -> DemoAssets:
-    """The demo model set under `root` (default: the user cache), built or repaired where needed.
+@overload
+def ensure_demo_assets(root: Path | None = None, *, family: Literal["ltx-2.3"] = ...) -> DemoAssets: ...
+
+
+@overload
+def ensure_demo_assets(root: Path | None = None, *, family: Literal["ltx-2.5"]) -> Ltx25DemoAssets: ...
+
+
+@overload
+def ensure_demo_assets(root: Path | None = None, *, family: str) -> AnyDemoAssets: ...
+
+
+def ensure_demo_assets(root: Path | None = None, *, family: str = DEFAULT_DEMO_FAMILY) -> AnyDemoAssets:
+    """The demo model set of `family` under `root` (default: the user cache), built or repaired where
+    needed: `DemoAssets` for `ltx-2.3` (single file, upsampler, Gemma 3 folder), `Ltx25DemoAssets` for
+    `ltx-2.5` (split component files; `.model_files()` is the set the pipelines take).
 
     A complete cache is only verified (sizes and hashes against its manifest). Otherwise the missing
     or damaged parts are rebuilt under a lock, so concurrent callers build once and never see a
     half-written file; the manifest is written last.
     """
-    root = Path(root) if root is not None else default_demo_dir()
+    _check_family(family)
+    root = Path(root) if root is not None else default_demo_dir(family)
     root.mkdir(parents=True, exist_ok=True)
-    assets = demo_assets_at(root)
+    if family == "ltx-2.5":
+        from ltx_pipelines.demo_assets_ltx25 import ltx25_demo_assets_at
+
+        assets: AnyDemoAssets = ltx25_demo_assets_at(root)
+    else:
+        assets = demo_assets_at(root)
     if not _stale_parts(root, assets):
         return assets
     with _build_lock(root):

@@ -13,13 +13,14 @@ from pathlib import Path
 
 import torch
 
-from ltx_core.loader import build_model
+from ltx_core.loader import ModelFiles, build_model
 from ltx_core.text_encoders.gemma import GemmaTextEncoder
 from ltx_core.text_encoders.gemma.eight_bit import require_gemma_8bit
 from ltx_core.text_encoders.gemma.embeddings_processor import text_embeddings_spec
 from ltx_pipelines.engine.progress import progress
 from ltx_trainer.dataset_file import DatasetFile
 from ltx_trainer.drop_report import RunReport
+from ltx_trainer.model_files import training_model_files
 from ltx_trainer.precomputed import sample_path, save_sample
 from ltx_trainer.sample_loop import Columns, RowItem, shard_items
 from ltx_trainer.sharding import Shard
@@ -83,7 +84,7 @@ def compute_caption_features(
     key_column: Columns,
     output_dir: str | Path,
     *,
-    checkpoint: str | Path,
+    checkpoint: str | Path | ModelFiles,
     text_encoder_path: str | Path,
     report: RunReport,
     lora_trigger: str | None = None,
@@ -97,9 +98,14 @@ def compute_caption_features(
     load_in_8bit: bool = False,
 ) -> None:
     """Encode the captions of this rank's rows; Gemma is loaded only when some caption needs encoding
-    (`load_in_8bit`: its 8-bit form, which needs CUDA and bitsandbytes - checked before anything else)."""
+    (`load_in_8bit`: its 8-bit form, which needs CUDA and bitsandbytes - checked before anything else).
+
+    `checkpoint` with `text_encoder_path`: a single file with a Gemma 3 folder, or the LTX-2.5 transformer
+    file with the packed Gemma 4 file (whose text projection the features go through); or the set as
+    `ModelFiles`."""
     if batch_size < 1:
         raise ValueError(f"--batch-size must be >= 1; got {batch_size}")
+    files = checkpoint if isinstance(checkpoint, ModelFiles) else training_model_files(checkpoint, text_encoder_path)
     from ltx_core.devices import resolve_device
 
     where = resolve_device(device)
@@ -117,9 +123,9 @@ def compute_caption_features(
     from ltx_trainer.models import default_dtype
 
     dtype = dtype or default_dtype(where)
-    with GemmaTextEncoder.from_folder(text_encoder_path, dtype=dtype, device=where, load_in_8bit=load_in_8bit) as gemma:
+    with GemmaTextEncoder.load(text_encoder_path, dtype=dtype, device=where, load_in_8bit=load_in_8bit) as gemma:
         spec = text_embeddings_spec(gemma.hidden_size, gemma.num_hidden_states)
-        processor = build_model(spec, checkpoint, dtype=dtype, device=where)
+        processor = build_model(spec, files, dtype=dtype, device=where)
         batches = [pending[i : i + batch_size] for i in range(0, len(pending), batch_size)]
         for batch in progress(batches, desc="caption features", total=len(batches), unit="batch"):
             prompts = [

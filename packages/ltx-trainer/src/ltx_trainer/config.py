@@ -37,9 +37,24 @@ def _is_url(value: str) -> bool:
 
 # -- model ----------------------------------------------------------------------------------------
 class ModelConfig(_Section):
-    model_path: Path = Field(description="Single-file LTX-2 checkpoint (.safetensors); a local path, not a URL.")
+    model_path: Path = Field(
+        description="Single-file LTX-2 / LTX-2.3 checkpoint, or the transformer file of the LTX-2.5 split set "
+        "(.safetensors); a local path, not a URL."
+    )
     text_encoder_path: Path | None = Field(
-        None, description="Gemma folder; only needed for validation prompts (training reads precomputed features)."
+        None,
+        description="Gemma 3 folder, or the packed Gemma 4 file of the LTX-2.5 split set; only needed for "
+        "validation prompts (training reads precomputed features).",
+    )
+    video_vae_path: Path | None = Field(
+        None,
+        description="Video VAE file of the LTX-2.5 split set; its metadata gives the VAE compression factors "
+        "(default: the `vae` section of model_path, a single file).",
+    )
+    audio_vae_path: Path | None = Field(
+        None,
+        description="Audio VAE file of the LTX-2.5 split set (as the reference's configs give it); checked to be "
+        "an audio VAE file. Refused with a single-file model_path, whose own audio VAE is used.",
     )
     training_mode: Literal["lora", "full"] = Field("lora", description="Train LoRA adapters or every weight.")
     load_checkpoint: Path | None = Field(
@@ -48,20 +63,25 @@ class ModelConfig(_Section):
         "(its latest `*step_*` file is used). Its training state beside it is restored.",
     )
 
-    @model_validator(mode="before")
-    @classmethod
-    def _removed_vae_paths(cls, data: Any) -> Any:
-        # These fields were accepted but never read; a config setting them would silently train and validate
-        # with the VAEs of model_path instead.
-        names = ("video_vae_path", "audio_vae_path")
-        given = [f"model.{name}" for name in names if isinstance(data, dict) and name in data]
-        if given:
+    @model_validator(mode="after")
+    def _audio_vae_of_a_split_set(self) -> ModelConfig:
+        if self.audio_vae_path is None:
+            return self
+        from ltx_core.loader import CheckpointError, read_checkpoint_config
+        from ltx_trainer.model_files import is_component_transformer
+
+        # With a single file, validation would decode with model_path's audio VAE: a second one given
+        # here would silently not be the one used.
+        if not is_component_transformer(self.model_path):
             raise ValueError(
-                f"{' and '.join(given)}: not supported by the trainer (it reads the VAEs for validation from "
-                "model.model_path, a single-file checkpoint that holds them); remove the field. Separate VAE files "
-                "are for the preprocessing commands (process_dataset --video-vae-path / --audio-vae-path)"
+                "model.audio_vae_path: only for the LTX-2.5 split set (model_path a transformer-only file); "
+                f"{str(self.model_path)!r} is a single-file checkpoint whose own audio VAE is used; remove the field"
             )
-        return data
+        try:
+            read_checkpoint_config(self.audio_vae_path, "audio_vae")
+        except CheckpointError as e:
+            raise ValueError(f"model.audio_vae_path: {e}") from None
+        return self
 
     @field_validator("model_path")
     @classmethod
@@ -70,6 +90,13 @@ class ModelConfig(_Section):
             raise ValueError(f"{str(value)!r} is a URL; download the checkpoint and give its local path")
         if not value.is_file():
             raise ValueError(f"{str(value)!r} is not a file (expected a .safetensors checkpoint)")
+        return value
+
+    @field_validator("video_vae_path", "audio_vae_path")
+    @classmethod
+    def _vae_file(cls, value: Path | None) -> Path | None:
+        if value is not None and not value.is_file():
+            raise ValueError(f"{str(value)!r} is not a file (expected a VAE .safetensors file)")
         return value
 
     @field_validator("text_encoder_path", "load_checkpoint")

@@ -53,7 +53,7 @@ def decode_video_folder(
             report.skip(stage)
             continue
         decoder = models.video_decoder()
-        weight = decoder.conv_in.conv.weight
+        weight = next(decoder.parameters())  # either decoder class (the diffusion decoder has no conv_in)
         generator = torch.Generator(device=weight.device).manual_seed(seed)
         tiling = PREPROCESS_TILING if vae_tiling else None
         x = latents.unsqueeze(0).to(device=weight.device, dtype=weight.dtype)

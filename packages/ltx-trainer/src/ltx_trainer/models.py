@@ -15,9 +15,16 @@ import torch
 from torch import nn
 
 from ltx_core.devices import resolve_device
-from ltx_core.loader import build_model, free_model_weights
+from ltx_core.loader import build_model, free_model_weights, read_checkpoint_config
 from ltx_core.model.audio_vae import AUDIO_DECODER, AUDIO_ENCODER, VOCODER, AudioEncoder, decode_audio, encode_audio
-from ltx_core.model.video_vae import VIDEO_DECODER, VIDEO_ENCODER, AxisTiling, TilingConfig, VideoDecoder, VideoEncoder
+from ltx_core.model.video_vae import (
+    VIDEO_ENCODER,
+    AxisTiling,
+    TilingConfig,
+    VideoDecoder,
+    VideoEncoder,
+    video_decoder_spec,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -84,10 +91,13 @@ class LazyModels:
         )
 
     def video_decoder(self) -> VideoDecoder:
-        return self._get(
-            "video_decoder",
-            lambda: build_model(VIDEO_DECODER, self.sources.video_path(), dtype=self.dtype, device=self.device),
-        )
+        def build() -> nn.Module:
+            # The file's VAE class decides: convolutional (LTX-2 / 2.3, 2.5 conv) or diffusion decoder (2.5).
+            path = self.sources.video_path()
+            spec = video_decoder_spec({"vae": read_checkpoint_config(path, "vae")})
+            return build_model(spec, path, dtype=self.dtype, device=self.device)
+
+        return self._get("video_decoder", build)
 
     def audio_encoder(self) -> AudioEncoder:
         return self._get(

@@ -14,15 +14,18 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ltx_core.devices import resolve_device
+from ltx_core.loader import Layout
 from ltx_core.text_encoders.gemma.eight_bit import require_gemma_8bit
+from ltx_core.types import SpatioTemporalScaleFactors
 from ltx_trainer import precomputed as pc
 from ltx_trainer.audio_latents import compute_audio_latents
-from ltx_trainer.buckets import Bucket, BucketError, reference_bucket
+from ltx_trainer.buckets import SPATIAL_MULTIPLE, TEMPORAL_MULTIPLE, Bucket, BucketError, reference_bucket
 from ltx_trainer.captions import compute_caption_features
 from ltx_trainer.dataset_file import DatasetFileError, read_dataset, resolve_roles
 from ltx_trainer.decoding import decode_video_folder
 from ltx_trainer.drop_report import RunReport
 from ltx_trainer.masks import compute_audio_masks, compute_video_masks
+from ltx_trainer.model_files import check_vae_files, training_model_files
 from ltx_trainer.models import LazyModels, ModelSources
 from ltx_trainer.sharding import Shard, current_shard, shard_device
 from ltx_trainer.video_latents import compute_reference_latents, compute_video_latents
@@ -105,6 +108,20 @@ def preprocess_dataset(dataset_path: str | Path, settings: PreprocessSettings, s
     sources = ModelSources(settings.model_path, settings.video_vae_path, settings.audio_vae_path).check()
     if not Path(settings.text_encoder_path).exists():
         raise FileNotFoundError(f"--text-encoder-path {str(settings.text_encoder_path)!r} does not exist")
+    # Single file + Gemma 3 folder, or the LTX-2.5 transformer file + packed Gemma 4 file: read (and the
+    # encoder checked against the transformer's) before any encoding.
+    caption_files = training_model_files(sources.checkpoint or settings.model_path, settings.text_encoder_path)
+    # Audio is checked where a file other than a single checkpoint provides it (a clip without a track
+    # needs no audio VAE, so a single file's is only built when a track is met).
+    separate_audio = settings.audio_vae_path is not None or caption_files.layout is Layout.SPLIT
+    needs_audio = separate_audio and (
+        audio_col is not None or "reference_audio" in roles or (video_col is not None and not settings.skip_audio)
+    )
+    check_vae_files(
+        sources.video_path() if video_col is not None else None,
+        sources.audio_path() if needs_audio else None,
+        grid=SpatioTemporalScaleFactors(TEMPORAL_MULTIPLE, SPATIAL_MULTIPLE, SPATIAL_MULTIPLE),
+    )
 
     shard = shard or current_shard()
     out = Path(settings.output_dir) if settings.output_dir else dataset.root / ".precomputed"
@@ -119,7 +136,7 @@ def preprocess_dataset(dataset_path: str | Path, settings: PreprocessSettings, s
         roles["caption"],
         key_columns,
         out / pc.CONDITIONS,
-        checkpoint=sources.checkpoint or settings.model_path,
+        checkpoint=caption_files,
         text_encoder_path=settings.text_encoder_path,
         lora_trigger=settings.lora_trigger,
         strip_prefixes=settings.remove_llm_prefixes,

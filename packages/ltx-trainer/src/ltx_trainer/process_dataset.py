@@ -22,12 +22,14 @@ app = new_app(__doc__.splitlines()[0].split(": ", 1)[1])
 @app.command()
 def main(
     dataset: Path = typer.Argument(..., help="Metadata file (.csv, .json or .jsonl); media paths relative to it"),
-    model_path: Path = typer.Option(..., help="LTX-2 single-file checkpoint (.safetensors)"),
-    text_encoder_path: Path = typer.Option(..., help="Gemma 3 folder"),
+    model_path: Path = typer.Option(
+        ..., help="LTX-2 / 2.3 single-file checkpoint, or the LTX-2.5 transformer file (.safetensors)"
+    ),
+    text_encoder_path: Path = typer.Option(..., help="Gemma 3 folder, or the LTX-2.5 packed Gemma 4 file"),
     resolution_buckets: str | None = typer.Option(
         None, help="Buckets 'WxHxF;...' (W, H multiples of 32, F = 8k+1); required with a video column"
     ),
-    video_vae_path: Path | None = typer.Option(None, help="Video VAE file when not in --model-path"),
+    video_vae_path: Path | None = typer.Option(None, help="Video VAE file when not in --model-path (LTX-2.5)"),
     audio_vae_path: Path | None = typer.Option(None, help="Audio VAE + vocoder file when not in --model-path"),
     output_dir: Path | None = typer.Option(None, help="Output folder [default: <dataset dir>/.precomputed]"),
     caption_column: str | None = typer.Option(None, help="Column to use as 'caption' [default: auto-detect]"),

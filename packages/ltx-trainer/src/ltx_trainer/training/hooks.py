@@ -16,7 +16,7 @@ import torch
 from safetensors.torch import save_file
 from tqdm import tqdm
 
-from ltx_core.loader import read_checkpoint_config
+from ltx_core.loader import read_checkpoint_config, read_safetensors_header
 from ltx_core.loader.key_rules import TRANSFORMER_PREFIX
 from ltx_pipelines.media.atomic_files import apply_umask
 from ltx_trainer.training import checkpoints as ckpt
@@ -123,6 +123,11 @@ def save_checkpoint(parts: TrainingParts, step: int) -> Path | None:
                        for k, v in model.state_dict().items()}  # fmt: skip
             transformer = read_checkpoint_config(cfg.model.model_path, "transformer")
             meta = {"config": json.dumps({"transformer": transformer}), **strategy_metadata(parts)}
+            # The base file's version and text-encoder pairing (LTX-2.5) go with the trained weights.
+            base = read_safetensors_header(cfg.model.model_path).metadata
+            for key in ("model_version", "gemma_source_checkpoint"):
+                if key in base:
+                    meta[key] = base[key] if isinstance(base[key], str) else json.dumps(base[key])
             save_file(tensors, str(tmp), metadata=meta)
             apply_umask(tmp)  # safetensors recreates the file private (0600)
 

@@ -14,11 +14,11 @@ from accelerate import Accelerator
 from accelerate.utils import DistributedDataParallelKwargs
 from safetensors import safe_open
 
-from ltx_core.loader import CheckpointError, build_model, read_checkpoint_config
+from ltx_core.loader import build_model
 from ltx_core.model.transformer import AUDIO_ONLY_TRANSFORMER, AV_TRANSFORMER, VIDEO_ONLY_TRANSFORMER, LTXModel
 from ltx_core.text_encoders.gemma.eight_bit import require_gemma_8bit
-from ltx_core.types import SpatioTemporalScaleFactors
 from ltx_trainer.config import FlexibleStrategyConfig, LtxTrainerConfig, MaskCondition, ReferenceCondition
+from ltx_trainer.model_files import video_compression
 from ltx_trainer.training.context_cache import CachedTextContexts
 from ltx_trainer.training.data import BatchOrder, PrecomputedTrainingData, audio_only_source
 from ltx_trainer.training.flexible import FlexibleStrategy, ReferenceScale
@@ -103,7 +103,9 @@ def build_parts(config: LtxTrainerConfig, accelerator: Accelerator, *, progress:
             if isinstance(c, ReferenceCondition):
                 ref_scale = reference_scale_from_data(config.data.preprocessed_data_root, c.latents_dir)
     sampler = make_sampler(config.flow_matching.timestep_sampling_mode, config.flow_matching.timestep_sampling_params)
-    strategy = FlexibleStrategy(strategy_cfg, sampler, _video_scale(config.model.model_path), ref_scale)
+    # The VAE's compression, from the video VAE file's metadata (LTX-2.5 split set) or the single file's.
+    scale, _ = video_compression(config.model.model_path, config.model.video_vae_path)
+    strategy = FlexibleStrategy(strategy_cfg, sampler, scale, ref_scale)
     dataset = PrecomputedTrainingData(
         config.data.preprocessed_data_root,
         strategy_cfg.data_sources(),
@@ -201,18 +203,6 @@ def transformer_spec(config: LtxTrainerConfig):
     if strategy.video is not None and strategy.audio is not None:
         return AV_TRANSFORMER
     return VIDEO_ONLY_TRANSFORMER if strategy.video is not None else AUDIO_ONLY_TRANSFORMER
-
-
-def _video_scale(model_path: Path) -> SpatioTemporalScaleFactors:
-    """The VAE's compression (time, height, width) from the checkpoint's `vae` config; 8/32/32 without one
-    (a transformer-only file)."""
-    from ltx_core.model.video_vae.config import VideoVAEConfig
-
-    try:
-        vae = read_checkpoint_config(model_path, "vae")
-    except CheckpointError:
-        return SpatioTemporalScaleFactors()
-    return VideoVAEConfig.from_checkpoint_config(vae).encoder_scale
 
 
 def reference_scale_from_data(root: Path, latents_dir: str) -> ReferenceScale:

@@ -23,6 +23,7 @@ from tqdm import tqdm
 from ltx_pipelines.media.atomic_files import atomic_output, remove_stale_partials
 from ltx_trainer.config import LtxTrainerConfig, dump_config
 from ltx_trainer.memory_plan import check_run
+from ltx_trainer.model_files import training_model_files
 from ltx_trainer.training import checkpoints as ckpt
 from ltx_trainer.training import hooks
 from ltx_trainer.training.data import batch_loader
@@ -67,6 +68,9 @@ class Trainer:
             check_unlocked(self.output_dir)
         self._check_output_dir()
         check_validation_config(config)
+        # The model paths as one set: a text encoder other than the transformer's is refused here.
+        m = config.model
+        training_model_files(m.model_path, m.text_encoder_path, m.video_vae_path, m.audio_vae_path)
         # Before any weight is read: stop with the settings that would fit when this run cannot.
         check_run(config, self.accelerator.device)
         self.parts: TrainingParts = build_parts(config, self.accelerator, progress=not disable_progress_bars)

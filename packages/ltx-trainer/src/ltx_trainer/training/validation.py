@@ -67,6 +67,22 @@ def check_validation_config(config: LtxTrainerConfig) -> None:
         raise ValueError(
             "validation: sampling during training is available for LoRA runs; set validation.interval: null"
         )
+    from ltx_trainer.model_files import is_split_set
+
+    if is_split_set(config.model.model_path, config.model.text_encoder_path):
+        # The renders run through the pipelines, which take the LTX-2.5 component files only after their
+        # rework; refusing here keeps a long run from failing at its first validation step.
+        raise ValueError(
+            f"validation: sampling during training is not available yet on LTX-2.5 component files "
+            f"(model.model_path {str(config.model.model_path)!r} is a transformer-only file or "
+            "model.text_encoder_path a packed Gemma 4); set validation.interval: null to train without samples"
+        )
+    vae = config.model.video_vae_path
+    if vae is not None and vae.resolve() != config.model.model_path.resolve():
+        raise ValueError(
+            f"validation: the renders decode with the VAE of model.model_path, not model.video_vae_path "
+            f"{str(vae)!r}; remove model.video_vae_path or set validation.interval: null"
+        )
     if config.model.text_encoder_path is None or not config.model.text_encoder_path.is_dir():
         raise ValueError("model.text_encoder_path: validation needs the Gemma folder to encode its prompts")
     for i, sample in enumerate(v.samples):

@@ -161,8 +161,8 @@ def load_packed_gemma_model(packed: PackedGemma, *, dtype: torch.dtype, device: 
         import transformers
 
         raise CheckpointError(
-            f"{str(packed.path)!r} is a Gemma 4 (gemma4_unified) text encoder, which needs a transformers release "
-            f"with Gemma4Unified* classes; installed: transformers {transformers.__version__}"
+            f"{str(packed.path)!r} is a Gemma 4 (gemma4_unified) text encoder, which needs transformers >= 5.10.1 "
+            f"(the first release with the Gemma4Unified* classes); installed: transformers {transformers.__version__}"
         ) from e
     from accelerate import init_empty_weights
 
