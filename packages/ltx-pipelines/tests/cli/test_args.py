@@ -390,3 +390,4 @@ def test_exif_image_passes_validation(base_argv, tmp_path):
     Image.new("RGB", (40, 20)).save(path, exif=exif)
     config = run(TWO_STAGE, [*base_argv, "--image", str(path), "0", "1"])
     assert config.video.images[0].path == path
+

@@ -16,6 +16,7 @@ from ltx_core.convert import single_file_to_diffusers
 from ltx_core.loader import CheckpointError, LoraSpec, ModelFiles, read_checkpoint_config, read_safetensors_header
 from ltx_core.loader.model_files import Component, model_files_of
 from ltx_core.model.audio_vae import VOCODER
+from ltx_pipelines import ti2vid_one_stage
 from ltx_pipelines.engine.checkpoint_kind import check_checkpoint_kind, detect_checkpoint_kind
 from ltx_pipelines.engine.defaults import checkpoint_model_version, defaults_for_checkpoint
 from ltx_pipelines.engine.final_latents import decode_audio_from_checkpoint
@@ -137,3 +138,32 @@ def test_a_pipeline_given_the_folder_generates_what_the_single_file_gives(
         frames, audio = outputs[name]
         assert torch.equal(frames, want_frames), name
         assert torch.equal(audio, want_audio), name
+
+
+def test_a_diffusers_model_folder_is_accepted_as_the_checkpoint(tiny_checkpoint, model_files, tmp_path):
+    from ltx_core.convert import single_file_to_diffusers
+
+    folder = single_file_to_diffusers(tiny_checkpoint, tmp_path / "ltx-diffusers")
+    argv = ["--checkpoint-path", str(folder), "--gemma-root", str(model_files.gemma_root), "--prompt", "p",
+            "--output-path", str(tmp_path / "o.mp4"), "--device", "cpu", "--height", "64", "--width", "64"]  # fmt: skip
+    run = ti2vid_one_stage.COMMAND.parse(argv)
+    assert run.models.checkpoint == folder and run.parameters["checkpoint_path"] == str(folder)
+    single = ti2vid_one_stage.COMMAND.parse(
+        [str(tiny_checkpoint) if a == str(folder) else a for a in argv] + ["--overwrite"]
+    )
+    assert run.models.model_version == single.models.model_version  # the folder's transformer declares it
+    assert run.guidance == single.guidance and run.models.num_layers == single.models.num_layers
+    # Without --gemma-root the folder's own text encoder is used (checked when it loads).
+    no_gemma = [a for a in argv if a not in ("--gemma-root", str(model_files.gemma_root))]
+    assert ti2vid_one_stage.COMMAND.parse(no_gemma).models.gemma_root is None
+
+
+def test_the_command_line_refuses_a_folder_of_another_model_family(capsys, model_files, tmp_path):
+    other = tmp_path / "sdxl"
+    other.mkdir()
+    (other / "model_index.json").write_text('{"_class_name": "StableDiffusionXLPipeline"}')
+    argv = ["--checkpoint-path", str(other), "--gemma-root", str(model_files.gemma_root), "--prompt", "p",
+            "--output-path", str(tmp_path / "o.mp4"), "--device", "cpu"]  # fmt: skip
+    with pytest.raises(SystemExit) as info:
+        ti2vid_one_stage.COMMAND.parse(argv)
+    assert info.value.code == 2 and "--checkpoint-path" in capsys.readouterr().err

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ltx_core.loader import DEFAULT_LORA_FUSION, CheckpointError, LoraFusionPrecision, LoraSpec
+from ltx_core.loader.model_files import names_a_model_folder
 from ltx_core.text_encoders.gemma.folder import locate_gemma_folder
 from ltx_pipelines.cli.arg_types import LoraAction
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext, finite
@@ -121,7 +122,7 @@ class ModelFlags(FlagGroup[ModelChoice]):
             self.checkpoint_flag,
             type=str,
             default=None,
-            help=f"The LTX-2 {kind} (.safetensors), a path or hf://<org>/<repo>/<file>.",
+            help=f"The LTX-2 {kind} (.safetensors) or a diffusers model folder, a path or hf://<org>/<repo>[/<file>].",
         )
         if self.gemma:
             group.add_argument(
@@ -198,7 +199,7 @@ class ModelFlags(FlagGroup[ModelChoice]):
                 return LTX_2_3_DEFAULTS
             return defaults_for_checkpoint(cached)
         path = Path(value).expanduser()
-        return defaults_for_checkpoint(path) if path.is_file() else LTX_2_3_DEFAULTS
+        return defaults_for_checkpoint(path) if path.exists() else LTX_2_3_DEFAULTS
 
     def read(self, args: argparse.Namespace, context: ReadContext) -> ModelChoice:
         loras = tuple(args.lora or []) if self.loras else ()
@@ -215,8 +216,10 @@ class ModelFlags(FlagGroup[ModelChoice]):
             elif not context.demo:
                 raise FlagError("--distilled-lora PATH [STRENGTH] is required by this pipeline (or pass --demo)")
         checkpoint = getattr(args, self.checkpoint_dest)
+        folder = checkpoint is not None and names_a_model_folder(checkpoint)
         required = [(self.checkpoint_flag, checkpoint)]
-        if self.gemma:
+        # A diffusers model folder holds its text encoder: --gemma-root is then optional.
+        if self.gemma and not (folder and args.gemma_root is None):
             required.append(("--gemma-root", args.gemma_root))
         if self.two_stage:
             required.append(("--spatial-upsampler-path", args.spatial_upsampler_path))
@@ -227,6 +230,8 @@ class ModelFlags(FlagGroup[ModelChoice]):
             elif flag == "--gemma-root":
                 if not is_hf_path(value):
                     _gemma_folder(flag, Path(value).expanduser())
+            elif flag == self.checkpoint_flag and folder:
+                continue  # a local folder exists (names_a_model_folder); its components are checked on resolve
             else:
                 _local_file(flag, value)
         return ModelChoice(
@@ -259,7 +264,9 @@ class ModelFlags(FlagGroup[ModelChoice]):
     def resolve(self, choice: ModelChoice, *, demo: bool = False) -> RunModels:
         """Local copies of hf:// paths (may download) and each file checked to be the kind its flag expects."""
         assert choice.checkpoint is not None, "read() requires the checkpoint unless --demo substituted one"
-        checkpoint = self._resolve(self.checkpoint_flag, choice.checkpoint)
+        checkpoint = self._resolve(
+            self.checkpoint_flag, choice.checkpoint, folder=names_a_model_folder(choice.checkpoint)
+        )
         metadata = self._kind(self.checkpoint_flag, checkpoint, "ltx_checkpoint")
         gemma_root = None
         if choice.gemma_root is not None:
