@@ -198,7 +198,7 @@ class MultiDeviceCommand:
             rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
             init_process_group(rank, world, backend, timeout_s=mgpu.timeout_s)
             try:
-                rank_main(rank, world, self.module, argv)
+                rank_main(rank, world, self.module, argv, run)
             finally:
                 dist.destroy_process_group()
             return 0
@@ -231,11 +231,14 @@ def _rank_device(device: torch.device, rank: int) -> torch.device:
     return torch.device("cuda", local)
 
 
-def rank_main(rank: int, world: int, module: str, argv: list[str]) -> None:
+def rank_main(rank: int, world: int, module: str, argv: list[str], run: Run | None = None) -> None:
     """One rank's run (the process group is up) of the `COMMAND` of `module`: rank 0 runs the whole command
     and writes the outputs; the others run the same generation without writing. Raises when this rank failed."""
     command: PipelineCommand[Any] = importlib.import_module(module).COMMAND.command
-    run = command.parse(argv) if rank == 0 else None  # rank 0 builds the demo models before the others look
+    # `run`: the command line this process parsed already (under torchrun). A spawned rank parses its argv
+    # once; rank 0 first, so it builds the demo models before the others look for them.
+    if run is None and rank == 0:
+        run = command.parse(argv)
     dist.barrier()
     if run is None:
         run = command.parse(argv)
