@@ -167,3 +167,16 @@ def test_the_command_line_refuses_a_folder_of_another_model_family(capsys, model
     with pytest.raises(SystemExit) as info:
         ti2vid_one_stage.COMMAND.parse(argv)
     assert info.value.code == 2 and "--checkpoint-path" in capsys.readouterr().err
+
+
+def test_the_distilled_command_line_takes_the_folder_and_its_latent_upsampler(folder, tiny_gemma_root, tmp_path):
+    from ltx_pipelines import distilled
+
+    argv = ["--distilled-checkpoint-path", str(folder), "--spatial-upsampler-path", str(folder / "latent_upsampler"),
+            "--gemma-root", str(tiny_gemma_root), "--prompt", "p", "--output-path", str(tmp_path / "o.mp4"),
+            "--device", "cpu", "--height", "64", "--width", "64"]  # fmt: skip
+    run = distilled.COMMAND.parse(argv)
+    assert run.models.checkpoint == folder and run.models.spatial_upsampler == folder / "latent_upsampler"
+    assert run.parameters["spatial_upsampler_path"] == str(folder / "latent_upsampler")
+    assert distilled.main([*argv, "--dtype", "float32", "--num-frames", "9", "--log-level", "WARNING"]) == 0
+    assert (tmp_path / "o.mp4").stat().st_size > 0

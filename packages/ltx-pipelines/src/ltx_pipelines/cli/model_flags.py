@@ -136,7 +136,8 @@ class ModelFlags(FlagGroup[ModelChoice]):
                 "--spatial-upsampler-path",
                 type=str,
                 default=None,
-                help="The latent x2 spatial upsampler between the stages (.safetensors), a path or hf:// file.",
+                help="The latent x2 spatial upsampler between the stages (.safetensors, or a diffusers "
+                "latent_upsampler/ folder), a path or hf:// file.",
             )
         if self.distilled_lora:
             group.add_argument(
@@ -230,8 +231,8 @@ class ModelFlags(FlagGroup[ModelChoice]):
             elif flag == "--gemma-root":
                 if not is_hf_path(value):
                     _gemma_folder(flag, Path(value).expanduser())
-            elif flag == self.checkpoint_flag and folder:
-                continue  # a local folder exists (names_a_model_folder); its components are checked on resolve
+            elif names_a_model_folder(value):
+                continue  # a diffusers folder (checkpoint, or its latent_upsampler/): checked on resolve
             else:
                 _local_file(flag, value)
         return ModelChoice(
@@ -275,7 +276,11 @@ class ModelFlags(FlagGroup[ModelChoice]):
                 _gemma_folder("--gemma-root", gemma_root)
         upsampler = None
         if choice.spatial_upsampler is not None:
-            upsampler = self._resolve("--spatial-upsampler-path", choice.spatial_upsampler)
+            upsampler = self._resolve(
+                "--spatial-upsampler-path",
+                choice.spatial_upsampler,
+                folder=names_a_model_folder(choice.spatial_upsampler),
+            )
             config = self._kind("--spatial-upsampler-path", upsampler, "upsampler").get("config", {})
             if config and not config.get("spatial_upsample", False):
                 raise FlagError(
