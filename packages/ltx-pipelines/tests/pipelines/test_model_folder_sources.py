@@ -153,9 +153,10 @@ def test_a_diffusers_model_folder_is_accepted_as_the_checkpoint(tiny_checkpoint,
     )
     assert run.models.model_version == single.models.model_version  # the folder's transformer declares it
     assert run.guidance == single.guidance and run.models.num_layers == single.models.num_layers
-    # Without --gemma-root the folder's own text encoder is used (checked when it loads).
+    # A diffusers folder's text_encoder/ is not read: the Gemma folder is still required.
     no_gemma = [a for a in argv if a not in ("--gemma-root", str(model_files.gemma_root))]
-    assert ti2vid_one_stage.COMMAND.parse(no_gemma).models.gemma_root is None
+    with pytest.raises(SystemExit):
+        ti2vid_one_stage.COMMAND.parse(no_gemma)
 
 
 def test_the_command_line_refuses_a_folder_of_another_model_family(capsys, model_files, tmp_path):

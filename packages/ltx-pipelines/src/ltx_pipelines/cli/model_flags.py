@@ -217,10 +217,9 @@ class ModelFlags(FlagGroup[ModelChoice]):
             elif not context.demo:
                 raise FlagError("--distilled-lora PATH [STRENGTH] is required by this pipeline (or pass --demo)")
         checkpoint = getattr(args, self.checkpoint_dest)
-        folder = checkpoint is not None and names_a_model_folder(checkpoint)
         required = [(self.checkpoint_flag, checkpoint)]
-        # A diffusers model folder holds its text encoder: --gemma-root is then optional.
-        if self.gemma and not (folder and args.gemma_root is None):
+        # A diffusers folder's text_encoder/ is not read (docs/interop.md): the Gemma folder is always named.
+        if self.gemma:
             required.append(("--gemma-root", args.gemma_root))
         if self.two_stage:
             required.append(("--spatial-upsampler-path", args.spatial_upsampler_path))
