@@ -27,7 +27,7 @@ from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.runtime import RuntimeOptions
 from ltx_core.types import DEFAULT_SCALE_FACTORS
 from ltx_pipelines.cli.arg_types import HelpFormatter
-from ltx_pipelines.cli.error_lines import report_error
+from ltx_pipelines.cli.error_lines import report_error, stop_signals_interrupt
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
 from ltx_pipelines.cli.guidance_flags import GuidanceChoice, GuidanceFlags, MaxBatchSizeFlags
 from ltx_pipelines.cli.model_flags import ModelChoice, ModelFlags, RunModels
@@ -389,13 +389,15 @@ def check_fits_in_memory(run: Run) -> None:
 
 
 def run_reporting_errors(body: Callable[[], object], *, debug: bool, output_path: Path | None = None) -> int:
-    """Run `body`; 0 when it returns, else the exit code of its error after printing the error's one line."""
-    try:
-        body()
-    except SystemExit:
-        raise
-    except BaseException as error:
-        return report_error(error, debug=debug, output_path=output_path)
+    """Run `body`; 0 when it returns, else the exit code of its error after printing the error's one line
+    (SIGTERM included: it ends the run like Ctrl-C, `stop_signals_interrupt`)."""
+    with stop_signals_interrupt():
+        try:
+            body()
+        except SystemExit:
+            raise
+        except BaseException as error:
+            return report_error(error, debug=debug, output_path=output_path)
     return 0
 
 

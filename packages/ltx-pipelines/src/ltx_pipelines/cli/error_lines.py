@@ -10,10 +10,15 @@ from __future__ import annotations
 
 import errno
 import shlex
+import signal
 import sys
+import threading
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import TextIO
 
 import torch
@@ -28,9 +33,35 @@ from ltx_pipelines.media.errors import MediaError
 
 EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130  # the shell's code for a run ended by Ctrl-C (128 + SIGINT)
+# 128 + SIGTERM: what a shell reports for a job SIGTERM ended, so Slurm, docker, `timeout` and systemd
+# see the stop they asked for (and the trainer's code for it; Ctrl-C keeps 130).
+EXIT_TERMINATED = 143
 _MAX_DETAIL = 1000
 _DISK_FULL = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}
 _NO_PERMISSION = {errno.EACCES, errno.EPERM, errno.EROFS}
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived. A KeyboardInterrupt, so everything that cleans up after Ctrl-C (temporary files,
+    the latents kept) does the same for it."""
+
+
+def _raise_terminated(signum: int, frame: FrameType | None) -> None:
+    raise Terminated(f"stopped by signal {signal.Signals(signum).name}")
+
+
+@contextmanager
+def stop_signals_interrupt() -> Iterator[None]:
+    """Within the block SIGTERM raises `Terminated` (like Ctrl-C's KeyboardInterrupt); the previous
+    handler is restored after. Signal handlers belong to the main thread: elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @dataclass(frozen=True)
@@ -58,6 +89,8 @@ def _is_out_of_memory(error: BaseException) -> bool:
 
 def describe_error(error: BaseException, *, output_path: Path | None = None) -> ErrorLine:
     """The line (without the `error:` prefix) and the exit code for `error`."""
+    if isinstance(error, Terminated):
+        return ErrorLine("terminated (SIGTERM)", EXIT_TERMINATED)
     if isinstance(error, KeyboardInterrupt):
         return ErrorLine("interrupted", EXIT_INTERRUPTED)
     if _is_out_of_memory(error):

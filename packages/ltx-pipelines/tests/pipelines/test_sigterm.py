@@ -1,0 +1,87 @@
+"""SIGTERM (Slurm, docker, `timeout`, systemd) ends a pipeline run like Ctrl-C: one `error:` line, exit
+code 143 (128 + SIGTERM), the denoised latents kept with the decode command when denoising had
+finished, and no temporary file left. Each run is a real `--demo` process, stopped at a known point."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+# Runs the demo with one step replaced by "say READY, then wait": the test sends SIGTERM on READY.
+_SCRIPT = textwrap.dedent(
+    """
+    import sys, time
+    import {module} as target
+    from ltx_pipelines import distilled
+
+    real = target.{name}
+
+    def stall(*args, **kwargs):
+        {before}
+        print("READY", flush=True)
+        time.sleep(120)
+        return real(*args, **kwargs)
+
+    target.{name} = stall
+    sys.exit(distilled.main(sys.argv[1:]))
+    """
+)
+
+
+def _run_until_ready_then_term(tmp_path: Path, cache_home: Path, module: str, name: str, before: str = "pass"):
+    output = tmp_path / "out" / "clip.mp4"
+    script = _SCRIPT.format(module=module, name=name, before=before)
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache_home), "OMP_NUM_THREADS": "1"}
+    argv = [sys.executable, "-c", script, "--demo", "--prompt", "a cat", "--output-path", str(output)]
+    process = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:
+            if line.strip() == "READY":
+                break
+        else:
+            pytest.fail(f"the run ended before the stall point: {process.wait()} {process.stderr.read()}")
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    return process.returncode, err, output
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def test_sigterm_while_denoising_exits_143_with_one_line(tmp_path, demo_cache_home):
+    code, err, output = _run_until_ready_then_term(
+        tmp_path, demo_cache_home, "ltx_pipelines.distilled", "run_denoising_stage"
+    )
+    assert code == 143, err
+    assert "Traceback" not in err
+    assert _last_line(err) == "error: terminated (SIGTERM)"
+    assert not output.parent.exists() or not list(output.parent.iterdir()), "nothing may be left"
+
+
+def test_sigterm_while_encoding_keeps_the_latents_and_removes_the_partial_file(tmp_path, demo_cache_home):
+    # Stalled inside the video encoder: the temporary `.partial` file exists then.
+    code, err, output = _run_until_ready_then_term(
+        tmp_path, demo_cache_home, "ltx_pipelines.engine.generation", "encode_video",
+        before="assert list(__import__('pathlib').Path(args[0]).parent.glob('.*.partial*'))",
+    )  # fmt: skip
+    assert code == 143, err
+    assert "Traceback" not in err
+    latents = output.parent / "clip.latents.safetensors"
+    line = _last_line(err)
+    assert line.startswith("error: terminated (SIGTERM); the denoised latents are saved in"), line
+    assert f"python -m ltx_pipelines.decode --latents {latents} --output-path {output}" in line
+    assert sorted(p.name for p in output.parent.iterdir()) == [latents.name], "only the latents may remain"
