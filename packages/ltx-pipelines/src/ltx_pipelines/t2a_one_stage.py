@@ -172,6 +172,7 @@ def _write_audio(run: Run, generation: AudioGeneration) -> Path:
         parameters=run.sidecar_parameters(),
         model_files=run.models.files(),
         overwrite=run.output.overwrite,
+        checked_at_start=True,
     )
 
 

@@ -256,3 +256,56 @@ def test_a_run_removes_the_partials_of_a_killed_run(demo_model_files, tmp_path, 
     assert distilled.main(argv(demo_model_files, tmp_path / "clip.mp4")) == 0
     assert not leftover.exists()
     assert str(leftover) in caplog.text
+
+
+def test_an_output_that_appears_while_denoising_moves_the_finished_run_to_a_numbered_name(
+    demo_model_files, tmp_path, monkeypatch, caplog
+):
+    """The path was free when the flags were read; another program takes it while the run denoises. The
+    finished video is not thrown away: it goes to `clip-1.mp4` with its sidecar (issue 22 item 1)."""
+    output = tmp_path / "clip.mp4"
+    real = distilled.run_denoising_stage
+
+    def denoise_while_someone_writes_the_output(*args: Any, **kwargs: Any):
+        if not output.exists():
+            output.write_bytes(b"another program's video")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(distilled, "run_denoising_stage", denoise_while_someone_writes_the_output)
+    assert distilled.main(argv(demo_model_files, output)) == 0
+    assert output.read_bytes() == b"another program's video"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["clip-1.json", "clip-1.mp4", "clip.mp4"]
+    assert frames_of(tmp_path / "clip-1.mp4").shape[0] == DEMO_SIZE["num_frames"]
+    assert json.loads((tmp_path / "clip-1.json").read_text())["output"] == "clip-1.mp4"
+
+
+def test_latents_that_do_not_fit_beside_the_output_are_kept_in_the_temp_folder_and_named(
+    demo_model_files, tmp_path, monkeypatch, capsys
+):
+    """A full disk beside the output (and an encoder failure after it): the latents go to the temp folder and
+    the error line names them with the decode command (issue 22 item 5)."""
+    import errno
+    import tempfile
+
+    from ltx_pipelines.engine import generation, latents_file
+
+    output, temp = tmp_path / "out" / "clip.mp4", tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    real_save = latents_file.save_latents
+
+    def disk_full_beside_the_output(path: Any, *args: Any, **kwargs: Any) -> Path:
+        if Path(path).parent == output.parent:
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return real_save(path, *args, **kwargs)
+
+    def encoder_fails(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("simulated encoder failure")
+
+    monkeypatch.setattr(latents_file, "save_latents", disk_full_beside_the_output)
+    monkeypatch.setattr(generation, "encode_video", encoder_fails)
+    assert distilled.main(argv(demo_model_files, output)) == 1
+    kept = temp / "clip.latents.safetensors"
+    line = last_line(capsys.readouterr().err)
+    assert f"--latents {kept} --output-path {output}" in line, line
+    assert kept.is_file()

@@ -39,7 +39,7 @@ from ltx_pipelines.cli.video_flags import VideoChoice, VideoFlags
 from ltx_pipelines.engine.defaults import PipelineDefaults
 from ltx_pipelines.engine.final_latents import final_latents_of, note_saved_latents, saved_latents_of
 from ltx_pipelines.engine.generation import Generation, describe_model_files
-from ltx_pipelines.engine.latents_file import RunRecord, save_latents_beside
+from ltx_pipelines.engine.latents_file import RunRecord, save_latents_safely
 
 logger = logging.getLogger(__name__)
 
@@ -296,6 +296,9 @@ class PipelineCommand(Generic[P]):
             model_files=run.models.files(),
             keep_latents=run.output.save_latents,
             audio=run.output.audio_output,
+            # The path was free when the flags were read: a file there now appeared during the run, and the
+            # result goes to a numbered name instead of being thrown away.
+            checked_at_start=True,
         )
         if run.demo:
             logger.warning("demo output written to %s. %s", saved.video, self.models.real_weights_help())
@@ -312,12 +315,9 @@ class PipelineCommand(Generic[P]):
             parameters=run.sidecar_parameters(),
             model_files=describe_model_files(run.models.files()),
         )
-        try:
-            path = save_latents_beside(run.output.path, final, record, overwrite=run.output.overwrite)
-        except Exception as save_error:
-            logger.error("could not save the denoised latents either: %s", save_error)
-            return
-        note_saved_latents(error, path)
+        path = save_latents_safely(run.output.path, final, record, overwrite=run.output.overwrite)
+        if path is not None:
+            note_saved_latents(error, path)
 
     def run(self, run: Run) -> int:
         """Build, generate and write a checked run; 0, or the exit code of its error after printing its line."""

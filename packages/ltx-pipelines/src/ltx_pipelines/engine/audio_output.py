@@ -10,14 +10,12 @@ from typing import Any
 
 import torch
 
-from ltx_pipelines.engine.generation import _package_versions, describe_model_files
+from ltx_pipelines.engine.generation import _package_versions, check_output_target, describe_model_files
 from ltx_pipelines.media import write_audio
 from ltx_pipelines.media.atomic_files import (
-    check_output_path,
     json_text,
     partial_file,
     publish_with_sidecar,
-    sidecar_path,
 )
 
 logger = logging.getLogger(__name__)
@@ -45,12 +43,12 @@ def write_audio_generation(
     parameters: Mapping[str, Any],
     model_files: Mapping[str, Path | None],
     overwrite: bool = False,
+    checked_at_start: bool = False,
 ) -> Path:
     """Write the waveform as 16-bit stereo PCM `.wav` and its `.json` sidecar as a pair, the way video
     outputs are published (`publish_with_sidecar`): nothing appears until the WAV is complete, an
     existing pair is refused unless `overwrite`, a name taken meanwhile moves the pair to a numbered name."""
-    target = check_output_path(output_path, overwrite=overwrite)
-    check_output_path(sidecar_path(target), overwrite=overwrite)
+    target = check_output_target(output_path, overwrite=overwrite, checked_at_start=checked_at_start)
     files = describe_model_files(model_files)
     with partial_file(target) as tmp:
         write_audio(tmp, generation.audio, generation.sample_rate, overwrite=True)

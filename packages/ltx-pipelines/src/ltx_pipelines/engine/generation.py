@@ -17,7 +17,7 @@ import torch
 from ltx_core.loader import ModelFiles
 from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_pipelines.engine.final_latents import FinalLatents, note_saved_latents
-from ltx_pipelines.engine.latents_file import RunRecord, latents_path_for, save_latents_beside
+from ltx_pipelines.engine.latents_file import RunRecord, latents_path_for, save_latents_safely
 from ltx_pipelines.media.atomic_files import (
     check_output_path,
     json_text,
@@ -132,6 +132,7 @@ class Generation:
         keep_latents: bool = False,
         guard_latents: bool = True,
         audio: bool = True,
+        checked_at_start: bool = False,
     ) -> SavedGeneration:
         """Write the video (H.264 + AAC) and its `.json` sidecar, the way the command line does.
 
@@ -143,20 +144,17 @@ class Generation:
         `parameters` / `model_files` default to the Generation's own. `audio=False` writes the video
         without its audio stream.
         """
-        target = check_output_path(path, overwrite=overwrite)
-        check_output_path(sidecar_path(target), overwrite=overwrite)
+        target = check_output_target(path, overwrite=overwrite, checked_at_start=checked_at_start)
         remove_stale_partials(target.parent)
         record = self.run_record(parameters, model_files)
         latents = None
         if self.final is not None and (guard_latents or keep_latents):
-            try:
-                latents = save_latents_beside(target, self.final, record, overwrite=overwrite)
-            except Exception as e:  # keeping them is a safeguard; the video may still be written
-                logger.warning("could not save the latents beside %s (%s); continuing without them", target, e)
+            # A safeguard: beside the output, else the temp folder or the user cache; the video may still be written.
+            latents = save_latents_safely(target, self.final, record, overwrite=overwrite)
         try:
             video, sidecar = write_generation(
                 self, target, parameters=record.parameters, model_files=record.model_files, overwrite=overwrite,
-                audio=audio,
+                audio=audio, checked_at_start=checked_at_start,
             )  # fmt: skip
         except BaseException as error:
             if latents is not None:
@@ -202,6 +200,15 @@ def _package_versions() -> dict[str, str]:
     return versions
 
 
+def check_output_target(output_path: str | Path, *, overwrite: bool, checked_at_start: bool) -> Path:
+    """The output path (absolute) and its sidecar's checked for writing. A run whose path was checked when
+    it began (`checked_at_start`) accepts a name taken since: the writer then moves to a numbered one."""
+    tolerate_existing = overwrite or checked_at_start
+    target = check_output_path(output_path, overwrite=tolerate_existing)
+    check_output_path(sidecar_path(target), overwrite=tolerate_existing)
+    return target
+
+
 def describe_model_files(files: Mapping[str, Any]) -> dict[str, dict[str, Any] | None]:
     """Name and size of each model file (folders: total size), for the sidecar. Entries that are
     descriptions already (read back from a latents file) are kept as they are."""
@@ -227,6 +234,7 @@ def write_generation(
     model_files: Mapping[str, Any],
     overwrite: bool = False,
     audio: bool = True,
+    checked_at_start: bool = False,
 ) -> tuple[Path, Path]:
     """Encode the video with its audio and write the `.json` sidecar beside it, as a pair; return both.
 
@@ -236,8 +244,7 @@ def write_generation(
     stream out (the sidecar then records none).
     """
     waveform = generation.audio if audio else None
-    target = check_output_path(output_path, overwrite=overwrite)
-    check_output_path(sidecar_path(target), overwrite=overwrite)
+    target = check_output_target(output_path, overwrite=overwrite, checked_at_start=checked_at_start)
     # Described before the long encode so the sidecar shows the files the run started with.
     files = describe_model_files(model_files)
     with partial_file(target) as tmp:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -112,6 +114,38 @@ def save_latents_beside(
         except OutputExistsError:
             continue
     raise OutputExistsError(f"no free name for the latents of {str(video_path)!r}")
+
+
+def user_cache_latents_folder() -> Path:
+    """`$XDG_CACHE_HOME/ltx-pipelines/latents` (default `~/.cache/ltx-pipelines/latents`)."""
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache).expanduser() / "ltx-pipelines" / "latents"
+
+
+def fallback_latents_folders() -> tuple[Path, ...]:
+    """Where latents go when they do not fit beside the output: the system temp folder, then the user cache."""
+    return (Path(tempfile.gettempdir()), user_cache_latents_folder())
+
+
+def save_latents_safely(
+    video_path: str | Path, final: FinalLatents, record: RunRecord, *, overwrite: bool = False
+) -> Path | None:
+    """Save the latents beside `video_path` (`save_latents_beside`); when that fails (a full disk, a
+    read-only folder), in the first of `fallback_latents_folders` that takes them, saying where. None
+    (with a warning) when no place takes them: they are a safeguard, the run goes on without them."""
+    video_path = Path(video_path)
+    places = (video_path.parent, *fallback_latents_folders())
+    for i, folder in enumerate(places):
+        try:
+            path = save_latents_beside(folder / video_path.name, final, record, overwrite=overwrite and i == 0)
+        except Exception as e:  # safetensors reports a full disk as its own error type, not OSError
+            logger.warning("could not save the denoised latents in %s (%s)", folder, e)
+            continue
+        if i:
+            logger.warning("the denoised latents did not fit beside %s; they are in %s", video_path, path)
+        return path
+    logger.warning("the denoised latents could not be saved anywhere; continuing without them")
+    return None
 
 
 @dataclass(frozen=True)
