@@ -153,3 +153,13 @@ def test_each_rank_takes_its_own_gpu(monkeypatch):
     assert shard_device(None) is None
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert shard_device(None) == "cuda:3"
+
+
+def test_a_batch_larger_than_the_dataset_is_refused_naming_the_field():
+    """Why the skill skips autotune's batch-doubling trial on its one-sample sanity set (issue 22 item 16):
+    the trainer refuses a batch the data cannot fill instead of running a degenerate one."""
+    from ltx_trainer.training.data import BatchOrder
+
+    with pytest.raises(ValueError, match=r"1 samples, fewer than one global batch \(2 x 1 processes\).*batch_size"):
+        BatchOrder(num_samples=1, batch_size=2, seed=0)
+    assert BatchOrder(num_samples=2, batch_size=2, seed=0).batches_per_epoch == 1
