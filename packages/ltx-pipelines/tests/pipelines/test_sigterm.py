@@ -85,3 +85,28 @@ def test_sigterm_while_encoding_keeps_the_latents_and_removes_the_partial_file(t
     assert line.startswith("error: terminated (SIGTERM); the denoised latents are saved in"), line
     assert f"python -m ltx_pipelines.decode --latents {latents} --output-path {output}" in line
     assert sorted(p.name for p in output.parent.iterdir()) == [latents.name], "only the latents may remain"
+
+
+def test_sigterm_to_the_multi_gpu_controller_ends_every_rank_with_one_line(tmp_path, demo_cache_home):
+    output = tmp_path / "out" / "clip.mp4"
+    env = {**os.environ, "XDG_CACHE_HOME": str(demo_cache_home), "OMP_NUM_THREADS": "1"}
+    argv = [sys.executable, "-m", "ltx_pipelines.distilled_mgpu", "--demo", "--num-gpus", "2", "--device", "cpu",
+            "--prompt", "a cat", "--output-path", str(output)]  # fmt: skip
+    process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    seen = []
+    try:
+        assert process.stderr is not None
+        for line in process.stderr:  # the ranks' progress bars: denoising has begun on the ranks
+            seen.append(line)
+            if "denoising" in line:
+                break
+        else:
+            pytest.fail(f"the run ended before denoising: {process.wait()} {''.join(seen)}")
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 143, err
+    assert _last_line(err) == "error: terminated (SIGTERM)", err[-2000:]
+    assert not output.parent.exists() or not list(output.parent.glob("*.partial*")), "no temporary file may remain"

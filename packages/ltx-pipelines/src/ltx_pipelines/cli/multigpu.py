@@ -33,6 +33,7 @@ from ltx_core.multigpu.launch import (
     run_ranks,
 )
 from ltx_pipelines.cli.command import PipelineCommand, Run
+from ltx_pipelines.cli.error_lines import report_error, stop_signals_interrupt
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
 from ltx_pipelines.cli.video_flags import VideoFlags
 from ltx_pipelines.engine.defaults import PipelineDefaults
@@ -206,11 +207,16 @@ class MultiDeviceCommand:
             count = torch.cuda.device_count()
             print(f"error: --num-gpus {mgpu.num_gpus} but only {count} CUDA devices", file=sys.stderr)
             return 2
-        try:
-            run_ranks(rank_main, mgpu.num_gpus, args=(self.module, argv), backend=backend, timeout_s=mgpu.timeout_s)
-        except RankFailedError as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 1
+        # SIGTERM to the controller ends the ranks (run_ranks terminates them; rank 0 keeps its latents and
+        # removes its temporaries as for Ctrl-C) and exits like Ctrl-C, with 143.
+        with stop_signals_interrupt():
+            try:
+                run_ranks(rank_main, mgpu.num_gpus, args=(self.module, argv), backend=backend, timeout_s=mgpu.timeout_s)
+            except RankFailedError as error:
+                print(f"error: {error}", file=sys.stderr)
+                return 1
+            except KeyboardInterrupt as error:
+                return report_error(error, debug=run.log_level == "DEBUG", output_path=run.output.path)
         return 0
 
 
