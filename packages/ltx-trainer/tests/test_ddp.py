@@ -69,3 +69,49 @@ def test_two_processes_match_one_process_with_the_doubled_batch(tmp_path):
     # gradients move single weights by up to ~1e-4 after 4 steps at lr 1e-2.
     for key in a:
         torch.testing.assert_close(a[key], b[key], atol=5e-4, rtol=1e-2)
+
+
+@pytest.mark.slow
+def test_sigterm_to_the_launcher_stops_both_ranks_cleanly_and_leaves_a_resumable_checkpoint(tmp_path):
+    """Slurm and docker stop a data-parallel run by signalling the launcher: every rank stops (no rank hangs
+    in a collective), says how to resume, and the newest checkpoint is complete, with no temporary file or
+    lock left. (The launcher itself, torch's elastic agent, ends with its own traceback and exit 1.)"""
+    import signal
+
+    from ltx_pipelines.demo_assets import write_demo_checkpoint
+    from ltx_trainer.training import checkpoints as ckpt
+
+    checkpoint = tmp_path / "tiny.safetensors"
+    write_demo_checkpoint(checkpoint)
+    data = write_dataset(tmp_path / "data", num_samples=8)
+    out = tmp_path / "out"
+    raw = training_config(
+        checkpoint, data, out, "t2v", optimization={"steps": 500, "batch_size": 2},
+        checkpoints={"interval": 1, "keep_last_n": -1, "save_training_state": "full", "precision": "float32"},
+    )  # fmt: skip
+    config = tmp_path / "ddp.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    launch = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+              "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]  # fmt: skip
+    train = ["-m", "ltx_trainer.train", "--disable-progress-bars", "--log-every", "1", str(config)]
+    process = subprocess.Popen([*launch, *train], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:
+            if "saved " in line:
+                break
+        else:
+            pytest.fail(f"the run ended before its first save: {process.wait()}")
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=120)  # a rank stuck in a collective would time out here
+    finally:
+        if process.poll() is None:
+            process.kill()
+    stopped = [line for line in stderr.splitlines() if line.startswith("error: stopped by SIGTERM;")]
+    assert len(stopped) == 2 and all("model.load_checkpoint" in line for line in stopped), stderr[-3000:]
+    folder = out / "checkpoints"
+    newest = ckpt.latest_complete(folder)
+    assert newest is not None and newest == ckpt.latest_weights(folder) and newest.name in stopped[0]
+    leftovers = [p.name for p in out.rglob("*") if ".partial" in p.name or p.name == ".training.lock"]
+    assert leftovers == []
