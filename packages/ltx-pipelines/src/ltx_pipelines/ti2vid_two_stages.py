@@ -16,7 +16,7 @@ import logging
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
@@ -61,6 +61,12 @@ class TI2VidTwoStagesPipeline(PromptPipeline):
     `loras` are fused into both stages, `distilled_lora` into stage 2 only. Without a distilled LoRA
     (the demo) stage 2 runs the plain full model, which is not what it was tuned for.
     """
+
+    images_as_keyframes: ClassVar[bool] = False
+    """Images become appended keyframe tokens at any frame (keyframe interpolation) instead of frame-0
+    substitution plus keyframes."""
+    ship_refined_audio: ClassVar[bool] = False
+    """The audio stage 2 refined is decoded (keyframe interpolation) instead of stage 1's."""
 
     spatial_multiple = TWO_STAGE_SPATIAL_MULTIPLE
     stage_names = ("stage_1", "stage_2")
@@ -181,7 +187,8 @@ class TI2VidTwoStagesPipeline(PromptPipeline):
             self, self.spatial_upsampler_path, shape, noise, inputs,
             stage_1=StagePlan(loras_1, stage_1_sigmas, self.sampling_loop("stage_1", sde_noise)),
             stage_2=StagePlan(loras_2, stage_2_sigmas, self.sampling_loop("stage_2", sde_noise)),
-            max_batch_size=self.max_batch_size, images=images,
+            max_batch_size=self.max_batch_size, images=images, images_as_keyframes=self.images_as_keyframes,
+            ship_refined_audio=self.ship_refined_audio,
         )  # fmt: skip
 
 
