@@ -14,7 +14,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,11 +40,7 @@ from ltx_pipelines.engine.defaults import (
     PipelineDefaults,
     defaults_for_checkpoint,
 )
-from ltx_pipelines.engine.file_steps import (
-    decode_tiling_for,
-)
-from ltx_pipelines.engine.final_latents import FinalLatents
-from ltx_pipelines.engine.generation import Generation
+from ltx_pipelines.engine.final_latents import FinalLatents, Waveform
 from ltx_pipelines.engine.guided import (
     GuidanceSettings,
     GuidedInputs,
@@ -55,7 +51,7 @@ from ltx_pipelines.engine.guided import (
     resolve_guidance,
     stage_sigmas_or,
 )
-from ltx_pipelines.engine.noise import NoiseSource, SeededNoise, fork_noise
+from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
 from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
 from ltx_pipelines.engine.source_latents import encode_audio_latent
 from ltx_pipelines.engine.stages import ImageCondition
@@ -153,7 +149,7 @@ class A2VidPipelineTwoStage(PromptPipeline):
             max_batch_size=self.max_batch_size,
         )
 
-    def __call__(
+    def generate(
         self,
         prompt: str,
         *,
@@ -168,22 +164,21 @@ class A2VidPipelineTwoStage(PromptPipeline):
         negative_prompt: str | None = None,
         num_inference_steps: int | None = None,
         video_guidance: MultiModalGuiderParams | None = None,
-    ) -> Generation:
-        """Generate the video for `audio` from a prompt; the same seed and settings give the same result."""
+    ) -> FinalLatents:
+        """The final latents of the video for `audio` from a prompt; the same seed and settings give the same result."""
         self.output_shape(height, width, num_frames, frame_rate)
         settings = self.guidance_settings(num_inference_steps, video_guidance)  # before Gemma runs
         (contexts, negative), final_prompt = self.encode_prompts(
             [prompt, negative_prompt_or_default(negative_prompt)], seed=seed, images=images, enhance=enhance_prompt
         )
-        generation = self.generate_from_contexts(
+        final = self.latents_from_contexts(
             contexts, negative, audio=audio, height=height, width=width, num_frames=num_frames,
             frame_rate=frame_rate, noise=SeededNoise(seed), images=images,
             num_inference_steps=settings.num_inference_steps, video_guidance=settings.video,
         )  # fmt: skip
-        generation.prompt = final_prompt
-        return generation
+        return replace(final, prompt=final_prompt)
 
-    def generate_from_contexts(
+    def latents_from_contexts(
         self,
         contexts: TextContexts,
         negative_contexts: TextContexts | None,
@@ -198,8 +193,8 @@ class A2VidPipelineTwoStage(PromptPipeline):
         num_inference_steps: int | None = None,
         video_guidance: MultiModalGuiderParams | None = None,
         stage_sigmas: Mapping[str, torch.Tensor] | None = None,
-    ) -> Generation:
-        """Both stages and decoding from given contexts, the audio and a noise source (the parity seam)."""
+    ) -> FinalLatents:
+        """Both stages' final latents from given contexts, the audio and a noise source (the parity seam)."""
         full = self.output_shape(height, width, num_frames, frame_rate)
         given = checked_stage_sigmas(stage_sigmas, self.stage_names)
         settings = self.guidance_settings(num_inference_steps, video_guidance)
@@ -227,32 +222,11 @@ class A2VidPipelineTwoStage(PromptPipeline):
         )  # fmt: skip
         latents = {"encoded_audio_latent": audio_latent, **result.latents}
 
-        # Kept as the run's final latents (saved if decoding fails; `decode` then rebuilds the audio from
-        # the frozen latent, not the input file).
-        final = FinalLatents(
-            video=result.stage_2.video_latent,
-            audio=audio_latent,
-            shape=full,
-            checkpoint=self.checkpoint_path,
-            placement=self.placement,
-            tiling=decode_tiling_for(full, self.tiling),
-            noise=fork_noise(noise),
-        )
-        return Generation(
-            frames=final.decode_frames(),
-            num_frames=full.frames,
-            height=full.height,
-            width=full.width,
-            frame_rate=full.fps,
-            # The input itself (cut to the video), not the VAE's reconstruction of it.
-            audio=audio.first_seconds(duration).float(),
-            audio_sample_rate=audio.sample_rate,
-            prompt="",
-            latents=latents,
-            tiling=final.tiling,
-            final=final,
-            model_files={"checkpoint": self.checkpoint_path},
-        )
+        # The input track itself (cut to the video) is shipped, not the VAE's reconstruction of it; a saved
+        # latents file keeps only the frozen latent, which `ltx_pipelines.decode` then decodes.
+        final = self.finished(full, result.stage_2.video_latent, audio_latent, noise, latents)
+        track = Waveform(audio.first_seconds(duration).float(), audio.sample_rate)
+        return replace(final, shipped_audio=track)
 
 
 @dataclass(frozen=True)
@@ -317,13 +291,13 @@ class AudioInputFlags(FlagGroup[AudioRequest]):
         }
 
 
-def _generate(pipeline: A2VidPipelineTwoStage, run: Run) -> Generation:
+def _generate(pipeline: A2VidPipelineTwoStage, run: Run) -> FinalLatents:
     request = run[AudioInputFlags]
     options = run.video_call()
     options.pop("audio_guidance")  # the audio is frozen: only the video is guided
     longest = run.video.seconds if request.max_duration is None else request.max_duration
     audio = AudioInput.from_file(request.path, start_time=request.start_time, max_duration=longest)
-    return pipeline(run.prompt.text, audio=audio, **options)
+    return pipeline.generate(run.prompt.text, audio=audio, **options)
 
 
 COMMAND = guided_command(

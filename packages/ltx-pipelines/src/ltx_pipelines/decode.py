@@ -1,7 +1,8 @@
 """Decode saved latents into the video and sidecar their run would have written: `python -m ltx_pipelines.decode`.
 
-A run keeps its denoised latents in `<output stem>.latents.safetensors` when decoding or encoding
-fails (and on success with `--save-latents`). This finishes such a run: it decodes the latents with
+A run saves its denoised latents in `<output stem>.latents.safetensors` before decoding them; they stay
+when decoding or writing fails or the run is interrupted (and on success with `--save-latents`). This
+finishes such a run through the same decode step the pipelines use: it decodes the latents with
 the VAE and vocoder of the checkpoint the run used (recorded in the file; `--checkpoint-path`
 points elsewhere, e.g. after moving the models), with the run's tiling, dtype and decoder noise,
 so the frames are the ones the uninterrupted run would have written.
@@ -24,8 +25,8 @@ from ltx_pipelines.cli.hf_paths import HfPathError, resolve_model_path
 from ltx_pipelines.cli.runtime_flags import DTYPE_CHOICES
 from ltx_pipelines.cli.tiling_flags import add_tiling_args, tiling_from_args
 from ltx_pipelines.engine.checkpoint_kind import check_checkpoint_kind
-from ltx_pipelines.engine.file_steps import generation_from_final
-from ltx_pipelines.engine.generation import SavedGeneration
+from ltx_pipelines.engine.decoding import decode_video_generation
+from ltx_pipelines.engine.generation import write_generation
 from ltx_pipelines.engine.latents_file import LatentsFileError, load_latents, read_latents_header
 from ltx_pipelines.media.atomic_files import check_output_path, sidecar_path
 
@@ -106,21 +107,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as e:
         parser.error(str(e))
 
-    def body() -> SavedGeneration:
+    def body() -> None:
         loaded = load_latents(latents_path, checkpoint=checkpoint, device=device, dtype=dtype, tiling=tiling)
         with gc_skips_loaded_modules():
-            generation = generation_from_final(loaded.final, prompt=loaded.record.prompt)
-            # The run's own parameters, except where this video went.
-            parameters = {**loaded.record.parameters, "output_path": str(output)}
-            saved = generation.save(
-                output,
-                overwrite=args.overwrite,
-                parameters=parameters,
-                model_files=loaded.record.model_files,
-                guard_latents=False,  # they are in the file being decoded already
-            )
-        logger.info("decoded %s into %s and %s", latents_path, saved.video, saved.sidecar.name)
-        return saved
+            decoded = decode_video_generation(loaded.final)
+        # The run's own parameters, except where this video went; the latents stay in their file.
+        parameters = {**loaded.record.parameters, "output_path": str(output)}
+        video, sidecar = write_generation(
+            decoded,
+            output,
+            parameters=parameters,
+            model_files=loaded.record.model_files,
+            overwrite=args.overwrite,
+            checked_at_start=True,
+        )
+        logger.info("decoded %s into %s and %s", latents_path, video, sidecar.name)
 
     return run_reporting_errors(body, debug=args.log_level == "DEBUG", output_path=output)
 

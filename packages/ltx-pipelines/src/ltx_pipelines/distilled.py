@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,7 +32,7 @@ from ltx_pipelines.engine.file_steps import (
     encode_conditioning_images,
     upsample_between_stages,
 )
-from ltx_pipelines.engine.generation import Generation
+from ltx_pipelines.engine.final_latents import FinalLatents
 from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
 from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
 from ltx_pipelines.engine.stages import ImageCondition, run_denoising_stage
@@ -62,7 +63,7 @@ class DistilledPipeline(PromptPipeline):
         super().__init__(checkpoint_path, gemma_root, **options)
         self.spatial_upsampler_path = Path(spatial_upsampler_path)
 
-    def __call__(
+    def generate(
         self,
         prompt: str,
         *,
@@ -73,18 +74,17 @@ class DistilledPipeline(PromptPipeline):
         frame_rate: float,
         images: Sequence[ImageCondition] = (),
         enhance_prompt: bool = False,
-    ) -> Generation:
+    ) -> FinalLatents:
         """Generate from a prompt (no negative prompt, no guidance); the same seed gives the same result."""
         self.output_shape(height, width, num_frames, frame_rate)
         (contexts,), final_prompt = self.encode_prompts([prompt], seed=seed, images=images, enhance=enhance_prompt)
-        generation = self.generate_from_contexts(
+        final = self.latents_from_contexts(
             contexts, height=height, width=width, num_frames=num_frames, frame_rate=frame_rate,
             noise=SeededNoise(seed), images=images,
         )  # fmt: skip
-        generation.prompt = final_prompt
-        return generation
+        return replace(final, prompt=final_prompt)
 
-    def generate_from_contexts(
+    def latents_from_contexts(
         self,
         contexts: TextContexts,
         *,
@@ -94,8 +94,8 @@ class DistilledPipeline(PromptPipeline):
         frame_rate: float,
         noise: NoiseSource,
         images: Sequence[ImageCondition] = (),
-    ) -> Generation:
-        """Both stages and decoding from given text contexts and a noise source (the parity seam)."""
+    ) -> FinalLatents:
+        """Both stages, from given text contexts and a noise source (the parity seam)."""
         full = self.output_shape(height, width, num_frames, frame_rate)
         half = VideoPixelShape(1, num_frames, height // 2, width // 2, frame_rate)
         device, dtype = self.placement.device, self.placement.dtype
@@ -130,7 +130,7 @@ class DistilledPipeline(PromptPipeline):
             latents.update(stage_2.named("stage_2"))
 
         audio = stage_2.audio_latent if self.refined_audio_is_usable else stage_1.audio_latent
-        return self.decoded(full, stage_2.video_latent, audio, noise, latents)
+        return self.finished(full, stage_2.video_latent, audio, noise, latents)
 
 
 COMMAND = PipelineCommand.for_module(

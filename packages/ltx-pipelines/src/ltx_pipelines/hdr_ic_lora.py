@@ -37,13 +37,13 @@ from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
 from ltx_pipelines.cli.model_flags import ModelFlags, RunModels
 from ltx_pipelines.cli.runtime_flags import RuntimeFlags
 from ltx_pipelines.engine.checkpoint_kind import ExpectedKind, check_checkpoint_kind
+from ltx_pipelines.engine.decoding import video_frame_chunks
 from ltx_pipelines.engine.defaults import PipelineDefaults
 from ltx_pipelines.engine.file_steps import (
     contexts_on,
     encode_conditioning_images,
     upsample_between_stages,
 )
-from ltx_pipelines.engine.final_latents import frames_from_checkpoint
 from ltx_pipelines.engine.generation import _package_versions, describe_model_files
 from ltx_pipelines.engine.ic_references import ReferenceFactors, reference_factors
 from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
@@ -246,7 +246,7 @@ class HDRICLoraPipeline(PromptPipeline):
         def linear_frames() -> Iterator[torch.Tensor]:
             # float32 weights and latent: the inverse LogC3 curve amplifies any rounding of the codes.
             placement = replace(self.placement, dtype=torch.float32)
-            for chunk in frames_from_checkpoint(
+            for chunk in video_frame_chunks(
                 self.checkpoint_path, placement, refined.float(), self.decode_tiling, noise
             ):
                 # Scene light is never negative; codes below the curve's black level would decode below 0.

@@ -15,7 +15,7 @@ import logging
 import math
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +35,7 @@ from ltx_pipelines.cli.tiling_flags import TilingFlags
 from ltx_pipelines.cli.video_flags import VideoFlags
 from ltx_pipelines.engine.defaults import TWO_STAGE_SPATIAL_MULTIPLE, PipelineDefaults
 from ltx_pipelines.engine.file_steps import contexts_on, encode_conditioning_images, upsample_between_stages
-from ltx_pipelines.engine.generation import Generation
+from ltx_pipelines.engine.final_latents import FinalLatents
 from ltx_pipelines.engine.ic_references import (
     ReferenceFactors,
     VideoReference,
@@ -92,7 +92,7 @@ class ICLoraPipeline(PromptPipeline):
     def reference_temporal_scale_factor(self) -> int:
         return self.factors.temporal
 
-    def __call__(
+    def generate(
         self,
         prompt: str,
         *,
@@ -107,19 +107,18 @@ class ICLoraPipeline(PromptPipeline):
         attention_strength: float = 1.0,
         attention_mask: torch.Tensor | None = None,
         skip_stage_2: bool = False,
-    ) -> Generation:
+    ) -> FinalLatents:
         """Generate from a prompt and the reference videos (no guidance); the same seed gives the same result."""
         self.output_shape(height, width, num_frames, frame_rate)
         (contexts,), final_prompt = self.encode_prompts([prompt], seed=seed, images=images, enhance=enhance_prompt)
-        generation = self.generate_from_contexts(
+        final = self.latents_from_contexts(
             contexts, height=height, width=width, num_frames=num_frames, frame_rate=frame_rate,
             noise=SeededNoise(seed), images=images, references=references, attention_strength=attention_strength,
             attention_mask=attention_mask, skip_stage_2=skip_stage_2,
         )  # fmt: skip
-        generation.prompt = final_prompt
-        return generation
+        return replace(final, prompt=final_prompt)
 
-    def generate_from_contexts(
+    def latents_from_contexts(
         self,
         contexts: TextContexts,
         *,
@@ -133,8 +132,8 @@ class ICLoraPipeline(PromptPipeline):
         attention_strength: float = 1.0,
         attention_mask: torch.Tensor | None = None,
         skip_stage_2: bool = False,
-    ) -> Generation:
-        """Both stages (or stage 1 only) and decoding, from given contexts and a noise source.
+    ) -> FinalLatents:
+        """Both stages (or stage 1 only), to the final latents, from given contexts and a noise source.
 
         `attention_mask`: (1, 1, F, h, w) in [0, 1] over the stage-1 frames, times `attention_strength`,
         weights the attention between generated and reference tokens.
@@ -173,7 +172,7 @@ class ICLoraPipeline(PromptPipeline):
             )  # fmt: skip
         latents.update(stage_1.named("stage_1"))
         if skip_stage_2:
-            return self.decoded(half, stage_1.video_latent, stage_1.audio_latent, noise, latents)
+            return self.finished(half, stage_1.video_latent, stage_1.audio_latent, noise, latents)
 
         assert encoded.latent_statistics is not None
         upsampled = upsample_between_stages(
@@ -190,7 +189,7 @@ class ICLoraPipeline(PromptPipeline):
                 progress=self.progress,
             )  # fmt: skip
         latents.update(stage_2.named("stage_2"))
-        return self.decoded(full, stage_2.video_latent, stage_2.audio_latent, noise, latents)
+        return self.finished(full, stage_2.video_latent, stage_2.audio_latent, noise, latents)
 
 
 # ---- command line ----------------------------------------------------------------------------------
@@ -327,14 +326,14 @@ def _strength(flag: str, raw: Any) -> float:
     return value
 
 
-def _generate(pipeline: ICLoraPipeline, run: Run) -> Generation:
+def _generate(pipeline: ICLoraPipeline, run: Run) -> FinalLatents:
     inputs, video = run[IcLoraFlags], run.video
     mask = None
     if inputs.mask_path is not None:
         assert video.height is not None and video.width is not None
         # The mask weights stage 1, where the references are: load it at the stage-1 size.
         mask = load_attention_mask(inputs.mask_path, video.height // 2, video.width // 2, video.num_frames)
-    return pipeline(
+    return pipeline.generate(
         run.prompt.text,
         **run.video_call(),
         references=list(inputs.references),

@@ -15,7 +15,7 @@ import logging
 import math
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +35,7 @@ from ltx_pipelines.cli.model_flags import ModelFlags, RunModels
 from ltx_pipelines.cli.tiling_flags import TilingFlags
 from ltx_pipelines.engine.defaults import TWO_STAGE_SPATIAL_MULTIPLE, PipelineDefaults
 from ltx_pipelines.engine.file_steps import contexts_on, encode_conditioning_images, upsample_between_stages
-from ltx_pipelines.engine.generation import Generation
+from ltx_pipelines.engine.final_latents import FinalLatents
 from ltx_pipelines.engine.ic_references import VideoReference, reference_conditionings, reference_factors
 from ltx_pipelines.engine.model_loading import loaded
 from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
@@ -126,7 +126,7 @@ class LipDubPipeline(PromptPipeline):
         with loaded(AUDIO_ENCODER, self.checkpoint_path, self.placement) as encoder, torch.no_grad():
             return encode_audio(_stereo_or_mono(clip.waveform).to(self.placement.dtype), clip.sample_rate, encoder)
 
-    def __call__(
+    def generate(
         self,
         prompt: str,
         *,
@@ -138,18 +138,17 @@ class LipDubPipeline(PromptPipeline):
         frame_rate: float,
         images: Sequence[ImageCondition] = (),
         enhance_prompt: bool = False,
-    ) -> Generation:
+    ) -> FinalLatents:
         """Dub `reference` from a prompt (no guidance); the same seed gives the same result."""
         self.output_shape(height, width, num_frames, frame_rate)
         (contexts,), final_prompt = self.encode_prompts([prompt], seed=seed, images=images, enhance=enhance_prompt)
-        generation = self.generate_from_contexts(
+        final = self.latents_from_contexts(
             contexts, height=height, width=width, num_frames=num_frames, frame_rate=frame_rate,
             noise=SeededNoise(seed), reference=reference, images=images,
         )  # fmt: skip
-        generation.prompt = final_prompt
-        return generation
+        return replace(final, prompt=final_prompt)
 
-    def generate_from_contexts(
+    def latents_from_contexts(
         self,
         contexts: TextContexts,
         *,
@@ -160,8 +159,8 @@ class LipDubPipeline(PromptPipeline):
         noise: NoiseSource,
         reference: LipDubReference,
         images: Sequence[ImageCondition] = (),
-    ) -> Generation:
-        """Both stages and decoding from given contexts, the reference and a noise source.
+    ) -> FinalLatents:
+        """Both stages, from given contexts, the reference and a noise source.
 
         `num_frames` / `frame_rate` are the reference's (see `reference_timing`); its frames beyond
         `num_frames` are not used.
@@ -219,7 +218,7 @@ class LipDubPipeline(PromptPipeline):
                 initial_video=upsampled, initial_audio=stage_1.audio_latent, progress=self.progress,
             )  # fmt: skip
             latents.update(stage_2.named("stage_2"))
-        return self.decoded(full, stage_2.video_latent, stage_1.audio_latent, noise, latents)
+        return self.finished(full, stage_2.video_latent, stage_1.audio_latent, noise, latents)
 
 
 # ---- command line ----------------------------------------------------------------------------------
@@ -322,9 +321,9 @@ class LipDubFlags(FlagGroup[LipDubInputs]):
         }
 
 
-def _generate(pipeline: LipDubPipeline, run: Run) -> Generation:
+def _generate(pipeline: LipDubPipeline, run: Run) -> FinalLatents:
     inputs = run[LipDubFlags]
-    return pipeline(
+    return pipeline.generate(
         run.prompt.text,
         seed=run.prompt.seed,
         height=inputs.height,

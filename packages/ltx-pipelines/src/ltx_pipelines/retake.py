@@ -14,7 +14,7 @@ import logging
 import math
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +39,7 @@ from ltx_pipelines.engine.defaults import (
     PipelineDefaults,
     defaults_for_checkpoint,
 )
-from ltx_pipelines.engine.generation import Generation
+from ltx_pipelines.engine.final_latents import FinalLatents
 from ltx_pipelines.engine.guided import (
     GuidanceSettings,
     checked_max_batch_size,
@@ -166,7 +166,7 @@ class RetakePipeline(PromptPipeline):
         steps = FULL_CHECKPOINT_STEPS if num_inference_steps is None else num_inference_steps
         return resolve_guidance(defaults_for_checkpoint(self.checkpoint_path), steps, video_guidance, audio_guidance)
 
-    def __call__(
+    def generate(
         self,
         prompt: str,
         *,
@@ -181,7 +181,7 @@ class RetakePipeline(PromptPipeline):
         video_guidance: MultiModalGuiderParams | None = None,
         audio_guidance: MultiModalGuiderParams | None = None,
         enhance_prompt: bool = False,
-    ) -> Generation:
+    ) -> FinalLatents:
         """The source with [start_time, end_time) regenerated; the same seed gives the same result."""
         check_region(start_time, end_time, regenerate_video, regenerate_audio)
         if self.distilled and negative_prompt is not None:
@@ -193,15 +193,14 @@ class RetakePipeline(PromptPipeline):
             "num_inference_steps": settings.num_inference_steps, "video_guidance": settings.video,
             "audio_guidance": settings.audio,
         }  # fmt: skip
-        generation = self.generate_from_contexts(
+        final = self.latents_from_contexts(
             contexts[0], contexts[1] if len(contexts) > 1 else None, source=source, start_time=start_time,
             end_time=end_time, regenerate_video=regenerate_video, regenerate_audio=regenerate_audio,
             noise=SeededNoise(seed), **guidance,
         )  # fmt: skip
-        generation.prompt = final_prompt
-        return generation
+        return replace(final, prompt=final_prompt)
 
-    def generate_from_contexts(
+    def latents_from_contexts(
         self,
         contexts: TextContexts,
         negative_contexts: TextContexts | None = None,
@@ -216,8 +215,8 @@ class RetakePipeline(PromptPipeline):
         video_guidance: MultiModalGuiderParams | None = None,
         audio_guidance: MultiModalGuiderParams | None = None,
         stage_sigmas: Mapping[str, torch.Tensor] | None = None,
-    ) -> Generation:
-        """The retake stage and decoding from given contexts, the source and a noise source (the parity
+    ) -> FinalLatents:
+        """The retake stage, to the final latents, from given contexts, the source and a noise source (the parity
         seam). Distilled: `negative_contexts` and the guidance settings must be None."""
         check_region(start_time, end_time, regenerate_video, regenerate_audio)
         if self.distilled and negative_contexts is not None:
@@ -251,7 +250,7 @@ class RetakePipeline(PromptPipeline):
         latents = {"source_video_latent": video_latent, **result.named("stage_1")}
         if audio_latent is not None:
             latents["source_audio_latent"] = audio_latent
-        return self.decoded(source.shape, result.video_latent, result.audio_latent, noise, latents)
+        return self.finished(source.shape, result.video_latent, result.audio_latent, noise, latents)
 
     def source_latents(self, source: RetakeSource) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The source's video latent and audio latent (None without audio), encoded where not given."""
@@ -364,9 +363,9 @@ class RetakeFlags(FlagGroup[RetakeRequest]):
         }
 
 
-def _retake(pipeline: RetakePipeline, run: Run) -> Generation:
+def _retake(pipeline: RetakePipeline, run: Run) -> FinalLatents:
     request = run[RetakeFlags]
-    return pipeline(
+    return pipeline.generate(
         run.prompt.text,
         seed=run.prompt.seed,
         enhance_prompt=run.prompt.enhance,

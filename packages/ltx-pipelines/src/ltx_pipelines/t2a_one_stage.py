@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,9 +28,8 @@ from ltx_pipelines.cli.model_flags import ModelFlags
 from ltx_pipelines.cli.output_flags import OutputFlags
 from ltx_pipelines.cli.runtime_flags import RuntimeFlags
 from ltx_pipelines.cli.video_flags import VideoFlags
-from ltx_pipelines.engine.audio_output import AudioGeneration, write_audio_generation
 from ltx_pipelines.engine.defaults import DEFAULT_MAX_BATCH_SIZE, defaults_for_checkpoint
-from ltx_pipelines.engine.final_latents import decode_audio_from_checkpoint
+from ltx_pipelines.engine.final_latents import FinalLatents
 from ltx_pipelines.engine.guided import (
     GuidanceSettings,
     checked_max_batch_size,
@@ -57,7 +57,8 @@ class T2AOneStagePipeline(PromptPipeline):
 
     Construct with `(checkpoint_path, gemma_root, max_batch_size=..., **PipelineOptions)`; call with a
     prompt (`seed`, `num_frames`, `frame_rate`, and optionally `negative_prompt`, `num_inference_steps`,
-    `audio_guidance`) or drive `generate_from_contexts` directly. Returns an `AudioGeneration`.
+    `audio_guidance`) or drive `generate_from_contexts` directly. Returns an `AudioGeneration`
+    (`generate` returns the final latents, undecoded).
     """
 
     transformer_spec = AUDIO_ONLY_TRANSFORMER  # only the audio stream's keys are read from the checkpoint
@@ -85,7 +86,7 @@ class T2AOneStagePipeline(PromptPipeline):
         defaults = defaults_for_checkpoint(self.checkpoint_path)
         return resolve_guidance(defaults, num_inference_steps, MultiModalGuiderParams(), audio_guidance)
 
-    def __call__(
+    def generate(
         self,
         prompt: str,
         *,
@@ -96,19 +97,18 @@ class T2AOneStagePipeline(PromptPipeline):
         num_inference_steps: int | None = None,
         audio_guidance: MultiModalGuiderParams | None = None,
         enhance_prompt: bool = False,
-    ) -> AudioGeneration:
-        """Generate audio lasting `num_frames / frame_rate` seconds; the same seed gives the same audio."""
+    ) -> FinalLatents:
+        """The latent of audio lasting `num_frames / frame_rate` seconds; the same seed gives the same audio."""
         self.audio_shape(num_frames, frame_rate)
         settings = self.guidance_settings(num_inference_steps, audio_guidance)  # before Gemma runs
         (contexts, negative), final_prompt = self.encode_prompts(
             [prompt, negative_prompt_or_default(negative_prompt)], seed=seed, images=(), enhance=enhance_prompt
         )
-        generation = self.generate_from_contexts(
+        final = self.latents_from_contexts(
             contexts, negative, num_frames=num_frames, frame_rate=frame_rate, noise=SeededNoise(seed),
             num_inference_steps=settings.num_inference_steps, audio_guidance=settings.audio,
         )  # fmt: skip
-        generation.prompt = final_prompt
-        return generation
+        return replace(final, prompt=final_prompt)
 
     @staticmethod
     def audio_shape(num_frames: int, frame_rate: float) -> VideoPixelShape:
@@ -119,7 +119,7 @@ class T2AOneStagePipeline(PromptPipeline):
             raise ValueError(f"frame_rate must be positive, got {frame_rate}")
         return VideoPixelShape(1, num_frames, _PLACEHOLDER_SIZE, _PLACEHOLDER_SIZE, frame_rate)
 
-    def generate_from_contexts(
+    def latents_from_contexts(
         self,
         contexts: TextContexts,
         negative_contexts: TextContexts | None,
@@ -130,8 +130,8 @@ class T2AOneStagePipeline(PromptPipeline):
         num_inference_steps: int | None = None,
         audio_guidance: MultiModalGuiderParams | None = None,
         stage_sigmas: Mapping[str, torch.Tensor] | None = None,
-    ) -> AudioGeneration:
-        """The guided audio stage and decoding from given contexts (batch 1) and a noise source (the
+    ) -> FinalLatents:
+        """The guided audio stage's latent from given contexts (batch 1) and a noise source (the
         parity seam). `negative_contexts` may be None only without audio CFG."""
         given = checked_stage_sigmas(stage_sigmas, self.stage_names)
         shape = self.audio_shape(num_frames, frame_rate)
@@ -146,13 +146,12 @@ class T2AOneStagePipeline(PromptPipeline):
                 with_video=False, progress=self.progress,
             )  # fmt: skip
         assert result.audio_latent is not None
-        waveform, sample_rate = decode_audio_from_checkpoint(self.checkpoint_path, self.placement, result.audio_latent)
-        return AudioGeneration(audio=waveform, sample_rate=sample_rate, prompt="", latents=result.named("stage_1"))
+        return self.finished(shape, None, result.audio_latent, noise, result.named("stage_1"))
 
 
-def _generate_audio(pipeline: T2AOneStagePipeline, run: Run) -> AudioGeneration:
+def _generate_audio(pipeline: T2AOneStagePipeline, run: Run) -> FinalLatents:
     duration, guidance = run[VideoFlags], run.guidance
-    return pipeline(
+    return pipeline.generate(
         run.prompt.text,
         seed=run.prompt.seed,
         num_frames=duration.num_frames,
@@ -161,18 +160,6 @@ def _generate_audio(pipeline: T2AOneStagePipeline, run: Run) -> AudioGeneration:
         negative_prompt=guidance.negative_prompt,
         num_inference_steps=guidance.num_inference_steps,
         audio_guidance=guidance.audio,
-    )
-
-
-def _write_audio(run: Run, generation: AudioGeneration) -> Path:
-    """The WAV and its sidecar, as a pair."""
-    return write_audio_generation(
-        generation,
-        run.output.path,
-        parameters=run.sidecar_parameters(),
-        model_files=run.models.files(),
-        overwrite=run.output.overwrite,
-        checked_at_start=True,
     )
 
 
@@ -187,7 +174,6 @@ COMMAND = PipelineCommand.for_module(
     generate=_generate_audio,
     output=OutputFlags(suffixes=(".wav",)),
     runtime=RuntimeFlags(memory=False),
-    write=_write_audio,
 )
 main = COMMAND.main
 

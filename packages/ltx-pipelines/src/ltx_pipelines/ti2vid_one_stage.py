@@ -25,11 +25,9 @@ from ltx_core.components.schedulers import LTX2Scheduler
 from ltx_core.loader import LoraSpec
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_pipelines.cli.guided_command import build_guided, guided_command
-from ltx_pipelines.engine.audio_output import AudioGeneration
 from ltx_pipelines.engine.defaults import DEFAULT_MAX_BATCH_SIZE, defaults_for_checkpoint
 from ltx_pipelines.engine.file_steps import encode_conditioning_images
-from ltx_pipelines.engine.final_latents import decode_audio_from_checkpoint
-from ltx_pipelines.engine.generation import Generation
+from ltx_pipelines.engine.final_latents import FinalLatents
 from ltx_pipelines.engine.guided import (
     GuidanceSettings,
     GuidedInputs,
@@ -37,12 +35,12 @@ from ltx_pipelines.engine.guided import (
     checked_stage_sigmas,
     frozen_streams_keep_positive_context,
     guided_inputs,
-    negative_prompt_or_default,
+    guided_prompt_call,
     resolve_guidance,
     stage_guided_denoiser,
     stage_sigmas_or,
 )
-from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
+from ltx_pipelines.engine.noise import NoiseSource
 from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
 from ltx_pipelines.engine.stages import (
     GuidedDenoiser,
@@ -101,7 +99,7 @@ class TI2VidOneStagePipeline(PromptPipeline):
         """The stage's guided denoiser over `transformer`."""
         return stage_guided_denoiser(transformer, inputs, self.max_batch_size)
 
-    def __call__(
+    def generate(
         self,
         prompt: str,
         *,
@@ -117,24 +115,19 @@ class TI2VidOneStagePipeline(PromptPipeline):
         video_guidance: MultiModalGuiderParams | None = None,
         audio_guidance: MultiModalGuiderParams | None = None,
         conditions: StageConditions | None = None,
-    ) -> Generation | AudioGeneration:
+    ) -> FinalLatents:
         """Generate from a prompt; the same seed and settings give the same result. None: the default
         negative prompt and the checkpoint generation's step count and guidance. `conditions`: see
-        `generate_from_contexts`."""
+        `latents_from_contexts`."""
         self.output_shape(height, width, num_frames, frame_rate)
         settings = self.guidance_settings(num_inference_steps, video_guidance, audio_guidance)  # before Gemma runs
-        (contexts, negative), final_prompt = self.encode_prompts(
-            [prompt, negative_prompt_or_default(negative_prompt)], seed=seed, images=images, enhance=enhance_prompt
-        )
-        generation = self.generate_from_contexts(
-            contexts, negative, height=height, width=width, num_frames=num_frames, frame_rate=frame_rate,
-            noise=SeededNoise(seed), images=images, num_inference_steps=settings.num_inference_steps,
-            video_guidance=settings.video, audio_guidance=settings.audio, conditions=conditions,
+        return guided_prompt_call(
+            self, prompt, seed=seed, images=images, enhance_prompt=enhance_prompt, negative_prompt=negative_prompt,
+            settings=settings, height=height, width=width, num_frames=num_frames, frame_rate=frame_rate,
+            conditions=conditions,
         )  # fmt: skip
-        generation.prompt = final_prompt
-        return generation
 
-    def generate_from_contexts(
+    def latents_from_contexts(
         self,
         contexts: TextContexts,
         negative_contexts: TextContexts | None,
@@ -151,12 +144,13 @@ class TI2VidOneStagePipeline(PromptPipeline):
         stage_sigmas: Mapping[str, torch.Tensor] | None = None,
         sde_noise: NoiseSource | None = None,
         conditions: StageConditions | None = None,
-    ) -> Generation | AudioGeneration:
-        """The stage and decoding from given contexts (batch 1 each) and a noise source (the parity seam).
+    ) -> FinalLatents:
+        """The stage's final latents from given contexts (batch 1 each) and a noise source (the parity seam).
 
         `negative_contexts` may be None only when neither modality uses CFG. `stage_sigmas` replaces the
         schedule of `stage_1`. `conditions`: caller-encoded conditioning items, initial latents and the
-        modalities that take part (see `StageConditions`); without video the result is an `AudioGeneration`.
+        modalities that take part (see `StageConditions`); without video the latents decode to an
+        `AudioGeneration`.
         """
         shape = self.output_shape(height, width, num_frames, frame_rate)
         given = checked_stage_sigmas(stage_sigmas, self.stage_names)
@@ -180,16 +174,11 @@ class TI2VidOneStagePipeline(PromptPipeline):
                 loop=self.sampling_loop("stage_1", sde_noise), progress=self.progress,
             )  # fmt: skip
 
-        if result.video_latent is None:
-            assert result.audio_latent is not None
-            waveform, rate = decode_audio_from_checkpoint(self.checkpoint_path, self.placement, result.audio_latent)
-            return AudioGeneration(audio=waveform, sample_rate=rate, prompt="", latents=result.named("stage_1"))
-        return self.decoded(shape, result.video_latent, result.audio_latent, noise, result.named("stage_1"))
+        # Without the video stream the latents decode to an `AudioGeneration`.
+        return self.finished(shape, result.video_latent, result.audio_latent, noise, result.named("stage_1"))
 
 
-COMMAND = guided_command(
-    __name__, __doc__, lambda run: build_guided(TI2VidOneStagePipeline, run), two_stage=False
-)
+COMMAND = guided_command(__name__, __doc__, lambda run: build_guided(TI2VidOneStagePipeline, run), two_stage=False)
 main = COMMAND.main
 
 

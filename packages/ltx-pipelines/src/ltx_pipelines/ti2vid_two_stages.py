@@ -28,17 +28,17 @@ from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
 from ltx_pipelines.cli.guided_command import build_guided, guided_command
 from ltx_pipelines.engine.defaults import DEFAULT_MAX_BATCH_SIZE, TWO_STAGE_SPATIAL_MULTIPLE, defaults_for_checkpoint
-from ltx_pipelines.engine.generation import Generation
+from ltx_pipelines.engine.final_latents import FinalLatents
 from ltx_pipelines.engine.guided import (
     GuidanceSettings,
     checked_max_batch_size,
     checked_stage_sigmas,
     guided_inputs,
-    negative_prompt_or_default,
+    guided_prompt_call,
     resolve_guidance,
     stage_sigmas_or,
 )
-from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
+from ltx_pipelines.engine.noise import NoiseSource
 from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
 from ltx_pipelines.engine.stages import ImageCondition, SamplingLoop
 from ltx_pipelines.engine.two_stages import (
@@ -121,7 +121,7 @@ class TI2VidTwoStagesPipeline(PromptPipeline):
 
     # ---- the calls ---------------------------------------------------------------------------------
 
-    def __call__(
+    def generate(
         self,
         prompt: str,
         *,
@@ -136,23 +136,17 @@ class TI2VidTwoStagesPipeline(PromptPipeline):
         num_inference_steps: int | None = None,
         video_guidance: MultiModalGuiderParams | None = None,
         audio_guidance: MultiModalGuiderParams | None = None,
-    ) -> Generation:
+    ) -> FinalLatents:
         """Generate from a prompt; the same seed and settings give the same result. None: the default
         negative prompt and the checkpoint generation's step count and guidance."""
         self.output_shape(height, width, num_frames, frame_rate)
         settings = self.guidance_settings(num_inference_steps, video_guidance, audio_guidance)  # before Gemma runs
-        (contexts, negative), final_prompt = self.encode_prompts(
-            [prompt, negative_prompt_or_default(negative_prompt)], seed=seed, images=images, enhance=enhance_prompt
-        )
-        generation = self.generate_from_contexts(
-            contexts, negative, height=height, width=width, num_frames=num_frames, frame_rate=frame_rate,
-            noise=SeededNoise(seed), images=images, num_inference_steps=settings.num_inference_steps,
-            video_guidance=settings.video, audio_guidance=settings.audio,
+        return guided_prompt_call(
+            self, prompt, seed=seed, images=images, enhance_prompt=enhance_prompt, negative_prompt=negative_prompt,
+            settings=settings, height=height, width=width, num_frames=num_frames, frame_rate=frame_rate,
         )  # fmt: skip
-        generation.prompt = final_prompt
-        return generation
 
-    def generate_from_contexts(
+    def latents_from_contexts(
         self,
         contexts: TextContexts,
         negative_contexts: TextContexts | None,
@@ -168,8 +162,8 @@ class TI2VidTwoStagesPipeline(PromptPipeline):
         audio_guidance: MultiModalGuiderParams | None = None,
         stage_sigmas: Mapping[str, torch.Tensor] | None = None,
         sde_noise: NoiseSource | None = None,
-    ) -> Generation:
-        """Both stages and decoding from given contexts (batch 1 each) and a noise source (the parity seam).
+    ) -> FinalLatents:
+        """Both stages, from given contexts (batch 1 each) and a noise source (the parity seam).
 
         `negative_contexts` may be None only when neither modality uses CFG. `stage_sigmas` replaces the
         schedule of the named stages (`stage_1`, `stage_2`). `sde_noise` feeds samplers that draw noise

@@ -79,13 +79,13 @@ def test_out_of_memory_in_any_pipeline_is_one_line_and_exit_1(
     name, demo_model_files, lora, tmp_path, monkeypatch, capsys
 ):
     oom = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 40.00 GiB (GPU 0; 80 GiB total)\nmore detail")
-    monkeypatch.setattr(distilled.DistilledPipeline, "__call__", raising(oom))
+    monkeypatch.setattr(distilled.DistilledPipeline, "generate", raising(oom))
     for pipeline_class in (
         ti2vid_one_stage.TI2VidOneStagePipeline,
         ti2vid_two_stages.TI2VidTwoStagesPipeline,
         ti2vid_two_stages_hq.TI2VidTwoStagesHQPipeline,
     ):
-        monkeypatch.setattr(pipeline_class, "__call__", raising(oom))
+        monkeypatch.setattr(pipeline_class, "generate", raising(oom))
     code = MAINS[name](argv_for(name, demo_model_files, tmp_path / "out.mp4", lora))
     assert code == 1
     line = error_line(capsys.readouterr().err)
@@ -147,7 +147,7 @@ def test_disk_full_while_writing_names_the_folder(demo_model_files, tmp_path, mo
 
 
 def test_debug_log_level_shows_the_traceback_before_the_line(demo_model_files, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(distilled.DistilledPipeline, "__call__", raising(ValueError("unexpected value 7")))
+    monkeypatch.setattr(distilled.DistilledPipeline, "generate", raising(ValueError("unexpected value 7")))
     argv = argv_for("distilled", demo_model_files, tmp_path / "out.mp4")
     assert distilled.main(argv) == 1
     line = error_line(capsys.readouterr().err)
@@ -158,7 +158,7 @@ def test_debug_log_level_shows_the_traceback_before_the_line(demo_model_files, t
 
 
 def test_bad_arguments_still_exit_2_before_anything_runs(demo_model_files, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(distilled.DistilledPipeline, "__call__", raising(AssertionError("must not run")))
+    monkeypatch.setattr(distilled.DistilledPipeline, "generate", raising(AssertionError("must not run")))
     argv = argv_for("distilled", demo_model_files, tmp_path / "out.mp4")
     argv[argv.index("--height") + 1] = "100"
     with pytest.raises(SystemExit) as info:

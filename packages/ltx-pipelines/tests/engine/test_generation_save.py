@@ -1,8 +1,7 @@
 """`Generation.save` and `Generation.frames_array`: the Python API's way to write and look at a result.
 
-Frames are a one-shot iterator: `frames_array()` keeps what it decodes so `save()` reuses it; after a
-`save()` the frames come from decoding the final latents again (the same frames), and a Generation
-without latents says so instead of returning nothing.
+A Generation holds decoded frames (the decode step ran before it exists): they can be shown and saved
+any number of times, saving never builds a model, and kept latents follow the video's name.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from ltx_pipelines.engine.generation import FramesConsumedError, Generation
+from ltx_pipelines.engine.generation import Generation
 from ltx_pipelines.media.atomic_files import OutputExistsError
 
 H, W, F = 64, 96, 9
@@ -55,7 +54,7 @@ def mp4_frames(path: Path) -> np.ndarray:
         return np.stack([f.to_ndarray(format="rgb24") for f in container.decode(video=0)])
 
 
-def test_frames_array_is_uint8_frames_and_decodes_once(tmp_path):
+def test_frames_array_is_uint8_frames_and_reads_the_source_once(tmp_path):
     source = CountingFrames()
     generation = fake_generation(source)
     frames = generation.frames_array()
@@ -64,38 +63,43 @@ def test_frames_array_is_uint8_frames_and_decodes_once(tmp_path):
     np.testing.assert_array_equal(frames, expected)
     np.testing.assert_array_equal(generation.frames_array(), expected)
     saved = generation.save(tmp_path / "clip.mp4")
-    assert source.taken == 2, "the frames were decoded more than once"
+    assert source.taken == 2, "the frame source was read more than once"
     assert mp4_frames(saved.video).shape == (F, H, W, 3)
     sidecar = json.loads(saved.sidecar.read_text())
     assert sidecar["parameters"] == {"seed": 1} and sidecar["prompt"] == "a test pattern"
     assert saved.latents is None
 
 
-def test_frames_consumed_by_save_cannot_be_shown_without_latents(tmp_path):
+def test_a_generation_saves_the_same_file_twice_and_still_shows_its_frames(tmp_path):
     generation = fake_generation(CountingFrames())
-    generation.save(tmp_path / "clip.mp4")
-    with pytest.raises(FramesConsumedError, match="frames_array"):
-        generation.frames_array()
-    with pytest.raises(FramesConsumedError):
-        generation.save(tmp_path / "again.mp4")
-    assert not (tmp_path / "again.mp4").exists()
+    first = generation.save(tmp_path / "clip.mp4")
+    second = generation.save(tmp_path / "again.mp4")
+    assert first.video.read_bytes() == second.video.read_bytes()
+    assert generation.frames_array().shape == (F, H, W, 3)
 
 
-def test_save_refuses_an_existing_output_before_decoding(tmp_path):
+def test_save_refuses_an_existing_output(tmp_path):
     (tmp_path / "clip.mp4").write_bytes(b"mine")
-    source = CountingFrames()
-    generation = fake_generation(source)
+    generation = fake_generation(CountingFrames())
     with pytest.raises(OutputExistsError, match="overwrite"):
         generation.save(tmp_path / "clip.mp4")
-    assert source.taken == 0 and (tmp_path / "clip.mp4").read_bytes() == b"mine"
+    assert (tmp_path / "clip.mp4").read_bytes() == b"mine"
     saved = generation.save(tmp_path / "clip.mp4", overwrite=True)
     assert mp4_frames(saved.video).shape[0] == F
 
 
+def test_keep_latents_needs_latents(tmp_path):
+    with pytest.raises(ValueError, match="no final latents"):
+        fake_generation(CountingFrames()).save(tmp_path / "clip.mp4", keep_latents=True)
+    assert not list(tmp_path.iterdir())
+
+
 @pytest.mark.slow
-def test_a_pipeline_generation_decodes_again_after_save(demo_model_files, tmp_path):
+def test_a_pipeline_generation_is_decoded_and_saving_builds_no_model(demo_model_files, tmp_path, monkeypatch):
     from ltx_pipelines.cli.command import DEMO_SIZE
     from ltx_pipelines.distilled import DistilledPipeline
+    from ltx_pipelines.engine.decoding import decode_video_generation
+    from ltx_pipelines.engine.model_loading import Placement
 
     pipeline = DistilledPipeline(
         demo_model_files.checkpoint,
@@ -106,19 +110,21 @@ def test_a_pipeline_generation_decodes_again_after_save(demo_model_files, tmp_pa
         progress=False,
     )
     generation = pipeline("a red kite over a beach", seed=5, frame_rate=24.0, **DEMO_SIZE)
+    assert generation.final is not None
+    again = decode_video_generation(generation.final)  # the decode step repeats: the same frames
+    np.testing.assert_array_equal(again.frames_array(), generation.frames_array())
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("saving built a model")
+
+    monkeypatch.setattr(Placement, "build", no_model)
     saved = generation.save(tmp_path / "kite.mp4", keep_latents=True)
     assert saved.latents == tmp_path / "kite.latents.safetensors" and saved.latents.is_file()
     sidecar = json.loads(saved.sidecar.read_text())
     assert sidecar["model_files"]["checkpoint"]["path"] == str(demo_model_files.checkpoint)
-
-    frames = generation.frames_array()  # consumed by save: decoded again from the final latents
-    assert generation.final is not None
-    again = torch.cat(list(generation.final.decode_frames()))
-    np.testing.assert_array_equal(frames, (again.clamp(0, 1) * 255).round().to(torch.uint8).numpy())
+    frames = generation.frames_array()
     assert frames.shape == (DEMO_SIZE["num_frames"], DEMO_SIZE["height"], DEMO_SIZE["width"], 3)
-    # The kept frames are the ones the first save encoded: saving them again gives the same file.
-    again_saved = generation.save(tmp_path / "kite-again.mp4")
-    assert again_saved.video.read_bytes() == saved.video.read_bytes()
+    np.testing.assert_array_equal(mp4_frames(saved.video).shape, frames.shape)
 
 
 def with_final(generation: Generation) -> Generation:
@@ -142,18 +148,19 @@ def with_final(generation: Generation) -> Generation:
     return generation
 
 
-def test_kept_latents_follow_the_video_to_its_numbered_name(tmp_path):
-    source = CountingFrames()
-    generation = with_final(fake_generation(source))
+def test_kept_latents_follow_the_video_to_its_numbered_name(tmp_path, monkeypatch):
+    from ltx_pipelines.engine import generation as generation_module
+
+    generation = with_final(fake_generation(CountingFrames()))
     target = tmp_path / "clip.mp4"
-    chunks = iter(source)
+    real_encode = generation_module.encode_video
 
-    def frames_then_taken() -> Iterator[torch.Tensor]:
-        yield next(chunks)
+    def encode_then_taken(*args, **kwargs):
+        written = real_encode(*args, **kwargs)
         target.write_bytes(b"another program")
-        yield from chunks
+        return written
 
-    generation.frames = frames_then_taken()
+    monkeypatch.setattr(generation_module, "encode_video", encode_then_taken)
     saved = generation.save(target, keep_latents=True)
     assert (saved.video.name, saved.sidecar.name) == ("clip-1.mp4", "clip-1.json")
     assert saved.latents == tmp_path / "clip-1.latents.safetensors" and saved.latents.is_file()
@@ -162,20 +169,15 @@ def test_kept_latents_follow_the_video_to_its_numbered_name(tmp_path):
     ]  # fmt: skip
 
 
-def test_a_failed_encode_keeps_the_latents_and_says_where(tmp_path, monkeypatch):
-    from ltx_pipelines.engine.final_latents import saved_latents_of
-    from ltx_pipelines.engine.latents_file import load_latents
+def test_saved_latents_read_back_as_the_run_left_them(tmp_path):
+    from ltx_pipelines.engine.latents_file import RunRecord, load_latents, save_latents_beside
     from ltx_pipelines.engine.noise import SeededNoise
 
     generation = with_final(fake_generation(CountingFrames()))
-    monkeypatch.setattr(
-        "ltx_pipelines.engine.generation.encode_video", lambda *a, **k: (_ for _ in ()).throw(OSError(28, "full"))
-    )
-    with pytest.raises(OSError, match="full") as info:
-        generation.save(tmp_path / "clip.mp4", parameters={"seed": 3})
-    latents = tmp_path / "clip.latents.safetensors"
-    assert saved_latents_of(info.value) == latents
-    assert sorted(p.name for p in tmp_path.iterdir()) == [latents.name]
+    assert generation.final is not None
+    record = RunRecord(prompt="a test pattern", parameters={"seed": 3}, model_files={})
+    latents = save_latents_beside(tmp_path / "clip.mp4", generation.final, record)
+    assert latents == tmp_path / "clip.latents.safetensors"
     loaded = load_latents(latents, device=torch.device("cpu"))
     assert loaded.record.parameters == {"seed": 3} and loaded.record.prompt == "a test pattern"
     assert torch.equal(loaded.final.video, generation.final.video)
@@ -186,3 +188,24 @@ def test_a_failed_encode_keeps_the_latents_and_says_where(tmp_path, monkeypatch)
     expected = generation.final.noise("decoder.0", **draw)
     assert torch.equal(loaded.final.noise("decoder.0", **draw), expected)
     assert not torch.equal(SeededNoise(3)("decoder.0", **draw), expected), "the state was not restored"
+
+
+def test_a_path_checked_when_the_run_began_and_taken_since_gets_a_numbered_name(tmp_path):
+    # The command line checks the output path before generating; a file there at writing time appeared
+    # during the run, so the writers publish under a numbered name instead of throwing the result away.
+    from ltx_pipelines.engine.audio_output import AudioGeneration, write_audio_generation
+    from ltx_pipelines.engine.generation import write_generation
+
+    video, wav = tmp_path / "clip.mp4", tmp_path / "sound.wav"
+    for path in (video, wav):
+        path.write_bytes(b"another program's file")
+    written, sidecar = write_generation(
+        fake_generation(CountingFrames()), video, parameters={}, model_files={}, checked_at_start=True
+    )
+    assert (written.name, sidecar.name) == ("clip-1.mp4", "clip-1.json")
+    sound = AudioGeneration(audio=torch.zeros(2, 4800), sample_rate=48_000, prompt="a test tone")
+    written_wav = write_audio_generation(sound, wav, parameters={}, model_files={}, checked_at_start=True)
+    assert written_wav.name == "sound-1.wav"
+    assert video.read_bytes() == wav.read_bytes() == b"another program's file"
+    with pytest.raises(OutputExistsError):  # the Python API's save checks when it starts: refused
+        write_generation(fake_generation(CountingFrames()), video, parameters={}, model_files={})

@@ -22,7 +22,7 @@ import pytest
 import torch
 
 import ltx_pipelines.distilled as distilled
-import ltx_pipelines.engine.final_latents as final_latents
+import ltx_pipelines.engine.decoding as decoding
 from ltx_core.loader import read_safetensors_header
 from ltx_pipelines.distilled import DistilledPipeline, main
 from ltx_pipelines.engine.generation import Generation
@@ -376,7 +376,7 @@ def test_failure_while_decoding_leaves_existing_outputs_untouched(runner, workdi
     video.write_bytes(b"the previous video")
     sidecar.write_text('{"previous": true}')
     before = files_under(workdir)
-    real_decode = final_latents.decode_video_frames
+    real_decode = decoding.decode_video_frames
     chunks_given = []
 
     def decode_then_fail(*args: Any, **kwargs: Any) -> Iterator[torch.Tensor]:
@@ -385,9 +385,9 @@ def test_failure_while_decoding_leaves_existing_outputs_untouched(runner, workdi
             yield chunk
             raise RuntimeError("decoder failed part-way")
 
-    monkeypatch.setattr(final_latents, "decode_video_frames", decode_then_fail)
+    monkeypatch.setattr(decoding, "decode_video_frames", decode_then_fail)
     assert main(runner.argv(video, "--overwrite")) == 1
-    assert chunks_given, "the failure should come after the first decoded chunk reached the writer"
+    assert chunks_given, "the failure should come after the first chunk was decoded"
     after = files_under(workdir)
     assert after.pop("out/clip.latents.safetensors"), "the denoised latents of the failed run were not kept"
     assert after == before, "the old files changed or a partial file was left"
@@ -407,23 +407,39 @@ def _fake_generation(frames: Iterator[torch.Tensor]) -> Generation:
 
 
 @pytest.fixture
-def fake_pipeline(monkeypatch) -> Callable[[Callable[[], Generation]], None]:
-    """Replace the pipeline's generation (not its validation or writing) with `make()`."""
+def fake_pipeline(monkeypatch, tiny_models) -> Callable[[Callable[[], Generation]], None]:
+    """Replace the pipeline's generation with small made-up latents and the decode step with `make()`
+    (validation, saving the latents and writing stay real)."""
+    from ltx_core.types import VideoPixelShape
+    from ltx_pipelines.engine.final_latents import FinalLatents
+    from ltx_pipelines.engine.model_loading import Placement
+    from ltx_pipelines.engine.noise import SeededNoise
+
+    final = FinalLatents(
+        video=torch.zeros(1, 128, 2, HEIGHT // 32, WIDTH // 32),
+        audio=None,
+        shape=VideoPixelShape(1, FRAMES, HEIGHT, WIDTH, FPS),
+        checkpoint=tiny_models.checkpoint,
+        placement=Placement(torch.device("cpu"), torch.float32),
+        tiling=None,
+        noise=SeededNoise(0),
+    )
 
     def install(make: Callable[[], Generation]) -> None:
-        monkeypatch.setattr(distilled.DistilledPipeline, "__call__", lambda self, *a, **k: make())
+        monkeypatch.setattr(distilled.DistilledPipeline, "generate", lambda self, *a, **k: final)
+        monkeypatch.setattr(distilled.DistilledPipeline, "decode", lambda self, final: make())
 
     return install
 
 
-def test_failure_while_decoding_leaves_no_file(runner, workdir, fake_pipeline):
+def test_failure_while_decoding_leaves_only_the_latents(runner, workdir, fake_pipeline):
     def frames() -> Iterator[torch.Tensor]:
         yield torch.rand(5, HEIGHT, WIDTH, 3)
         raise RuntimeError("decoder failed part-way")
 
     fake_pipeline(lambda: _fake_generation(frames()))
     assert main(runner.argv(workdir / "out" / "clip.mp4")) == 1
-    assert not any((workdir / "out").iterdir())
+    assert [p.name for p in (workdir / "out").iterdir()] == ["clip.latents.safetensors"]
 
 
 def test_failed_sidecar_write_leaves_no_video(runner, workdir, fake_pipeline, monkeypatch):
@@ -434,7 +450,7 @@ def test_failed_sidecar_write_leaves_no_video(runner, workdir, fake_pipeline, mo
 
     monkeypatch.setattr("ltx_pipelines.engine.generation.json_text", disk_full)
     assert main(runner.argv(workdir / "out" / "clip.mp4")) == 1
-    assert not any((workdir / "out").iterdir())
+    assert [p.name for p in (workdir / "out").iterdir()] == ["clip.latents.safetensors"]
 
 
 def test_fake_generation_is_written_when_nothing_fails(runner, workdir, fake_pipeline):

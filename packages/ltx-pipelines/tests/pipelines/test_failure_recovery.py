@@ -19,10 +19,14 @@ import pytest
 import torch
 from safetensors import safe_open
 
-import ltx_pipelines.engine.final_latents as final_latents
+import ltx_pipelines.engine.decoding as decoding
+from ltx_core.types import VideoPixelShape
 from ltx_pipelines import decode, distilled
 from ltx_pipelines.cli.command import DEMO_SIZE
+from ltx_pipelines.engine.final_latents import FinalLatents
 from ltx_pipelines.engine.generation import Generation
+from ltx_pipelines.engine.model_loading import Placement
+from ltx_pipelines.engine.noise import SeededNoise
 
 pytestmark = pytest.mark.slow
 
@@ -84,7 +88,7 @@ def test_a_decode_failure_keeps_the_latents_and_the_resume_command_writes_the_sa
 ):
     output = tmp_path / "out" / "clip.mp4"
     with monkeypatch.context() as patch:
-        patch.setattr(final_latents, "decode_video_frames", _fail_after_first_chunk(final_latents.decode_video_frames))
+        patch.setattr(decoding, "decode_video_frames", _fail_after_first_chunk(decoding.decode_video_frames))
         assert distilled.main(argv(demo_model_files, output)) == 1
     err = capsys.readouterr().err
     assert "Traceback" not in err
@@ -133,7 +137,7 @@ def test_a_timestep_conditioned_decoder_resumes_with_the_runs_decoder_noise(
     assert distilled.main(argv(models, reference)) == 0
     output = tmp_path / "failed" / "clip.mp4"
     with monkeypatch.context() as patch:
-        patch.setattr(final_latents, "decode_video_frames", _fail_after_first_chunk(final_latents.decode_video_frames))
+        patch.setattr(decoding, "decode_video_frames", _fail_after_first_chunk(decoding.decode_video_frames))
         assert distilled.main(argv(models, output)) == 1
     latents = output.parent / "clip.latents.safetensors"
     assert decode.main(["--latents", str(latents), "--output-path", str(output)]) == 0
@@ -163,7 +167,7 @@ def test_an_audio_decode_failure_keeps_the_latents(demo_model_files, tmp_path, m
     def out_of_memory(*args: Any, **kwargs: Any) -> torch.Tensor:
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
 
-    monkeypatch.setattr(final_latents, "decode_audio_waveform", out_of_memory)
+    monkeypatch.setattr(decoding, "decode_audio_waveform", out_of_memory)
     output = tmp_path / "clip.mp4"
     assert distilled.main(argv(demo_model_files, output)) == 1
     line = last_line(capsys.readouterr().err)
@@ -188,9 +192,25 @@ def _fake_generation(frames: Iterator[torch.Tensor]) -> Generation:
     )
 
 
-def _install(monkeypatch, frames: Iterator[torch.Tensor]) -> None:
-    """The pipeline returns a fake generation (no model runs); validation and writing stay real."""
-    monkeypatch.setattr(distilled.DistilledPipeline, "__call__", lambda self, *a, **k: _fake_generation(frames))
+def _fake_final(models: Any) -> FinalLatents:
+    size = DEMO_SIZE
+    return FinalLatents(
+        video=torch.zeros(1, 128, 3, size["height"] // 32, size["width"] // 32),
+        audio=None,
+        shape=VideoPixelShape(1, size["num_frames"], size["height"], size["width"], 24.0),
+        checkpoint=models.checkpoint,
+        placement=Placement(torch.device("cpu"), torch.float32),
+        tiling=None,
+        noise=SeededNoise(0),
+        prompt=PROMPT,
+    )
+
+
+def _install(monkeypatch, models: Any, frames: Iterator[torch.Tensor]) -> None:
+    """The pipeline returns fake latents and its decode step fake frames (no model runs); validation, saving
+    the latents and writing stay real."""
+    monkeypatch.setattr(distilled.DistilledPipeline, "generate", lambda self, *a, **k: _fake_final(models))
+    monkeypatch.setattr(distilled.DistilledPipeline, "decode", lambda self, final: _fake_generation(frames))
 
 
 def _chunks(then: Any = None) -> Iterator[torch.Tensor]:
@@ -209,7 +229,7 @@ def test_an_output_that_appears_mid_run_moves_the_result_to_a_numbered_name(
     def someone_writes_the_output() -> None:
         output.write_bytes(b"another program's video")
 
-    _install(monkeypatch, _chunks(then=someone_writes_the_output))
+    _install(monkeypatch, demo_model_files, _chunks(then=someone_writes_the_output))
     assert distilled.main(argv(demo_model_files, output)) == 0
     assert output.read_bytes() == b"another program's video"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["clip-1.json", "clip-1.mp4", "clip.mp4"]
@@ -227,10 +247,14 @@ def test_an_interrupted_overwrite_leaves_the_old_pair(demo_model_files, tmp_path
     def interrupt() -> None:
         raise KeyboardInterrupt
 
-    _install(monkeypatch, _chunks(then=interrupt))
+    _install(monkeypatch, demo_model_files, _chunks(then=interrupt))
     assert distilled.main(argv(demo_model_files, output, "--overwrite")) == 130
-    assert last_line(capsys.readouterr().err) == "error: interrupted"
-    assert files_in(tmp_path) == before
+    line = last_line(capsys.readouterr().err)
+    latents = tmp_path / "clip.latents.safetensors"
+    assert line.startswith("error: interrupted; the denoised latents are saved in"), line
+    assert f"--latents {latents}" in line
+    assert files_in(tmp_path).keys() == {*before, latents.name}
+    assert {name: data for name, data in files_in(tmp_path).items() if name in before} == before
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")], "temporary files were left"
 
 
@@ -238,7 +262,7 @@ def test_an_overwrite_replaces_the_pair(demo_model_files, tmp_path, monkeypatch)
     output = tmp_path / "clip.mp4"
     output.write_bytes(b"old video")
     (tmp_path / "clip.json").write_text('{"old": true}')
-    _install(monkeypatch, _chunks())
+    _install(monkeypatch, demo_model_files, _chunks())
     assert distilled.main(argv(demo_model_files, output, "--overwrite")) == 0
     assert frames_of(output).shape[0] == DEMO_SIZE["num_frames"]
     assert json.loads((tmp_path / "clip.json").read_text())["output"] == "clip.mp4"
@@ -252,7 +276,7 @@ def test_a_run_removes_the_partials_of_a_killed_run(demo_model_files, tmp_path, 
     leftover.write_bytes(b"half of a killed run's video")
     old = time.time() - 3600
     os.utime(leftover, (old, old))
-    _install(monkeypatch, _chunks())
+    _install(monkeypatch, demo_model_files, _chunks())
     assert distilled.main(argv(demo_model_files, tmp_path / "clip.mp4")) == 0
     assert not leftover.exists()
     assert str(leftover) in caplog.text

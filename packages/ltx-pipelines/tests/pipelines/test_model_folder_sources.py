@@ -15,11 +15,10 @@ from ltx_core.components.guiders import MultiModalGuiderParams
 from ltx_core.convert import single_file_to_diffusers
 from ltx_core.loader import CheckpointError, LoraSpec, ModelFiles, read_checkpoint_config, read_safetensors_header
 from ltx_core.loader.model_files import Component, model_files_of
-from ltx_core.model.audio_vae import VOCODER
+from ltx_core.model.audio_vae import AUDIO_DECODER, VOCODER
 from ltx_pipelines import ti2vid_one_stage
 from ltx_pipelines.engine.checkpoint_kind import check_checkpoint_kind, detect_checkpoint_kind
 from ltx_pipelines.engine.defaults import checkpoint_model_version, defaults_for_checkpoint
-from ltx_pipelines.engine.final_latents import decode_audio_from_checkpoint
 from ltx_pipelines.engine.generation import describe_model_files
 from ltx_pipelines.engine.model_loading import Placement, loaded
 from ltx_pipelines.engine.stages import ImageCondition
@@ -95,8 +94,9 @@ def test_a_missing_component_is_named_when_a_stage_loads_it(folder, tmp_path):
     partial = tmp_path / "partial"
     shutil.copytree(folder, partial)
     shutil.rmtree(partial / "vocoder")
-    with pytest.raises(CheckpointError, match=r"audio_vae \(audio_vae/ \+ vocoder/ in the diffusers folder\)"):
-        decode_audio_from_checkpoint(partial, PLACEMENT, torch.zeros(1, 8, 2, 16))
+    named = r"audio_vae \(audio_vae/ \+ vocoder/ in the diffusers folder\)"
+    with pytest.raises(CheckpointError, match=named), loaded(AUDIO_DECODER, partial, PLACEMENT):
+        pass
     with pytest.raises(CheckpointError, match=r"audio_vae/ \+ vocoder/"), loaded(VOCODER, partial, PLACEMENT):
         pass
 

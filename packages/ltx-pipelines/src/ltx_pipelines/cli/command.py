@@ -4,8 +4,9 @@
 `main(argv)` parses argv once, reads each group into its typed value (a bad value exits with code 2 before
 any model is built or written, the demo models included), substitutes the demo models when asked, resolves
 the model files (hf:// downloads, kinds), settles the values that depend on them, builds the pipeline,
-generates and writes the output with its sidecar. A later failure ends in one line on stderr and exit
-code 1 (`error_lines`), with the denoised latents kept when it came after denoising.
+generates the final latents, saves them, decodes them and writes the output with its sidecar. A later
+failure ends in one line on stderr and exit code 1 (`error_lines`); after denoising, the line names the
+saved latents and the `ltx_pipelines.decode` command that finishes the run.
 """
 
 from __future__ import annotations
@@ -36,10 +37,12 @@ from ltx_pipelines.cli.prompt_flags import PromptChoice, PromptFlags
 from ltx_pipelines.cli.runtime_flags import RuntimeChoice, RuntimeFlags
 from ltx_pipelines.cli.tiling_flags import TilingChoice, TilingFlags
 from ltx_pipelines.cli.video_flags import VideoChoice, VideoFlags
+from ltx_pipelines.engine.audio_output import AudioGeneration, write_audio_generation
 from ltx_pipelines.engine.defaults import PipelineDefaults
-from ltx_pipelines.engine.final_latents import final_latents_of, note_saved_latents, saved_latents_of
-from ltx_pipelines.engine.generation import Generation, describe_model_files
-from ltx_pipelines.engine.latents_file import RunRecord, save_latents_safely
+from ltx_pipelines.engine.final_latents import FinalLatents
+from ltx_pipelines.engine.generation import Generation, describe_model_files, write_generation
+from ltx_pipelines.engine.latents_file import RunRecord, follow_video_name, save_latents_safely
+from ltx_pipelines.media.atomic_files import remove_stale_partials
 
 logger = logging.getLogger(__name__)
 
@@ -165,9 +168,9 @@ class Run:
 Generate = Callable[[P, Run], Any]
 
 
-def call_with_video_flags(pipeline: Any, run: Run) -> Generation:
-    """The prompt call of a text/image-to-video pipeline with the shared groups' settings."""
-    return pipeline(run.prompt.text, **run.video_call())
+def call_with_video_flags(pipeline: Any, run: Run) -> FinalLatents:
+    """The final latents of a text/image-to-video pipeline's prompt call with the shared groups' settings."""
+    return pipeline.generate(run.prompt.text, **run.video_call())
 
 
 @dataclass(frozen=True)
@@ -185,7 +188,8 @@ class PipelineCommand(Generic[P]):
     fixed_defaults: PipelineDefaults | None = None
     check: Callable[[Run], None] | None = None
     write: Callable[[Run, Any], Path] | None = None
-    """Writes the result (None: the video and its sidecar through `Generation.save`)."""
+    """Writes what `generate` returns, decoding included (HDR); None: `generate` returns `FinalLatents`, which
+    the command saves, decodes (`pipeline.decode`) and writes with the sidecar."""
 
     @classmethod
     def for_module(
@@ -286,53 +290,74 @@ class PipelineCommand(Generic[P]):
 
     # ---- running -----------------------------------------------------------------------------------
 
-    def save(self, run: Run, result: Any) -> Path:
-        if self.write is not None:
-            return self.write(run, result)
-        saved = result.save(
-            run.output.path,
-            overwrite=run.output.overwrite,
-            parameters=run.sidecar_parameters(),
-            model_files=run.models.files(),
-            keep_latents=run.output.save_latents,
-            audio=run.output.audio_output,
-            # The path was free when the flags were read: a file there now appeared during the run, and the
-            # result goes to a numbered name instead of being thrown away.
-            checked_at_start=True,
-        )
-        if run.demo:
-            logger.warning("demo output written to %s. %s", saved.video, self.models.real_weights_help())
-        return saved.video
-
-    def keep_failed_latents(self, run: Run, error: BaseException) -> None:
-        """A failure after denoising that came before a Generation existed (decoding the audio): save the
-        latents it carries beside the output, so the run's result is not lost."""
-        final = final_latents_of(error)
-        if final is None or saved_latents_of(error) is not None:
-            return
+    def save_latents(self, run: Run, final: FinalLatents) -> Path | None:
+        """Save the final latents before decoding, so nothing is lost from here on: beside the output, else in
+        the temp folder or the user cache (`save_latents_safely`). None for an audio-only run (the latents file
+        and the decode command are for videos) or when no place took them."""
+        if final.video is None:
+            return None
         record = RunRecord(
-            prompt=run.prompt.text,
+            prompt=final.prompt,
             parameters=run.sidecar_parameters(),
             model_files=describe_model_files(run.models.files()),
         )
-        path = save_latents_safely(run.output.path, final, record, overwrite=run.output.overwrite)
-        if path is not None:
-            note_saved_latents(error, path)
+        return save_latents_safely(run.output.path, final, record, overwrite=run.output.overwrite)
+
+    def write_decoded(self, run: Run, decoded: Generation | AudioGeneration) -> Path:
+        """Write the decoded result and its sidecar as a pair (no model is built here). The path was free when
+        the flags were read: a file there now appeared during the run, and the result goes to a numbered name
+        instead of being thrown away."""
+        output = run.output
+        if isinstance(decoded, AudioGeneration):
+            return write_audio_generation(
+                decoded, output.path, parameters=run.sidecar_parameters(), model_files=run.models.files(),
+                overwrite=output.overwrite, checked_at_start=True,
+            )  # fmt: skip
+        video, _ = write_generation(
+            decoded, output.path, parameters=run.sidecar_parameters(), model_files=run.models.files(),
+            overwrite=output.overwrite, audio=output.audio_output, checked_at_start=True,
+        )  # fmt: skip
+        if run.demo:
+            logger.warning("demo output written to %s. %s", video, self.models.real_weights_help())
+        return video
+
+    def settle_latents(self, run: Run, latents: Path | None, written: Path) -> None:
+        """After a successful write: keep the latents (named after the output) with --save-latents, else
+        remove them."""
+        if latents is None:
+            return
+        if run.output.save_latents:
+            logger.info("kept the latents in %s", follow_video_name(latents, written))
+        else:
+            latents.unlink(missing_ok=True)
 
     def run(self, run: Run) -> int:
-        """Build, generate and write a checked run; 0, or the exit code of its error after printing its line."""
-
-        def body() -> None:
-            try:
-                with gc_skips_loaded_modules():
-                    self.save(run, self.generate(self.build(run), run))  # the video is decoded while written
-            except BaseException as error:
-                self.keep_failed_latents(run, error)
-                raise
-
+        """Build the pipeline, generate the final latents, save them, decode them, write the output and its
+        sidecar, and remove the latents unless --save-latents; 0, or the exit code of its error after printing
+        its line (after denoising, the line names the saved latents and the command that finishes the run).
+        A command with its own `write` (HDR) hands it what `generate` returns instead."""
         output: OutputChoice | None = run.values.get(OutputFlags)
         output_path = None if output is None else output.path
-        return run_reporting_errors(body, debug=run.log_level == "DEBUG", output_path=output_path)
+        debug = run.log_level == "DEBUG"
+        latents: Path | None = None
+        with stop_signals_interrupt():
+            try:
+                with gc_skips_loaded_modules():
+                    pipeline = self.build(run)
+                    result = self.generate(pipeline, run)
+                    if self.write is not None:
+                        self.write(run, result)
+                        return 0
+                    final: FinalLatents = result
+                    remove_stale_partials(run.output.path.parent)
+                    latents = self.save_latents(run, final)
+                    written = self.write_decoded(run, pipeline.decode(final))
+            except SystemExit:
+                raise
+            except BaseException as error:
+                return report_error(error, debug=debug, output_path=output_path, latents=latents)
+        self.settle_latents(run, latents, written)
+        return 0
 
     def main(self, argv: Sequence[str] | None = None) -> int:
         """`python -m <module>`: bad arguments exit with code 2, a later failure with 1 (one line on stderr)."""

@@ -26,7 +26,6 @@ import torch
 from ltx_core.conditioning import ConditioningError
 from ltx_core.loader import CheckpointError
 from ltx_pipelines.cli.hf_paths import HfPathError
-from ltx_pipelines.engine.final_latents import saved_latents_of
 from ltx_pipelines.engine.latents_file import LatentsFileError
 from ltx_pipelines.media.atomic_files import OutputExistsError
 from ltx_pipelines.media.errors import MediaError
@@ -116,15 +115,20 @@ def describe_error(error: BaseException, *, output_path: Path | None = None) -> 
 
 
 def report_error(
-    error: BaseException, *, debug: bool, output_path: Path | None = None, stream: TextIO | None = None
+    error: BaseException,
+    *,
+    debug: bool,
+    output_path: Path | None = None,
+    latents: Path | None = None,
+    stream: TextIO | None = None,
 ) -> int:
-    """Print the one line for `error` (after the traceback when `debug`) and return the exit code."""
+    """Print the one line for `error` (after the traceback when `debug`) and return the exit code.
+    `latents`: where the run saved its denoised latents (the line then says how to finish the run)."""
     stream = stream or sys.stderr
     if debug:
         traceback.print_exception(type(error), error, error.__traceback__, file=stream)
     line = describe_error(error, output_path=output_path)
     text = line.text
-    latents = saved_latents_of(error)
     if latents is not None:
         target = output_path if output_path is not None else latents.with_name("output.mp4")
         text += (

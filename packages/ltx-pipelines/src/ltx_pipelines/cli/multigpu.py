@@ -264,7 +264,8 @@ def rank_main(rank: int, world: int, module: str, argv: list[str], run: Run | No
             cause = f": {type(failures[0]).__name__}: {failures[0]}" if failures else " (its error is printed above)"
             raise RuntimeError(f"the pipeline failed on rank 0 with exit code {code}{cause}")
         return
-    generation = command.generate(command.build(run), run)
+    pipeline = command.build(run)
     # The video decode is tile-parallel: this rank decodes and sends its tiles (rank 0 writes).
-    for _ in generation.frames:
+    decoded = pipeline.decode(command.generate(pipeline, run))
+    if getattr(decoded, "frames", ()):
         raise RuntimeError(f"rank {rank} received video frames; only rank 0 should")

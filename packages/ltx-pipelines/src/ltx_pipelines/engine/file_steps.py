@@ -23,8 +23,7 @@ from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import DEFAULT_SCALE_FACTORS, VideoPixelShape
 from ltx_pipelines.engine.defaults import defaults_for_checkpoint
-from ltx_pipelines.engine.final_latents import FinalLatents, attach_final_latents
-from ltx_pipelines.engine.generation import Generation
+from ltx_pipelines.engine.final_latents import FinalLatents
 from ltx_pipelines.engine.model_loading import Placement, loaded
 from ltx_pipelines.engine.noise import NoiseSource, fork_noise
 from ltx_pipelines.engine.stages import ImageCondition, image_conditionings
@@ -85,24 +84,21 @@ def upsample_between_stages(
         return upsample_video_latent(video_latent, upsampler, latent_statistics)
 
 
-def decoded_generation(
+def finished_latents(
     checkpoint: ModelSource,
     placement: Placement,
     shape: VideoPixelShape,
-    video_latent: torch.Tensor,
+    video_latent: torch.Tensor | None,
     audio_latent: torch.Tensor | None,
     *,
     tiling: TilingConfig | None,
     noise: NoiseSource,
     latents: dict[str, torch.Tensor],
-) -> Generation:
-    """The Generation of a finished run: audio decoded now, video frames decoded as they are consumed.
-
-    `tiling` None picks the automatic layout for the output size (`decode_tiling_for`). The Generation
-    keeps the final latents (`final`), so they can be saved if decoding fails later; a failure decoding
-    the audio here carries them on the exception (`final_latents_of`).
-    """
-    final = FinalLatents(
+) -> FinalLatents:
+    """What a finished run returns: its final latents and what decoding them takes (nothing is decoded
+    here: that is the decode step, `engine/decoding.py`). `tiling` None picks the automatic layout for the
+    output size (`decode_tiling_for`); the noise is forked at the decoder's first draw."""
+    return FinalLatents(
         video=video_latent,
         audio=audio_latent,
         shape=shape,
@@ -110,33 +106,7 @@ def decoded_generation(
         placement=placement,
         tiling=decode_tiling_for(shape, tiling),
         noise=fork_noise(noise),
-    )
-    return generation_from_final(final, latents=latents)
-
-
-def generation_from_final(
-    final: FinalLatents, *, prompt: str = "", latents: dict[str, torch.Tensor] | None = None
-) -> Generation:
-    """A Generation that decodes `final`: the audio now, the video frames lazily."""
-    try:
-        waveform, sample_rate = final.decode_audio()
-    except BaseException as error:
-        attach_final_latents(error, final)
-        raise
-    shape = final.shape
-    return Generation(
-        frames=final.decode_frames(),
-        num_frames=shape.frames,
-        height=shape.height,
-        width=shape.width,
-        frame_rate=shape.fps,
-        audio=waveform,
-        audio_sample_rate=sample_rate,
-        prompt=prompt,
-        latents=dict(latents or {}),
-        final=final,
-        model_files={"checkpoint": final.checkpoint},
-        tiling=final.tiling,
+        stage_latents=dict(latents),
     )
 
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import importlib.metadata
 import logging
-import os
 import platform
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,8 +15,8 @@ import torch
 
 from ltx_core.loader import ModelFiles
 from ltx_core.model.video_vae.tiling import TilingConfig
-from ltx_pipelines.engine.final_latents import FinalLatents, note_saved_latents
-from ltx_pipelines.engine.latents_file import RunRecord, latents_path_for, save_latents_safely
+from ltx_pipelines.engine.final_latents import FinalLatents
+from ltx_pipelines.engine.latents_file import RunRecord, save_latents_beside
 from ltx_pipelines.media.atomic_files import (
     check_output_path,
     json_text,
@@ -29,10 +28,6 @@ from ltx_pipelines.media.atomic_files import (
 from ltx_pipelines.media.video_writer import encode_video
 
 logger = logging.getLogger(__name__)
-
-
-class FramesConsumedError(RuntimeError):
-    """The frames were already consumed and the Generation cannot decode them again."""
 
 
 @dataclass(frozen=True)
@@ -47,18 +42,14 @@ class SavedGeneration:
 
 @dataclass
 class Generation:
-    """Decoded output of a run: frames as (f, H, W, 3) float chunks in [0, 1] decoded lazily (consuming
-    them is when the VAE runs), the stereo waveform, the latents of each stage and, from the pipelines,
-    the final latents with what decoding them takes (`final`).
+    """Decoded output of a run (what the decode step, `engine/decoding.py`, returns): the frames as
+    (f, H, W, 3) float chunks in [0, 1] on the CPU, the stereo waveform, the latents of each stage and,
+    from the pipelines, the final latents it was decoded from (`final`, to keep them with the video).
 
-    `frames` is a one-shot iterator. `frames_array()` decodes every frame and keeps the decoded chunks,
-    so a later `save()` (or `iter_frames()`) reuses them instead of decoding again. After the frames
-    were consumed without being kept (by `save()` or by iterating `frames`), `iter_frames()`,
-    `frames_array()` and `save()` decode them again from `final` (the same frames; it costs one more
-    VAE decode), or raise `FramesConsumedError` for a Generation without `final`.
+    Writing it (`save`, `write_generation`) only encodes these frames; it never builds a model.
     """
 
-    frames: Iterator[torch.Tensor]
+    frames: Sequence[torch.Tensor]
     num_frames: int
     height: int
     width: int
@@ -68,47 +59,26 @@ class Generation:
     prompt: str
     latents: dict[str, torch.Tensor] = field(default_factory=dict)
     tiling: TilingConfig | None = None
-    """The VAE decode layout the frames are decoded with (None: untiled), recorded in the sidecar."""
+    """The VAE decode layout the frames were decoded with (None: untiled), recorded in the sidecar."""
     final: FinalLatents | None = None
     parameters: dict[str, Any] = field(default_factory=dict)
     """The run's parameters for the sidecar (the CLI records every flag)."""
     model_files: dict[str, Any] = field(default_factory=dict)
     """Model files by role (paths, or descriptions as `describe_model_files` makes them)."""
-    _started: bool = field(default=False, init=False, repr=False)
-    _kept_chunks: list[torch.Tensor] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.frames = self._first_pass(iter(self.frames))
-
-    def _first_pass(self, source: Iterator[torch.Tensor]) -> Iterator[torch.Tensor]:
-        self._started = True
-        yield from source
+        # Any iterable of chunks is accepted; it is read once, here, so the frames can be used any number of times.
+        self.frames = tuple(self.frames)
 
     def iter_frames(self) -> Iterator[torch.Tensor]:
-        """The frame chunks: the kept ones, the not yet consumed `frames`, or a new decode of `final`."""
-        if self._kept_chunks is not None:
-            return iter(self._kept_chunks)
-        if not self._started:
-            return self.frames
-        if self.final is not None:
-            logger.info("the frames were consumed already; decoding the video latent again")
-            return self.final.decode_frames()
-        raise FramesConsumedError(
-            "the frames of this Generation were already consumed (by save() or by iterating .frames) and it "
-            "holds no latents to decode them again; call frames_array() first to keep them"
-        )
+        """The frame chunks, in order."""
+        return iter(self.frames)
 
     def frames_array(self) -> np.ndarray:
-        """All frames as a (F, H, W, 3) uint8 numpy array, e.g. for display.
-
-        The decoded chunks are kept (on the CPU, float: about 12 bytes per pixel), so the frames are decoded
-        only once however often this and `save()` are called.
-        """
-        if self._kept_chunks is None:
-            self._kept_chunks = [chunk.detach().to("cpu") for chunk in self.iter_frames()]
-        if not self._kept_chunks:
+        """All frames as a (F, H, W, 3) uint8 numpy array, e.g. for display."""
+        if not self.frames:
             return np.zeros((0, self.height, self.width, 3), dtype=np.uint8)
-        frames = torch.cat(self._kept_chunks)
+        frames = torch.cat(list(self.frames))
         if not frames.is_floating_point():
             return frames.to(torch.uint8).numpy()
         return (frames.float().clamp(0.0, 1.0) * 255.0).round().to(torch.uint8).numpy()
@@ -130,64 +100,31 @@ class Generation:
         parameters: Mapping[str, Any] | None = None,
         model_files: Mapping[str, Any] | None = None,
         keep_latents: bool = False,
-        guard_latents: bool = True,
         audio: bool = True,
-        checked_at_start: bool = False,
     ) -> SavedGeneration:
         """Write the video (H.264 + AAC) and its `.json` sidecar, the way the command line does.
 
         Existing files are refused unless `overwrite` (then video and sidecar are replaced as a pair).
-        A file appearing at `path` while this runs moves the result to a free numbered name. The final
-        latents are written first to `<stem>.latents.safetensors`: if decoding or encoding fails they
-        stay there, and `python -m ltx_pipelines.decode --latents ...` finishes the job; on success they
-        are removed unless `keep_latents` (`guard_latents=False` skips writing them at all).
-        `parameters` / `model_files` default to the Generation's own. `audio=False` writes the video
-        without its audio stream.
+        A file appearing at `path` while this runs moves the result to a free numbered name.
+        `keep_latents`: also write the final latents to `<stem>.latents.safetensors` (named after the
+        video), for `python -m ltx_pipelines.decode --latents ...` to decode again later (e.g. with another
+        tiling). `parameters` / `model_files` default to the Generation's own. `audio=False` writes the
+        video without its audio stream.
         """
-        target = check_output_target(path, overwrite=overwrite, checked_at_start=checked_at_start)
+        target = check_output_target(path, overwrite=overwrite, checked_at_start=False)
+        if keep_latents and self.final is None:
+            raise ValueError("keep_latents: this Generation holds no final latents (it was not made by a pipeline)")
         remove_stale_partials(target.parent)
         record = self.run_record(parameters, model_files)
+        video, sidecar = write_generation(
+            self, target, parameters=record.parameters, model_files=record.model_files, overwrite=overwrite,
+            audio=audio,
+        )  # fmt: skip
         latents = None
-        if self.final is not None and (guard_latents or keep_latents):
-            # A safeguard: beside the output, else the temp folder or the user cache; the video may still be written.
-            latents = save_latents_safely(target, self.final, record, overwrite=overwrite)
-        try:
-            video, sidecar = write_generation(
-                self, target, parameters=record.parameters, model_files=record.model_files, overwrite=overwrite,
-                audio=audio, checked_at_start=checked_at_start,
-            )  # fmt: skip
-        except BaseException as error:
-            if latents is not None:
-                note_saved_latents(error, latents)
-                logger.error(
-                    "the video was not written; the denoised latents are kept in %s. To decode them: "
-                    "python -m ltx_pipelines.decode --latents %s --output-path %s",
-                    latents,
-                    latents,
-                    target,
-                )
-            raise
-        if latents is not None:
-            if keep_latents:
-                latents = _follow_video_name(latents, video)
-                logger.info("kept the latents in %s", latents)
-            else:
-                latents.unlink(missing_ok=True)
-                latents = None
+        if keep_latents and self.final is not None:
+            latents = save_latents_beside(video, self.final, record, overwrite=overwrite)
+            logger.info("kept the latents in %s", latents)
         return SavedGeneration(video=video, sidecar=sidecar, latents=latents)
-
-
-def _follow_video_name(latents: Path, video: Path) -> Path:
-    """Rename kept latents after the video when it went to a numbered name, unless that name is taken."""
-    wanted = latents_path_for(video)
-    if wanted == latents:
-        return latents
-    try:
-        os.link(latents, wanted)
-    except OSError:
-        return latents
-    latents.unlink()
-    return wanted
 
 
 def _package_versions() -> dict[str, str]:

@@ -2,9 +2,10 @@
 
 A guided pipeline encodes the prompt and the negative prompt in one Gemma batch (row 0 positive,
 row 1 negative), resolves its step count and guidance from the checkpoint's generation (or its own
-preset) unless told otherwise, and hands contexts plus a noise source to its `generate_from_contexts`
-- the seam that tests and parity replays drive directly. That seam resolves the run (output shape,
-settings, contexts placed for the transformer: a `GuidedInputs`) and chains the stage functions.
+preset) unless told otherwise, and hands contexts plus a noise source to its `latents_from_contexts`
+(`guided_prompt_call`) - the seam that tests and parity replays drive directly. That seam resolves the
+run (output shape, settings, contexts placed for the transformer: a `GuidedInputs`) and chains the stage
+functions.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -22,7 +24,12 @@ from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_pipelines.engine.defaults import DEFAULT_NEGATIVE_PROMPT, PipelineDefaults
 from ltx_pipelines.engine.file_steps import contexts_on
 from ltx_pipelines.engine.model_loading import Placement
-from ltx_pipelines.engine.stages import GuidedDenoiser, StageConditions, guided_denoiser
+from ltx_pipelines.engine.noise import SeededNoise
+from ltx_pipelines.engine.stages import GuidedDenoiser, ImageCondition, StageConditions, guided_denoiser
+
+if TYPE_CHECKING:
+    from ltx_pipelines.engine.final_latents import FinalLatents
+    from ltx_pipelines.engine.prompt_pipeline import PromptPipeline
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +98,31 @@ def guided_inputs(
         positive=contexts_on(contexts, placement),
         negative=None if negative_contexts is None else contexts_on(negative_contexts, placement),
     )
+
+
+def guided_prompt_call(
+    pipeline: PromptPipeline,
+    prompt: str,
+    *,
+    seed: int,
+    images: Sequence[ImageCondition],
+    enhance_prompt: bool,
+    negative_prompt: str | None,
+    settings: GuidanceSettings,
+    **options: Any,
+) -> FinalLatents:
+    """A guided pipeline's prompt call: the prompt and the negative prompt encoded in one Gemma batch, then
+    its `latents_from_contexts` with noise seeded from `seed`, the resolved `settings` and `options` (size,
+    length, ...); the final latents carry the prompt as encoded. `settings` are resolved by the caller
+    before Gemma runs, so a bad value fails in seconds."""
+    (contexts, negative), final_prompt = pipeline.encode_prompts(
+        [prompt, negative_prompt_or_default(negative_prompt)], seed=seed, images=images, enhance=enhance_prompt
+    )
+    final = pipeline.latents_from_contexts(
+        contexts, negative, noise=SeededNoise(seed), images=images, num_inference_steps=settings.num_inference_steps,
+        video_guidance=settings.video, audio_guidance=settings.audio, **options,
+    )  # fmt: skip
+    return replace(final, prompt=final_prompt)
 
 
 def negative_prompt_or_default(negative_prompt: str | None) -> str:

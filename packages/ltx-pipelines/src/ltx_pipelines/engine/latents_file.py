@@ -1,7 +1,8 @@
 """`<output>.latents.safetensors`: a run's denoised latents with its record, to decode again later.
 
-Written beside the output when decoding or encoding fails (and kept on success with
-`--save-latents`); `python -m ltx_pipelines.decode --latents FILE --output-path OUT` turns it into
+The command line writes it before decoding (beside the output, or where `save_latents_safely` finds
+room) and removes it after a successful write unless `--save-latents`; after a failure or an
+interruption it stays, and `python -m ltx_pipelines.decode --latents FILE --output-path OUT` turns it into
 the same video and sidecar the run would have written. The file holds the final video (and audio)
 latent, the decoder's noise state, and as safetensors metadata the sidecar's prompt, parameters and
 model files plus the size, frame rate, tiling and dtype decoding used.
@@ -69,6 +70,8 @@ def _dtype_name(dtype: torch.dtype) -> str:
 
 def save_latents(path: str | Path, final: FinalLatents, record: RunRecord, *, overwrite: bool = False) -> Path:
     """Write `final` and `record` to `path` atomically (an existing file is replaced only with `overwrite`)."""
+    if final.video is None:
+        raise ValueError("a latents file holds a video latent; these latents are of an audio-only run")
     tensors = {_VIDEO_KEY: final.video.detach().to("cpu").contiguous()}
     if final.audio is not None:
         tensors[_AUDIO_KEY] = final.audio.detach().to("cpu").contiguous()
@@ -146,6 +149,22 @@ def save_latents_safely(
         return path
     logger.warning("the denoised latents could not be saved anywhere; continuing without them")
     return None
+
+
+def follow_video_name(latents: Path, video: Path) -> Path:
+    """Rename kept latents beside the video after it when it went to a numbered name, unless that name is
+    taken (latents kept in another folder stay where they are)."""
+    if latents.parent != video.parent:
+        return latents
+    wanted = latents_path_for(video)
+    if wanted == latents:
+        return latents
+    try:
+        os.link(latents, wanted)
+    except OSError:
+        return latents
+    latents.unlink()
+    return wanted
 
 
 @dataclass(frozen=True)
@@ -228,6 +247,7 @@ def load_latents(
         placement=placement,
         tiling=tiling if tiling is not None else saved_tiling,
         noise=noise,
+        prompt=metadata.get("prompt", ""),
     )
     record = RunRecord(
         prompt=metadata.get("prompt", ""),

@@ -7,16 +7,14 @@ modules build their single-device twin with it).
   back (an approximation; the stage's audio is then not shipped, the stage-1 audio is).
 - Gemma: each prompt (positive, negative) is encoded on its own rank (prompt i on rank i mod N) and the
   contexts are shared with every rank; ranks without a prompt never load Gemma.
-- The video is decoded tile-parallel over the ranks and blended on rank 0.
-
-Every rank must consume its Generation's frames: on rank 0 they are the video, on the others the
-iteration decodes and sends their tiles and yields nothing."""
+- The video is decoded tile-parallel over the ranks and blended on rank 0 (the decode step's distributed
+  variant, `engine/decoding.py`): every rank must decode; rank 0 gets the frames, the others none."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
@@ -24,43 +22,12 @@ import torch.distributed as dist
 from torch import nn
 
 from ltx_core.latent_tiles import balanced_tile_counts
-from ltx_core.model.video_vae import VIDEO_DECODER
-from ltx_core.model.video_vae.decoder import to_rgb_frames
 from ltx_core.multigpu import SequenceParallelTransformer, TiledDataParallelTransformer, world_rank
-from ltx_core.multigpu.distributed_decode import decode_tiled_distributed
-from ltx_core.no_grad_iteration import no_grad_items
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.tools import VideoLatentTools
 from ltx_core.types import VideoPixelShape
-from ltx_pipelines.engine.final_latents import FinalLatents
-from ltx_pipelines.engine.generation import Generation
-from ltx_pipelines.engine.model_loading import release
-from ltx_pipelines.engine.noise import fork_noise
-from ltx_pipelines.engine.stages import decoder_noise
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class DistributedFinalLatents(FinalLatents):
-    """`FinalLatents` whose video decode spreads the tiles over the ranks (same frames as one process)."""
-
-    def decode_frames(self) -> Iterator[torch.Tensor]:
-        return _distributed_frames(self)
-
-
-def _distributed_frames(final: FinalLatents) -> Iterator[torch.Tensor]:
-    placement = final.placement
-    decoder = None
-    try:
-        decoder = placement.build(VIDEO_DECODER, final.checkpoint, dtype=placement.dtype, device=placement.device)
-        latent = final.video
-        # Every rank draws the same per-tile noise, in tile order, as the single-process decode does.
-        tile_noise = decoder_noise(decoder, latent, final.tiling, fork_noise(final.noise))
-        for chunk in no_grad_items(decode_tiled_distributed(decoder, latent, final.tiling, noise=tile_noise)):
-            yield to_rgb_frames(chunk)
-    finally:
-        release(decoder)
 
 
 Stage2Parallel = Literal["sequence", "tiled"]
@@ -151,14 +118,10 @@ class MultiDevice:
         final = gathered[0][1]
         return [by_index[i] for i in range(len(prompts))], final
 
-    def decoded(self, generation: Generation) -> Generation:
-        """`generation` with its video decoded tile-parallel over the ranks (blended on rank 0)."""
-        world, _ = world_rank()
-        if world > 1 and generation.final is not None:
-            final = DistributedFinalLatents(**{f.name: getattr(generation.final, f.name) for f in fields(FinalLatents)})
-            generation.final = final
-            generation.frames = final.decode_frames()
-        return generation
+    @property
+    def decodes_distributed(self) -> bool:
+        """Whether the video decode is spread over the ranks (a process group of more than one)."""
+        return world_rank()[0] > 1
 
 
 def _on_cpu(contexts: TextContexts) -> TextContexts:

@@ -1,10 +1,12 @@
 """The small base every pipeline stands on: its model files and runtime options, and the building blocks
 it chains - encoding prompts, building the stage transformer with its LoRAs, decoding.
 
-A pipeline is called with a prompt; it encodes the prompt (and, with guidance, the negative prompt,
-in the same Gemma batch), seeds its noise from `seed`, and hands both to its `generate_from_contexts` -
-the seam tests and parity replays drive directly with stored contexts and recorded noise. Both are the
-pipeline's own, with its own signature; what runs on several devices is the `parallel` value it is given.
+Generating and decoding are two steps. A pipeline's `generate(prompt, ...)` encodes the prompt (and, with
+guidance, the negative prompt, in the same Gemma batch), seeds its noise from `seed`, and hands both to its
+`latents_from_contexts` - the seam tests and parity replays drive directly with stored contexts and recorded
+noise - which returns the final latents undecoded (`FinalLatents`). `decode` turns them into frames and a
+waveform (`engine/decoding.py`); calling the pipeline does both. `generate` and `latents_from_contexts` are
+the pipeline's own, with its own signature; what runs on several devices is the `parallel` value it is given.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, TypedDict
+from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 
 import torch
 from torch import nn
@@ -32,8 +34,11 @@ from ltx_core.runtime import RuntimeOptions, build_transformer, release_transfor
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.text_encoders.gemma.prompt_encoding import context_row
 from ltx_core.types import VideoPixelShape
+from ltx_pipelines.engine.audio_output import AudioGeneration
+from ltx_pipelines.engine.decoding import decode_latents
 from ltx_pipelines.engine.defaults import ONE_STAGE_SPATIAL_MULTIPLE
-from ltx_pipelines.engine.file_steps import decoded_generation
+from ltx_pipelines.engine.file_steps import finished_latents
+from ltx_pipelines.engine.final_latents import FinalLatents
 from ltx_pipelines.engine.generation import Generation
 from ltx_pipelines.engine.model_loading import ModelBuilder, Placement, loaded, release
 from ltx_pipelines.engine.noise import NoiseSource
@@ -79,7 +84,7 @@ class PipelineOptions(TypedDict, total=False):
 class PromptPipeline:
     """Base of the pipelines: model files, placement, LoRAs (and how they are fused), runtime, tiling, the
     devices it runs over, and the building blocks every pipeline chains (encoding prompts, the stage
-    transformer, decoding). Each pipeline defines its own `__call__` and `generate_from_contexts`."""
+    transformer, the decode step). Each pipeline defines its own `generate` and `latents_from_contexts`."""
 
     spatial_multiple: ClassVar[int] = ONE_STAGE_SPATIAL_MULTIPLE
     """Output height and width must be multiples of this (64 when stage 1 runs at half size)."""
@@ -129,6 +134,30 @@ class PromptPipeline:
         self.gemma_8bit = gemma_8bit
         self.progress = progress
         self.parallel = parallel
+
+    # ---- the two steps: generate, then decode ------------------------------------------------------
+
+    def generate(self, *args: Any, **kwargs: Any) -> FinalLatents:
+        """The final latents from a prompt, undecoded (each pipeline defines it with its own arguments)."""
+        raise NotImplementedError(f"{type(self).__name__} defines no generate")
+
+    def latents_from_contexts(self, *args: Any, **kwargs: Any) -> FinalLatents:
+        """The final latents from given text contexts and a noise source (each pipeline defines it)."""
+        raise NotImplementedError(f"{type(self).__name__} defines no latents_from_contexts")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Generation | AudioGeneration:
+        """`generate` then `decode`: the decoded frames and waveform (an audio-only pipeline: the waveform)."""
+        return self.decode(self.generate(*args, **kwargs))
+
+    def generate_from_contexts(self, *args: Any, **kwargs: Any) -> Generation | AudioGeneration:
+        """`latents_from_contexts` then `decode` (the seam parity replays drive)."""
+        return self.decode(self.latents_from_contexts(*args, **kwargs))
+
+    def decode(self, final: FinalLatents) -> Generation | AudioGeneration:
+        """The decode step for this pipeline's latents; over several devices the video is decoded
+        tile-parallel (every rank must call it; rank 0 gets the frames, the others none)."""
+        distributed = self.parallel is not None and self.parallel.decodes_distributed
+        return decode_latents(final, distributed=distributed)
 
     # ---- building blocks ---------------------------------------------------------------------------
 
@@ -222,17 +251,16 @@ class PromptPipeline:
         that each saw part of the video: the pipelines then ship the audio of the stage before)."""
         return self.parallel is None or self.parallel.refined_audio_is_usable
 
-    def decoded(
+    def finished(
         self,
         shape: VideoPixelShape,
-        video_latent: torch.Tensor,
+        video_latent: torch.Tensor | None,
         audio_latent: torch.Tensor | None,
         noise: NoiseSource,
         latents: dict[str, torch.Tensor],
-    ) -> Generation:
-        """The Generation of a finished run: audio decoded now, video frames decoded as consumed (over
-        several devices, tile-parallel)."""
-        generation = decoded_generation(
+    ) -> FinalLatents:
+        """What a finished run returns: its final latents and what decoding them takes."""
+        return finished_latents(
             self.checkpoint_path,
             self.placement,
             shape,
@@ -242,4 +270,3 @@ class PromptPipeline:
             noise=noise,
             latents=latents,
         )
-        return generation if self.parallel is None else self.parallel.decoded(generation)

@@ -24,7 +24,7 @@ from ltx_core.model.transformer import X0Model
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
 from ltx_pipelines.engine.file_steps import encode_conditioning_images, upsample_between_stages
-from ltx_pipelines.engine.generation import Generation
+from ltx_pipelines.engine.final_latents import FinalLatents
 from ltx_pipelines.engine.guided import GuidedInputs, stage_guided_denoiser
 from ltx_pipelines.engine.noise import NoiseSource
 from ltx_pipelines.engine.prompt_pipeline import PromptPipeline
@@ -134,9 +134,9 @@ def guided_two_stages(
     images: Sequence[ImageCondition] = (),
     images_as_keyframes: bool = False,
     ship_refined_audio: bool = False,
-) -> Generation:
-    """The text/image-to-video two-stage run, decoded: stage 1 guided by `inputs`, stage 2 refined without
-    guidance. `ship_refined_audio`: decode the audio stage 2 refined (when the refinement's audio is
+) -> FinalLatents:
+    """The text/image-to-video two-stage run's final latents: stage 1 guided by `inputs`, stage 2 refined
+    without guidance. `ship_refined_audio`: ship the audio stage 2 refined (when the refinement's audio is
     usable: not over tiles) rather than the stage-1 audio (the reference's choice for text/image-to-video)."""
     result = run_two_stages(
         pipeline, spatial_upsampler, shape, noise, stage_1=stage_1, stage_2=stage_2,
@@ -145,8 +145,7 @@ def guided_two_stages(
     )  # fmt: skip
     refined = ship_refined_audio and pipeline.refined_audio_is_usable
     audio = result.stage_2.audio_latent if refined else result.stage_1.audio_latent
-    return pipeline.decoded(shape, result.stage_2.video_latent, audio, noise, result.latents)
-
+    return pipeline.finished(shape, result.stage_2.video_latent, audio, noise, result.latents)
 
 
 def distilled_lora_stages(
