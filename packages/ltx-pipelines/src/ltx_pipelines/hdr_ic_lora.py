@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
@@ -104,9 +104,10 @@ class SdrClip:
 
 @dataclass
 class HDRGeneration:
-    """Scene-linear Rec.709 frames, as an iterator of (f, H, W, 3) float32 chunks decoded lazily."""
+    """Scene-linear Rec.709 frames, decoded: (f, H, W, 3) float32 chunks on the CPU (writing them builds no
+    model)."""
 
-    frames: Iterator[torch.Tensor]
+    frames: Sequence[torch.Tensor]
     num_frames: int
     height: int
     width: int
@@ -252,7 +253,9 @@ class HDRICLoraPipeline(PromptPipeline):
                 # Scene light is never negative; codes below the curve's black level would decode below 0.
                 yield logc3_decode(chunk.float()).clamp(min=0.0)[:, :height, :width]
 
-        frames = _every_other(linear_frames()) if high_quality else linear_frames()
+        # Decoded here, before anything is written: the EXR and HEVC writers only encode what they are given.
+        chunks = _every_other(linear_frames()) if high_quality else linear_frames()
+        frames = tuple(chunk.to("cpu") for chunk in chunks)
         return HDRGeneration(frames, num_frames, height, width, frame_rate, latents)
 
 
