@@ -144,3 +144,26 @@ def demo_model_files(tmp_path_factory: pytest.TempPathFactory):
     from ltx_pipelines.demo_assets import ensure_demo_assets
 
     return ensure_demo_assets(tmp_path_factory.mktemp("demo-models"))
+
+
+@pytest.fixture(scope="session")
+def ltx25_demo_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A test-owned `XDG_CACHE_HOME` whose LTX-2.5 demo set (split component files) is already built, for
+    `--demo --demo-family ltx-2.5` runs and the component-file flags (set it with monkeypatch)."""
+    from ltx_pipelines.demo_assets import default_demo_dir, ensure_demo_assets
+
+    home = tmp_path_factory.mktemp("xdg_cache_ltx25")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(home))
+        ensure_demo_assets(default_demo_dir("ltx-2.5"), family="ltx-2.5")
+    return home
+
+
+@pytest.fixture(scope="session")
+def ltx25_demo(ltx25_demo_home: Path):
+    """The LTX-2.5 demo set (`Ltx25DemoAssets`) of `ltx25_demo_home`."""
+    from ltx_pipelines.demo_assets import default_demo_dir, ensure_demo_assets
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(ltx25_demo_home))
+        return ensure_demo_assets(default_demo_dir("ltx-2.5"), family="ltx-2.5")

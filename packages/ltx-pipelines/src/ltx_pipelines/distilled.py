@@ -19,6 +19,7 @@ import torch
 
 from ltx_core.components.denoisers import SimpleDenoiser
 from ltx_core.components.schedulers import distilled_sigmas, stage_2_distilled_sigmas
+from ltx_core.loader import ModelFiles
 from ltx_core.model.transformer import X0Model
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
@@ -26,6 +27,7 @@ from ltx_pipelines.cli.command import PipelineCommand
 from ltx_pipelines.cli.model_flags import ModelFlags
 from ltx_pipelines.cli.tiling_flags import TilingFlags
 from ltx_pipelines.cli.video_flags import VideoFlags
+from ltx_pipelines.demo_assets import DEMO_FAMILIES
 from ltx_pipelines.engine.defaults import TWO_STAGE_SPATIAL_MULTIPLE
 from ltx_pipelines.engine.file_steps import (
     contexts_on,
@@ -54,7 +56,7 @@ class DistilledPipeline(PromptPipeline):
 
     def __init__(
         self,
-        checkpoint_path: str | Path,
+        checkpoint_path: str | Path | ModelFiles,
         spatial_upsampler_path: str | Path,
         gemma_root: str | Path | None,
         **options: Unpack[PipelineOptions],
@@ -136,7 +138,7 @@ class DistilledPipeline(PromptPipeline):
 COMMAND = PipelineCommand.for_module(
     __name__,
     __doc__,
-    models=ModelFlags(distilled=True, two_stage=True),
+    models=ModelFlags(distilled=True, two_stage=True, demo_families=DEMO_FAMILIES),
     groups=(VideoFlags(two_stage=True), TilingFlags()),
     build=lambda run: DistilledPipeline(
         run.models.checkpoint, run.models.spatial_upsampler, run.models.gemma_root, **run.pipeline_options()

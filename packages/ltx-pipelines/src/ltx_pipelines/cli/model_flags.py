@@ -1,6 +1,8 @@
-"""The model-files flag group: the LTX checkpoint (`--checkpoint-path` or `--distilled-checkpoint-path`),
-`--gemma-root`, the two-stage files (`--spatial-upsampler-path`, `--distilled-lora`) and the LoRAs (`--lora`,
-`--lora-fusion-precision`).
+"""The model-files flag group: the LTX checkpoint - one single file (`--checkpoint-path` or
+`--distilled-checkpoint-path`, with `--gemma-root`) or one file per component (`--transformer-path`,
+`--text-encoder-path`, `--video-vae-path`, `--audio-vae-path`, `--duration-head-path`: the LTX-2.5 release) -,
+the two-stage files (`--spatial-upsampler-path`, `--distilled-lora`), the LoRAs (`--lora`,
+`--lora-fusion-precision`) and which demo set `--demo` uses (`--demo-family`).
 
 Reading it checks what needs no download (required flags, local files exist, the Gemma folder); `resolve`
 then fetches hf:// paths and reads each file's header to check it is the kind its flag expects.
@@ -14,18 +16,26 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ltx_core.loader import DEFAULT_LORA_FUSION, CheckpointError, LoraFusionPrecision, LoraSpec
-from ltx_core.loader.model_files import names_a_model_folder
+from ltx_core.loader import (
+    DEFAULT_LORA_FUSION,
+    CheckpointError,
+    LoraFusionPrecision,
+    LoraSpec,
+    read_safetensors_header,
+)
+from ltx_core.loader.model_files import COMPONENT_FLAGS, Component, ModelFiles, names_a_model_folder
 from ltx_core.text_encoders.gemma.folder import locate_gemma_folder
 from ltx_pipelines.cli.arg_types import LoraAction
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext, finite
 from ltx_pipelines.cli.hf_paths import HfPathError, cached_hf_file, is_hf_path, resolve_model_path
+from ltx_pipelines.demo_assets import DEFAULT_DEMO_FAMILY, DEMO_FAMILIES
 from ltx_pipelines.engine.checkpoint_kind import ExpectedKind, check_checkpoint_kind
 from ltx_pipelines.engine.defaults import (
     DEFAULT_LORA_STRENGTH,
     LTX_2_3_DEFAULTS,
     PipelineDefaults,
     defaults_for_checkpoint,
+    defaults_for_version,
     normalize_model_version,
 )
 
@@ -42,20 +52,45 @@ class ModelChoice:
     loras: tuple[LoraSpec, ...] = ()
     distilled_lora: LoraSpec | None = None
     lora_fusion: LoraFusionPrecision = DEFAULT_LORA_FUSION
+    transformer: str | None = None
+    text_encoder: str | None = None
+    video_vae: str | None = None
+    audio_vae: str | None = None
+    duration_head: str | None = None
+    demo_family: str | None = None
+    """The demo set `--demo` uses (None without `--demo`)."""
+
+    def components(self) -> dict[Component, str]:
+        """The component files given (`--transformer-path`, ...), by component."""
+        given = {
+            Component.TRANSFORMER: self.transformer,
+            Component.TEXT_ENCODER: self.text_encoder,
+            Component.VIDEO_VAE: self.video_vae,
+            Component.AUDIO_VAE: self.audio_vae,
+            Component.DURATION_HEAD: self.duration_head,
+        }
+        return {component: value for component, value in given.items() if value is not None}
+
+    @property
+    def split(self) -> bool:
+        """Whether the model is given one file per component (`--video-vae-path` alone also fits a single file)."""
+        return any(c is not Component.VIDEO_VAE for c in self.components())
 
 
 @dataclass(frozen=True)
 class RunModels:
-    """The model files of a run, local and checked, with what their headers say."""
+    """The model files of a run, local and checked, with what their headers say. `checkpoint` is what the
+    pipelines take as their model: the single file, or the set of component files (`ModelFiles`)."""
 
-    checkpoint: Path
+    checkpoint: Path | ModelFiles
     gemma_root: Path | None
     spatial_upsampler: Path | None = None
     loras: tuple[LoraSpec, ...] = ()
     distilled_lora: LoraSpec | None = None
     lora_fusion: LoraFusionPrecision = DEFAULT_LORA_FUSION
     metadata: dict[str, Any] = field(default_factory=dict)
-    """The checkpoint's safetensors metadata (empty when kinds were not checked)."""
+    """The checkpoint's safetensors metadata (component files: the transformer's, with the `config` sections
+    of the whole set); empty when kinds were not checked."""
     choice: ModelChoice | None = None
     """The files as named on the command line (recorded in the sidecar)."""
     demo: bool = False
@@ -75,12 +110,16 @@ class RunModels:
         return int(layers) if isinstance(layers, int) else None
 
     def files(self) -> dict[str, Path]:
-        """The model files by role, for the sidecar (a pipeline without an upsampler lists none)."""
-        given = {
-            "checkpoint": self.checkpoint,
-            "spatial_upsampler": self.spatial_upsampler,
-            "gemma_root": self.gemma_root,
-        }
+        """The model files by role, for the sidecar (a pipeline without an upsampler lists none; component
+        files by component: transformer, text_encoder, video_vae, ...)."""
+        given: dict[str, Path | None] = {}
+        if isinstance(self.checkpoint, ModelFiles):
+            for source in self.checkpoint.sources:
+                if source.component is not None and source.component is not Component.TEXT_EMBEDDINGS:
+                    given[source.component.value] = source.path
+        else:
+            given["checkpoint"] = self.checkpoint
+        given.update(spatial_upsampler=self.spatial_upsampler, gemma_root=self.gemma_root)
         files = {role: path for role, path in given.items() if path is not None}
         for i, lora in enumerate(self.loras):
             files[f"lora_{i}"] = Path(lora.path)
@@ -106,6 +145,10 @@ class ModelFlags(FlagGroup[ModelChoice]):
     """False skips reading the model headers (tests of the other rules)."""
     lora_help: str | None = None
     """What `--lora` means where a pipeline narrows it (e.g. IC-LoRAs, fused into stage 1 only)."""
+    video: bool = True
+    """Whether the pipeline needs a video VAE (component files without `--video-vae-path` are refused)."""
+    demo_families: tuple[str, ...] = (DEFAULT_DEMO_FAMILY,)
+    """The demo sets `--demo-family` may pick for this pipeline (others are refused before anything is built)."""
 
     @property
     def checkpoint_flag(self) -> str:
@@ -152,8 +195,36 @@ class ModelFlags(FlagGroup[ModelChoice]):
                     f"(default {DEFAULT_LORA_STRENGTH}). Example: --distilled-lora distilled-lora.safetensors 0.8"
                 ),
             )
+        self._add_component_flags(group)
+        group.add_argument(
+            "--demo-family",
+            choices=DEMO_FAMILIES,
+            default=None,
+            help=f"With --demo: the model family of the demo files (default: {DEFAULT_DEMO_FAMILY}; "
+            f"this pipeline runs on: {', '.join(self.demo_families)}).",
+        )
         if self.loras:
             self._add_lora_flags(parser)
+
+    def _add_component_flags(self, group: argparse._ArgumentGroup) -> None:
+        """The one-file-per-component flags (LTX-2.5's release), instead of the single file."""
+        what = {
+            Component.TRANSFORMER: "the transformer file (e.g. ltx-2.5-22b-distilled-transformer-bf16.safetensors)",
+            Component.TEXT_ENCODER: "the packed text encoder file (e.g. gemma4-12b-with-proj-ltx-2.5-bf16.safetensors) "
+            "or a Gemma folder; replaces --gemma-root",
+            Component.VIDEO_VAE: "the video VAE file (diffusion or convolutional decoder); with a single-file "
+            "checkpoint it replaces the checkpoint's video VAE",
+            Component.AUDIO_VAE: "the audio VAE + vocoder file",
+            Component.DURATION_HEAD: "the duration head file (predicts --num-frames when it is omitted)",
+        }
+        for component, flag in COMPONENT_FLAGS.items():
+            group.add_argument(
+                flag,
+                type=str,
+                default=None,
+                help=f"Component files, instead of {self.checkpoint_flag}: {what[component]}; "
+                "a path or hf://<org>/<repo>/<file>.",
+            )
 
     def _add_lora_flags(self, parser: argparse.ArgumentParser) -> None:
         loras = parser.add_argument_group("LoRAs")
@@ -187,8 +258,12 @@ class ModelFlags(FlagGroup[ModelChoice]):
     def generation_defaults(self, args: argparse.Namespace) -> PipelineDefaults:
         """The defaults of the model generation the checkpoint declares (read from a local or already cached
         file's header only; none given or unreadable: LTX-2.3's)."""
-        value = getattr(args, self.checkpoint_dest)
+        value = getattr(args, self.checkpoint_dest) or args.transformer_path
         if value is None:
+            if args.demo and (args.demo_family or DEFAULT_DEMO_FAMILY) == "ltx-2.5":
+                from ltx_pipelines.demo_assets_ltx25 import DEMO_LTX25_MODEL_VERSION
+
+                return defaults_for_version(normalize_model_version(DEMO_LTX25_MODEL_VERSION))
             return LTX_2_3_DEFAULTS
         if is_hf_path(value):
             try:
@@ -217,17 +292,28 @@ class ModelFlags(FlagGroup[ModelChoice]):
             elif not context.demo:
                 raise FlagError("--distilled-lora PATH [STRENGTH] is required by this pipeline (or pass --demo)")
         checkpoint = getattr(args, self.checkpoint_dest)
-        required = [(self.checkpoint_flag, checkpoint)]
-        # A diffusers folder's text_encoder/ is not read (docs/interop.md): the Gemma folder is always named.
-        if self.gemma:
-            required.append(("--gemma-root", args.gemma_root))
+        gemma_root = args.gemma_root if self.gemma else None
+        components = self._read_components(args)
+        family = self._demo_family(args, context, checkpoint, gemma_root, components)
+        split = any(c is not Component.VIDEO_VAE for c in components)
+        required: list[tuple[str, str | None]] = []
+        if split:
+            required += self._split_required(components, context.demo)
+        else:
+            required.append((self.checkpoint_flag, checkpoint))
+            # A diffusers folder's text_encoder/ is not read (docs/interop.md): the Gemma folder is always named.
+            if self.gemma:
+                required.append(("--gemma-root", gemma_root))
+            if Component.VIDEO_VAE in components:
+                _local_file(COMPONENT_FLAGS[Component.VIDEO_VAE], components[Component.VIDEO_VAE])
         if self.two_stage:
             required.append(("--spatial-upsampler-path", args.spatial_upsampler_path))
+        text_encoder_flag = COMPONENT_FLAGS[Component.TEXT_ENCODER]
         for flag, value in required:
             if value is None:
                 if not context.demo:
                     raise FlagError(f"{flag} is required (a local path or hf://<org>/<repo>/<file>), or pass --demo")
-            elif flag == "--gemma-root":
+            elif flag == "--gemma-root" or (flag == text_encoder_flag and names_a_model_folder(value)):
                 if not is_hf_path(value):
                     _gemma_folder(flag, Path(value).expanduser())
             elif names_a_model_folder(value):
@@ -236,12 +322,89 @@ class ModelFlags(FlagGroup[ModelChoice]):
                 _local_file(flag, value)
         return ModelChoice(
             checkpoint=checkpoint,
-            gemma_root=args.gemma_root if self.gemma else None,
+            gemma_root=gemma_root,
             spatial_upsampler=args.spatial_upsampler_path if self.two_stage else None,
             loras=loras,
             distilled_lora=distilled_lora,
             lora_fusion=LoraFusionPrecision.parse(args.lora_fusion_precision) if self.loras else DEFAULT_LORA_FUSION,
+            transformer=components.get(Component.TRANSFORMER),
+            text_encoder=components.get(Component.TEXT_ENCODER),
+            video_vae=components.get(Component.VIDEO_VAE),
+            audio_vae=components.get(Component.AUDIO_VAE),
+            duration_head=components.get(Component.DURATION_HEAD),
+            demo_family=family,
         )
+
+    def _read_components(self, args: argparse.Namespace) -> dict[Component, str]:
+        """The component flags given; a mix with the single file (or --gemma-root) is refused, naming both."""
+        components = {
+            component: getattr(args, flag.lstrip("-").replace("-", "_")) for component, flag in COMPONENT_FLAGS.items()
+        }
+        components = {c: v for c, v in components.items() if v is not None}
+        split_flags = [COMPONENT_FLAGS[c] for c in components if c is not Component.VIDEO_VAE]
+        single = [(self.checkpoint_flag, getattr(args, self.checkpoint_dest))]
+        if self.gemma:
+            single.append(("--gemma-root", args.gemma_root))
+        single_flags = [flag for flag, value in single if value is not None]
+        if split_flags and single_flags:
+            raise FlagError(
+                f"{' and '.join(single_flags)} (single-file checkpoint) cannot be combined with "
+                f"{', '.join(split_flags)} (one file per component): give either {self.checkpoint_flag}"
+                f"{' + --gemma-root' if self.gemma else ''} or the component files "
+                f"({COMPONENT_FLAGS[Component.VIDEO_VAE]} fits both)"
+            )
+        return components
+
+    def needed_components(self) -> tuple[Component, ...]:
+        """What this pipeline needs from a set of component files (the duration head is optional)."""
+        needed = [Component.TRANSFORMER]
+        if self.gemma:
+            needed.append(Component.TEXT_ENCODER)
+        if self.video:
+            needed.append(Component.VIDEO_VAE)
+        needed.append(Component.AUDIO_VAE)
+        return tuple(needed)
+
+    def _split_required(self, components: dict[Component, str], demo: bool) -> list[tuple[str, str | None]]:
+        """Component files: every needed one given (with --demo the demo set fills the rest); each is then
+        checked like the single file."""
+        missing = [COMPONENT_FLAGS[c] for c in self.needed_components() if c not in components]
+        if missing and not demo:
+            given = ", ".join(COMPONENT_FLAGS[c] for c in components)
+            raise FlagError(
+                f"component files were given ({given}) but this pipeline also needs {', '.join(missing)}; "
+                f"give every component file, or the single file ({self.checkpoint_flag})"
+            )
+        return [(COMPONENT_FLAGS[c], v) for c, v in components.items()]
+
+    def _demo_family(
+        self,
+        args: argparse.Namespace,
+        context: ReadContext,
+        checkpoint: str | None,
+        gemma_root: str | None,
+        components: dict[Component, str],
+    ) -> str | None:
+        """The demo family `--demo-family` picks, checked against the pipeline and the files given."""
+        family = args.demo_family or DEFAULT_DEMO_FAMILY
+        if not context.demo:
+            if args.demo_family is not None:
+                raise FlagError(f"--demo-family {family} is only used with --demo")
+            return None
+        if family not in self.demo_families:
+            raise FlagError(
+                f"--demo-family {family}: this pipeline runs its demo on {', '.join(self.demo_families)} only "
+                "for now (the LTX-2.5 demo runs with python -m ltx_pipelines.distilled)"
+            )
+        split = any(c is not Component.VIDEO_VAE for c in components)
+        if family == "ltx-2.5" and (checkpoint is not None or gemma_root is not None):
+            given = self.checkpoint_flag if checkpoint is not None else "--gemma-root"
+            raise FlagError(f"--demo-family ltx-2.5 is a set of component files; {given} names a single-file model")
+        if family != "ltx-2.5" and split:
+            raise FlagError(
+                f"--demo-family {family} is a single-file model; component files need --demo-family ltx-2.5"
+            )
+        return family
 
     def _check_lora(self, flag: str, lora: LoraSpec) -> None:
         finite(f"{flag} {str(lora.path)!r} STRENGTH", lora.strength)
@@ -251,7 +414,9 @@ class ModelFlags(FlagGroup[ModelChoice]):
         """`choice` with the demo model files wherever the user gave none (built on first use)."""
         from ltx_pipelines.demo_assets import ensure_demo_assets
 
-        logger.warning(self.real_weights_help())
+        logger.warning(self.real_weights_help(choice.demo_family or DEFAULT_DEMO_FAMILY))
+        if choice.demo_family == "ltx-2.5":
+            return self._with_ltx25_demo_files(choice)
         assets = ensure_demo_assets()
         # Pipelines with a distilled LoRA run the demo's stage 2 without one.
         return replace(
@@ -261,13 +426,27 @@ class ModelFlags(FlagGroup[ModelChoice]):
             spatial_upsampler=(choice.spatial_upsampler or str(assets.spatial_upsampler)) if self.two_stage else None,
         )
 
+    def _with_ltx25_demo_files(self, choice: ModelChoice) -> ModelChoice:
+        """`choice` with the LTX-2.5 demo's component files wherever the user gave none."""
+        from ltx_pipelines.demo_assets import ensure_demo_assets
+
+        assets = ensure_demo_assets(family="ltx-2.5")
+        return replace(
+            choice,
+            transformer=choice.transformer or str(assets.transformer),
+            text_encoder=(choice.text_encoder or str(assets.text_encoder)) if self.gemma else choice.text_encoder,
+            video_vae=(choice.video_vae or str(assets.video_vae)) if self.video else choice.video_vae,
+            audio_vae=choice.audio_vae or str(assets.audio_vae),
+            duration_head=choice.duration_head or str(assets.duration_head),
+            spatial_upsampler=(choice.spatial_upsampler or str(assets.spatial_upsampler)) if self.two_stage else None,
+        )
+
     def resolve(self, choice: ModelChoice, *, demo: bool = False) -> RunModels:
         """Local copies of hf:// paths (may download) and each file checked to be the kind its flag expects."""
-        assert choice.checkpoint is not None, "read() requires the checkpoint unless --demo substituted one"
-        checkpoint = self._resolve(
-            self.checkpoint_flag, choice.checkpoint, folder=names_a_model_folder(choice.checkpoint)
-        )
-        metadata = self._kind(self.checkpoint_flag, checkpoint, "ltx_checkpoint")
+        if choice.split:
+            checkpoint, metadata = self._resolve_components(choice)
+        else:
+            checkpoint, metadata = self._resolve_single_file(choice)
         gemma_root = None
         if choice.gemma_root is not None:
             gemma_root = self._resolve("--gemma-root", choice.gemma_root, folder=True)
@@ -301,6 +480,68 @@ class ModelFlags(FlagGroup[ModelChoice]):
             demo=demo,
         )
 
+    def _resolve_single_file(self, choice: ModelChoice) -> tuple[Path | ModelFiles, dict[str, Any]]:
+        assert choice.checkpoint is not None, "read() requires the checkpoint unless --demo substituted one"
+        checkpoint = self._resolve(
+            self.checkpoint_flag, choice.checkpoint, folder=names_a_model_folder(choice.checkpoint)
+        )
+        metadata = self._kind(self.checkpoint_flag, checkpoint, "ltx_checkpoint")
+        if choice.video_vae is None:
+            return checkpoint, metadata
+        # The single file with another video VAE (e.g. LTX-2.5's diffusion decoder): a set of model files.
+        flag = COMPONENT_FLAGS[Component.VIDEO_VAE]
+        vae = self._resolve(flag, choice.video_vae)
+        self._component_kind(flag, vae)
+        try:
+            files = ModelFiles.single_file(checkpoint, video_vae=vae)
+        except CheckpointError as e:
+            raise FlagError(str(e)) from None
+        if not metadata:
+            return files, metadata
+        vae_config = (read_safetensors_header(vae).metadata.get("config") or {}).get("vae")
+        config = dict(metadata.get("config") or {})
+        if vae_config is not None:
+            config["vae"] = vae_config
+        return files, {**metadata, "config": config}
+
+    def _resolve_components(self, choice: ModelChoice) -> tuple[ModelFiles, dict[str, Any]]:
+        """The component files, local and checked: the transformer is an LTX transformer file, the set has what
+        the pipeline needs, and the text encoder is the one the transformer was trained with (both named)."""
+        paths: dict[str, Path] = {}
+        for component, value in choice.components().items():
+            flag = COMPONENT_FLAGS[component]
+            folder = component is Component.TEXT_ENCODER and names_a_model_folder(value)
+            path = self._resolve(flag, value, folder=folder)
+            if folder and is_hf_path(value):
+                _gemma_folder(flag, path)
+            paths[component.value] = path
+        transformer_flag = COMPONENT_FLAGS[Component.TRANSFORMER]
+        metadata = self._kind(transformer_flag, paths[Component.TRANSFORMER.value], "ltx_checkpoint")
+        for component in (Component.VIDEO_VAE, Component.AUDIO_VAE, Component.DURATION_HEAD):
+            if component.value in paths:
+                self._component_kind(COMPONENT_FLAGS[component], paths[component.value])
+        try:
+            files = ModelFiles.split(**paths)
+            files.require(*self.needed_components(), purpose="this pipeline")
+        except CheckpointError as e:
+            raise FlagError(str(e)) from None
+        if metadata:
+            metadata = {**metadata, "config": files.config()}
+        return files, metadata
+
+    def _component_kind(self, flag: str, path: Path) -> None:
+        """A component file is not a LoRA, an upsampler or a whole checkpoint given to the wrong flag."""
+        if not self.check_kinds:
+            return
+        from ltx_pipelines.engine.checkpoint_kind import detect_checkpoint_kind
+
+        try:
+            info = detect_checkpoint_kind(path)
+        except CheckpointError as e:
+            raise FlagError(f"{flag}: {e}") from None
+        if info.kind in ("lora", "upsampler", "gemma_text_encoder"):
+            raise FlagError(f"{flag}: {str(path)!r} is {info.description}, not a model component file")
+
     def _resolve(self, flag: str, value: str | Path, *, folder: bool = False) -> Path:
         try:
             return resolve_model_path(value, folder=folder, cache_dir=self.hf_cache_dir, offline=self.hf_offline)
@@ -322,6 +563,9 @@ class ModelFlags(FlagGroup[ModelChoice]):
 
     def record(self, value: ModelChoice) -> dict[str, Any]:
         recorded: dict[str, Any] = {self.checkpoint_dest: value.checkpoint}
+        for component, flag in COMPONENT_FLAGS.items():
+            recorded[flag.lstrip("-").replace("-", "_")] = value.components().get(component)
+        recorded["demo_family"] = value.demo_family
         if self.loras:
             recorded["lora"] = [{"path": str(lora.path), "strength": lora.strength} for lora in value.loras]
             recorded["lora_fusion_precision"] = value.lora_fusion.value
@@ -334,8 +578,10 @@ class ModelFlags(FlagGroup[ModelChoice]):
             recorded["distilled_lora"] = None if lora is None else {"path": str(lora.path), "strength": lora.strength}
         return recorded
 
-    def real_weights_help(self) -> str:
+    def real_weights_help(self, family: str = DEFAULT_DEMO_FAMILY) -> str:
         """What to download (the released file names) and pass instead of the demo's random weights."""
+        if family == "ltx-2.5":
+            return ltx25_weights_help(distilled=self.distilled, two_stage=self.two_stage)
         if self.distilled:
             files, flags = ["ltx-2.3-22b-distilled-1.1.safetensors"], ["--distilled-checkpoint-path"]
         else:
@@ -355,6 +601,32 @@ class ModelFlags(FlagGroup[ModelChoice]):
             f"and pass them with {', '.join(flags[:-1])} and {flags[-1]}\n"
             "(hf://<org>/<repo>/<file> paths work too)."
         )
+
+
+LTX25_REPO = "Lightricks/LTX-2.5"
+
+
+def ltx25_weights_help(*, distilled: bool, two_stage: bool) -> str:
+    """The LTX-2.5 download command (one file per component) and the flags that take each file."""
+    kind = "distilled" if distilled else "dev"
+    files = {
+        "--transformer-path": f"diffusion_models/ltx-2.5-22b-{kind}-transformer-bf16.safetensors",
+        "--text-encoder-path": "text_encoders/gemma4-12b-with-proj-ltx-2.5-bf16.safetensors",
+        "--video-vae-path": "vae/ltx-2.5-video-vae-bf16.safetensors",
+        "--audio-vae-path": "vae/ltx-2.5-audio-vae-bf16.safetensors",
+        "--duration-head-path": "model_patches/ltx-2.5-duration-head-bf16.safetensors",
+    }
+    if two_stage:
+        upsampler = "ltx-2.5-latent-spatial-upscaler-x2-bf16-1.0.safetensors"
+        files["--spatial-upsampler-path"] = f"latent_upscale_models/{upsampler}"
+    names = " \\\n      ".join(files.values())
+    flags = " \\\n      ".join(f"{flag} models/ltx-2.5/{name}" for flag, name in files.items())
+    return (
+        "Demo weights are random: the output is noise. For real videos, download the released files, e.g.\n"
+        f"  hf download {LTX25_REPO} {names} --local-dir models/ltx-2.5\n"
+        f"and pass them with\n      {flags}\n"
+        "(hf://<org>/<repo>/<file> paths work too)."
+    )
 
 
 def _local_file(flag: str, value: str | Path) -> None:
