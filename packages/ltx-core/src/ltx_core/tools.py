@@ -139,6 +139,21 @@ class VideoLatentTools(_GridStateMixin):
     def tokens_per_latent_frame(self) -> int:
         return self.target_shape.height * self.target_shape.width
 
+    def create_initial_state(
+        self,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype = torch.float32,
+        initial_latent: torch.Tensor | None = None,
+    ) -> LatentState:
+        """The grid's state with its first latent frame marked in `keyframes_mask`: the video encoder is
+        causal, so that frame encodes one pixel frame, like a keyframe, and LTX-2.5 models add their
+        keyframe embedding to it (as the reference does, whether or not keyframes are appended; models
+        without the embedding ignore the mask)."""
+        state = super().create_initial_state(device, dtype, initial_latent)
+        mask = torch.zeros_like(state.denoise_mask)
+        mask[:, : self.tokens_per_latent_frame] = 1.0
+        return replace(state, keyframes_mask=mask)
+
     def patchify(self, latent: torch.Tensor) -> torch.Tensor:
         return self.patchifier.patchify(latent)
 

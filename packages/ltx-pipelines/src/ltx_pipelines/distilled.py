@@ -28,7 +28,7 @@ from ltx_pipelines.cli.model_flags import ModelFlags
 from ltx_pipelines.cli.tiling_flags import TilingFlags
 from ltx_pipelines.cli.video_flags import VideoFlags
 from ltx_pipelines.demo_assets import DEMO_FAMILIES
-from ltx_pipelines.engine.defaults import TWO_STAGE_SPATIAL_MULTIPLE
+from ltx_pipelines.engine.defaults import TWO_STAGE_SPATIAL_MULTIPLE, checkpoint_model_version
 from ltx_pipelines.engine.file_steps import (
     contexts_on,
     encode_conditioning_images,
@@ -37,6 +37,7 @@ from ltx_pipelines.engine.file_steps import (
 from ltx_pipelines.engine.final_latents import FinalLatents
 from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
 from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
+from ltx_pipelines.engine.samplers import distilled_stage_1_sampler
 from ltx_pipelines.engine.stages import ImageCondition, run_denoising_stage
 
 if TYPE_CHECKING:
@@ -64,6 +65,8 @@ class DistilledPipeline(PromptPipeline):
         """`options`: see `PipelineOptions`."""
         super().__init__(checkpoint_path, gemma_root, **options)
         self.spatial_upsampler_path = Path(spatial_upsampler_path)
+        # LTX-2.5 on samples stage 1 with Euler ancestral (its own noise stream); stage 2 stays Euler.
+        self.stage_1_sampler = distilled_stage_1_sampler(checkpoint_model_version(self.checkpoint_path))
 
     def generate(
         self,
@@ -113,7 +116,7 @@ class DistilledPipeline(PromptPipeline):
             denoiser = SimpleDenoiser(X0Model(transformer), positive.video, positive.audio)
             stage_1 = run_denoising_stage(
                 denoiser, half, distilled_sigmas(), noise, "stage_1", device, dtype,
-                conditionings=stage_1_items, progress=self.progress,
+                conditionings=stage_1_items, progress=self.progress, sampler=self.stage_1_sampler,
             )  # fmt: skip
             latents.update(stage_1.named("stage_1"))
             # The transformer stays loaded across the upsampling: both stages use the same model.

@@ -12,9 +12,11 @@ import pytest
 from safetensors.torch import load_file, save_file
 
 from ltx_core.loader import Component, Layout, ModelFiles, read_safetensors_header
+from ltx_core.model.duration_head import DurationRange
 from ltx_pipelines import distilled, ti2vid_two_stages
 from ltx_pipelines.cli.command import PipelineCommand, Run
 from ltx_pipelines.cli.model_flags import ModelFlags
+from ltx_pipelines.cli.video_flags import VideoFlags
 
 pytestmark = pytest.mark.slow
 
@@ -31,6 +33,8 @@ def component_argv(demo, out: Path) -> list[str]:
         "--prompt", "a fox in the snow",
         "--output-path", str(out),
         "--device", "cpu",
+        "--height", "128",
+        "--width", "192",
         "--num-frames", "9",
     ]  # fmt: skip
 
@@ -185,3 +189,42 @@ def test_demo_family_refusals(capsys, tmp_path):
     )
     fails(capsys, DISTILLED, [*base, "--demo", "--demo-family", "ltx-3"], "--demo-family", "invalid choice")
     assert not (tmp_path / "o.mp4").exists()
+
+
+# ---- the length: --auto-duration, or omitted --num-frames on files with a duration head -------------------
+
+
+def with_auto_duration(command: PipelineCommand) -> PipelineCommand:
+    groups = tuple(
+        dataclasses.replace(g, auto_duration=True) if isinstance(g, VideoFlags) else g for g in command.groups
+    )
+    return dataclasses.replace(command, groups=groups)
+
+
+def test_omitted_num_frames_is_predicted_on_files_with_a_duration_head(argv, ltx25_demo):
+    command = with_auto_duration(DISTILLED)
+    base = without(argv, "--num-frames")
+    run = command.parse([*base, "--duration-head-path", str(ltx25_demo.duration_head)])
+    video = run.video
+    assert video.duration == DurationRange() and not video.frames_given
+    # The memory check plans for the longest length of the range (20 s at 24 fps, on the 8k+1 grid).
+    assert video.num_frames == 473 and (video.num_frames - 1) % 8 == 0
+    assert run.parameters["auto_duration"] == [1.0, 20.0] and run.parameters["num_frames"] is None
+    run = command.parse([*base, "--duration-head-path", str(ltx25_demo.duration_head), "--auto-duration", "2", "3"])
+    assert run.video.duration == DurationRange(2.0, 3.0) and run.video.num_frames == 65
+    # A frame count given is used as it is.
+    run = command.parse([*argv, "--duration-head-path", str(ltx25_demo.duration_head)])
+    assert run.video.duration is None and run.video.num_frames == 9
+
+
+def test_length_refusals(capsys, argv, ltx25_demo):
+    command = with_auto_duration(DISTILLED)
+    base = without(argv, "--num-frames")
+    # LTX-2.5 files without a head cannot predict: --num-frames is needed, before anything loads.
+    fails(capsys, command, base, "--num-frames is needed", "--duration-head-path")
+    fails(capsys, command, [*base, "--auto-duration", "1", "2"], "--auto-duration needs a duration head")
+    head = ["--duration-head-path", str(ltx25_demo.duration_head)]
+    fails(capsys, command, [*argv, *head, "--auto-duration", "1", "2"], "--num-frames 9 and --auto-duration")
+    fails(capsys, command, [*base, *head, "--auto-duration", "3", "1"], "--auto-duration 3 1 is not accepted")
+    fails(capsys, command, [*base, *head, "--auto-duration", "0", "1"], "0 < MIN_SECONDS <= MAX_SECONDS")
+    fails(capsys, command, [*base, *head, "--auto-duration", "1"], "--auto-duration")

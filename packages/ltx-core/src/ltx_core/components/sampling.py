@@ -77,6 +77,11 @@ def plain_noise(like: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     return torch.randn(like.shape, generator=generator, dtype=like.dtype, device=like.device)
 
 
+def ancestral_noise_name(step: int, modality: str) -> str:
+    """The name of the ancestral loop's re-noise draw of `step` for `modality` (video | audio)."""
+    return f"ancestral.{step}.{modality}"
+
+
 def euler_ancestral_denoising_loop(
     denoiser: Denoiser,
     sigmas: torch.Tensor,
@@ -86,17 +91,31 @@ def euler_ancestral_denoising_loop(
     generator: torch.Generator | None = None,
     noise_fn: NoiseFn = plain_noise,
     progress: bool = False,
+    noise: NoiseSource | None = None,
+    noise_name_prefix: str = "",
 ) -> States:
     """Ancestral Euler loop: fresh noise each step (video drawn before audio from one generator), the
-    re-noised sample pulled back to the clean latent by the mask; the last step returns x0."""
+    re-noised sample pulled back to the clean latent by the mask; the last step returns x0.
+
+    The re-noise comes from `generator` through `noise_fn`, or from a named `noise` source instead (draw
+    names `noise_name_prefix + ancestral_noise_name(step, modality)`, in the state's dtype and device), so a
+    pipeline can seed or replay them like its other draws."""
     _check(sigmas, video, audio)
     step = step or EulerAncestralStep()
-    if step.eta > 0 and generator is None:
-        raise ValueError("ancestral sampling with eta > 0 needs a seeded torch.Generator")
+    if step.eta > 0 and generator is None and noise is None:
+        raise ValueError("ancestral sampling with eta > 0 needs a seeded torch.Generator or a noise source")
+
+    def draw(i: int, modality: str, like: torch.Tensor) -> torch.Tensor:
+        if noise is None:
+            assert generator is not None
+            return noise_fn(like, generator)
+        name = noise_name_prefix + ancestral_noise_name(i, modality)
+        return noise(name, like.shape, device=like.device, dtype=like.dtype)
+
     for i in _steps(len(sigmas) - 1, progress, "ancestral denoising"):
         x0s = denoiser(video, audio, sigmas[i], i)
         new: list[LatentState | None] = []
-        for state, x0 in zip((video, audio), x0s):
+        for modality, state, x0 in zip(("video", "audio"), (video, audio), x0s):
             if state is None or x0 is None:
                 new.append(state)
                 continue
@@ -104,9 +123,9 @@ def euler_ancestral_denoising_loop(
             if sigmas[i + 1] == 0:
                 new.append(replace(state, latent=x0.to(state.latent.dtype)))
                 continue
-            noise = noise_fn(state.latent, generator) if step.eta > 0 else None
-            x_next = step.step(state.latent.float(), x0, sigmas, i, noise)
-            if noise is not None:
+            renoise = draw(i, modality, state.latent) if step.eta > 0 else None
+            x_next = step.step(state.latent.float(), x0, sigmas, i, renoise)
+            if renoise is not None:
                 x_next = blend_with_clean(x_next, state)
             new.append(replace(state, latent=x_next.to(state.latent.dtype)))
         video, audio = new

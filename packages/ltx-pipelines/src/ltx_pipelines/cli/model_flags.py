@@ -258,9 +258,9 @@ class ModelFlags(FlagGroup[ModelChoice]):
     def generation_defaults(self, args: argparse.Namespace) -> PipelineDefaults:
         """The defaults of the model generation the checkpoint declares (read from a local or already cached
         file's header only; none given or unreadable: LTX-2.3's)."""
-        value = getattr(args, self.checkpoint_dest) or args.transformer_path
+        value = getattr(args, self.checkpoint_dest) or getattr(args, "transformer_path", None)
         if value is None:
-            if args.demo and (args.demo_family or DEFAULT_DEMO_FAMILY) == "ltx-2.5":
+            if getattr(args, "demo", False) and getattr(args, "demo_family", None) == "ltx-2.5":
                 from ltx_pipelines.demo_assets_ltx25 import DEMO_LTX25_MODEL_VERSION
 
                 return defaults_for_version(normalize_model_version(DEMO_LTX25_MODEL_VERSION))

@@ -1,5 +1,10 @@
 """The video flag group: output size, length, frame rate and image conditionings (`--height`, `--width`,
-`--num-frames`, `--frame-rate`, `--image`). The audio-only pipeline takes the length flags alone."""
+`--num-frames`, `--frame-rate`, `--image`). The audio-only pipeline takes the length flags alone.
+
+Pipelines that can predict the length from the prompt (`auto_duration`) add `--auto-duration MIN MAX`: the
+LTX-2.5 duration head picks the frame count in that range, as it does in its default range when
+`--num-frames` is omitted on model files with a duration head (`--demo` keeps its short fixed length).
+"""
 
 from __future__ import annotations
 
@@ -10,10 +15,12 @@ from typing import Any
 
 from PIL import Image, UnidentifiedImageError
 
+from ltx_core.model.duration_head import DurationRange, frames_for_seconds
 from ltx_pipelines.cli.arg_types import ImageAction
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
 from ltx_pipelines.cli.model_flags import RunModels
 from ltx_pipelines.engine.defaults import PipelineDefaults, default_image_crf, spatial_multiple
+from ltx_pipelines.engine.duration import has_duration_head
 from ltx_pipelines.engine.stages import ImageCondition
 
 _MAX_CRF = 51
@@ -27,6 +34,11 @@ class VideoChoice:
     width: int | None = None
     """None for the audio-only pipeline (no picture)."""
     images: tuple[ImageCondition, ...] = ()
+    duration: DurationRange | None = None
+    """The seconds the duration head's prediction is clamped to, when it picks the length; `num_frames` is
+    then the longest length of that range (what the memory check plans for)."""
+    frames_given: bool = True
+    """Whether `--num-frames` was given (else it is the generation's default, or the range's longest)."""
 
     @property
     def seconds(self) -> float:
@@ -40,6 +52,8 @@ class VideoFlags(FlagGroup[VideoChoice]):
 
     two_stage: bool = False
     picture: bool = True
+    auto_duration: bool = False
+    """`--auto-duration`, and a predicted length when `--num-frames` is omitted on model files with a head."""
 
     @property
     def multiple(self) -> int:
@@ -93,6 +107,18 @@ class VideoFlags(FlagGroup[VideoChoice]):
             default=None,
             help=f"Frames per second of the video, e.g. 24, 25, 30 or 23.976 (default: {defaults.frame_rate:g}).",
         )
+        if self.auto_duration:
+            default = DurationRange()
+            group.add_argument(
+                "--auto-duration",
+                type=float,
+                nargs=2,
+                metavar=("MIN_SECONDS", "MAX_SECONDS"),
+                default=None,
+                help="Let the duration head (LTX-2.5, --duration-head-path) pick the length from the prompt, in "
+                f"[MIN_SECONDS, MAX_SECONDS]. With model files that have a head, omitting --num-frames does this in "
+                f"[{default.min_seconds:g}, {default.max_seconds:g}] s. Not with --num-frames.",
+            )
         group.add_argument(
             "--image",
             dest="images",
@@ -110,18 +136,22 @@ class VideoFlags(FlagGroup[VideoChoice]):
 
     def read(self, args: argparse.Namespace, context: ReadContext) -> VideoChoice:
         defaults = context.defaults
+        fps = defaults.frame_rate if args.frame_rate is None else args.frame_rate
+        duration = self._duration(args)
         num_frames = defaults.num_frames if args.num_frames is None else args.num_frames
+        if duration is not None and math.isfinite(fps) and fps > 0:
+            num_frames = _longest(duration, fps)
         if num_frames < 1 or (num_frames - 1) % 8:
             lower = max(1, (num_frames - 1) // 8 * 8 + 1)
             raise FlagError(
                 f"--num-frames {num_frames} is not accepted: it must be 8k+1 (1, 9, 17, ..., 121, ...), "
                 f"e.g. {lower} or {lower + 8}"
             )
-        fps = defaults.frame_rate if args.frame_rate is None else args.frame_rate
         if not math.isfinite(fps) or fps <= 0:
             raise FlagError(f"--frame-rate {fps} is not accepted: it must be a positive number of frames per second")
+        frames_given = args.num_frames is not None
         if not self.picture:
-            return VideoChoice(num_frames=int(num_frames), frame_rate=float(fps))
+            return VideoChoice(num_frames=int(num_frames), frame_rate=float(fps), frames_given=frames_given)
         default_height, default_width = self._size_defaults(defaults)
         sizes = []
         for flag, given, default in (("--height", args.height, default_height), ("--width", args.width, default_width)):
@@ -135,16 +165,67 @@ class VideoFlags(FlagGroup[VideoChoice]):
             sizes.append(int(value))
         images = tuple(_checked_image(image, num_frames) for image in args.images or [])
         return VideoChoice(
-            num_frames=int(num_frames), frame_rate=float(fps), height=sizes[0], width=sizes[1], images=images
+            num_frames=int(num_frames),
+            frame_rate=float(fps),
+            height=sizes[0],
+            width=sizes[1],
+            images=images,
+            duration=duration,
+            frames_given=frames_given,
         )
 
+    def _duration(self, args: argparse.Namespace) -> DurationRange | None:
+        given = getattr(args, "auto_duration", None) if self.auto_duration else None
+        if given is None:
+            return None
+        if args.num_frames is not None:
+            raise FlagError(
+                f"--num-frames {args.num_frames} and --auto-duration {given[0]:g} {given[1]:g} were both given: "
+                "pass a frame count or a range for the duration head, not both"
+            )
+        low, high = given
+        if not (math.isfinite(low) and math.isfinite(high) and 0 < low <= high):
+            raise FlagError(
+                f"--auto-duration {low:g} {high:g} is not accepted: it must be MIN_SECONDS MAX_SECONDS "
+                "with 0 < MIN_SECONDS <= MAX_SECONDS"
+            )
+        return DurationRange(low, high)
+
     def settle(self, value: VideoChoice, models: RunModels, context: ReadContext) -> VideoChoice:
-        """Images without a CRF take the checkpoint generation's (33 up to LTX-2.3, 18 from LTX-2.4)."""
+        """Images without a CRF take the checkpoint generation's (33 up to LTX-2.3, 18 from LTX-2.4). The
+        length: predicted by the duration head when asked (or when `--num-frames` is omitted on files with a
+        head); refused before loading when the files have no head to predict with."""
         crf = default_image_crf(models.model_version)
-        return replace(value, images=tuple(image.with_default_crf(crf) for image in value.images))
+        value = replace(value, images=tuple(image.with_default_crf(crf) for image in value.images))
+        if not self.auto_duration or value.frames_given:
+            return value
+        head = has_duration_head(models.checkpoint)
+        if value.duration is not None:
+            if not head:
+                raise FlagError(
+                    "--auto-duration needs a duration head, which the model files do not have: pass "
+                    "--duration-head-path (e.g. ltx-2.5-duration-head-bf16.safetensors), or --num-frames instead"
+                )
+            return value
+        if context.demo:
+            return value  # the demo keeps its short fixed length
+        if head:
+            duration = DurationRange()
+            return replace(value, duration=duration, num_frames=_longest(duration, value.frame_rate))
+        if models.model_version >= LTX_2_5:
+            raise FlagError(
+                "--num-frames is needed: the model files have no duration head to predict the length from the "
+                "prompt (pass --num-frames, or the duration head with --duration-head-path)"
+            )
+        return value
 
     def record(self, value: VideoChoice) -> dict[str, Any]:
         recorded: dict[str, Any] = {"num_frames": value.num_frames, "frame_rate": value.frame_rate}
+        if self.auto_duration:
+            duration = value.duration
+            recorded["auto_duration"] = None if duration is None else [duration.min_seconds, duration.max_seconds]
+            if duration is not None:
+                recorded["num_frames"] = None  # predicted during the run; the sidecar records the result
         if self.picture:
             recorded.update(
                 height=value.height,
@@ -155,6 +236,15 @@ class VideoFlags(FlagGroup[VideoChoice]):
                 ],
             )
         return recorded
+
+
+LTX_2_5 = (2, 5)
+
+
+def _longest(duration: DurationRange, frame_rate: float) -> int:
+    """The longest frame count a prediction in `duration` can give at `frame_rate`."""
+    most = max(1, round(duration.max_seconds * frame_rate))
+    return frames_for_seconds(duration.max_seconds, frame_rate=frame_rate, min_frames=1, max_frames=most)
 
 
 def _checked_image(image: ImageCondition, num_frames: int) -> ImageCondition:

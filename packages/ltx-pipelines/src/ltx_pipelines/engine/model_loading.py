@@ -79,3 +79,14 @@ def loaded(
         yield model
     finally:
         release(model)
+
+
+def video_decoder_spec_of(checkpoint: ModelSource) -> ComponentSpec:
+    """The video decoder the model files' video VAE calls for, from its `config` metadata alone: the
+    LTX-2.5 diffusion decoder (`CausalDiffusionVAE`) or the convolutional one (LTX-2 / 2.3, the 2.5 conv file)."""
+    from ltx_core.loader import Component
+    from ltx_core.loader.model_files import model_files_of
+    from ltx_core.model.video_vae import video_decoder_spec
+
+    config = model_files_of(checkpoint).source(Component.VIDEO_VAE).read_metadata().get("config") or {}
+    return video_decoder_spec(config)

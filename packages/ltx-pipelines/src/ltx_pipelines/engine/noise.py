@@ -52,6 +52,15 @@ class SeededNoise:
         return SeededNoise.resumed(self.seed, self.generator_state())
 
 
+def offset_stream(noise: NoiseSource, offset: int) -> NoiseSource:
+    """A second, independent stream of a run's noise: a seeded source gives a fresh generator seeded
+    `seed + offset` (e.g. the ancestral sampler's re-noise); a replay serves those draws by their names
+    from the same stored tensors, so it is returned as it is."""
+    if isinstance(noise, SeededNoise):
+        return SeededNoise(noise.seed + offset)
+    return noise
+
+
 def fork_noise(noise: NoiseSource) -> NoiseSource:
     """A copy of `noise` at its current point (sources that keep no position are returned as they are),
     so the same draws can be made again, e.g. to decode a video twice."""

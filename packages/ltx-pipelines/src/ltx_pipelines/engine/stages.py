@@ -25,13 +25,14 @@ from ltx_core.conditioning import (
     apply_conditionings,
 )
 from ltx_core.model.audio_vae import AudioDecoder, decode_audio
-from ltx_core.model.video_vae import VideoDecoder, VideoEncoder
+from ltx_core.model.video_vae import DiffusionVideoDecoder, VideoDecoder, VideoEncoder
 from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.no_grad_iteration import no_grad_items
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.tools import AudioLatentTools, VideoLatentTools
 from ltx_core.types import LatentState, VideoPixelShape
 from ltx_pipelines.engine.noise import NoiseSource
+from ltx_pipelines.engine.samplers import AncestralSampler
 from ltx_pipelines.media import load_image_conditioning
 
 logger = logging.getLogger(__name__)
@@ -172,17 +173,24 @@ def run_denoising_stage(
     initial_audio: torch.Tensor | None = None,
     with_video: bool = True,
     with_audio: bool = True,
-    loop: SamplingLoop = euler_denoising_loop,
+    loop: SamplingLoop | None = None,
     progress: bool = True,
+    sampler: AncestralSampler | None = None,
 ) -> StageResult:
     """Build the initial states (noised to `sigmas[0]`), apply conditionings (`conditionings` to the
-    video, `audio_conditionings` to the audio), run the loop.
+    video, `audio_conditionings` to the audio), run the loop (`loop`, or the `sampler`'s, default Euler).
 
     Noise draws are named `<stage>.video` then `<stage>.audio`, in token layout; that order is part
     of the reproducibility contract (`SeededNoise`) and of the golden replay (`ReplayedNoise`).
     `conditionings` edit the video state, `audio_conditionings` the audio state (e.g. a frozen audio
     track or a retake region); both are applied before the noise.
     """
+    if loop is not None and sampler is not None:
+        raise ValueError("run_denoising_stage takes a loop or a sampler, not both")
+    if sampler is not None:
+        # Its draws (`<stage>.ancestral.<i>.<modality>`) come after the stage's initial noise.
+        loop = sampler.loop(noise, stage)
+    loop = loop or euler_denoising_loop
     sigmas = sigmas.to(device=device, dtype=torch.float32)
     noise_scale = float(sigmas[0])
     video = audio = None
@@ -212,6 +220,9 @@ def _to(t: torch.Tensor | None, device: torch.device, dtype: torch.dtype) -> tor
     return None if t is None else t.to(device=device, dtype=dtype)
 
 
+AnyVideoDecoder = VideoDecoder | DiffusionVideoDecoder
+
+
 def decoder_noise(
     decoder: VideoDecoder, latent: torch.Tensor, tiling: TilingConfig | None, noise: NoiseSource
 ) -> list[torch.Tensor] | None:
@@ -226,9 +237,20 @@ def decoder_noise(
 
 
 def decode_video_frames(
-    decoder: VideoDecoder, latent: torch.Tensor, tiling: TilingConfig | None, noise: NoiseSource
+    decoder: AnyVideoDecoder, latent: torch.Tensor, tiling: TilingConfig | None, noise: NoiseSource
 ) -> Iterator[torch.Tensor]:
-    """Chunks of (f, H, W, 3) float frames in [0, 1], decoded tile band by tile band."""
+    """Chunks of (f, H, W, 3) float frames in [0, 1], decoded tile band by tile band.
+
+    The LTX-2.5 diffusion decoder draws its canvas noise from `noise` itself (draw `decoder.0`, after
+    every stage's draws); with no `tiling` its tiles are fitted to the device's free memory."""
+    if isinstance(decoder, DiffusionVideoDecoder):
+        if tiling is None:
+            try:
+                tiling = decoder.recommended_tiling(latent.shape, latent.device)
+            except ValueError as e:  # the device does not report its free memory: decode untiled
+                logger.info("diffusion VAE decode untiled: %s", e)
+        yield from no_grad_items(decoder.decode_video(latent, tiling, noise=noise))
+        return
     tile_noise = decoder_noise(decoder, latent, tiling, noise)
     yield from no_grad_items(decoder.decode_video(latent, tiling, noise=tile_noise))
 

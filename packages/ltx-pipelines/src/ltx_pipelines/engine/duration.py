@@ -1,0 +1,55 @@
+"""A run's length from its prompt: the LTX-2.5 duration head reads the prompt's text contexts and
+predicts seconds, clamped to a range and snapped to the video VAE's 8k+1 frame grid.
+
+Pipelines call `predict_frame_count` after encoding the prompt, when the caller asked for a predicted
+length (a `DurationRange`) instead of a frame count. Whether a set of model files can predict at all
+(`has_duration_head`) is a header-only question, asked before anything loads.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ltx_core.loader import CheckpointError, Component
+from ltx_core.loader.model_files import ModelSource, model_files_of
+from ltx_core.model.duration_head import DURATION_HEAD, DurationRange, predict_num_frames
+from ltx_core.model.video_vae.vae_class import video_scale_factors
+from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
+from ltx_pipelines.engine.model_loading import Placement, loaded
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["DurationRange", "has_duration_head", "predict_frame_count"]
+
+
+def has_duration_head(checkpoint: ModelSource) -> bool:
+    """Whether the model files carry a duration head (its own file, or `duration_head.*` in a single file)."""
+    try:
+        return model_files_of(checkpoint).has(Component.DURATION_HEAD)
+    except CheckpointError:
+        return False
+
+
+def predict_frame_count(
+    checkpoint: ModelSource,
+    placement: Placement,
+    contexts: TextContexts,
+    *,
+    frame_rate: float,
+    duration_range: DurationRange,
+) -> int:
+    """The frame count the duration head predicts for one prompt's `contexts` (batch 1), in
+    `duration_range` seconds at `frame_rate`, on the video VAE's temporal grid (its factor read from the
+    VAE's config). The head is loaded for the prediction and freed after it."""
+    files = model_files_of(checkpoint)
+    files.require(Component.DURATION_HEAD, purpose="predicting the video length (no --num-frames)")
+    vae = files.config().get("vae")
+    time_factor = video_scale_factors(vae).time if isinstance(vae, dict) else 8
+    video = contexts.video.to(device=placement.device, dtype=placement.dtype)
+    audio = contexts.audio.to(device=placement.device, dtype=placement.dtype)
+    with loaded(DURATION_HEAD, files, placement) as head:
+        frames = predict_num_frames(
+            head, video, audio, frame_rate=frame_rate, duration_range=duration_range, time_factor=time_factor
+        )
+    logger.info("duration head: %d frames (%.2f s at %g fps)", frames, frames / frame_rate, frame_rate)
+    return frames
