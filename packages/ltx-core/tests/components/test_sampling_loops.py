@@ -100,6 +100,30 @@ def test_ancestral_loop_is_seeded_and_ends_on_x0():
         euler_ancestral_denoising_loop(Oracle(*target), sigmas, video, audio)
 
 
+def test_ancestral_loop_draws_named_noise_like_its_generator():
+    """A named noise source serves the re-noise draws (video then audio per step, none on the last step);
+    drawing them from a generator seeded alike gives the same states."""
+    video, audio = _state(4, 0), _state(3, 1)
+    target = (torch.full((1, 4, 4), 2.0), torch.full((1, 3, 4), 1.0))
+    sigmas = torch.tensor([1.0, 0.7, 0.4, 0.1])
+    generator = torch.Generator().manual_seed(3)
+    names: list[str] = []
+
+    def source(name, shape, *, device, dtype):
+        names.append(name)
+        return torch.randn(tuple(shape), generator=generator, dtype=dtype).to(device)
+
+    named = euler_ancestral_denoising_loop(
+        Oracle(*target), sigmas, video, audio, EulerAncestralStep(), noise=source, noise_name_prefix="stage_1."
+    )
+    seeded = euler_ancestral_denoising_loop(
+        Oracle(*target), sigmas, video, audio, EulerAncestralStep(), torch.Generator().manual_seed(3)
+    )
+    assert names == [f"stage_1.ancestral.{i}.{m}" for i in range(3) for m in ("video", "audio")]
+    for got, want in zip(named, seeded):
+        torch.testing.assert_close(got.latent, want.latent, rtol=0, atol=0)
+
+
 def test_gradient_estimation_loop_ends_on_x0():
     video = _state(4, 0)
     oracle = Oracle(torch.full((1, 4, 4), 0.5), None)
