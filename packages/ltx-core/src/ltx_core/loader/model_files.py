@@ -159,6 +159,28 @@ class ModelFiles:
             "components": {str(s.component.value): [str(f) for f in s.files] for s in self.sources if s.component},
         }
 
+    @classmethod
+    def from_dict(cls, record: Mapping[str, Any]) -> ModelFiles:
+        """The set `as_dict` described (a run record read back): split sets and single files (with a
+        replaced video VAE or a Gemma folder); a diffusers folder is recorded by its path instead."""
+        try:
+            layout = Layout(record["layout"])
+            components = {str(c): [str(f) for f in fs] for c, fs in record["components"].items()}
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise CheckpointError(f"not a recorded set of model files ({e!r}): {record!r}") from None
+        first = {c: fs[0] for c, fs in components.items() if fs}
+        if layout is Layout.SPLIT:
+            return cls.split(**{c.value: first[c.value] for c in COMPONENT_FLAGS if c.value in first})
+        if layout is Layout.SINGLE_FILE and Component.TRANSFORMER.value in first:
+            checkpoint = first[Component.TRANSFORMER.value]
+            video_vae = first.get(Component.VIDEO_VAE.value)
+            return cls.single_file(
+                checkpoint,
+                gemma_root=first.get(Component.TEXT_ENCODER.value),
+                video_vae=video_vae if video_vae != checkpoint else None,
+            )
+        raise CheckpointError(f"a {layout.value} set of model files is not rebuilt from a record; give its path")
+
     # -- constructors -------------------------------------------------------------------------
     @classmethod
     def single_file(

@@ -23,6 +23,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from ltx_core.devices import default_device, parse_dtype
+from ltx_core.loader import CheckpointError, ModelFiles
 from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.types import VideoPixelShape
 from ltx_pipelines.engine.final_latents import FinalLatents
@@ -92,7 +93,11 @@ def save_latents(path: str | Path, final: FinalLatents, record: RunRecord, *, ov
             {"num_frames": shape.frames, "height": shape.height, "width": shape.width, "frame_rate": shape.fps}
         ),
         "tiling": json.dumps(None if final.tiling is None else final.tiling.to_dict()),
-        "checkpoint": str(final.checkpoint),
+        "checkpoint": str(final.checkpoint.main_path if isinstance(final.checkpoint, ModelFiles) else final.checkpoint),
+        # A set of component files (LTX-2.5) is recorded whole, so decoding finds each VAE again.
+        "checkpoint_files": json.dumps(
+            final.checkpoint.as_dict() if isinstance(final.checkpoint, ModelFiles) else None
+        ),
         "dtype": _dtype_name(final.placement.dtype),
         "device": str(final.placement.device),
         "noise": json.dumps(noise),
@@ -173,7 +178,7 @@ class LoadedLatents:
 
     final: FinalLatents
     record: RunRecord
-    recorded_checkpoint: Path
+    recorded_checkpoint: Path | ModelFiles
     recorded_tiling: TilingConfig | None
     recorded_dtype: torch.dtype
 
@@ -209,10 +214,14 @@ def read_latents_header(path: str | Path) -> tuple[dict[str, str], set[str]]:
     return metadata, keys
 
 
+def _checkpoint(value: str | Path | ModelFiles) -> Path | ModelFiles:
+    return value if isinstance(value, ModelFiles) else Path(value).expanduser()
+
+
 def load_latents(
     path: str | Path,
     *,
-    checkpoint: str | Path | None = None,
+    checkpoint: str | Path | ModelFiles | None = None,
     device: torch.device | None = None,
     dtype: torch.dtype | None = None,
     tiling: TilingConfig | None = None,
@@ -235,7 +244,14 @@ def load_latents(
     else:
         logger.warning("%s records no decoder noise; a timestep-conditioned decoder draws it from seed 0", p)
         noise = SeededNoise(0)
-    recorded_checkpoint = Path(metadata.get("checkpoint", ""))
+    recorded_checkpoint: Path | ModelFiles = Path(metadata.get("checkpoint", ""))
+    recorded_files = json.loads(metadata.get("checkpoint_files", "null"))
+    if recorded_files is not None:
+        try:
+            recorded_checkpoint = ModelFiles.from_dict(recorded_files)
+        except CheckpointError as e:
+            if checkpoint is None:
+                raise LatentsFileError(f"the model files recorded in {str(p)!r} cannot be read: {e}") from None
     placement = Placement(device or default_device(), dtype or saved_dtype)
     final = FinalLatents(
         video=tensors[_VIDEO_KEY].to(placement.device),
@@ -243,7 +259,7 @@ def load_latents(
         shape=VideoPixelShape(
             1, int(video["num_frames"]), int(video["height"]), int(video["width"]), float(video["frame_rate"])
         ),
-        checkpoint=Path(checkpoint).expanduser() if checkpoint is not None else recorded_checkpoint,
+        checkpoint=_checkpoint(checkpoint) if checkpoint is not None else recorded_checkpoint,
         placement=placement,
         tiling=tiling if tiling is not None else saved_tiling,
         noise=noise,
