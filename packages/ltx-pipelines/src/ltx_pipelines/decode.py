@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ltx_core.loader import CheckpointError
+from ltx_core.loader import CheckpointError, ModelFiles
 from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_pipelines.cli.arg_types import HelpFormatter
 from ltx_pipelines.cli.command import LOG_LEVELS, configure_logging, gc_skips_loaded_modules, run_reporting_errors
@@ -88,8 +88,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     checkpoint_value = args.checkpoint_path or metadata.get("checkpoint")
     if not checkpoint_value:
         parser.error("--checkpoint-path is required: the latents file records no checkpoint")
+    checkpoint: Path | ModelFiles
     try:
-        checkpoint = resolve_model_path(checkpoint_value)
+        if args.checkpoint_path is None and json.loads(metadata.get("checkpoint_files", "null")) is not None:
+            # A run on component files (LTX-2.5): the recorded set, each file checked where it was.
+            checkpoint = ModelFiles.from_dict(json.loads(metadata["checkpoint_files"]))
+        else:
+            checkpoint = resolve_model_path(checkpoint_value)
         check_checkpoint_kind(checkpoint, "ltx_checkpoint")
     except (HfPathError, CheckpointError) as e:
         hint = "" if args.checkpoint_path else " (recorded in the latents file; pass --checkpoint-path if it moved)"

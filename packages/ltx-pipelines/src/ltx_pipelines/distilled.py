@@ -20,15 +20,17 @@ import torch
 from ltx_core.components.denoisers import SimpleDenoiser
 from ltx_core.components.schedulers import distilled_sigmas, stage_2_distilled_sigmas
 from ltx_core.loader import ModelFiles
+from ltx_core.model.duration_head import DurationRange
 from ltx_core.model.transformer import X0Model
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
-from ltx_pipelines.cli.command import PipelineCommand
+from ltx_pipelines.cli.command import PipelineCommand, Run
 from ltx_pipelines.cli.model_flags import ModelFlags
 from ltx_pipelines.cli.tiling_flags import TilingFlags
 from ltx_pipelines.cli.video_flags import VideoFlags
 from ltx_pipelines.demo_assets import DEMO_FAMILIES
 from ltx_pipelines.engine.defaults import TWO_STAGE_SPATIAL_MULTIPLE, checkpoint_model_version
+from ltx_pipelines.engine.duration import has_duration_head, predict_frame_count
 from ltx_pipelines.engine.file_steps import (
     contexts_on,
     encode_conditioning_images,
@@ -75,14 +77,26 @@ class DistilledPipeline(PromptPipeline):
         seed: int,
         height: int,
         width: int,
-        num_frames: int,
+        num_frames: int | None,
         frame_rate: float,
         images: Sequence[ImageCondition] = (),
         enhance_prompt: bool = False,
+        duration: DurationRange | None = None,
     ) -> FinalLatents:
-        """Generate from a prompt (no negative prompt, no guidance); the same seed gives the same result."""
-        self.output_shape(height, width, num_frames, frame_rate)
+        """Generate from a prompt (no negative prompt, no guidance); the same seed gives the same result.
+        `duration` (with `num_frames` None): the duration head picks the length from the prompt in that range
+        of seconds (LTX-2.5 files with a duration head)."""
+        if (num_frames is None) == (duration is None):
+            raise ValueError(f"give num_frames or duration, not both or neither (got {num_frames}, {duration})")
+        if duration is not None and not has_duration_head(self.checkpoint_path):
+            raise ValueError("duration needs model files with a duration head (ModelFiles.split(duration_head=...))")
+        self.output_shape(height, width, num_frames or 1, frame_rate)
         (contexts,), final_prompt = self.encode_prompts([prompt], seed=seed, images=images, enhance=enhance_prompt)
+        if duration is not None:
+            num_frames = predict_frame_count(
+                self.checkpoint_path, self.placement, contexts, frame_rate=frame_rate, duration_range=duration
+            )
+        assert num_frames is not None
         final = self.latents_from_contexts(
             contexts, height=height, width=width, num_frames=num_frames, frame_rate=frame_rate,
             noise=SeededNoise(seed), images=images,
@@ -138,14 +152,23 @@ class DistilledPipeline(PromptPipeline):
         return self.finished(full, stage_2.video_latent, audio, noise, latents)
 
 
+def generate_with_video_flags(pipeline: DistilledPipeline, run: Run) -> FinalLatents:
+    """The prompt call with the shared groups' settings; the length is the duration head's when it picks it."""
+    call = run.video_call()
+    if run.video.duration is not None:
+        call["num_frames"] = None
+    return pipeline.generate(run.prompt.text, **call, duration=run.video.duration)
+
+
 COMMAND = PipelineCommand.for_module(
     __name__,
     __doc__,
     models=ModelFlags(distilled=True, two_stage=True, demo_families=DEMO_FAMILIES),
-    groups=(VideoFlags(two_stage=True), TilingFlags()),
+    groups=(VideoFlags(two_stage=True, auto_duration=True), TilingFlags()),
     build=lambda run: DistilledPipeline(
         run.models.checkpoint, run.models.spatial_upsampler, run.models.gemma_root, **run.pipeline_options()
     ),
+    generate=generate_with_video_flags,
 )
 main = COMMAND.main
 

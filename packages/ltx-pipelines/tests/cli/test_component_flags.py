@@ -16,7 +16,6 @@ from ltx_core.model.duration_head import DurationRange
 from ltx_pipelines import distilled, ti2vid_two_stages
 from ltx_pipelines.cli.command import PipelineCommand, Run
 from ltx_pipelines.cli.model_flags import ModelFlags
-from ltx_pipelines.cli.video_flags import VideoFlags
 
 pytestmark = pytest.mark.slow
 
@@ -194,15 +193,8 @@ def test_demo_family_refusals(capsys, tmp_path):
 # ---- the length: --auto-duration, or omitted --num-frames on files with a duration head -------------------
 
 
-def with_auto_duration(command: PipelineCommand) -> PipelineCommand:
-    groups = tuple(
-        dataclasses.replace(g, auto_duration=True) if isinstance(g, VideoFlags) else g for g in command.groups
-    )
-    return dataclasses.replace(command, groups=groups)
-
-
 def test_omitted_num_frames_is_predicted_on_files_with_a_duration_head(argv, ltx25_demo):
-    command = with_auto_duration(DISTILLED)
+    command = DISTILLED
     base = without(argv, "--num-frames")
     run = command.parse([*base, "--duration-head-path", str(ltx25_demo.duration_head)])
     video = run.video
@@ -218,7 +210,7 @@ def test_omitted_num_frames_is_predicted_on_files_with_a_duration_head(argv, ltx
 
 
 def test_length_refusals(capsys, argv, ltx25_demo):
-    command = with_auto_duration(DISTILLED)
+    command = DISTILLED
     base = without(argv, "--num-frames")
     # LTX-2.5 files without a head cannot predict: --num-frames is needed, before anything loads.
     fails(capsys, command, base, "--num-frames is needed", "--duration-head-path")

@@ -318,7 +318,8 @@ class PipelineCommand(Generic[P]):
             overwrite=output.overwrite, audio=output.audio_output, checked_at_start=True,
         )  # fmt: skip
         if run.demo:
-            logger.warning("demo output written to %s. %s", video, self.models.real_weights_help())
+            help_text = self.models.real_weights_help(run.models.demo_family)
+            logger.warning("demo output written to %s. %s", video, help_text)
         return video
 
     def settle_latents(self, run: Run, latents: Path | None, written: Path) -> None:
@@ -349,6 +350,9 @@ class PipelineCommand(Generic[P]):
                         self.write(run, result)
                         return 0
                     final: FinalLatents = result
+                    if "num_frames" in run.parameters and run.parameters["num_frames"] is None:
+                        # The length the duration head picked: the sidecar records it.
+                        run = replace(run, parameters={**run.parameters, "num_frames": final.shape.frames})
                     remove_stale_partials(run.output.path.parent)
                     latents = self.save_latents(run, final)
                     written = self.write_decoded(run, pipeline.decode(final))

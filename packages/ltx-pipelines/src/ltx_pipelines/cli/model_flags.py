@@ -101,6 +101,12 @@ class RunModels:
         return normalize_model_version(self.metadata.get("model_version"))
 
     @property
+    def demo_family(self) -> str:
+        """The demo set `--demo` substituted (the default family when none was)."""
+        family = self.choice.demo_family if self.choice is not None else None
+        return family or DEFAULT_DEMO_FAMILY
+
+    @property
     def transformer_config(self) -> dict[str, Any]:
         return (self.metadata.get("config") or {}).get("transformer") or {}
 

@@ -17,12 +17,12 @@ import torch
 
 from ltx_core.loader.model_files import ModelSource
 from ltx_core.model.audio_vae import AUDIO_DECODER, VOCODER
-from ltx_core.model.video_vae import VIDEO_DECODER
+from ltx_core.model.video_vae import DiffusionVideoDecoder
 from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_pipelines.engine.audio_output import AudioGeneration
 from ltx_pipelines.engine.final_latents import FinalLatents, Waveform
 from ltx_pipelines.engine.generation import Generation
-from ltx_pipelines.engine.model_loading import Placement, loaded, release
+from ltx_pipelines.engine.model_loading import Placement, loaded, release, video_decoder_spec_of
 from ltx_pipelines.engine.noise import NoiseSource, fork_noise
 from ltx_pipelines.engine.stages import decode_audio_waveform, decode_video_frames, decoder_noise
 
@@ -54,8 +54,14 @@ def video_frame_chunks(
     """(f, H, W, 3) float frame chunks as the decoder gives them, drawing the decoder's noise from `noise`;
     the decoder is built when the first chunk is asked for and freed when the iteration ends."""
     decoder = None
+    spec = video_decoder_spec_of(checkpoint)  # the LTX-2.5 diffusion decoder or the convolutional one
     try:
-        decoder = placement.build(VIDEO_DECODER, checkpoint, dtype=placement.dtype, device=placement.device)
+        decoder = placement.build(spec, checkpoint, dtype=placement.dtype, device=placement.device)
+        if distributed and isinstance(decoder, DiffusionVideoDecoder):
+            # Its tiles are not spread over the ranks yet: rank 0 decodes them all, the others get none.
+            if torch.distributed.get_rank() == 0:
+                yield from decode_video_frames(decoder, latent, tiling, noise)
+            return
         if not distributed:
             yield from decode_video_frames(decoder, latent, tiling, noise)
             return
