@@ -179,3 +179,34 @@ def test_distilled_ltx25_replays_the_reference(fx, files, upsampler, run, assert
     assert_golden_close(frames, fx[f"{run}.video_frames"], atol=FRAMES_ATOL, name=f"{run}.video_frames")
     # Every recorded draw was used once, in the reference's order.
     assert noise.drawn == names, f"{run}: drew {noise.drawn}, recorded {names}"
+
+
+@pytest.mark.parametrize("run", ["t2v", "auto_duration"])
+def test_a_seeded_call_from_the_prompt_matches_the_reference(fx, files, upsampler, run, assert_golden_close):
+    """The user's call - prompt, seed, a frame count or a duration range - with no replay: the pipeline's own
+    seeded streams (the seed's, and the ancestral seed + 10000) draw what the reference drew, the decoder's
+    canvas noise included."""
+    p = fx.params
+    request = p[run]["num_frames_request"]
+    tiling = p[run]["tiling_config"]
+    pipeline = DistilledPipeline(
+        files,
+        upsampler,
+        gemma_root=None,
+        device="cpu",
+        dtype=torch.float32,
+        tiling=TilingConfig.from_dict(tiling) if tiling else None,
+        progress=False,
+    )
+    length: dict[str, Any] = {"num_frames": request.get("num_frames")}
+    if "min_seconds" in request:
+        length["duration"] = DurationRange(request["min_seconds"], request["max_seconds"])
+    generation = pipeline(
+        p["prompt"], seed=p["seed"], height=p["height"], width=p["width"], frame_rate=p["fps"], **length
+    )
+    assert generation.num_frames == int(fx[f"{run}.num_frames"][0])
+    for name in ("stage_1.video_latent", "stage_2.video_latent", "stage_2.audio_latent"):
+        assert_golden_close(generation.latents[name], fx[f"{run}.{name}"], atol=LATENT_ATOL, name=f"{run}.{name}")
+    assert_golden_close(generation.audio, fx[f"{run}.audio_waveform"], atol=WAVEFORM_ATOL, name=f"{run}.audio")
+    frames = torch.cat(list(generation.frames), dim=0)
+    assert_golden_close(frames, fx[f"{run}.video_frames"], atol=FRAMES_ATOL, name=f"{run}.video_frames")
