@@ -221,7 +221,8 @@ class ModelFlags(FlagGroup[ModelChoice]):
             Component.VIDEO_VAE: "the video VAE file (diffusion or convolutional decoder); with a single-file "
             "checkpoint it replaces the checkpoint's video VAE",
             Component.AUDIO_VAE: "the audio VAE + vocoder file",
-            Component.DURATION_HEAD: "the duration head file (predicts --num-frames when it is omitted)",
+            Component.DURATION_HEAD: "the duration head file (optional; pipelines with --auto-duration let it pick "
+            "the length from the prompt)",
         }
         for component, flag in COMPONENT_FLAGS.items():
             group.add_argument(
