@@ -1,0 +1,354 @@
+"""DFR (LTX-2.5): keyframe slots at half size, full-size detailing, then temporal x2 rounds.
+
+Stage 1 samples the half-size canvas (`engine.dfr_layout.plan_canvas`) with a generated keyframe slot at
+the end of every segment. Stage 2 re-samples at full size with the detailing IC-LoRA (the half-size
+stage-1 latent as its reference) and the spatially upsampled slots as the slots' start. Each temporal
+round x2-upsamples the video in time with the temporal upsampler, cuts it into keyframe-seam tiles and
+samples each tile (Euler ancestral, eta 0.5, over the distilled sigmas from 0.975 on) with the known
+keyframes as anchors and new slots mid-segment; the tiles are stitched and the clip trimmed to
+`(frames - 1) * 2**rounds + 1` frames. The shipped audio is stage 1's.
+
+The model needs the keyframe absolute-position embedding (`use_keyframes_abs_pos_embedding`): without it
+the slots would be unmarked tokens, so such a transformer is refused before anything is loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+
+from ltx_core.components.denoisers import SimpleDenoiser
+from ltx_core.components.noisers import add_noise
+from ltx_core.components.sampling import euler_denoising_loop
+from ltx_core.components.schedulers import distilled_sigmas, stage_2_distilled_sigmas
+from ltx_core.conditioning import (
+    ConditioningItem,
+    VideoConditionByKeyframeIndex,
+    VideoConditionByReferenceLatent,
+    VideoGeneratedKeyframeSlots,
+    apply_conditionings,
+    read_generated_keyframes,
+)
+from ltx_core.loader import CheckpointError, Component, LoraSpec, ModelFiles
+from ltx_core.loader.model_files import ModelSource, model_files_of
+from ltx_core.model.transformer import X0Model
+from ltx_core.model.upsampler import LATENT_UPSAMPLER, upsample_video_latent
+from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
+from ltx_core.tools import AudioLatentTools, VideoLatentTools
+from ltx_core.types import DEFAULT_SCALE_FACTORS, VideoPixelShape
+from ltx_pipelines.engine import dfr_layout
+from ltx_pipelines.engine.defaults import TWO_STAGE_SPATIAL_MULTIPLE
+from ltx_pipelines.engine.file_steps import contexts_on, encode_conditioning_images
+from ltx_pipelines.engine.final_latents import FinalLatents
+from ltx_pipelines.engine.ic_references import reference_factors
+from ltx_pipelines.engine.model_loading import loaded
+from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
+from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
+from ltx_pipelines.engine.samplers import AncestralSampler
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+logger = logging.getLogger(__name__)
+
+# Carried keyframes anchor a tile almost clean, so a tile can still settle its seam frame.
+ANCHOR_KEYFRAME_STRENGTH = 0.95
+TEMPORAL_ANCESTRAL_ETA = 0.5
+# RoPE time is frame / fps: above this the trained token time spans no longer fit, so conditioning fps
+# is capped while the playback fps keeps doubling.
+MAX_CONDITIONING_FPS = 60.0
+# The temporal rounds start from the distilled schedule's fifth sigma (0.975).
+TEMPORAL_SIGMA_START = 4
+MAX_TEMPORAL_ROUNDS = 2
+# Each tile's ancestral stream: seed + this * round + tile (tiles are positionally alike, so one shared
+# stream would re-noise them identically).
+TILE_SEED_STRIDE = 1000
+DEFAULT_DETAILING_DOWNSCALE = 2
+
+
+def keyframe_embedding_problem(checkpoint: ModelSource) -> str | None:
+    """Why a checkpoint's transformer cannot run DFR (no keyframe embedding in its config), or None."""
+    try:
+        metadata = model_files_of(checkpoint).source(Component.TRANSFORMER).read_metadata()
+    except CheckpointError as e:
+        return f"its transformer metadata cannot be read ({e})"
+    config: Any = metadata.get("config") or {}
+    if isinstance(config, str):
+        config = json.loads(config)
+    if not (config.get("transformer") or {}).get("use_keyframes_abs_pos_embedding", False):
+        return (
+            "its transformer config lacks use_keyframes_abs_pos_embedding (the keyframe embedding that marks "
+            "generated keyframe slots; LTX-2.5 transformers have it)"
+        )
+    return None
+
+
+@dataclass(frozen=True)
+class SlotStageResult:
+    video_latent: torch.Tensor
+    keyframes: torch.Tensor | None
+    audio_latent: torch.Tensor | None
+
+
+def run_slot_stage(
+    denoiser: SimpleDenoiser,
+    shape: VideoPixelShape,
+    sigmas: torch.Tensor,
+    noise: NoiseSource,
+    stage: str,
+    placement_device: torch.device,
+    dtype: torch.dtype,
+    *,
+    items: Sequence[ConditioningItem],
+    initial_video: torch.Tensor | None = None,
+    initial_audio: torch.Tensor | None = None,
+    with_audio: bool = True,
+    sampler: AncestralSampler | None = None,
+    progress: bool = False,
+) -> SlotStageResult:
+    """One denoising stage whose video `items` (in the reference's order, which fixes the noise layout) may
+    include one `VideoGeneratedKeyframeSlots`, read back after sampling; noise named `<stage>.video` /
+    `<stage>.audio` (then the sampler's)."""
+    device = placement_device
+    sigmas = sigmas.to(device=device, dtype=torch.float32)
+    noise_scale = float(sigmas[0])
+    video_tools = VideoLatentTools.from_pixel_shape(shape)
+    video = video_tools.create_initial_state(
+        device=device, dtype=dtype, initial_latent=None if initial_video is None else initial_video.to(device, dtype)
+    )
+    slots, slot_start = None, 0
+    for item in items:
+        if isinstance(item, VideoGeneratedKeyframeSlots):
+            slots, slot_start = item, video.latent.shape[1]
+        video = apply_conditionings(video, [item], video_tools)
+    video = add_noise(video, noise(f"{stage}.video", video.latent.shape, device=device, dtype=dtype), noise_scale)
+    audio = audio_tools = None
+    if with_audio:
+        audio_tools = AudioLatentTools.from_video(shape)
+        audio = audio_tools.create_initial_state(
+            device=device,
+            dtype=dtype,
+            initial_latent=None if initial_audio is None else initial_audio.to(device, dtype),
+        )
+        audio = add_noise(audio, noise(f"{stage}.audio", audio.latent.shape, device=device, dtype=dtype), noise_scale)
+    loop = sampler.loop(noise, stage) if sampler is not None else euler_denoising_loop
+    with torch.no_grad():
+        video, audio = loop(denoiser, sigmas, video, audio, progress=progress)
+    keyframes = None
+    if slots is not None:
+        keyframes = read_generated_keyframes(video, video_tools, len(slots.positions), first_token=slot_start)
+    return SlotStageResult(
+        video_latent=video_tools.state_to_latent(video),
+        keyframes=keyframes,
+        audio_latent=audio_tools.state_to_latent(audio) if audio_tools is not None and audio is not None else None,
+    )
+
+
+def nearest_latent_frames(video_latent: torch.Tensor, positions: Sequence[int]) -> torch.Tensor:
+    """The latent frames nearest to pixel `positions`, stacked (B, C, K, h, w): new slots start from them."""
+    last = video_latent.shape[2] - 1
+    index = [min(max(round(p / DEFAULT_SCALE_FACTORS.time), 0), last) for p in positions]
+    return video_latent[:, :, index]
+
+
+class DFRPipeline(PromptPipeline):
+    """DFR over LTX-2.5 model files with the keyframe embedding, an x2 spatial upsampler, Gemma, the
+    detailing IC-LoRA (`detailing_lora`, fused in stage 2 only) and, for temporal rounds, the x2 temporal
+    upsampler. `loras` are fused in every stage."""
+
+    spatial_multiple = TWO_STAGE_SPATIAL_MULTIPLE
+
+    def __init__(
+        self,
+        checkpoint_path: str | Path | ModelFiles,
+        spatial_upsampler_path: str | Path,
+        gemma_root: str | Path | None,
+        *,
+        detailing_lora: Sequence[LoraSpec] = (),
+        temporal_upsampler_path: str | Path | None = None,
+        **options: Unpack[PipelineOptions],
+    ) -> None:
+        problem = keyframe_embedding_problem(checkpoint_path)
+        if problem is not None:
+            raise ValueError(f"DFR cannot run on {checkpoint_path}: {problem}")
+        super().__init__(checkpoint_path, gemma_root, **options)
+        self.spatial_upsampler_path = Path(spatial_upsampler_path)
+        self.temporal_upsampler_path = Path(temporal_upsampler_path) if temporal_upsampler_path else None
+        self.detailing_lora = tuple(detailing_lora)
+        factor = reference_factors(self.detailing_lora).downscale if self.detailing_lora else 1
+        # A detailing LoRA without the metadata is the x2 one the reference ships.
+        self.detailing_downscale = factor if factor != 1 else DEFAULT_DETAILING_DOWNSCALE
+
+    def generate(
+        self,
+        prompt: str,
+        *,
+        seed: int,
+        height: int,
+        width: int,
+        num_frames: int,
+        frame_rate: float,
+        temporal_upsample_rounds: int = 0,
+        enhance_prompt: bool = False,
+    ) -> FinalLatents:
+        self._check_rounds(temporal_upsample_rounds)
+        dfr_layout.plan_canvas(num_frames)
+        self.output_shape(height, width, num_frames, frame_rate)
+        (contexts,), final_prompt = self.encode_prompts([prompt], seed=seed, images=(), enhance=enhance_prompt)
+        final = self.latents_from_contexts(
+            contexts, height=height, width=width, num_frames=num_frames, frame_rate=frame_rate,
+            noise=SeededNoise(seed), seed=seed, temporal_upsample_rounds=temporal_upsample_rounds,
+        )  # fmt: skip
+        return replace(final, prompt=final_prompt)
+
+    def _check_rounds(self, rounds: int) -> None:
+        if not 0 <= rounds <= MAX_TEMPORAL_ROUNDS:
+            raise ValueError(f"temporal_upsample_rounds must be 0, 1 or 2, got {rounds}")
+        if rounds and self.temporal_upsampler_path is None:
+            raise ValueError(f"temporal_upsample_rounds {rounds} needs a temporal upsampler (temporal_upsampler_path)")
+
+    def latents_from_contexts(
+        self,
+        contexts: TextContexts,
+        *,
+        height: int,
+        width: int,
+        num_frames: int,
+        frame_rate: float,
+        noise: NoiseSource,
+        seed: int,
+        temporal_upsample_rounds: int = 0,
+    ) -> FinalLatents:
+        """Every stage from given contexts and a noise source (the parity seam). `seed` numbers the tiles'
+        ancestral streams (`seed + 1000 * round + tile`), offsets of `noise`'s own stream."""
+        self._check_rounds(temporal_upsample_rounds)
+        canvas = dfr_layout.plan_canvas(num_frames)
+        self.output_shape(height, width, num_frames, frame_rate)
+        full = VideoPixelShape(1, canvas.frames, height, width, frame_rate)
+        half = VideoPixelShape(1, canvas.frames, height // 2, width // 2, frame_rate)
+        device, dtype = self.placement.device, self.placement.dtype
+        positive = contexts_on(contexts, self.placement)
+        # No images: the encoder is loaded for its latent statistics, which the upsamplers work through.
+        statistics = encode_conditioning_images(
+            (), self.checkpoint_path, self.placement, [half], keep_latent_statistics=True
+        ).latent_statistics
+        assert statistics is not None
+        latents: dict[str, torch.Tensor] = {}
+
+        with self.transformer(self.loras) as transformer:
+            denoiser = SimpleDenoiser(X0Model(transformer), positive.video, positive.audio)
+            stage_1 = run_slot_stage(
+                denoiser, half, distilled_sigmas(), noise, "stage_1", device, dtype,
+                items=[VideoGeneratedKeyframeSlots(canvas.positions)], progress=self.progress,
+            )  # fmt: skip
+        assert stage_1.keyframes is not None
+        latents["stage_1.video_latent"] = stage_1.video_latent
+        latents["stage_1.video_generated_keyframes"] = stage_1.keyframes
+        latents["stage_1.audio_latent"] = stage_1.audio_latent
+        with loaded(LATENT_UPSAMPLER, self.spatial_upsampler_path, self.placement) as upsampler, torch.no_grad():
+            slot_init = upsample_video_latent(stage_1.keyframes, upsampler, statistics)
+            upsampled = upsample_video_latent(stage_1.video_latent, upsampler, statistics)
+        latents["upsampled_slot_keyframes"] = slot_init
+        latents["upsampled_video_latent"] = upsampled
+
+        detailing_items: list[ConditioningItem] = [VideoGeneratedKeyframeSlots(canvas.positions, slot_init)]
+        if self.detailing_lora:
+            detailing_items.append(
+                VideoConditionByReferenceLatent(stage_1.video_latent, downscale_factor=self.detailing_downscale)
+            )
+        with self.transformer([*self.loras, *self.detailing_lora]) as transformer:
+            denoiser = SimpleDenoiser(X0Model(transformer), positive.video, positive.audio)
+            stage_2 = run_slot_stage(
+                denoiser, full, stage_2_distilled_sigmas(), noise, "stage_2", device, dtype,
+                items=detailing_items,
+                initial_video=upsampled, initial_audio=stage_1.audio_latent, progress=self.progress,
+            )  # fmt: skip
+        assert stage_2.keyframes is not None
+        latents["stage_2.video_latent"] = stage_2.video_latent
+        latents["stage_2.video_generated_keyframes"] = stage_2.keyframes
+        if stage_2.audio_latent is not None:
+            latents["stage_2.audio_latent"] = stage_2.audio_latent
+
+        video = stage_2.video_latent
+        if temporal_upsample_rounds:
+            video = self._temporal_rounds(
+                video, stage_2.keyframes, canvas, positive, noise, seed, temporal_upsample_rounds, full,
+                statistics, latents,
+            )  # fmt: skip
+        frames = dfr_layout.output_frames(num_frames, temporal_upsample_rounds)
+        video = video[:, :, : dfr_layout.output_latent_frames(frames)]
+        latents["final_video_latent"] = video
+        out = VideoPixelShape(1, frames, height, width, frame_rate * 2**temporal_upsample_rounds)
+        return self.finished(out, video, stage_1.audio_latent, noise, latents)
+
+    def _temporal_rounds(
+        self,
+        video: torch.Tensor,
+        keyframes: torch.Tensor,
+        canvas: dfr_layout.Canvas,
+        contexts: TextContexts,
+        noise: NoiseSource,
+        seed: int,
+        rounds: int,
+        full: VideoPixelShape,
+        statistics: nn.Module,
+        latents: dict[str, torch.Tensor],
+    ) -> torch.Tensor:
+        """The x2 temporal rounds: upsample, sample each seam tile, stitch; carried keyframes are the
+        previous round's anchors plus its new slots, all at this round's positions."""
+        assert self.temporal_upsampler_path is not None
+        device, dtype = self.placement.device, self.placement.dtype
+        sigmas = distilled_sigmas()[TEMPORAL_SIGMA_START:]
+        carried: dict[int, torch.Tensor] = {p: keyframes[:, :, i : i + 1] for i, p in enumerate(canvas.positions)}
+        fps = full.fps
+        frames = canvas.frames
+        # The tiles run the base stage: the detailing LoRA belongs to the full-size pass only.
+        with self.transformer(self.loras) as transformer:
+            denoiser = SimpleDenoiser(X0Model(transformer), contexts.video, contexts.audio)
+            for round_index in range(1, rounds + 1):
+                with loaded(LATENT_UPSAMPLER, self.temporal_upsampler_path, self.placement) as up, torch.no_grad():
+                    video = upsample_video_latent(video, up, statistics)
+                latents[f"round_{round_index}.temporal_upsampled_latent"] = video
+                frames, fps = dfr_layout.round_frames(frames, 1), fps * 2
+                carried = {2 * p: k for p, k in carried.items()}
+                tiles = dfr_layout.plan_tiles(sorted(carried), frames, dfr_layout.round_tile_count(round_index))
+                stitched, new_slots = [], {}
+                for tile_index, tile in enumerate(tiles):
+                    name = f"round_{round_index}.tile_{tile_index}"
+                    tile_video = video[:, :, tile.latent_start : tile.latent_stop]
+                    items: list[ConditioningItem] = [
+                        VideoConditionByKeyframeIndex(carried[p], local, ANCHOR_KEYFRAME_STRENGTH)
+                        for p, local in zip(tile.anchors, tile.local(tile.anchors), strict=True)
+                    ]
+                    local_slots = tile.local(tile.slots)
+                    if local_slots:
+                        items.append(
+                            VideoGeneratedKeyframeSlots(local_slots, nearest_latent_frames(tile_video, local_slots))
+                        )
+                    shape = VideoPixelShape(
+                        1, tile.pixel_frames, full.height, full.width, min(fps, MAX_CONDITIONING_FPS)
+                    )
+                    sampler = AncestralSampler(
+                        eta=TEMPORAL_ANCESTRAL_ETA, noise_seed_offset=TILE_SEED_STRIDE * round_index + tile_index
+                    )
+                    result = run_slot_stage(
+                        denoiser, shape, sigmas, noise, name, device, dtype, items=items,
+                        initial_video=tile_video, with_audio=False, sampler=sampler, progress=self.progress,
+                    )  # fmt: skip
+                    latents[f"{name}.video_latent"] = result.video_latent
+                    stitched.append(result.video_latent)
+                    if result.keyframes is not None:
+                        latents[f"{name}.video_generated_keyframes"] = result.keyframes
+                        for i, p in enumerate(tile.slots):
+                            # A lead-in repeats the previous tile's slots: the earlier tile's wins.
+                            new_slots.setdefault(p, result.keyframes[:, :, i : i + 1])
+                video = dfr_layout.stitch_tiles(stitched, tiles)
+                carried = {**carried, **new_slots}
+        return video
