@@ -14,8 +14,10 @@ the slots would be unmarked tokens, so such a transformer is refused before anyt
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -43,8 +45,14 @@ from ltx_core.model.upsampler import LATENT_UPSAMPLER, upsample_video_latent
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.tools import AudioLatentTools, VideoLatentTools
 from ltx_core.types import DEFAULT_SCALE_FACTORS, VideoPixelShape
+from ltx_pipelines.cli.arg_types import LoraAction
+from ltx_pipelines.cli.command import PipelineCommand, Run
+from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
+from ltx_pipelines.cli.model_flags import ModelFlags, RunModels
+from ltx_pipelines.cli.tiling_flags import TilingFlags
+from ltx_pipelines.cli.video_flags import VideoFlags
 from ltx_pipelines.engine import dfr_layout
-from ltx_pipelines.engine.defaults import TWO_STAGE_SPATIAL_MULTIPLE
+from ltx_pipelines.engine.defaults import TWO_STAGE_SPATIAL_MULTIPLE, PipelineDefaults
 from ltx_pipelines.engine.file_steps import contexts_on, encode_conditioning_images
 from ltx_pipelines.engine.final_latents import FinalLatents
 from ltx_pipelines.engine.ic_references import reference_factors
@@ -352,3 +360,122 @@ class DFRPipeline(PromptPipeline):
                 video = dfr_layout.stitch_tiles(stitched, tiles)
                 carried = {**carried, **new_slots}
         return video
+
+
+@dataclass(frozen=True)
+class DfrInputs:
+    """The DFR flags, checked: the detailing IC-LoRA, the temporal upsampler and the number of rounds."""
+
+    detailing_lora: tuple[LoraSpec, ...]
+    temporal_upsampler: Path | None
+    rounds: int
+
+
+def _local_file(flag: str, raw: str | Path) -> Path:
+    path = Path(raw).expanduser()
+    if not path.is_file():
+        raise FlagError(f"{flag} {str(raw)!r}: no such file")
+    return path
+
+
+class DfrFlags(FlagGroup[DfrInputs]):
+    """`--detailing-lora`, `--temporal-upsampler-path`, `--temporal-upsample-rounds` (the reference's names and
+    defaults; DFR places its keyframes itself, so it takes no `--num-generated-keyframes`, as the reference)."""
+
+    def add(self, parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
+        group = parser.add_argument_group("DFR")
+        group.add_argument(
+            "--detailing-lora",
+            dest="detailing_lora",
+            action=LoraAction,
+            nargs="+",
+            metavar=("PATH", "STRENGTH"),
+            default=[],
+            help="The x2 spatial detailing IC-LoRA fused in the full-size pass, with an optional strength "
+            "(default: none, the pass runs without it).",
+        )
+        group.add_argument(
+            "--temporal-upsampler-path",
+            default=None,
+            help="The x2 temporal latent upsampler; required when --temporal-upsample-rounds > 0 (with --demo: the "
+            "demo set's).",
+        )
+        group.add_argument(
+            "--temporal-upsample-rounds",
+            type=int,
+            choices=range(MAX_TEMPORAL_ROUNDS + 1),
+            default=0,
+            help="Temporal x2 rounds: 0 keeps --frame-rate, 1 doubles it (2 tiles), 2 quadruples it (4 tiles) "
+            "(default: 0). The output has (num_frames - 1) * 2**rounds + 1 frames.",
+        )
+
+    def read(self, args: argparse.Namespace, context: ReadContext) -> DfrInputs:
+        loras = tuple(
+            LoraSpec(_local_file("--detailing-lora", lora.path), lora.strength) for lora in args.detailing_lora
+        )
+        upsampler = args.temporal_upsampler_path
+        path = _local_file("--temporal-upsampler-path", upsampler) if upsampler is not None else None
+        if args.temporal_upsample_rounds and path is None and not context.demo:
+            raise FlagError(
+                f"--temporal-upsample-rounds {args.temporal_upsample_rounds} needs --temporal-upsampler-path"
+            )
+        video = context.value(VideoFlags)
+        if video.images:
+            raise FlagError("--image: this DFR pipeline does not take conditioning images yet")
+        try:
+            dfr_layout.plan_canvas(video.num_frames)
+        except ValueError as e:
+            raise FlagError(f"--num-frames: {e}") from None
+        return DfrInputs(loras, path, int(args.temporal_upsample_rounds))
+
+    def settle(self, value: DfrInputs, models: RunModels, context: ReadContext) -> DfrInputs:
+        problem = keyframe_embedding_problem(models.checkpoint)
+        if problem is not None:
+            raise FlagError(f"DFR cannot run on {models.checkpoint}: {problem}")
+        if value.rounds and value.temporal_upsampler is None:
+            from ltx_pipelines.demo_assets import ensure_demo_assets
+
+            # Only reachable with --demo (read() refuses it otherwise): the demo set ships one.
+            assets = ensure_demo_assets(family=models.demo_family)
+            return replace(value, temporal_upsampler=getattr(assets, "temporal_upsampler", None))
+        return value
+
+    def record(self, value: DfrInputs) -> dict[str, Any]:
+        return {
+            "detailing_lora": [[str(lora.path), lora.strength] for lora in value.detailing_lora],
+            "temporal_upsampler_path": str(value.temporal_upsampler) if value.temporal_upsampler else None,
+            "temporal_upsample_rounds": value.rounds,
+        }
+
+
+def _build(run: Run) -> DFRPipeline:
+    dfr: DfrInputs = run.values[DfrFlags]
+    return DFRPipeline(
+        run.models.checkpoint,
+        run.models.spatial_upsampler,
+        run.models.gemma_root,
+        detailing_lora=dfr.detailing_lora,
+        temporal_upsampler_path=dfr.temporal_upsampler,
+        **run.pipeline_options(),
+    )
+
+
+def _generate(pipeline: DFRPipeline, run: Run) -> FinalLatents:
+    call = run.video_call()
+    call.pop("images")
+    return pipeline.generate(run.prompt.text, **call, temporal_upsample_rounds=run.values[DfrFlags].rounds)
+
+
+COMMAND = PipelineCommand.for_module(
+    __name__,
+    __doc__,
+    models=ModelFlags(distilled=True, two_stage=True, demo_families=("ltx-2.5",)),
+    groups=(VideoFlags(two_stage=True), DfrFlags(), TilingFlags()),
+    build=_build,
+    generate=_generate,
+)
+main = COMMAND.main
+
+
+if __name__ == "__main__":
+    sys.exit(main())

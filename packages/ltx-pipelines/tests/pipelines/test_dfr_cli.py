@@ -1,0 +1,60 @@
+"""`python -m ltx_pipelines.dfr --demo --demo-family ltx-2.5` on the CPU: one temporal round with the demo set's
+temporal upsampler gives (frames - 1) * 2 + 1 frames at twice the frame rate; bad flags are refused first."""
+
+from __future__ import annotations
+
+import json
+
+import av
+import pytest
+
+from ltx_pipelines import dfr
+from ltx_pipelines.engine.dfr_layout import output_frames
+
+pytestmark = pytest.mark.slow
+
+PROMPT = "A red fox runs through fresh snow at dawn"
+
+
+@pytest.fixture
+def demo_home(monkeypatch, ltx25_demo_home):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(ltx25_demo_home))
+    return ltx25_demo_home
+
+
+def _argv(output) -> list[str]:
+    return ["--demo", "--demo-family", "ltx-2.5", "--prompt", PROMPT, "--output-path", str(output), "--device", "cpu"]
+
+
+def test_demo_runs_a_temporal_round(demo_home, ltx25_demo, tmp_path):
+    output = tmp_path / "fox.mp4"
+    assert dfr.main([*_argv(output), "--num-frames", "9", "--frame-rate", "12", "--temporal-upsample-rounds", "1"]) == 0
+    with av.open(str(output)) as container:
+        stream = container.streams.video[0]
+        frames = sum(1 for _ in container.decode(video=0))
+        rate = float(stream.average_rate)
+    assert frames == output_frames(9, 1) == 17
+    assert rate == 24.0
+    parameters = json.loads(output.with_suffix(".json").read_text())["parameters"]
+    assert parameters["temporal_upsample_rounds"] == 1
+    assert parameters["temporal_upsampler_path"] == str(ltx25_demo.temporal_upsampler)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--temporal-upsample-rounds", "3"], "invalid choice: 3"),
+        (["--num-frames", "10"], "--num-frames"),
+        (["--detailing-lora", "missing.safetensors"], "--detailing-lora 'missing.safetensors': no such file"),
+        (["--temporal-upsampler-path", "nope.safetensors"], "--temporal-upsampler-path 'nope.safetensors'"),
+    ],
+)
+def test_bad_flags_are_refused_before_building(demo_home, tmp_path, capsys, extra, message):
+    output = tmp_path / "fox.mp4"
+    try:
+        code = dfr.main([*_argv(output), *extra])
+    except SystemExit as e:  # argparse's own refusals (choices)
+        code = e.code
+    assert code != 0
+    assert message in capsys.readouterr().err
+    assert not output.exists()
