@@ -52,9 +52,10 @@ from ltx_pipelines.cli.model_flags import ModelFlags, RunModels
 from ltx_pipelines.cli.tiling_flags import TilingFlags
 from ltx_pipelines.cli.video_flags import VideoFlags
 from ltx_pipelines.engine import dfr_layout
+from ltx_pipelines.engine.decoding import decode_waveform
 from ltx_pipelines.engine.defaults import TWO_STAGE_SPATIAL_MULTIPLE, PipelineDefaults
 from ltx_pipelines.engine.file_steps import contexts_on, encode_conditioning_images
-from ltx_pipelines.engine.final_latents import FinalLatents
+from ltx_pipelines.engine.final_latents import FinalLatents, Waveform
 from ltx_pipelines.engine.ic_references import reference_factors
 from ltx_pipelines.engine.model_loading import loaded
 from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
@@ -294,7 +295,20 @@ class DFRPipeline(PromptPipeline):
         video = video[:, :, : dfr_layout.output_latent_frames(frames)]
         latents["final_video_latent"] = video
         out = VideoPixelShape(1, frames, height, width, frame_rate * 2**temporal_upsample_rounds)
-        return self.finished(out, video, stage_1.audio_latent, noise, latents)
+        final = self.finished(out, video, stage_1.audio_latent, noise, latents)
+        return self._audio_cut_to_video(final)
+
+    @staticmethod
+    def _audio_cut_to_video(final: FinalLatents) -> FinalLatents:
+        """Stage 1's audio covers the padded canvas: ship it cut to the video's duration (decoded here, as
+        the reference cuts the waveform), so the container does not outlast the picture."""
+        waveform = decode_waveform(final)
+        if waveform is None:
+            return final
+        keep = round(final.shape.frames / final.shape.fps * waveform.sample_rate)
+        if keep >= waveform.samples.shape[-1]:
+            return final
+        return replace(final, shipped_audio=Waveform(waveform.samples[..., :keep], waveform.sample_rate))
 
     def _temporal_rounds(
         self,

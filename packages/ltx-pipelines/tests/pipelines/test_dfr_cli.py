@@ -35,7 +35,11 @@ def test_demo_runs_a_temporal_round(demo_home, ltx25_demo, tmp_path):
         rate = float(stream.average_rate)
     assert frames == output_frames(9, 1) == 17
     assert rate == 24.0
-    parameters = json.loads(output.with_suffix(".json").read_text())["parameters"]
+    sidecar = json.loads(output.with_suffix(".json").read_text())
+    parameters = sidecar["parameters"]
+    # Stage 1's audio spans the padded 25-frame canvas at 12 fps (2.08 s): it is cut to the video's 17 / 24 s.
+    audio = sidecar["audio"]
+    assert audio["samples"] == round(17 / 24 * audio["sample_rate"])
     assert parameters["temporal_upsample_rounds"] == 1
     assert parameters["temporal_upsampler_path"] == str(ltx25_demo.temporal_upsampler)
 
