@@ -61,6 +61,7 @@ from ltx_pipelines.engine.model_loading import loaded
 from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
 from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
 from ltx_pipelines.engine.samplers import AncestralSampler
+from ltx_pipelines.engine.stages import ImageCondition
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -205,15 +206,18 @@ class DFRPipeline(PromptPipeline):
         num_frames: int,
         frame_rate: float,
         temporal_upsample_rounds: int = 0,
+        images: Sequence[ImageCondition] = (),
         enhance_prompt: bool = False,
     ) -> FinalLatents:
+        """Generate from a prompt; the same seed gives the same result. `images` condition stages 1 and 2 and,
+        tile-locally, the temporal rounds (as the reference re-attaches them)."""
         self._check_rounds(temporal_upsample_rounds)
         dfr_layout.plan_canvas(num_frames)
         self.output_shape(height, width, num_frames, frame_rate)
-        (contexts,), final_prompt = self.encode_prompts([prompt], seed=seed, images=(), enhance=enhance_prompt)
+        (contexts,), final_prompt = self.encode_prompts([prompt], seed=seed, images=images, enhance=enhance_prompt)
         final = self.latents_from_contexts(
             contexts, height=height, width=width, num_frames=num_frames, frame_rate=frame_rate,
-            noise=SeededNoise(seed), seed=seed, temporal_upsample_rounds=temporal_upsample_rounds,
+            noise=SeededNoise(seed), seed=seed, temporal_upsample_rounds=temporal_upsample_rounds, images=images,
         )  # fmt: skip
         return replace(final, prompt=final_prompt)
 
@@ -234,6 +238,7 @@ class DFRPipeline(PromptPipeline):
         noise: NoiseSource,
         seed: int,
         temporal_upsample_rounds: int = 0,
+        images: Sequence[ImageCondition] = (),
     ) -> FinalLatents:
         """Every stage from given contexts and a noise source (the parity seam). `seed` numbers the tiles'
         ancestral streams (`seed + 1000 * round + tile`), offsets of `noise`'s own stream."""
@@ -244,18 +249,20 @@ class DFRPipeline(PromptPipeline):
         half = VideoPixelShape(1, canvas.frames, height // 2, width // 2, frame_rate)
         device, dtype = self.placement.device, self.placement.dtype
         positive = contexts_on(contexts, self.placement)
-        # No images: the encoder is loaded for its latent statistics, which the upsamplers work through.
-        statistics = encode_conditioning_images(
-            (), self.checkpoint_path, self.placement, [half], keep_latent_statistics=True
-        ).latent_statistics
+        # The encoder is loaded even without images: the upsamplers work through its latent statistics.
+        encoded = encode_conditioning_images(
+            images, self.checkpoint_path, self.placement, [half, full], keep_latent_statistics=True
+        )
+        statistics = encoded.latent_statistics
         assert statistics is not None
+        stage_1_images, stage_2_images = encoded.per_stage
         latents: dict[str, torch.Tensor] = {}
 
         with self.transformer(self.loras) as transformer:
             denoiser = SimpleDenoiser(X0Model(transformer), positive.video, positive.audio)
             stage_1 = run_slot_stage(
                 denoiser, half, distilled_sigmas(), noise, "stage_1", device, dtype,
-                items=[VideoGeneratedKeyframeSlots(canvas.positions)], progress=self.progress,
+                items=[*stage_1_images, VideoGeneratedKeyframeSlots(canvas.positions)], progress=self.progress,
             )  # fmt: skip
         assert stage_1.keyframes is not None
         latents["stage_1.video_latent"] = stage_1.video_latent
@@ -267,7 +274,10 @@ class DFRPipeline(PromptPipeline):
         latents["upsampled_slot_keyframes"] = slot_init
         latents["upsampled_video_latent"] = upsampled
 
-        detailing_items: list[ConditioningItem] = [VideoGeneratedKeyframeSlots(canvas.positions, slot_init)]
+        detailing_items: list[ConditioningItem] = [
+            *stage_2_images,
+            VideoGeneratedKeyframeSlots(canvas.positions, slot_init),
+        ]
         if self.detailing_lora:
             detailing_items.append(
                 VideoConditionByReferenceLatent(stage_1.video_latent, downscale_factor=self.detailing_downscale)
@@ -289,7 +299,7 @@ class DFRPipeline(PromptPipeline):
         if temporal_upsample_rounds:
             video = self._temporal_rounds(
                 video, stage_2.keyframes, canvas, positive, noise, seed, temporal_upsample_rounds, full,
-                statistics, latents,
+                statistics, latents, images,
             )  # fmt: skip
         frames = dfr_layout.output_frames(num_frames, temporal_upsample_rounds)
         video = video[:, :, : dfr_layout.output_latent_frames(frames)]
@@ -322,6 +332,7 @@ class DFRPipeline(PromptPipeline):
         full: VideoPixelShape,
         statistics: nn.Module,
         latents: dict[str, torch.Tensor],
+        images: Sequence[ImageCondition],
     ) -> torch.Tensor:
         """The x2 temporal rounds: upsample, sample each seam tile, stitch; carried keyframes are the
         previous round's anchors plus its new slots, all at this round's positions."""
@@ -345,18 +356,21 @@ class DFRPipeline(PromptPipeline):
                 for tile_index, tile in enumerate(tiles):
                     name = f"round_{round_index}.tile_{tile_index}"
                     tile_video = video[:, :, tile.latent_start : tile.latent_stop]
+                    shape = VideoPixelShape(
+                        1, tile.pixel_frames, full.height, full.width, min(fps, MAX_CONDITIONING_FPS)
+                    )
                     items: list[ConditioningItem] = [
-                        VideoConditionByKeyframeIndex(carried[p], local, ANCHOR_KEYFRAME_STRENGTH)
-                        for p, local in zip(tile.anchors, tile.local(tile.anchors), strict=True)
+                        *self._tile_images(images, tile, shape),
+                        *(
+                            VideoConditionByKeyframeIndex(carried[p], local, ANCHOR_KEYFRAME_STRENGTH)
+                            for p, local in zip(tile.anchors, tile.local(tile.anchors), strict=True)
+                        ),
                     ]
                     local_slots = tile.local(tile.slots)
                     if local_slots:
                         items.append(
                             VideoGeneratedKeyframeSlots(local_slots, nearest_latent_frames(tile_video, local_slots))
                         )
-                    shape = VideoPixelShape(
-                        1, tile.pixel_frames, full.height, full.width, min(fps, MAX_CONDITIONING_FPS)
-                    )
                     sampler = AncestralSampler(
                         eta=TEMPORAL_ANCESTRAL_ETA, noise_seed_offset=TILE_SEED_STRIDE * round_index + tile_index
                     )
@@ -374,6 +388,22 @@ class DFRPipeline(PromptPipeline):
                 video = dfr_layout.stitch_tiles(stitched, tiles)
                 carried = {**carried, **new_slots}
         return video
+
+    def _tile_images(
+        self, images: Sequence[ImageCondition], tile: dfr_layout.SeamTile, shape: VideoPixelShape
+    ) -> list[ConditioningItem]:
+        """The images re-attached to a tile, encoded at its size: all of them on a tile that starts the clip;
+        on a later one only those whose frame index falls in its window, shifted to tile-local frames (frame
+        indices read in the round's frame grid, as the reference does)."""
+        if tile.pixel_start > 0:
+            images = [
+                replace(image, frame_idx=image.frame_idx - tile.pixel_start)
+                for image in images
+                if tile.pixel_start <= image.frame_idx <= tile.pixel_end
+            ]
+        if not images:
+            return []
+        return list(encode_conditioning_images(images, self.checkpoint_path, self.placement, [shape]).per_stage[0])
 
 
 @dataclass(frozen=True)
@@ -434,8 +464,6 @@ class DfrFlags(FlagGroup[DfrInputs]):
                 f"--temporal-upsample-rounds {args.temporal_upsample_rounds} needs --temporal-upsampler-path"
             )
         video = context.value(VideoFlags)
-        if video.images:
-            raise FlagError("--image: this DFR pipeline does not take conditioning images yet")
         try:
             dfr_layout.plan_canvas(video.num_frames)
         except ValueError as e:
@@ -476,7 +504,6 @@ def _build(run: Run) -> DFRPipeline:
 
 def _generate(pipeline: DFRPipeline, run: Run) -> FinalLatents:
     call = run.video_call()
-    call.pop("images")
     return pipeline.generate(run.prompt.text, **call, temporal_upsample_rounds=run.values[DfrFlags].rounds)
 
 

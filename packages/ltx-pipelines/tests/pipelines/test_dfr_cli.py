@@ -62,3 +62,38 @@ def test_bad_flags_are_refused_before_building(demo_home, tmp_path, capsys, extr
     assert code != 0
     assert message in capsys.readouterr().err
     assert not output.exists()
+
+
+def test_a_first_frame_image_pins_the_first_latent_frame_of_every_stage(ltx25_demo):
+    """At strength 1 the image's latent stays clean: stage 1, stage 2 and the first tile of the temporal round
+    start with it (each at its own size)."""
+    import torch
+
+    from ltx_core.loader import build_model
+    from ltx_core.model.video_vae import VIDEO_ENCODER
+    from ltx_pipelines.dfr import DFRPipeline
+    from ltx_pipelines.engine.stages import ImageCondition
+
+    height, width = 128, 128
+    generator = torch.Generator().manual_seed(3)
+    pixels = {
+        (h, w): torch.rand(1, 3, 1, h, w, generator=generator) * 2 - 1
+        for h, w in ((height // 2, width // 2), (height, width))
+    }
+    image = ImageCondition(frame_idx=0, strength=1.0, pixels=pixels)
+    files = ltx25_demo.model_files()
+    pipeline = DFRPipeline(
+        files, ltx25_demo.spatial_upsampler, None, temporal_upsampler_path=ltx25_demo.temporal_upsampler,
+        device="cpu", dtype=torch.float32, progress=False,
+    )  # fmt: skip
+    final = pipeline.generate(
+        PROMPT, seed=5, height=height, width=width, num_frames=9, frame_rate=12.0, temporal_upsample_rounds=1,
+        images=[image],
+    )  # fmt: skip
+    encoder = build_model(VIDEO_ENCODER, files, device="cpu", dtype=torch.float32)
+    with torch.no_grad():
+        half, full = (encoder(pixels[key]) for key in ((height // 2, width // 2), (height, width)))
+    latents = final.stage_latents
+    torch.testing.assert_close(latents["stage_1.video_latent"][:, :, :1], half, atol=1e-5, rtol=0)
+    torch.testing.assert_close(latents["stage_2.video_latent"][:, :, :1], full, atol=1e-5, rtol=0)
+    torch.testing.assert_close(latents["round_1.tile_0.video_latent"][:, :, :1], full, atol=1e-5, rtol=0)
