@@ -40,6 +40,7 @@ from ltx_core.conditioning import (
 )
 from ltx_core.loader import CheckpointError, Component, LoraSpec, ModelFiles
 from ltx_core.loader.model_files import ModelSource, model_files_of
+from ltx_core.model.duration_head import DurationRange
 from ltx_core.model.transformer import X0Model
 from ltx_core.model.upsampler import LATENT_UPSAMPLER, upsample_video_latent
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
@@ -54,6 +55,7 @@ from ltx_pipelines.cli.video_flags import VideoFlags
 from ltx_pipelines.engine import dfr_layout
 from ltx_pipelines.engine.decoding import decode_waveform
 from ltx_pipelines.engine.defaults import TWO_STAGE_SPATIAL_MULTIPLE, PipelineDefaults
+from ltx_pipelines.engine.duration import has_duration_head, predict_frame_count
 from ltx_pipelines.engine.file_steps import contexts_on, encode_conditioning_images
 from ltx_pipelines.engine.final_latents import FinalLatents, Waveform
 from ltx_pipelines.engine.ic_references import reference_factors
@@ -203,18 +205,30 @@ class DFRPipeline(PromptPipeline):
         seed: int,
         height: int,
         width: int,
-        num_frames: int,
+        num_frames: int | None,
         frame_rate: float,
         temporal_upsample_rounds: int = 0,
         images: Sequence[ImageCondition] = (),
         enhance_prompt: bool = False,
+        duration: DurationRange | None = None,
     ) -> FinalLatents:
         """Generate from a prompt; the same seed gives the same result. `images` condition stages 1 and 2 and,
-        tile-locally, the temporal rounds (as the reference re-attaches them)."""
+        tile-locally, the temporal rounds (as the reference re-attaches them). `duration` (with `num_frames`
+        None): the duration head picks the requested length in that range of seconds."""
         self._check_rounds(temporal_upsample_rounds)
-        dfr_layout.plan_canvas(num_frames)
-        self.output_shape(height, width, num_frames, frame_rate)
+        if (num_frames is None) == (duration is None):
+            raise ValueError(f"give num_frames or duration, not both or neither (got {num_frames}, {duration})")
+        if duration is not None and not has_duration_head(self.checkpoint_path):
+            raise ValueError("duration needs model files with a duration head (ModelFiles.split(duration_head=...))")
+        if num_frames is not None:
+            dfr_layout.plan_canvas(num_frames)
+        self.output_shape(height, width, num_frames or 1, frame_rate)
         (contexts,), final_prompt = self.encode_prompts([prompt], seed=seed, images=images, enhance=enhance_prompt)
+        if duration is not None:
+            num_frames = predict_frame_count(
+                self.checkpoint_path, self.placement, contexts, frame_rate=frame_rate, duration_range=duration
+            )
+        assert num_frames is not None
         final = self.latents_from_contexts(
             contexts, height=height, width=width, num_frames=num_frames, frame_rate=frame_rate,
             noise=SeededNoise(seed), seed=seed, temporal_upsample_rounds=temporal_upsample_rounds, images=images,
@@ -464,10 +478,11 @@ class DfrFlags(FlagGroup[DfrInputs]):
                 f"--temporal-upsample-rounds {args.temporal_upsample_rounds} needs --temporal-upsampler-path"
             )
         video = context.value(VideoFlags)
-        try:
-            dfr_layout.plan_canvas(video.num_frames)
-        except ValueError as e:
-            raise FlagError(f"--num-frames: {e}") from None
+        if video.duration is None:
+            try:
+                dfr_layout.plan_canvas(video.num_frames)
+            except ValueError as e:
+                raise FlagError(f"--num-frames: {e}") from None
         return DfrInputs(loras, path, int(args.temporal_upsample_rounds))
 
     def settle(self, value: DfrInputs, models: RunModels, context: ReadContext) -> DfrInputs:
@@ -504,14 +519,18 @@ def _build(run: Run) -> DFRPipeline:
 
 def _generate(pipeline: DFRPipeline, run: Run) -> FinalLatents:
     call = run.video_call()
-    return pipeline.generate(run.prompt.text, **call, temporal_upsample_rounds=run.values[DfrFlags].rounds)
+    if run.video.duration is not None:
+        call["num_frames"] = None
+    return pipeline.generate(
+        run.prompt.text, **call, duration=run.video.duration, temporal_upsample_rounds=run.values[DfrFlags].rounds
+    )
 
 
 COMMAND = PipelineCommand.for_module(
     __name__,
     __doc__,
     models=ModelFlags(distilled=True, two_stage=True, demo_families=("ltx-2.5",)),
-    groups=(VideoFlags(two_stage=True), DfrFlags(), TilingFlags()),
+    groups=(VideoFlags(two_stage=True, auto_duration=True), DfrFlags(), TilingFlags()),
     build=_build,
     generate=_generate,
 )

@@ -97,3 +97,13 @@ def test_a_first_frame_image_pins_the_first_latent_frame_of_every_stage(ltx25_de
     torch.testing.assert_close(latents["stage_1.video_latent"][:, :, :1], half, atol=1e-5, rtol=0)
     torch.testing.assert_close(latents["stage_2.video_latent"][:, :, :1], full, atol=1e-5, rtol=0)
     torch.testing.assert_close(latents["round_1.tile_0.video_latent"][:, :, :1], full, atol=1e-5, rtol=0)
+
+
+def test_auto_duration_lets_the_head_pick_the_requested_length(demo_home, tmp_path):
+    output = tmp_path / "fox.mp4"
+    assert dfr.main([*_argv(output), "--auto-duration", "0.3", "0.4"]) == 0
+    parameters = json.loads(output.with_suffix(".json").read_text())["parameters"]
+    # [0.3 s, 0.4 s] at 24 fps holds one point of the 8k+1 grid: 9 frames, whatever the random head says.
+    assert parameters["auto_duration"] == [0.3, 0.4]
+    with av.open(str(output)) as container:
+        assert sum(1 for _ in container.decode(video=0)) == 9
