@@ -1,0 +1,109 @@
+"""`python -m ltx_pipelines.dfr --demo --demo-family ltx-2.5` on the CPU: one temporal round with the demo set's
+temporal upsampler gives (frames - 1) * 2 + 1 frames at twice the frame rate; bad flags are refused first."""
+
+from __future__ import annotations
+
+import json
+
+import av
+import pytest
+
+from ltx_pipelines import dfr
+from ltx_pipelines.engine.dfr_layout import output_frames
+
+pytestmark = pytest.mark.slow
+
+PROMPT = "A red fox runs through fresh snow at dawn"
+
+
+@pytest.fixture
+def demo_home(monkeypatch, ltx25_demo_home):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(ltx25_demo_home))
+    return ltx25_demo_home
+
+
+def _argv(output) -> list[str]:
+    return ["--demo", "--demo-family", "ltx-2.5", "--prompt", PROMPT, "--output-path", str(output), "--device", "cpu"]
+
+
+def test_demo_runs_a_temporal_round(demo_home, ltx25_demo, tmp_path):
+    output = tmp_path / "fox.mp4"
+    assert dfr.main([*_argv(output), "--num-frames", "9", "--frame-rate", "12", "--temporal-upsample-rounds", "1"]) == 0
+    with av.open(str(output)) as container:
+        stream = container.streams.video[0]
+        frames = sum(1 for _ in container.decode(video=0))
+        rate = float(stream.average_rate)
+    assert frames == output_frames(9, 1) == 17
+    assert rate == 24.0
+    sidecar = json.loads(output.with_suffix(".json").read_text())
+    parameters = sidecar["parameters"]
+    # Stage 1's audio spans the padded 25-frame canvas at 12 fps (2.08 s): it is cut to the video's 17 / 24 s.
+    audio = sidecar["audio"]
+    assert audio["samples"] == round(17 / 24 * audio["sample_rate"])
+    assert parameters["temporal_upsample_rounds"] == 1
+    assert parameters["temporal_upsampler_path"] == str(ltx25_demo.temporal_upsampler)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--temporal-upsample-rounds", "3"], "invalid choice: 3"),
+        (["--num-frames", "10"], "--num-frames"),
+        (["--detailing-lora", "missing.safetensors"], "--detailing-lora 'missing.safetensors': no such file"),
+        (["--temporal-upsampler-path", "nope.safetensors"], "--temporal-upsampler-path 'nope.safetensors'"),
+    ],
+)
+def test_bad_flags_are_refused_before_building(demo_home, tmp_path, capsys, extra, message):
+    output = tmp_path / "fox.mp4"
+    try:
+        code = dfr.main([*_argv(output), *extra])
+    except SystemExit as e:  # argparse's own refusals (choices)
+        code = e.code
+    assert code != 0
+    assert message in capsys.readouterr().err
+    assert not output.exists()
+
+
+def test_a_first_frame_image_pins_the_first_latent_frame_of_every_stage(ltx25_demo):
+    """At strength 1 the image's latent stays clean: stage 1, stage 2 and the first tile of the temporal round
+    start with it (each at its own size)."""
+    import torch
+
+    from ltx_core.loader import build_model
+    from ltx_core.model.video_vae import VIDEO_ENCODER
+    from ltx_pipelines.dfr import DFRPipeline
+    from ltx_pipelines.engine.stages import ImageCondition
+
+    height, width = 128, 128
+    generator = torch.Generator().manual_seed(3)
+    pixels = {
+        (h, w): torch.rand(1, 3, 1, h, w, generator=generator) * 2 - 1
+        for h, w in ((height // 2, width // 2), (height, width))
+    }
+    image = ImageCondition(frame_idx=0, strength=1.0, pixels=pixels)
+    files = ltx25_demo.model_files()
+    pipeline = DFRPipeline(
+        files, ltx25_demo.spatial_upsampler, None, temporal_upsampler_path=ltx25_demo.temporal_upsampler,
+        device="cpu", dtype=torch.float32, progress=False,
+    )  # fmt: skip
+    final = pipeline.generate(
+        PROMPT, seed=5, height=height, width=width, num_frames=9, frame_rate=12.0, temporal_upsample_rounds=1,
+        images=[image],
+    )  # fmt: skip
+    encoder = build_model(VIDEO_ENCODER, files, device="cpu", dtype=torch.float32)
+    with torch.no_grad():
+        half, full = (encoder(pixels[key]) for key in ((height // 2, width // 2), (height, width)))
+    latents = final.stage_latents
+    torch.testing.assert_close(latents["stage_1.video_latent"][:, :, :1], half, atol=1e-5, rtol=0)
+    torch.testing.assert_close(latents["stage_2.video_latent"][:, :, :1], full, atol=1e-5, rtol=0)
+    torch.testing.assert_close(latents["round_1.tile_0.video_latent"][:, :, :1], full, atol=1e-5, rtol=0)
+
+
+def test_auto_duration_lets_the_head_pick_the_requested_length(demo_home, tmp_path):
+    output = tmp_path / "fox.mp4"
+    assert dfr.main([*_argv(output), "--auto-duration", "0.3", "0.4"]) == 0
+    parameters = json.loads(output.with_suffix(".json").read_text())["parameters"]
+    # [0.3 s, 0.4 s] at 24 fps holds one point of the 8k+1 grid: 9 frames, whatever the random head says.
+    assert parameters["auto_duration"] == [0.3, 0.4]
+    with av.open(str(output)) as container:
+        assert sum(1 for _ in container.decode(video=0)) == 9
