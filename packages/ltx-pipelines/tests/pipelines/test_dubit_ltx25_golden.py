@@ -18,9 +18,11 @@ import pytest
 import torch
 
 from ltx_core.loader import LoraSpec, ModelFiles, lora_metadata
+from ltx_core.model.video_vae import VIDEO_ENCODER
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_pipelines.dubit import DubItPipeline, DubItReference
-from ltx_pipelines.engine.ic_references import VideoReference
+from ltx_pipelines.engine.ic_references import VideoReference, reference_conditionings
+from ltx_pipelines.engine.model_loading import loaded
 from ltx_pipelines.engine.noise import ReplayedNoise
 from ltx_pipelines.lipdub import snap_to_frame_grid
 from ltx_pipelines.media import AudioClip
@@ -106,6 +108,21 @@ def test_reference_audio_latent(fx, pipeline, assert_golden_close):
     latent = pipeline.encode_reference_audio(stored_reference(fx).load_audio())
     name = f"{RUN}.reference_audio_latent"
     assert_golden_close(latent, fx[name], atol=1e-4, name=name)
+
+
+def test_reference_video_latents_per_stage(fx, files, pipeline, assert_golden_close):
+    """The reference video, at each stage's reference size, through the 2.5 conv encoder (IC reference tokens)."""
+    p, s = fx.params[RUN], fx.params[RUN]["settings"]
+    reference = stored_reference(fx).video
+    with loaded(VIDEO_ENCODER, files, pipeline.placement) as encoder:
+        for k, (height, width) in enumerate([(s["height"] // 2, s["width"] // 2), (s["height"], s["width"])], 1):
+            (item,) = reference_conditionings(
+                [reference], encoder, height=height, width=width, num_frames=p["num_frames"],
+                factors=pipeline.factors, device=torch.device("cpu"), dtype=torch.float32,
+            )  # fmt: skip
+            assert item.strength == s["reference_strength"]
+            name = f"{RUN}.stage_{k}.reference_video_latent"
+            assert_golden_close(item.latent, fx[name], atol=1e-4, name=name)
 
 
 def test_dubit_ltx25_replays_the_reference(fx, pipeline, assert_golden_close):
