@@ -29,6 +29,7 @@ _EXPORTS: dict[str, str] = {
     "KeyframeInterpolationPipeline": "ltx_pipelines.keyframe_interpolation",
     "ICLoraPipeline": "ltx_pipelines.ic_lora",
     "LipDubPipeline": "ltx_pipelines.lipdub",
+    "DubItPipeline": "ltx_pipelines.dubit",
     "HDRICLoraPipeline": "ltx_pipelines.hdr_ic_lora",
     "VideoReference": "ltx_pipelines.engine.ic_references",
     "Generation": "ltx_pipelines.engine.generation",

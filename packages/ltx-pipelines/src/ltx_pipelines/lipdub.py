@@ -24,7 +24,7 @@ import torch
 from ltx_core.components.denoisers import SimpleDenoiser
 from ltx_core.components.schedulers import distilled_sigmas, stage_2_distilled_sigmas
 from ltx_core.conditioning import AudioConditionByReferenceLatent, FrozenModality
-from ltx_core.loader import LoraSpec
+from ltx_core.loader import LoraSpec, ModelFiles
 from ltx_core.model.audio_vae import AUDIO_ENCODER, encode_audio
 from ltx_core.model.transformer import X0Model
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
@@ -46,7 +46,15 @@ from ltx_pipelines.media import AudioClip, MediaError, probe_video, read_audio
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-__all__ = ["COMMAND", "LipDubPipeline", "LipDubReference", "main", "reference_timing"]
+__all__ = [
+    "COMMAND",
+    "LipDubFlags",
+    "LipDubPipeline",
+    "LipDubReference",
+    "generate_lip_dub",
+    "main",
+    "reference_timing",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -101,7 +109,7 @@ class LipDubPipeline(PromptPipeline):
 
     def __init__(
         self,
-        checkpoint_path: str | Path,
+        checkpoint_path: str | Path | ModelFiles,
         spatial_upsampler_path: str | Path,
         gemma_root: str | Path | None,
         *,
@@ -321,7 +329,8 @@ class LipDubFlags(FlagGroup[LipDubInputs]):
         }
 
 
-def _generate(pipeline: LipDubPipeline, run: Run) -> FinalLatents:
+def generate_lip_dub(pipeline: LipDubPipeline, run: Run) -> FinalLatents:
+    """The prompt call with the lip-dub group's settings (shared with `ltx_pipelines.dubit`)."""
     inputs = run[LipDubFlags]
     return pipeline.generate(
         run.prompt.text,
@@ -355,7 +364,7 @@ COMMAND = PipelineCommand.for_module(
         lip_dub_lora=run.models.loras[0] if run.models.loras else None,
         **{**run.pipeline_options(), "loras": ()},
     ),
-    generate=_generate,
+    generate=generate_lip_dub,
 )
 main = COMMAND.main
 

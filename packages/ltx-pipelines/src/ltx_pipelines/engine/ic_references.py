@@ -9,8 +9,8 @@ lower frame rate (`reference_temporal_scale_factor`); both default to 1.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -96,16 +96,21 @@ class VideoReference:
     """One IC reference video: a file, or pixels (1, 3, F, h, w) in [-1, 1] already at the reference size
     (what the parity tests and callers that preprocess their videos give).
 
-    `strength`: how clean the reference tokens are (denoise mask 1 - strength).
+    `strength`: how clean the reference tokens are (denoise mask 1 - strength). `sized_pixels` maps a
+    reference size (h, w) to its prepared pixels, for callers that use the reference at several stage sizes;
+    it is looked up before `pixels` and the file.
     """
 
     strength: float
     path: Path | None = None
     pixels: torch.Tensor | None = None
+    sized_pixels: Mapping[tuple[int, int], torch.Tensor] = field(default_factory=dict)
 
     def load(self, height: int, width: int, num_frames: int, temporal: int) -> torch.Tensor:
         """(1, 3, F', height, width) in [-1, 1], frames trimmed and subsampled for `temporal`."""
-        if self.pixels is not None:
+        if (height, width) in self.sized_pixels:
+            video = self.sized_pixels[(height, width)]
+        elif self.pixels is not None:
             video = self.pixels
         else:
             if self.path is None:
