@@ -3,6 +3,8 @@ stage (the same EmbeddingsProcessor the fx_text_embeddings parity test uses), bo
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 import torch
 
@@ -104,3 +106,26 @@ def test_one_call_encoding_with_enhancement(tiny_gemma_dir, tiny_text_checkpoint
     video_width, audio_width = _expected_widths(tiny_text_checkpoint)
     assert result.contexts.video.shape == (2, 128, video_width)
     assert result.contexts.audio.shape == (2, 128, audio_width)
+
+
+@pytest.mark.slow
+def test_a_separate_enhancer_rewrites_the_prompt_the_text_encoder_could_not(
+    tiny_gemma_dir, tiny_text_checkpoint, tmp_path
+):
+    # A text encoder without a chat template cannot rewrite prompts; a separate enhancer Gemma can.
+    encoder_only = tmp_path / "encoder-only"
+    shutil.copytree(tiny_gemma_dir, encoder_only)
+    (encoder_only / "chat_template.jinja").unlink()
+    settings = EnhancementSettings(max_new_tokens=4)
+    options = {"gemma_root": encoder_only, "checkpoint": tiny_text_checkpoint, "dtype": torch.float32,
+               "device": "cpu", "max_length": 128}  # fmt: skip
+    with pytest.raises(ValueError, match="chat template"):
+        encode_text_prompts(PROMPTS, enhancement=PromptEnhancement(seed=1, settings=settings), **options)
+    enhanced = encode_text_prompts(
+        PROMPTS, enhancement=PromptEnhancement(seed=1, settings=settings, gemma_root=tiny_gemma_dir), **options
+    )
+    same_gemma = encode_text_prompts(
+        PROMPTS, enhancement=PromptEnhancement(seed=1, settings=settings), **{**options, "gemma_root": tiny_gemma_dir}
+    )
+    assert enhanced.prompts[0] == same_gemma.prompts[0] != PROMPTS[0]
+    assert enhanced.prompts[1] == PROMPTS[1]

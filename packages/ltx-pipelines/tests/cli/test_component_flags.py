@@ -220,3 +220,30 @@ def test_length_refusals(capsys, argv, ltx25_demo):
     fails(capsys, command, [*base, *head, "--auto-duration", "3", "1"], "--auto-duration 3 1 is not accepted")
     fails(capsys, command, [*base, *head, "--auto-duration", "0", "1"], "0 < MIN_SECONDS <= MAX_SECONDS")
     fails(capsys, command, [*base, *head, "--auto-duration", "1"], "--auto-duration")
+
+
+def test_a_separate_prompt_enhancer_needs_enhance_prompt_and_an_existing_path(tmp_path, capsys):
+    from ltx_pipelines import distilled
+
+    argv = ["--demo", "--prompt", "a cat", "--output-path", str(tmp_path / "out.mp4")]
+    with pytest.raises(SystemExit) as info:
+        distilled.main([*argv, "--prompt-enhancer-gemma-root", str(tmp_path)])
+    assert info.value.code == 2
+    assert "--prompt-enhancer-gemma-root only rewrites prompts with --enhance-prompt" in capsys.readouterr().err
+    missing = tmp_path / "no-such-gemma"
+    with pytest.raises(SystemExit) as info:
+        distilled.main([*argv, "--enhance-prompt", "--prompt-enhancer-gemma-root", str(missing)])
+    assert info.value.code == 2
+    assert f"--prompt-enhancer-gemma-root {str(missing)!r} does not exist" in capsys.readouterr().err
+
+
+def test_the_enhancer_reaches_the_pipeline_and_the_sidecar_record(tmp_path):
+    from ltx_pipelines import distilled
+
+    enhancer = tmp_path / "enhancer"
+    enhancer.mkdir()
+    argv = ["--demo", "--prompt", "a cat", "--output-path", str(tmp_path / "out.mp4"), "--enhance-prompt",
+            "--prompt-enhancer-gemma-root", str(enhancer)]  # fmt: skip
+    run = distilled.COMMAND.parse(argv)
+    assert run.pipeline_options()["prompt_enhancer_gemma_root"] == enhancer
+    assert run.sidecar_parameters()["prompt_enhancer_gemma_root"] == str(enhancer)

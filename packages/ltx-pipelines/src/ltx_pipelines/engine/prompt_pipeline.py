@@ -71,6 +71,9 @@ class PipelineOptions(TypedDict, total=False):
     progress: bool
     gemma_8bit: bool
     """Encode prompts with an 8-bit (LLM.int8()) Gemma: CUDA and bitsandbytes, checked in the constructor."""
+    prompt_enhancer_gemma_root: str | Path | None
+    """Another Gemma (a folder or a packed file, e.g. a dense Gemma 4) that rewrites the prompt when
+    enhancement is asked for; None: the text encoder rewrites it."""
     model_builder: ModelBuilder | None
     """What builds each model from its file (None: `ltx_core.loader.build_model`)."""
     built_transformer: nn.Module | None
@@ -104,6 +107,7 @@ class PromptPipeline:
         runtime: RuntimeOptions | None = None,
         progress: bool = True,
         gemma_8bit: bool = False,
+        prompt_enhancer_gemma_root: str | Path | None = None,
         model_builder: ModelBuilder | None = None,
         built_transformer: nn.Module | None = None,
         parallel: MultiDevice | None = None,
@@ -132,6 +136,9 @@ class PromptPipeline:
             if runtime is not None and runtime.offload != "none":
                 raise ValueError(f"gemma_8bit: an 8-bit Gemma is not offloaded (offload {runtime.offload!r})")
         self.gemma_8bit = gemma_8bit
+        self.prompt_enhancer_gemma_root = (
+            None if prompt_enhancer_gemma_root is None else Path(prompt_enhancer_gemma_root)
+        )
         self.progress = progress
         self.parallel = parallel
 
@@ -183,6 +190,7 @@ class PromptPipeline:
                 # --offload streams Gemma's layers too, so the text encoder fits where the transformer does.
                 gemma_offload=self.runtime.offload if self.runtime is not None else "none",
                 gemma_8bit=self.gemma_8bit,
+                enhancer_root=self.prompt_enhancer_gemma_root,
             )
             return [context_row(contexts, i) for i in range(len(batch))], final_prompt
 

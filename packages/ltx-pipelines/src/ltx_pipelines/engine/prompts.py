@@ -27,11 +27,13 @@ def encode_prompt(
     seed: int = 0,
     gemma_offload: str = "none",
     gemma_8bit: bool = False,
+    enhancer_root: Path | None = None,
 ) -> tuple[TextContexts, str]:
     """Encode prompts with Gemma (freed afterwards) and the checkpoint's text stage (`checkpoint`: the
     single file, a diffusers folder - its `connectors/` - or a set of model files).
 
-    With `enhance`, Gemma first rewrites prompts[0] (looking at the first conditioning image, if any).
+    With `enhance`, Gemma first rewrites prompts[0] (looking at the first conditioning image, if any): the
+    Gemma at `enhancer_root` when given (loaded and freed before the text encoder), else the text encoder.
     `gemma_offload` (none | cpu | disk) keeps Gemma's weights off the device (same contexts);
     `gemma_8bit` loads its 8-bit (LLM.int8()) form instead (CUDA and bitsandbytes; close contexts).
     Returns the contexts (one row per prompt) and the prompt actually used.
@@ -42,7 +44,7 @@ def encode_prompt(
     if enhance:
         first = min(images, key=lambda i: i.frame_idx) if images else None
         image = read_image_rgb(first.path) if first is not None and first.path is not None else None
-        enhancement = PromptEnhancement(image=image, seed=seed)
+        enhancement = PromptEnhancement(image=image, seed=seed, gemma_root=enhancer_root)
     try:
         encoded = encode_text_prompts(
             list(prompts),

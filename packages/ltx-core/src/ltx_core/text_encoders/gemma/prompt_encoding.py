@@ -79,6 +79,9 @@ class PromptEnhancement:
     seed: int = DEFAULT_ENHANCE_SEED
     # None: the release's settings for the enhancer's Gemma family (`EnhancementSettings.for_model_type`).
     settings: EnhancementSettings | None = None
+    # Another Gemma that rewrites the prompt (e.g. a dense Gemma 4 instruction model, a folder or a packed
+    # file); None: the text encoder itself rewrites it.
+    gemma_root: str | Path | None = None
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,15 @@ def encode_text_prompts(
     # The embeddings' config file is the transformer's: refuse another Gemma than it was trained with.
     embeddings = component_source(text_embeddings_spec(), checkpoint)
     check_text_encoder_version(embeddings.read_metadata(), gemma_root, transformer_name=str(embeddings.path))
+    if enhancement is not None and enhancement.gemma_root is not None:
+        # The enhancer is loaded, used and freed before the text encoder: one Gemma in memory at a time.
+        with GemmaTextEncoder.load(
+            enhancement.gemma_root, dtype=dtype, device=device, max_length=max_length, offload=offload
+        ) as enhancer:
+            prompts[0] = enhance_prompt(
+                enhancer, prompts[0], enhancement.image, seed=enhancement.seed, settings=enhancement.settings
+            )
+        enhancement = None
     with GemmaTextEncoder.load(
         gemma_root, dtype=dtype, device=device, max_length=max_length, offload=offload, load_in_8bit=load_in_8bit
     ) as gemma:
