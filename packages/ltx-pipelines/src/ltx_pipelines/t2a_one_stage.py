@@ -166,7 +166,7 @@ def _generate_audio(pipeline: T2AOneStagePipeline, run: Run) -> FinalLatents:
 COMMAND = PipelineCommand.for_module(
     __name__,
     __doc__,
-    models=ModelFlags(distilled=False),
+    models=ModelFlags(distilled=False, video=False),  # audio only: no video VAE is read
     groups=(VideoFlags(picture=False), GuidanceFlags(video=False, audio=True, cross_modal=False), MaxBatchSizeFlags()),
     build=lambda run: T2AOneStagePipeline(
         run.models.checkpoint, run.models.gemma_root, max_batch_size=run[MaxBatchSizeFlags], **run.pipeline_options()

@@ -247,3 +247,15 @@ def test_the_enhancer_reaches_the_pipeline_and_the_sidecar_record(tmp_path):
     run = distilled.COMMAND.parse(argv)
     assert run.pipeline_options()["prompt_enhancer_gemma_root"] == enhancer
     assert run.sidecar_parameters()["prompt_enhancer_gemma_root"] == str(enhancer)
+
+
+def test_text_to_audio_takes_component_files_without_a_video_vae(ltx25_demo, tmp_path):
+    from ltx_pipelines import t2a_one_stage
+
+    argv = [
+        "--transformer-path", str(ltx25_demo.transformer), "--text-encoder-path", str(ltx25_demo.text_encoder),
+        "--audio-vae-path", str(ltx25_demo.audio_vae), "--prompt", "rain on a tin roof",
+        "--output-path", str(tmp_path / "rain.wav"), "--device", "cpu", "--num-frames", "9",
+    ]  # fmt: skip
+    files = t2a_one_stage.COMMAND.parse(argv).models.checkpoint
+    assert isinstance(files, ModelFiles) and not files.has(Component.VIDEO_VAE)
