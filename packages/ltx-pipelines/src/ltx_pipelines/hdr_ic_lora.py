@@ -574,7 +574,8 @@ COMMAND = PipelineCommand(
     description=__doc__.splitlines()[0] if __doc__ else None,
     groups=(
         HdrFlags(),
-        ModelFlags(distilled=True, two_stage=True, gemma=False, loras=False),
+        # The HDR IC-LoRA is made for LTX-2.3: its demo runs on the LTX-2.3 demo files only.
+        ModelFlags(distilled=True, two_stage=True, gemma=False, loras=False, demo_families=("ltx-2.3",)),
         HdrModelFlags(),
         RuntimeFlags(memory=False),
     ),

@@ -350,6 +350,7 @@ COMMAND = PipelineCommand.for_module(
     models=ModelFlags(
         distilled=True,
         two_stage=True,
+        demo_families=("ltx-2.3",),  # the LTX-2.5 name of this pipeline is ltx_pipelines.dubit
         lora_help=(
             "The lip-dub IC-LoRA, fused into the transformer of both stages, with an optional strength "
             "(default 1.0); exactly once (required; optional with --demo)."

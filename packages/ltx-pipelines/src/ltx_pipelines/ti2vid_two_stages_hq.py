@@ -112,7 +112,11 @@ class TI2VidTwoStagesHQPipeline(PromptPipeline):
         audio_guidance: MultiModalGuiderParams | None = None,
     ) -> GuidanceSettings:
         """The given values, with the HQ preset for those left as None (whatever the checkpoint's generation)."""
-        return resolve_guidance(LTX_2_3_HQ_DEFAULTS, num_inference_steps, video_guidance, audio_guidance)
+        settings = resolve_guidance(LTX_2_3_HQ_DEFAULTS, num_inference_steps, video_guidance, audio_guidance)
+        if settings.num_inference_steps < 2:
+            # One step leaves res2s no interval to take its midpoint in (its noise scale is 0/0).
+            raise ValueError(f"num_inference_steps {settings.num_inference_steps}: the res2s sampler needs at least 2")
+        return settings
 
     def stage_loras(self) -> tuple[tuple[LoraSpec, ...], tuple[LoraSpec, ...]]:
         """LoRAs fused into the stage-1 and the stage-2 transformer: the distilled LoRA at each stage's strength."""

@@ -13,7 +13,7 @@ from safetensors.torch import load_file, save_file
 
 from ltx_core.loader import Component, Layout, ModelFiles, read_safetensors_header
 from ltx_core.model.duration_head import DurationRange
-from ltx_pipelines import distilled, ti2vid_two_stages
+from ltx_pipelines import distilled, lipdub
 from ltx_pipelines.cli.command import PipelineCommand, Run
 from ltx_pipelines.cli.model_flags import ModelFlags
 
@@ -177,14 +177,14 @@ def test_demo_family_picks_the_ltx25_component_files(monkeypatch, ltx25_demo_hom
 def test_demo_family_refusals(capsys, tmp_path):
     base = ["--prompt", "a fox", "--output-path", str(tmp_path / "o.mp4"), "--device", "cpu"]
     fails(capsys, DISTILLED, [*base, "--demo-family", "ltx-2.5"], "--demo-family ltx-2.5 is only used with --demo")
-    # Pipelines not yet run on LTX-2.5 refuse its demo before building anything, saying which does.
+    # The LTX-2.3-only pipelines refuse the 2.5 demo before building anything, naming the one to use.
     fails(
         capsys,
-        ti2vid_two_stages.COMMAND,
+        lipdub.COMMAND,
         [*base, "--demo", "--demo-family", "ltx-2.5"],
         "--demo-family ltx-2.5",
         "ltx-2.3",
-        "ltx_pipelines.distilled",
+        "ltx_pipelines.dubit",
     )
     fails(capsys, DISTILLED, [*base, "--demo", "--demo-family", "ltx-3"], "--demo-family", "invalid choice")
     assert not (tmp_path / "o.mp4").exists()

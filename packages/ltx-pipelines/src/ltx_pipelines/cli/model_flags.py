@@ -153,7 +153,7 @@ class ModelFlags(FlagGroup[ModelChoice]):
     """What `--lora` means where a pipeline narrows it (e.g. IC-LoRAs, fused into stage 1 only)."""
     video: bool = True
     """Whether the pipeline needs a video VAE (component files without `--video-vae-path` are refused)."""
-    demo_families: tuple[str, ...] = (DEFAULT_DEMO_FAMILY,)
+    demo_families: tuple[str, ...] = DEMO_FAMILIES
     """The demo sets `--demo-family` may pick for this pipeline (others are refused before anything is built)."""
 
     @property
@@ -401,7 +401,7 @@ class ModelFlags(FlagGroup[ModelChoice]):
         if family not in self.demo_families:
             raise FlagError(
                 f"--demo-family {family}: this pipeline runs its demo on {', '.join(self.demo_families)} only "
-                "for now (the LTX-2.5 demo runs with python -m ltx_pipelines.distilled)"
+                "(lipdub and hdr_ic_lora are the LTX-2.3 pipelines; on LTX-2.5 use python -m ltx_pipelines.dubit)"
             )
         split = any(c is not Component.VIDEO_VAE for c in components)
         if family == "ltx-2.5" and (checkpoint is not None or gemma_root is not None):

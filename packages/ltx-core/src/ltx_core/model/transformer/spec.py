@@ -50,6 +50,7 @@ _VIDEO_FRAGMENTS = (
     ".attn1.",
     ".attn2.",
     ".ff.",
+    ".keyframes_abs_pos_embedding",  # LTX-2.5: marks video keyframe tokens
 )
 
 
