@@ -1,6 +1,6 @@
 """The trainer on the LTX-2.5 split files (the demo set, made in-process): preprocessing through the packed
 Gemma 4 and the split VAE files, a 2-step LoRA on the transformer file, compression factors read from the
-VAE file's metadata, and validation renders refused before training."""
+VAE file's metadata, and validation renders through the pipelines on the split files."""
 
 from __future__ import annotations
 
@@ -115,14 +115,20 @@ def test_split_set_is_recognised_and_the_encoder_checked(demo25, tmp_path):
         Trainer(parse_config(raw), disable_progress_bars=True)
 
 
-def test_validation_on_split_files_is_refused_before_training(demo25, tmp_path):
+def test_validation_renders_through_the_pipelines_on_split_files(demo25, tmp_path):
     data = write_dataset(tmp_path / "data", num_samples=2)
-    raw = training_config(demo25.transformer, data, tmp_path / "out", "t2v")
-    raw["model"]["text_encoder_path"] = str(demo25.text_encoder)
-    raw["validation"] = {"interval": 1, "samples": [{"prompt": "a fox"}]}
-    with pytest.raises(ValueError, match="not available yet on LTX-2.5 component files.*validation.interval: null"):
+    validation = {"interval": 1, "skip_initial_validation": True, "inference_steps": 1, "video_dims": [64, 64, 9],
+                  "samples": [{"prompt": "a fox"}]}  # fmt: skip
+    raw = training_config(demo25.transformer, data, tmp_path / "out", "t2v", validation=validation)
+    raw["optimization"]["steps"] = 1
+    raw["model"].update(text_encoder_path=str(demo25.text_encoder), video_vae_path=str(demo25.video_vae))
+    # The render decodes audio too: without the audio VAE file the run is refused before training.
+    with pytest.raises(ValueError, match=r"needs model\.audio_vae_path"):
         Trainer(parse_config(raw), disable_progress_bars=True)
     assert not (tmp_path / "out" / "checkpoints").exists()
+    raw["model"]["audio_vae_path"] = str(demo25.audio_vae)
+    Trainer(parse_config(raw), disable_progress_bars=True).train()
+    assert sorted(p.name for p in (tmp_path / "out" / "samples").iterdir()) == ["step_000001_0.mp4"]
 
 
 def test_audio_vae_path_is_checked_on_split_files(demo25, tmp_path):

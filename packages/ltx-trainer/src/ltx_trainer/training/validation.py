@@ -32,7 +32,7 @@ import torch
 from PIL import Image
 
 from ltx_core.components.guiders import MultiModalGuiderParams
-from ltx_core.loader import LoraSpec
+from ltx_core.loader import LoraSpec, ModelFiles
 from ltx_pipelines.media import write_audio, write_video
 from ltx_pipelines.media.atomic_files import atomic_output
 from ltx_trainer.config import LtxTrainerConfig, ValidationSample
@@ -69,26 +69,42 @@ def check_validation_config(config: LtxTrainerConfig) -> None:
         )
     from ltx_trainer.model_files import is_split_set
 
-    if is_split_set(config.model.model_path, config.model.text_encoder_path):
-        # The renders run through the pipelines, which take the LTX-2.5 component files only after their
-        # rework; refusing here keeps a long run from failing at its first validation step.
-        raise ValueError(
-            f"validation: sampling during training is not available yet on LTX-2.5 component files "
-            f"(model.model_path {str(config.model.model_path)!r} is a transformer-only file or "
-            "model.text_encoder_path a packed Gemma 4); set validation.interval: null to train without samples"
-        )
-    vae = config.model.video_vae_path
-    if vae is not None and vae.resolve() != config.model.model_path.resolve():
-        raise ValueError(
-            f"validation: the renders decode with the VAE of model.model_path, not model.video_vae_path "
-            f"{str(vae)!r}; remove model.video_vae_path or set validation.interval: null"
-        )
-    if config.model.text_encoder_path is None or not config.model.text_encoder_path.is_dir():
-        raise ValueError("model.text_encoder_path: validation needs the Gemma folder to encode its prompts")
+    m = config.model
+    if is_split_set(m.model_path, m.text_encoder_path):
+        # LTX-2.5 component files: the renders decode with the VAE files the set names.
+        needed = [("model.video_vae_path", m.video_vae_path, v.generate_video)]
+        needed.append(("model.audio_vae_path", m.audio_vae_path, v.generate_audio))
+        missing = [name for name, value, used in needed if used and value is None]
+        if missing or m.text_encoder_path is None:
+            names = ", ".join(missing or ["model.text_encoder_path"])
+            raise ValueError(
+                f"validation on LTX-2.5 component files needs {names} (the renders encode and decode with the "
+                "set's files); set it, or validation.interval: null to train without samples"
+            )
+    else:
+        vae = m.video_vae_path
+        if vae is not None and vae.resolve() != m.model_path.resolve():
+            raise ValueError(
+                f"validation: the renders decode with the VAE of model.model_path, not model.video_vae_path "
+                f"{str(vae)!r}; remove model.video_vae_path or set validation.interval: null"
+            )
+        if m.text_encoder_path is None or not m.text_encoder_path.is_dir():
+            raise ValueError("model.text_encoder_path: validation needs the Gemma folder to encode its prompts")
     for i, sample in enumerate(v.samples):
         check_sample_conditions(
             sample, i, sample_geometry(config, sample), generate_video=v.generate_video, generate_audio=v.generate_audio
         )
+
+
+def validation_model_files(config: LtxTrainerConfig) -> tuple[Path | ModelFiles, Path | None]:
+    """What the validation pipeline is built from: the single file and the Gemma folder, or the LTX-2.5
+    component set as one `ModelFiles` (its packed Gemma 4 is the text encoder: no Gemma folder)."""
+    from ltx_trainer.model_files import is_split_set, training_model_files
+
+    m = config.model
+    if is_split_set(m.model_path, m.text_encoder_path):
+        return training_model_files(m.model_path, m.text_encoder_path, m.video_vae_path, m.audio_vae_path), None
+    return m.model_path, m.text_encoder_path
 
 
 class ValidationRunner:
@@ -145,10 +161,11 @@ class ValidationRunner:
         cfg, v = self.config, self.config.validation
         options = dict(device=self.device, progress=False, gemma_8bit=cfg.acceleration.load_text_encoder_in_8bit)
         with tempfile.TemporaryDirectory(prefix="ltx-validation-") as folder:
+            checkpoint, gemma_root = validation_model_files(cfg)
             if transformer is not None:
                 pipeline = TI2VidOneStagePipeline(
-                    cfg.model.model_path,
-                    cfg.model.text_encoder_path,
+                    checkpoint,
+                    gemma_root,
                     built_transformer=transformer,
                     dtype=dtype,
                     **options,
@@ -157,7 +174,7 @@ class ValidationRunner:
                 lora = Path(folder) / "validation_lora.safetensors"
                 save_lora(lora)
                 pipeline = TI2VidOneStagePipeline(
-                    cfg.model.model_path, cfg.model.text_encoder_path, loras=[LoraSpec(lora)],
+                    checkpoint, gemma_root, loras=[LoraSpec(lora)],
                     dtype=torch.float32 if self.device.type == "cpu" else torch.bfloat16, **options,
                 )  # fmt: skip
             self.samples_dir.mkdir(parents=True, exist_ok=True)
