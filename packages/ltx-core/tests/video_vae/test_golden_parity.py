@@ -79,9 +79,10 @@ def test_decode_every_case_of_the_set(decoder, fx, assert_golden_close):
 
 
 def test_decode_with_every_layer_through_winograd(decoder, fx, assert_golden_close, monkeypatch):
-    """The fixture decoder is narrower than the width from which CPU convolutions take Winograd:
-    lower it so every 3x3x3 layer does, and hold the same tolerance."""
+    """The fixture decoder is narrower (and its frames smaller) than where CPU convolutions take
+    Winograd: lower both limits so every 3x3x3 layer does, and hold the same tolerance."""
     monkeypatch.setattr(winograd, "MIN_WINOGRAD_CHANNELS", 1)
+    monkeypatch.setattr(winograd, "MIN_WINOGRAD_PIXELS", 1)
     calls = []
     monkeypatch.setattr(layers, "winograd_conv3d", lambda *a: calls.append(1) or winograd.winograd_conv3d(*a))
     noise = fx["decode.noise"] if fx.params["timestep_conditioning"] else None

@@ -39,18 +39,20 @@ def test_too_few_frames_is_refused():
         winograd_conv3d(torch.randn(1, 2, 2, 4, 4), torch.randn(2, 2, 3, 3, 3), None)
 
 
-def test_only_wide_plain_layers_take_it():
-    wide = winograd.MIN_WINOGRAD_CHANNELS
-    assert use_winograd(CausalConv3d(wide, 4).conv)
-    assert not use_winograd(CausalConv3d(wide // 2, 4).conv)
-    assert not use_winograd(CausalConv3d(wide, 4, padding_mode="reflect").conv)
-    assert not use_winograd(CausalConv3d(wide, 4, stride=(1, 2, 2)).conv)
-    assert not use_winograd(CausalConv3d(wide, 4, kernel_size=1).conv)
+def test_only_wide_plain_layers_over_large_frames_take_it():
+    wide, large = winograd.MIN_WINOGRAD_CHANNELS, (winograd.MIN_WINOGRAD_PIXELS, 1)
+    assert use_winograd(CausalConv3d(wide, 4).conv, *large)
+    assert not use_winograd(CausalConv3d(wide, 4).conv, large[0] - 1, 1)
+    assert not use_winograd(CausalConv3d(wide // 2, 4).conv, *large)
+    assert not use_winograd(CausalConv3d(wide, 4, padding_mode="reflect").conv, *large)
+    assert not use_winograd(CausalConv3d(wide, 4, stride=(1, 2, 2)).conv, *large)
+    assert not use_winograd(CausalConv3d(wide, 4, kernel_size=1).conv, *large)
 
 
 @pytest.mark.parametrize("causal", [True, False])
 @pytest.mark.parametrize("frames", [1, 4])
 def test_wide_causal_conv_goes_through_winograd_and_matches_padding(causal, frames, monkeypatch):
+    monkeypatch.setattr(winograd, "MIN_WINOGRAD_PIXELS", 1)  # small frames keep the test fast
     torch.manual_seed(0)
     conv = CausalConv3d(winograd.MIN_WINOGRAD_CHANNELS, 4).to(torch.bfloat16)  # bf16 weights, float32 maths
     conv.conv.cpu_half_mode = "float32"

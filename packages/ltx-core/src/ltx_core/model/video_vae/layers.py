@@ -164,9 +164,9 @@ class CausalConv3d(nn.Module):
         front, back = (self.time_kernel - 1, 0) if causal else ((self.time_kernel - 1) // 2,) * 2
         if not (front or back):
             return self.conv(x)
-        if self.conv.stride[0] == 1 and self.conv.computes_in_float32_on_cpu(x):
+        if self.conv.stride[0] == self.conv.dilation[0] == 1 and self.conv.computes_in_float32_on_cpu(x):
             weight, bias = self.conv.compute_weights()
-            if use_winograd(self.conv) and not _tracks_gradients(x, weight, bias):
+            if use_winograd(self.conv, *x.shape[3:]) and not _tracks_gradients(x, weight, bias):
                 # (it writes into preallocated buffers, which autograd cannot follow)
                 padded = F.pad(x.float(), (0, 0, 0, 0, front, back), mode="replicate")
                 return winograd_conv3d(padded, weight, bias).to(x.dtype)
@@ -178,16 +178,33 @@ class CausalConv3d(nn.Module):
         x = x.float()
         frames = x.shape[2]
         inner = range(front, frames - back)  # output frames whose time window holds no repeated frame
-        pieces: list[torch.Tensor] = []
-        for frame in range(min(front, frames)):
-            first, merged = _edge_frame_weights(weight, frame, frames, front)
-            pieces.append(self.conv.plain_conv(x[:, :, first : first + merged.shape[2]], merged, bias))
+        edges = [*range(min(front, frames)), *range(max(frames - back, min(front, frames)), frames)]
+        pieces = {frame: self._edge_frame(x, weight, bias, frame, front) for frame in edges}
         if len(inner):
-            pieces.append(self.conv.plain_conv(x, weight, bias))
-        for frame in range(max(frames - back, min(front, frames)), frames):
-            first, merged = _edge_frame_weights(weight, frame, frames, front)
-            pieces.append(self.conv.plain_conv(x[:, :, first : first + merged.shape[2]], merged, bias))
-        return pieces[0] if len(pieces) == 1 else torch.cat(pieces, dim=2)
+            pieces[inner[0]] = self.conv.plain_conv(x, weight, bias)
+        ordered = [pieces[k] for k in sorted(pieces)]
+        return ordered[0] if len(ordered) == 1 else torch.cat(ordered, dim=2)
+
+    def _edge_frame(
+        self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, frame: int, front: int
+    ) -> torch.Tensor:
+        """One output frame next to a repeated edge frame, from the input frames its window reads."""
+        first, merged = _edge_frame_weights(weight, frame, x.shape[2], front)
+        window = x[:, :, first : first + merged.shape[2]]
+        conv = self.conv
+        if conv.groups != 1:
+            return conv.plain_conv(window, merged, bias)
+        # One output frame: a 2-D convolution with (channel, frame) pairs as channels. PyTorch sends
+        # a 3-D convolution over so few frames to its slow reference loops (`slow_conv3d`), a 2-D one
+        # to oneDNN.
+        n, c, m, h, w = window.shape
+        flat = window.reshape(n, c * m, h, w)
+        padding = conv.padding[1:]
+        if conv.padding_mode != "zeros":
+            flat = F.pad(flat, (padding[1], padding[1], padding[0], padding[0]), mode=conv.padding_mode)
+            padding = (0, 0)
+        kernel = merged.reshape(merged.shape[0], c * m, *merged.shape[3:])
+        return F.conv2d(flat, kernel, bias, conv.stride[1:], padding, conv.dilation[1:]).unsqueeze(2)
 
 
 class PixelNorm(nn.Module):

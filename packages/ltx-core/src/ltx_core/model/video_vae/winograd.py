@@ -3,11 +3,10 @@
 Each 2x2 block of output pixels is computed from a 4x4 input tile in a transformed basis where the
 3x3 spatial kernel becomes 16 independent matrix products, one per transformed position: 16 products
 of (out, in) x (in, tiles) per time tap instead of 36 multiply-adds per output pair, i.e. 4/9 of the
-direct convolution's multiply-adds, as 48 large float32 GEMMs. On the 2-core AVX2 CPU this project
-runs on, that is ~0.75x oneDNN's direct convolution time at 512 input channels and ~0.9x at 256, and
-slower at 128 (the tile transforms, memory-bound, weigh more against a smaller GEMM), so
-`use_winograd` only takes wide layers. Same result to float32 rounding (the transforms only add and
-halve; measured max |difference| ~1e-5 relative to the output's range).
+direct convolution's multiply-adds, as 48 large float32 GEMMs. The tile and kernel transforms are
+memory-bound and made per call, so it only pays for wide layers over large frames (`use_winograd`).
+Same result to float32 rounding (the transforms only add and halve; measured max |difference|
+~1e-5 relative to the output's range).
 """
 
 from __future__ import annotations
@@ -17,24 +16,30 @@ import functools
 import torch
 from torch.nn import functional as F
 
-# Layers at least this wide go through Winograd (measured crossover between 128 and 256 channels).
-MIN_WINOGRAD_CHANNELS = 256
+# Layers at least this wide, over frames at least this large, go through Winograd. Measured in the 22B
+# decoder (17 x 256 x 384): at 512 channels over 32 x 48 frames it wins; at 256 channels, or over
+# 16 x 24 and smaller frames (where the per-call kernel transform of 1024- and 4096-wide layers and
+# short GEMMs dominate), oneDNN's direct convolution is as fast or faster.
+MIN_WINOGRAD_CHANNELS = 512
+MIN_WINOGRAD_PIXELS = 32 * 48
 # Output channels per pass: bounds the transformed weights and products held at once (~100 MB at 512 in).
 _OUT_CHUNK = 512
 
 
 @functools.cache
 def _transforms(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Kernel transform G (4x3) and the combined 2-D output transform (4 outputs x 16 positions)."""
+    """2-D kernel transform G x G (16 positions x 9 taps) and output transform (4 outputs x 16 positions)."""
     g = torch.tensor([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]], device=device)
     a_t = torch.tensor([[1.0, 1.0, 1.0, 0.0], [0.0, 1.0, -1.0, -1.0]], device=device)
-    return g, torch.einsum("ai,bj->abij", a_t, a_t).reshape(4, 16)
+    return torch.kron(g, g), torch.kron(a_t, a_t)
 
 
-def use_winograd(conv: torch.nn.Conv3d) -> bool:
-    """Whether `conv` (already known to run in float32 on the CPU) is a wide, plain 3x3x3 convolution."""
+def use_winograd(conv: torch.nn.Conv3d, height: int, width: int) -> bool:
+    """Whether `conv` (already known to run in float32 on the CPU) is a wide, plain 3x3x3 convolution
+    over frames large enough (`height` x `width`) for the GEMMs to outweigh the tile transforms."""
     return (
-        tuple(conv.kernel_size) == (3, 3, 3)
+        height * width >= MIN_WINOGRAD_PIXELS
+        and tuple(conv.kernel_size) == (3, 3, 3)
         and tuple(conv.stride) == (1, 1, 1)
         and tuple(conv.dilation) == (1, 1, 1)
         and tuple(conv.padding) == (0, 1, 1)
@@ -78,7 +83,7 @@ def winograd_conv3d(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | 
     if t < 1:
         raise ValueError(f"a 3-tap time kernel needs at least 3 input frames, got {frames}")
     rows, cols = (h + 1) // 2, (w + 1) // 2
-    g, out_transform = _transforms(x.device)
+    kernel_transform, out_transform = _transforms(x.device)
     plane = rows * cols
     out_channels = weight.shape[0]
     out = x.new_empty(n, out_channels, t, 2 * rows, 2 * cols)
@@ -90,11 +95,13 @@ def winograd_conv3d(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | 
         for start in range(0, out_channels, _OUT_CHUNK):
             part = weight[start : start + _OUT_CHUNK]
             width = part.shape[0]
-            # (time tap, 16 positions, out, in): G g G^T for every (out, in, tap) 3x3 kernel.
-            kernels = torch.einsum("ik,oqtkl,jl->tijoq", g, part, g).reshape(3, 16, width, c)
-            products = torch.bmm(kernels[0], tiles[:, :, : t * plane])
+            # (16 positions, time tap, out, in): G g G^T for every (out, in, tap) 3x3 kernel, as one GEMM.
+            taps = part.permute(3, 4, 2, 0, 1).reshape(9, -1)
+            kernels = torch.mm(kernel_transform, taps).view(16, 3, width, c)
+            del taps
+            products = torch.bmm(kernels[:, 0], tiles[:, :, : t * plane])
             for tap in (1, 2):
-                products.baddbmm_(kernels[tap], tiles[:, :, tap * plane : (tap + t) * plane])
+                products.baddbmm_(kernels[:, tap], tiles[:, :, tap * plane : (tap + t) * plane])
             del kernels
             blocks = torch.mm(out_transform, products.view(16, -1)).view(2, 2, width, t, rows, cols)
             del products
