@@ -92,6 +92,19 @@ def test_decode_with_every_layer_through_winograd(decoder, fx, assert_golden_clo
     assert_golden_close(got, fx["decode.video"], name="decode.video")
 
 
+def test_decode_with_merged_edge_frames(decoder, fx, assert_golden_close, monkeypatch):
+    """The fixture's frames are smaller than where CPU convolutions merge the time taps of repeated
+    edge frames: lower that limit so every layer does, and hold the same tolerance."""
+    monkeypatch.setattr(layers, "MIN_MERGED_EDGE_PIXELS", 1)
+    calls = []
+    merged = layers.CausalConv3d._forward_merged_edges
+    monkeypatch.setattr(layers.CausalConv3d, "_forward_merged_edges", lambda *a: calls.append(1) or merged(*a))
+    noise = fx["decode.noise"] if fx.params["timestep_conditioning"] else None
+    got = decoder(fx["decode.latent"], noise=noise)
+    assert calls, "no layer merged its edge frames"
+    assert_golden_close(got, fx["decode.video"], name="decode.video")
+
+
 def test_tile_layout(decoder, fx):
     tiling = TilingConfig.from_dict(fx.params["tiling"])
     tiles = decoder.tile_layout(fx["tiled.latent"].shape, tiling)
