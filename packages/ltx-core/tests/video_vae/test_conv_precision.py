@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from ltx_core.model.video_vae import layers
 from ltx_core.model.video_vae.layers import CausalConv3d, Conv3d
 
 
@@ -39,11 +40,45 @@ def test_float32_weights_are_converted_once_and_refreshed_when_weights_change():
     assert torch.equal(out, want)
 
 
+def _replicate_padded(x: torch.Tensor, front: int, back: int) -> torch.Tensor:
+    return torch.cat([x[:, :, :1]] * front + [x] + [x[:, :, -1:]] * back, dim=2)
+
+
+@pytest.mark.parametrize("frames", [1, 2, 3, 5])
 @pytest.mark.parametrize("causal", [True, False])
-def test_causal_padding_repeats_edge_frames(causal):
+@pytest.mark.parametrize("padding_mode", ["zeros", "reflect"])
+def test_causal_padding_repeats_edge_frames(causal, frames, padding_mode, monkeypatch):
+    # On the CPU in float32 the edge frames run with merged time taps instead of a padded copy:
+    # the same sums in another order, so equal to float32 rounding, never more.
+    monkeypatch.setattr(layers, "MIN_MERGED_EDGE_PIXELS", 1)  # small frames keep the test fast
     torch.manual_seed(0)
-    conv = CausalConv3d(3, 2, kernel_size=3)
-    x = torch.randn(1, 3, 5, 4, 4)
+    conv = CausalConv3d(6, 4, kernel_size=3, padding_mode=padding_mode)
+    x = torch.randn(1, 6, frames, 5, 4)
     front, back = (2, 0) if causal else (1, 1)
-    padded = torch.cat([x[:, :, :1]] * front + [x] + [x[:, :, -1:]] * back, dim=2)
-    assert torch.equal(conv(x, causal=causal), conv.conv(padded))
+    want = conv.conv(_replicate_padded(x, front, back))
+    got = conv(x, causal=causal)
+    assert got.shape == want.shape == (1, 4, frames, 5, 4)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    # a wrong tap merge (e.g. the edge frame counted once) is off by O(1), far above that tolerance
+    assert (got - want).abs().max() < 1e-5 * want.abs().max()
+
+
+def test_merged_edges_with_bf16_weights_match_the_float32_cast_path(monkeypatch):
+    monkeypatch.setattr(layers, "MIN_MERGED_EDGE_PIXELS", 1)
+    torch.manual_seed(0)
+    conv = CausalConv3d(6, 4, kernel_size=3).to(torch.bfloat16)
+    conv.conv.cpu_half_mode = "float32"
+    x = torch.randn(1, 6, 4, 5, 4)
+    w, b = conv.conv.weight.float(), conv.conv.bias.float()
+    want = torch.nn.functional.conv3d(_replicate_padded(x, 1, 1), w, b, padding=(0, 1, 1))
+    got = conv(x, causal=False)  # float32 activations, as the decoder keeps them
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    assert conv(x.bfloat16(), causal=False).dtype == torch.bfloat16
+
+
+def test_strided_time_conv_still_pads():
+    torch.manual_seed(0)
+    conv = CausalConv3d(3, 2, kernel_size=3, stride=(2, 1, 1))
+    x = torch.randn(1, 3, 5, 4, 4)
+    assert torch.equal(conv(x, causal=True), conv.conv(_replicate_padded(x, 2, 0)))

@@ -12,7 +12,15 @@ import pytest
 import torch
 
 from ltx_core.loader import VIDEO_DECODER_KEYS, VIDEO_ENCODER_KEYS, build_model
-from ltx_core.model.video_vae import VIDEO_DECODER, VIDEO_ENCODER, TilingConfig, VideoDecoder, VideoEncoder
+from ltx_core.model.video_vae import (
+    VIDEO_DECODER,
+    VIDEO_ENCODER,
+    TilingConfig,
+    VideoDecoder,
+    VideoEncoder,
+    layers,
+    winograd,
+)
 
 pytestmark = pytest.mark.golden
 
@@ -68,6 +76,33 @@ def test_decode_every_case_of_the_set(decoder, fx, assert_golden_close):
     noise = fx["decode_t.noise"] if "decode_t.noise" in fx else fx["decode.noise"]
     got = decoder(latent, timestep=fx["decode_t.timestep"], noise=noise)
     assert_golden_close(got, fx["decode_t.video"], name="decode_t.video")
+
+
+def test_decode_with_every_layer_through_winograd(decoder, fx, assert_golden_close, monkeypatch):
+    """The fixture decoder is narrower (and its frames smaller) than where CPU convolutions take
+    Winograd: lower both limits so every 3x3x3 layer does, and hold the same tolerance."""
+    monkeypatch.setattr(winograd, "MIN_WINOGRAD_CHANNELS", 1)
+    monkeypatch.setattr(winograd, "MIN_WINOGRAD_PIXELS", 1)
+    calls = []
+    monkeypatch.setattr(layers, "winograd_conv3d", lambda *a: calls.append(1) or winograd.winograd_conv3d(*a))
+    noise = fx["decode.noise"] if fx.params["timestep_conditioning"] else None
+    with torch.no_grad():
+        got = decoder(fx["decode.latent"], noise=noise)
+    assert calls, "no layer went through Winograd"
+    assert_golden_close(got, fx["decode.video"], name="decode.video")
+
+
+def test_decode_with_merged_edge_frames(decoder, fx, assert_golden_close, monkeypatch):
+    """The fixture's frames are smaller than where CPU convolutions merge the time taps of repeated
+    edge frames: lower that limit so every layer does, and hold the same tolerance."""
+    monkeypatch.setattr(layers, "MIN_MERGED_EDGE_PIXELS", 1)
+    calls = []
+    merged = layers.CausalConv3d._forward_merged_edges
+    monkeypatch.setattr(layers.CausalConv3d, "_forward_merged_edges", lambda *a: calls.append(1) or merged(*a))
+    noise = fx["decode.noise"] if fx.params["timestep_conditioning"] else None
+    got = decoder(fx["decode.latent"], noise=noise)
+    assert calls, "no layer merged its edge frames"
+    assert_golden_close(got, fx["decode.video"], name="decode.video")
 
 
 def test_tile_layout(decoder, fx):

@@ -9,6 +9,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from ltx_core.model.video_vae.winograd import use_winograd, winograd_conv3d
+
 _HALF_DTYPES = (torch.bfloat16, torch.float16)
 # CPU flags under which oneDNN runs bfloat16 convolutions natively (AVX512-BF16, AMX).
 _NATIVE_BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
@@ -60,6 +62,19 @@ class Conv3d(nn.Conv3d):
             self.__dict__["_float_cache"] = cached
         return cached[1], cached[2]
 
+    def computes_in_float32_on_cpu(self, input: torch.Tensor) -> bool:
+        """Whether a CPU convolution of `input` runs in float32 (float32 weights, or half ones cast up)."""
+        if input.device.type != "cpu" or input.dtype not in (torch.float32, *_HALF_DTYPES):
+            return False
+        dtype = self.weight.dtype
+        return dtype == torch.float32 or (dtype in _HALF_DTYPES and not self.runs_native(dtype))
+
+    def compute_weights(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The weight and bias a CPU float32 convolution uses (the cached float32 copy for half weights)."""
+        if self.weight.dtype in _HALF_DTYPES:
+            return self._float_weights(self.weight, self.bias)
+        return self.weight, self.bias
+
     def _conv_forward(self, input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         # A float32 input with half weights comes from a decoder that keeps its activations in float32
         # (see `cpu_compute_dtype`); its output stays float32.
@@ -67,6 +82,10 @@ class Conv3d(nn.Conv3d):
             w, b = self._float_weights(weight, bias)
             return super()._conv_forward(input.float(), w, b).to(input.dtype)
         return super()._conv_forward(input, weight, bias)
+
+    def plain_conv(self, input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        """This layer's convolution (stride, spatial padding mode) with other weights, no dtype handling."""
+        return nn.Conv3d._conv_forward(self, input, weight, bias)
 
     def _apply(self, fn, recurse=True):
         self.__dict__.pop("_float_cache", None)  # dtype/device moves invalidate the float32 copy
@@ -87,13 +106,46 @@ def cpu_compute_dtype(conv: Conv3d) -> torch.dtype:
     return dtype
 
 
+# Edge frames merge their time taps only over frames at least this large: over small frames (the
+# 22B decoder's 1024-wide layers at 8 x 12, its 4096-wide upsampling convs at 16 x 24) summing the
+# large kernels per call and the extra small convolutions cost more than the saved multiply-adds
+# (profiled: those blocks ~2.5x slower).
+MIN_MERGED_EDGE_PIXELS = 32 * 48
+
+
+def _tracks_gradients(*tensors: torch.Tensor | None) -> bool:
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+
+
+def _edge_frame_weights(weight: torch.Tensor, frame: int, frames: int, front: int) -> tuple[int, torch.Tensor]:
+    """First input frame and time-merged weight of output `frame` of a conv over replicate-padded time.
+
+    With edge frames repeated, several time taps of an edge output read the same input frame; their
+    weights are summed so each input frame is convolved once (`weight` is (out, in, k, kh, kw)).
+    """
+    k = weight.shape[2]
+    sources = [min(max(frame + j - front, 0), frames - 1) for j in range(k)]
+    first = sources[0]
+    merged = weight.new_zeros((*weight.shape[:2], sources[-1] - first + 1, *weight.shape[3:]))
+    for j, source in enumerate(sources):
+        merged[:, :, source - first] += weight[:, :, j]
+    return first, merged
+
+
 class CausalConv3d(nn.Module):
     """A 3-D convolution whose time axis is padded by repeating edge frames instead of zeros.
 
     Causal mode repeats the first frame `k - 1` times in front, so output frame t only sees input
     frames <= t; non-causal mode repeats the first and the last frame `(k - 1) / 2` times each.
-    Height and width are padded inside the convolution with `padding_mode`. The time padding is one
-    replicate-pad kernel (no stacking of expanded edge frames).
+    Height and width are padded inside the convolution with `padding_mode`.
+
+    On the CPU in float32 the padding is not materialised: the frames whose window is all real run
+    as one convolution without time padding, and each edge frame as a short convolution whose time
+    taps that read the same repeated frame are summed into one. Same result to float32 rounding,
+    no padded copy of the input, and 2 / (3 T) fewer multiply-adds for a 3-tap kernel over T frames
+    (the convolutions are ~95% of a decode's CPU time). Wide 3x3x3 layers there instead take the
+    padded input through Winograd F(2x2, 3x3) (`winograd.py`: 4/9 of the multiply-adds, as GEMMs).
+    Elsewhere the input is replicate-padded for the layer's own convolution.
     """
 
     def __init__(
@@ -117,9 +169,50 @@ class CausalConv3d(nn.Module):
 
     def forward(self, x: torch.Tensor, causal: bool = True) -> torch.Tensor:
         front, back = (self.time_kernel - 1, 0) if causal else ((self.time_kernel - 1) // 2,) * 2
-        if front or back:
-            x = F.pad(x, (0, 0, 0, 0, front, back), mode="replicate")
-        return self.conv(x)
+        if not (front or back):
+            return self.conv(x)
+        if self.conv.stride[0] == self.conv.dilation[0] == 1 and self.conv.computes_in_float32_on_cpu(x):
+            weight, bias = self.conv.compute_weights()
+            if use_winograd(self.conv, *x.shape[3:]) and not _tracks_gradients(x, weight, bias):
+                # (it writes into preallocated buffers, which autograd cannot follow)
+                padded = F.pad(x.float(), (0, 0, 0, 0, front, back), mode="replicate")
+                return winograd_conv3d(padded, weight, bias).to(x.dtype)
+            if x.shape[3] * x.shape[4] >= MIN_MERGED_EDGE_PIXELS:
+                return self._forward_merged_edges(x, front, back).to(x.dtype)
+        return self.conv(F.pad(x, (0, 0, 0, 0, front, back), mode="replicate"))
+
+    def _forward_merged_edges(self, x: torch.Tensor, front: int, back: int) -> torch.Tensor:
+        weight, bias = self.conv.compute_weights()
+        x = x.float()
+        frames = x.shape[2]
+        inner = range(front, frames - back)  # output frames whose time window holds no repeated frame
+        edges = [*range(min(front, frames)), *range(max(frames - back, min(front, frames)), frames)]
+        pieces = {frame: self._edge_frame(x, weight, bias, frame, front) for frame in edges}
+        if len(inner):
+            pieces[inner[0]] = self.conv.plain_conv(x, weight, bias)
+        ordered = [pieces[k] for k in sorted(pieces)]
+        return ordered[0] if len(ordered) == 1 else torch.cat(ordered, dim=2)
+
+    def _edge_frame(
+        self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, frame: int, front: int
+    ) -> torch.Tensor:
+        """One output frame next to a repeated edge frame, from the input frames its window reads."""
+        first, merged = _edge_frame_weights(weight, frame, x.shape[2], front)
+        window = x[:, :, first : first + merged.shape[2]]
+        conv = self.conv
+        if conv.groups != 1:
+            return conv.plain_conv(window, merged, bias)
+        # One output frame: a 2-D convolution with (channel, frame) pairs as channels. PyTorch sends
+        # a 3-D convolution over so few frames to its slow reference loops (`slow_conv3d`), a 2-D one
+        # to oneDNN.
+        n, c, m, h, w = window.shape
+        flat = window.reshape(n, c * m, h, w)
+        padding = conv.padding[1:]
+        if conv.padding_mode != "zeros":
+            flat = F.pad(flat, (padding[1], padding[1], padding[0], padding[0]), mode=conv.padding_mode)
+            padding = (0, 0)
+        kernel = merged.reshape(merged.shape[0], c * m, *merged.shape[3:])
+        return F.conv2d(flat, kernel, bias, conv.stride[1:], padding, conv.dilation[1:]).unsqueeze(2)
 
 
 class PixelNorm(nn.Module):

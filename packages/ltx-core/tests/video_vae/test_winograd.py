@@ -1,0 +1,72 @@
+"""Winograd F(2x2, 3x3) 3x3x3 convolution (wide CPU float32 layers of the video VAE)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.nn import functional as F
+
+from ltx_core.model.video_vae import winograd
+from ltx_core.model.video_vae.layers import CausalConv3d
+from ltx_core.model.video_vae.winograd import use_winograd, winograd_conv3d
+
+
+def _close_to_float32_rounding(got: torch.Tensor, want: torch.Tensor) -> None:
+    assert got.shape == want.shape
+    # Different summation order only: ~1e-6 of the output's range; a wrong transform entry is O(1).
+    assert float((got - want).abs().max()) <= 2e-6 * float(want.abs().max()) * want.shape[1] ** 0.5
+
+
+@pytest.mark.parametrize("shape", [(1, 8, 3, 6, 8), (2, 8, 4, 5, 7), (1, 8, 3, 1, 1), (1, 8, 5, 2, 9)], ids=str)
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_matches_the_direct_convolution(shape, with_bias):
+    torch.manual_seed(0)
+    x = torch.randn(shape)
+    weight = torch.randn(6, shape[1], 3, 3, 3)
+    bias = torch.randn(6) if with_bias else None
+    _close_to_float32_rounding(winograd_conv3d(x, weight, bias), F.conv3d(x, weight, bias, padding=(0, 1, 1)))
+
+
+def test_more_output_channels_than_one_pass(monkeypatch):
+    monkeypatch.setattr(winograd, "_OUT_CHUNK", 4)
+    torch.manual_seed(0)
+    x, weight, bias = torch.randn(1, 5, 3, 4, 4), torch.randn(10, 5, 3, 3, 3), torch.randn(10)
+    _close_to_float32_rounding(winograd_conv3d(x, weight, bias), F.conv3d(x, weight, bias, padding=(0, 1, 1)))
+
+
+def test_too_few_frames_is_refused():
+    with pytest.raises(ValueError, match="at least 3 input frames, got 2"):
+        winograd_conv3d(torch.randn(1, 2, 2, 4, 4), torch.randn(2, 2, 3, 3, 3), None)
+
+
+def test_only_wide_plain_layers_over_large_frames_take_it():
+    wide, large = winograd.MIN_WINOGRAD_CHANNELS, (winograd.MIN_WINOGRAD_PIXELS, 1)
+    assert use_winograd(CausalConv3d(wide, 4).conv, *large)
+    assert not use_winograd(CausalConv3d(wide, 4).conv, large[0] - 1, 1)
+    assert not use_winograd(CausalConv3d(wide // 2, 4).conv, *large)
+    assert not use_winograd(CausalConv3d(wide, 4, padding_mode="reflect").conv, *large)
+    assert not use_winograd(CausalConv3d(wide, 4, stride=(1, 2, 2)).conv, *large)
+    assert not use_winograd(CausalConv3d(wide, 4, kernel_size=1).conv, *large)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("frames", [1, 4])
+def test_wide_causal_conv_goes_through_winograd_and_matches_padding(causal, frames, monkeypatch):
+    monkeypatch.setattr(winograd, "MIN_WINOGRAD_PIXELS", 1)  # small frames keep the test fast
+    torch.manual_seed(0)
+    conv = CausalConv3d(winograd.MIN_WINOGRAD_CHANNELS, 4).to(torch.bfloat16)  # bf16 weights, float32 maths
+    conv.conv.cpu_half_mode = "float32"
+    calls = []
+    monkeypatch.setattr(
+        "ltx_core.model.video_vae.layers.winograd_conv3d", lambda *a: calls.append(1) or winograd_conv3d(*a)
+    )
+    x = torch.randn(1, conv.conv.in_channels, frames, 3, 5)
+    front, back = (2, 0) if causal else (1, 1)
+    padded = torch.cat([x[:, :, :1]] * front + [x] + [x[:, :, -1:]] * back, dim=2)
+    with torch.no_grad():
+        want = F.conv3d(padded, conv.conv.weight.float(), conv.conv.bias.float(), padding=(0, 1, 1))
+        got = conv(x, causal=causal)
+    assert calls == [1]
+    _close_to_float32_rounding(got, want)
+    conv(x.clone().requires_grad_(), causal=causal)  # tracked by autograd: not Winograd (writes into buffers)
+    assert calls == [1]
