@@ -7,7 +7,7 @@ backward -> AdamW), with random weights. Settings, each in its own process, alte
 
     fp32               no autocast, float32 base, connectors every step
     bf16-before        bf16 autocast, float32 base, float32 connectors every step (the trainer before)
-    bf16               bf16 autocast, bf16 base, contexts kept per sample (`CachedTextContexts`)
+    bf16               bf16 autocast, bf16 base and connectors, contexts kept per sample (`CachedTextContexts`)
     bf16-gc            as bf16, with gradient checkpointing
     bf16-gc-before     as bf16-before, with gradient checkpointing
 
@@ -71,8 +71,9 @@ def child(setting: str, steps: int, threads: int) -> dict:
             if p.ndim > 1:
                 p.normal_(0.0, p.shape[-1] ** -0.5)
     model.set_gradient_checkpointing("-gc" in setting)
-    if bf16 and not before:
+    if bf16 and not before:  # the trainer's bf16 LoRA: base and connectors in bf16 (training/parts.py)
         model = model.to(torch.bfloat16)
+        connectors = connectors.to(torch.bfloat16)
     model = add_lora(model, 64, 64, 0.0, ["to_q", "to_k", "to_v", "to_out.0"])
     for p in model.parameters():
         if p.requires_grad:
@@ -96,6 +97,8 @@ def child(setting: str, steps: int, threads: int) -> dict:
     audio_width = tr["audio_connector_num_attention_heads"] * tr["audio_connector_attention_head_dim"]
     audio_features = torch.randn(1, 1024, audio_width)
     mask = (torch.arange(1024) < 200).long()[None]
+    if bf16 and not before:
+        video_features, audio_features = video_features.bfloat16(), audio_features.bfloat16()
     cache = CachedTextContexts(connectors)
     times = []
     for step in range(steps):

@@ -146,9 +146,11 @@ def _build_models(
         device=torch.device("cpu") if quantization else device,
     )  # fmt: skip
     quantized = quantize_transformer(model, quantization, device, progress=progress) if quantization else None
+    # The frozen connectors follow the base: bf16 under bf16 LoRA (half the device memory; they run once
+    # per sample, see CachedTextContexts), float32 otherwise (the golden parity runs in float32).
     connectors: TextConnectors = build_model(
         text_connectors_spec(cfg.training_strategy.audio is not None), cfg.model.model_path,
-        dtype=torch.float32, device=device,
+        dtype=base_dtype, device=device,
     )  # fmt: skip
     model.set_gradient_checkpointing(cfg.optimization.enable_gradient_checkpointing)
     if lora_mode:
