@@ -5,7 +5,8 @@ connector layers), 2 blocks, LoRA rank 64 on to_q/k/v/out, 512 video + 32 audio 
 tokens: the step the trainer runs (connectors -> strategy inputs -> forward under autocast -> loss ->
 backward -> AdamW), with random weights. Settings, each in its own process, alternated and repeated:
 
-    fp32               no autocast, float32 base, connectors every step
+    fp32-before        no autocast, float32 base, connectors every step (the trainer before)
+    fp32               no autocast, float32 base, contexts kept per sample (`CachedTextContexts`)
     bf16-before        bf16 autocast, float32 base, float32 connectors every step (the trainer before)
     bf16               bf16 autocast, bf16 base and connectors, contexts kept per sample (`CachedTextContexts`)
     bf16-gc            as bf16, with gradient checkpointing
@@ -28,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-SETTINGS = ("fp32", "bf16-before", "bf16", "bf16-gc-before", "bf16-gc")
+SETTINGS = ("fp32-before", "fp32", "bf16-before", "bf16", "bf16-gc-before", "bf16-gc")
 _KEYS = Path(__file__).resolve().parents[1] / "tests" / "golden" / "ltx-2.3-22b-keys.json"
 
 
@@ -62,8 +63,8 @@ def child(setting: str, steps: int, threads: int) -> dict:
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     config = _quarter_config()
-    bf16 = setting != "fp32"
-    before = setting.endswith("before") or setting == "fp32"
+    bf16 = setting.startswith("bf16")
+    before = setting.endswith("before")
     model = configure_transformer(config).requires_grad_(False)
     connectors = text_connectors_spec(True).configurator(config).requires_grad_(False).eval()
     with torch.no_grad():
