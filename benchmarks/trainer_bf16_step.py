@@ -15,6 +15,7 @@ backward -> AdamW), with random weights. Settings, each in its own process, alte
 Printed: median step time (steps after the first) and peak RSS per setting, median over repeats.
 
     uv run python benchmarks/trainer_bf16_step.py --repeats 2 --steps 4
+    uv run python benchmarks/trainer_bf16_step.py --matmul    # bf16 vs float32 Linear on this CPU
 """
 
 from __future__ import annotations
@@ -124,14 +125,41 @@ def child(setting: str, steps: int, threads: int) -> dict:
     }
 
 
+def matmul_times(threads: int, repeats: int = 5) -> None:
+    """One Linear of the benchmark's widths (544 tokens, 1024 -> 4096) per dtype: is bf16 native here?"""
+    import torch
+
+    torch.set_num_threads(threads)
+    x, w = torch.randn(544, 1024), torch.randn(4096, 1024)
+
+    def timed(fn) -> float:
+        fn()
+        began = time.perf_counter()
+        for _ in range(repeats):
+            fn()
+        return (time.perf_counter() - began) / repeats
+
+    fp32 = timed(lambda: torch.nn.functional.linear(x, w))
+    bf16 = timed(lambda: torch.nn.functional.linear(x.bfloat16(), w.bfloat16()))
+    with torch.autocast("cpu", torch.bfloat16):
+        cast32 = timed(lambda: torch.nn.functional.linear(x, w))
+        cast16 = timed(lambda: torch.nn.functional.linear(x, w.bfloat16()))
+    print(f"linear 544x1024->4096: float32 {fp32 * 1e3:.0f} ms, bf16 {bf16 * 1e3:.0f} ms (x{bf16 / fp32:.1f}); "
+          f"bf16 autocast: float32 weight {cast32 * 1e3:.0f} ms, bf16 weight {cast16 * 1e3:.0f} ms")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=SETTINGS)
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--matmul", action="store_true", help="only time one Linear per dtype (is bf16 native?)")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.matmul:
+        matmul_times(args.threads)
+        return
     if args.child:
         print(json.dumps(child(args.child, args.steps, args.threads)))
         return
