@@ -7,6 +7,18 @@ with or without gradient checkpointing. Printed per size: `ltx_trainer.memory_pl
 device "cpu" and the process's peak RSS, both whole and without the process itself (the estimate's
 `CPU_RUNTIME_BYTES` against the RSS measured after the imports), and their ratio.
 
+Measured here (2 threads, shared machine; GiB, estimate / peak RSS, then without the process itself):
+
+    blocks  tokens  ckpt  estimate  peak RSS  ratio  est.-runtime  RSS-baseline  ratio
+         2     544   off      1.82      2.10   0.87          1.23          1.32   0.93
+         2     544    on      1.62      1.94   0.84          1.03          1.16   0.89
+         2    1056   off      2.00      2.54   0.79          1.41          1.77   0.80
+         2    1056    on      1.71      2.20   0.78          1.13          1.43   0.79
+         4     544   off      2.47      2.74   0.90          1.88          1.96   0.96
+         4     544    on      1.87      2.28   0.82          1.28          1.51   0.85
+         4    1056   off      2.82      3.55   0.80          2.24          2.78   0.81
+         4    1056    on      1.97      2.51   0.78          1.38          1.74   0.80
+
     uv run python benchmarks/trainer_memory_plan.py
     uv run python benchmarks/trainer_memory_plan.py --sizes 2x16x16 4x16x16 --blocks 2 4 --threads 2
 """
