@@ -5,15 +5,17 @@ connector layers), 2 blocks, LoRA rank 64 on to_q/k/v/out, 512 video + 32 audio 
 tokens: the step the trainer runs (connectors -> strategy inputs -> forward under autocast -> loss ->
 backward -> AdamW), with random weights. Settings, each in its own process, alternated and repeated:
 
-    fp32               no autocast, float32 base, connectors every step
+    fp32-before        no autocast, float32 base, connectors every step (the trainer before)
+    fp32               no autocast, float32 base, contexts kept per sample (`CachedTextContexts`)
     bf16-before        bf16 autocast, float32 base, float32 connectors every step (the trainer before)
-    bf16               bf16 autocast, bf16 base, contexts kept per sample (`CachedTextContexts`)
+    bf16               bf16 autocast, bf16 base and connectors, contexts kept per sample (`CachedTextContexts`)
     bf16-gc            as bf16, with gradient checkpointing
     bf16-gc-before     as bf16-before, with gradient checkpointing
 
 Printed: median step time (steps after the first) and peak RSS per setting, median over repeats.
 
     uv run python benchmarks/trainer_bf16_step.py --repeats 2 --steps 4
+    uv run python benchmarks/trainer_bf16_step.py --matmul    # bf16 vs float32 Linear on this CPU
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-SETTINGS = ("fp32", "bf16-before", "bf16", "bf16-gc-before", "bf16-gc")
+SETTINGS = ("fp32-before", "fp32", "bf16-before", "bf16", "bf16-gc-before", "bf16-gc")
 _KEYS = Path(__file__).resolve().parents[1] / "tests" / "golden" / "ltx-2.3-22b-keys.json"
 
 
@@ -62,8 +64,8 @@ def child(setting: str, steps: int, threads: int) -> dict:
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     config = _quarter_config()
-    bf16 = setting != "fp32"
-    before = setting.endswith("before") or setting == "fp32"
+    bf16 = setting.startswith("bf16")
+    before = setting.endswith("before")
     model = configure_transformer(config).requires_grad_(False)
     connectors = text_connectors_spec(True).configurator(config).requires_grad_(False).eval()
     with torch.no_grad():
@@ -71,8 +73,9 @@ def child(setting: str, steps: int, threads: int) -> dict:
             if p.ndim > 1:
                 p.normal_(0.0, p.shape[-1] ** -0.5)
     model.set_gradient_checkpointing("-gc" in setting)
-    if bf16 and not before:
+    if bf16 and not before:  # the trainer's bf16 LoRA: base and connectors in bf16 (training/parts.py)
         model = model.to(torch.bfloat16)
+        connectors = connectors.to(torch.bfloat16)
     model = add_lora(model, 64, 64, 0.0, ["to_q", "to_k", "to_v", "to_out.0"])
     for p in model.parameters():
         if p.requires_grad:
@@ -96,6 +99,8 @@ def child(setting: str, steps: int, threads: int) -> dict:
     audio_width = tr["audio_connector_num_attention_heads"] * tr["audio_connector_attention_head_dim"]
     audio_features = torch.randn(1, 1024, audio_width)
     mask = (torch.arange(1024) < 200).long()[None]
+    if bf16 and not before:
+        video_features, audio_features = video_features.bfloat16(), audio_features.bfloat16()
     cache = CachedTextContexts(connectors)
     times = []
     for step in range(steps):
@@ -120,14 +125,41 @@ def child(setting: str, steps: int, threads: int) -> dict:
     }
 
 
+def matmul_times(threads: int, repeats: int = 5) -> None:
+    """One Linear of the benchmark's widths (544 tokens, 1024 -> 4096) per dtype: is bf16 native here?"""
+    import torch
+
+    torch.set_num_threads(threads)
+    x, w = torch.randn(544, 1024), torch.randn(4096, 1024)
+
+    def timed(fn) -> float:
+        fn()
+        began = time.perf_counter()
+        for _ in range(repeats):
+            fn()
+        return (time.perf_counter() - began) / repeats
+
+    fp32 = timed(lambda: torch.nn.functional.linear(x, w))
+    bf16 = timed(lambda: torch.nn.functional.linear(x.bfloat16(), w.bfloat16()))
+    with torch.autocast("cpu", torch.bfloat16):
+        cast32 = timed(lambda: torch.nn.functional.linear(x, w))
+        cast16 = timed(lambda: torch.nn.functional.linear(x, w.bfloat16()))
+    print(f"linear 544x1024->4096: float32 {fp32 * 1e3:.0f} ms, bf16 {bf16 * 1e3:.0f} ms (x{bf16 / fp32:.1f}); "
+          f"bf16 autocast: float32 weight {cast32 * 1e3:.0f} ms, bf16 weight {cast16 * 1e3:.0f} ms")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=SETTINGS)
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--matmul", action="store_true", help="only time one Linear per dtype (is bf16 native?)")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.matmul:
+        matmul_times(args.threads)
+        return
     if args.child:
         print(json.dumps(child(args.child, args.steps, args.threads)))
         return

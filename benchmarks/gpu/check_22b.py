@@ -173,6 +173,15 @@ def run_training_step(name: str, args: argparse.Namespace, device: torch.device)
 
     settings = _train_settings(name)
     torch.cuda.empty_cache()
+    plan = plan_estimate(name, args)
+    free = torch.cuda.mem_get_info(device)[0]
+    # The plan decides what is tried: a variant it puts well over the free memory (no checkpointing at
+    # 121 frames needs ~200 GiB) would only spend the GPU's minutes running out of memory.
+    if plan["plan_gib"] * 2**30 > 1.1 * free:
+        return {
+            "variant": name,
+            "skipped": f"the memory plan needs {plan['plan_gib']} GiB, {free / 2**30:.1f} GiB free",
+        }
     torch.cuda.reset_peak_memory_stats(device)
     model = random_model(_config(args.blocks), device)
     video, audio = inputs(model, args.frames, args.height, args.width, args.text_tokens, device)
@@ -207,7 +216,7 @@ def run_training_step(name: str, args: argparse.Namespace, device: torch.device)
         "variant": name,
         "seconds_per_step": round(statistics.median(times[1:]), 3),
         "peak_gib": round(torch.cuda.max_memory_allocated(device) / 2**30, 2),
-        **plan_estimate(name, args),
+        **plan,
     }
     del model, optimizer, video, audio
     gc.collect()

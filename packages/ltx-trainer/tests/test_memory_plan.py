@@ -104,3 +104,22 @@ def test_a_run_that_does_not_fit_names_the_settings_that_would():
     assert check_training_fits(config, settings, shape, plain.peak, headroom=0.0) == plain
     with pytest.raises(TrainingMemoryError, match="nothing tried fits"):
         check_training_fits(config, settings, shape, 1000, headroom=0.0)
+
+
+def test_trainer_start_stops_a_run_that_cannot_fit_unless_told_to_skip(
+    checkpoint, data_root, tmp_path, monkeypatch, caplog
+):
+    from training_data import training_config
+
+    from ltx_trainer import memory_plan
+    from ltx_trainer.config import parse_config
+
+    monkeypatch.setattr(memory_plan, "free_memory", lambda device: 64 * 2**20)  # 64 MiB "free"
+    raw = training_config(checkpoint, data_root, tmp_path / "out")
+    with pytest.raises(TrainingMemoryError, match="GiB of RAM is free"):
+        memory_plan.check_run(parse_config(raw), torch.device("cpu"))
+    raw["acceleration"]["skip_memory_check"] = True
+    with caplog.at_level("WARNING", logger="ltx_trainer.memory_plan"):
+        estimate = memory_plan.check_run(parse_config(raw), torch.device("cpu"))
+    assert estimate is not None and estimate.peak > 64 * 2**20
+    assert "skip_memory_check" in caplog.text

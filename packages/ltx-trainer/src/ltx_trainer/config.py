@@ -282,6 +282,12 @@ class AccelerationConfig(_Section):
         default=False,
         description="Move optimizer state to the CPU while validation samples are generated (CUDA).",
     )
+    skip_memory_check: bool = Field(
+        False,
+        description="Start even when the memory plan (`python -m ltx_trainer.memory_plan`) estimates that the run "
+        "does not fit the device's free memory (by default the trainer stops before loading and names settings "
+        "that would fit).",
+    )
 
 
 class DataConfig(_Section):

@@ -6,8 +6,8 @@ The estimate adds, for the configured run:
   1/2 for int4, 1/4 for int2), counted on a meta-device build from the checkpoint config;
 - the trainable parameters (LoRA adapters on the target Linears, or the whole model), their float32
   gradients and the optimizer state (AdamW: two float32 moments; 8-bit AdamW: two bytes);
-- the frozen text connectors (float32) the trainer keeps, and on the CPU the per-sample text contexts
-  it keeps (`training.context_cache`);
+- the frozen text connectors the trainer keeps (in the base's dtype), and on the CPU the per-sample
+  text contexts it keeps (`training.context_cache`);
 - the activations autograd saves for the backward pass (fitted on the CPU with autograd's saved-tensor
   hooks, `tests/test_memory_plan.py`): per block `BLOCK_BYTES_PER_TOKEN_WIDTH` bytes per token and
   stream width, `BLOCK_BYTES_PER_TOKEN` per token and `BLOCK_BYTES_PER_TEXT_WIDTH` per text token and
@@ -102,10 +102,15 @@ def _is_target(name: str, targets: Sequence[str]) -> bool:
     return any(name == t or name.endswith("." + t) for t in targets)
 
 
+def _base_element_size(settings: TrainingSettings) -> int:
+    """Bytes per value of the frozen base and connectors: bf16 under bf16 LoRA, else float32 (training/parts.py)."""
+    return 2 if settings.lora_rank is not None and settings.mixed_precision == "bf16" else 4
+
+
 def _weight_bytes(model: nn.Module, settings: TrainingSettings) -> tuple[int, int]:
     """(frozen base bytes, trainable parameter count)."""
     lora = settings.lora_rank is not None
-    base_size = 2 if lora and settings.mixed_precision == "bf16" else 4
+    base_size = _base_element_size(settings)
     quantized: set[str] = set()
     if settings.quantization is not None:
         quantized = {
@@ -146,7 +151,7 @@ def estimate_training_memory(
 
     with torch.device("meta"):
         connectors = text_connectors_spec(settings.with_audio).configurator(dict(checkpoint_config))
-    connector_bytes = 4 * sum(p.numel() for p in connectors.parameters())
+    connector_bytes = _base_element_size(settings) * sum(p.numel() for p in connectors.parameters())
 
     widths = []
     if config.video is not None and shape.video_tokens:
@@ -174,7 +179,7 @@ def estimate_training_memory(
         from ltx_trainer.training.context_cache import DEFAULT_BUDGET_BYTES, contexts_bytes_per_sample
 
         dims = [config.video.dim if config.video else 0, config.audio.dim if config.audio else 0]
-        kept = shape.samples * contexts_bytes_per_sample(shape.text_tokens, *dims)
+        kept = shape.samples * contexts_bytes_per_sample(shape.text_tokens, *dims, _base_element_size(settings))
         runtime = CPU_RUNTIME_BYTES + min(kept, DEFAULT_BUDGET_BYTES)
     return TrainingMemoryEstimate(
         base_weights=base,
@@ -324,6 +329,16 @@ def check_run(config: Any, device: torch.device) -> TrainingMemoryEstimate | Non
     settings = settings_of(config)
     if free is None:
         return None
+    if config.acceleration.skip_memory_check:
+        estimate = estimate_training_memory(checkpoint_config, settings, shape, device)
+        if estimate.peak > free:
+            logger.warning(
+                "memory plan: this run needs about %s but %.1f GiB are free; starting anyway "
+                "(acceleration.skip_memory_check: true)",
+                estimate.describe(),
+                free / _GIB,
+            )
+        return estimate
     estimate = check_training_fits(checkpoint_config, settings, shape, free, device)
     logger.debug("memory plan: %s of %.1f GiB free", estimate.describe(), free / _GIB)
     return estimate

@@ -136,6 +136,12 @@ def _build_models(
     # and twice the memory (benchmarks/trainer_bf16_step.py). Full training keeps float32 masters.
     # (A quantized base needs it too: quanto's CPU int8 kernel takes bf16 activations only with bf16 scales.)
     bf16_base = lora_mode and cfg.acceleration.mixed_precision_mode == "bf16"
+    if device.type == "cpu" and cfg.acceleration.mixed_precision_mode == "bf16" and not _native_cpu_bf16():
+        # Measured on an AVX2-only CPU: a bf16 matmul takes ~8x the float32 one (benchmarks/trainer_bf16_step.py).
+        logger.warning(
+            "this CPU has no native bf16 matmul (no AVX512-BF16/AMX): bf16 autocast steps run several times "
+            "slower than acceleration.mixed_precision_mode: no"
+        )
     base_dtype = torch.bfloat16 if bf16_base else torch.float32
     torch.manual_seed(cfg.seed)
     quantization = cfg.acceleration.quantization
@@ -146,9 +152,11 @@ def _build_models(
         device=torch.device("cpu") if quantization else device,
     )  # fmt: skip
     quantized = quantize_transformer(model, quantization, device, progress=progress) if quantization else None
+    # The frozen connectors follow the base: bf16 under bf16 LoRA (half the device memory; they run once
+    # per sample, see CachedTextContexts), float32 otherwise (the golden parity runs in float32).
     connectors: TextConnectors = build_model(
         text_connectors_spec(cfg.training_strategy.audio is not None), cfg.model.model_path,
-        dtype=torch.float32, device=device,
+        dtype=base_dtype, device=device,
     )  # fmt: skip
     model.set_gradient_checkpointing(cfg.optimization.enable_gradient_checkpointing)
     if lora_mode:
@@ -180,6 +188,13 @@ def _build_models(
         optimizer=optimizer, scheduler=scheduler, strategy=strategy, reference_scale=ref_scale,
         dataset=dataset, order=order,
     )  # fmt: skip
+
+
+def _native_cpu_bf16() -> bool:
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):  # a torch built without oneDNN
+        return False
 
 
 def _required_tensors(strategy: FlexibleStrategyConfig) -> dict[str, list[str]]:

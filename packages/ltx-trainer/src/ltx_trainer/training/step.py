@@ -55,9 +55,10 @@ def sigma_bucket_losses(sigma: torch.Tensor, loss: torch.Tensor) -> dict[str, fl
 def text_contexts(parts: TrainingParts, batch, sample_ids):
     """The text contexts of a batch, through the frozen connectors (computed once per sample, then kept)."""
     text = batch["conditions"]
+    dtype = parts.base_dtype  # the connectors' dtype (parts.py)
     return parts.context_cache(
-        text["video_prompt_embeds"].to(parts.device, torch.float32),
-        text["audio_prompt_embeds"].to(parts.device, torch.float32) if "audio_prompt_embeds" in text else None,
+        text["video_prompt_embeds"].to(parts.device, dtype),
+        text["audio_prompt_embeds"].to(parts.device, dtype) if "audio_prompt_embeds" in text else None,
         text["prompt_attention_mask"].to(parts.device),
         sample_ids,
     )

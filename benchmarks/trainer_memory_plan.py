@@ -1,0 +1,143 @@
+"""The training memory plan's estimate against the measured peak RSS of LoRA steps on the CPU.
+
+Each size runs in its own process: the LTX-2.3 22B layout at 1/4 of its widths (as
+`trainer_bf16_step.py`), the trainer's LoRA step (frozen float32 base and text connectors, contexts
+kept per sample, LoRA rank 64 on to_q/k/v/out, AdamW, two steps so the optimizer's moments exist),
+with or without gradient checkpointing. Printed per size: `ltx_trainer.memory_plan`'s estimate for
+device "cpu" and the process's peak RSS, both whole and without the process itself (the estimate's
+`CPU_RUNTIME_BYTES` against the RSS measured after the imports), and their ratio.
+
+Measured here (2 threads, shared machine; GiB, estimate / peak RSS, then without the process itself):
+
+    blocks  tokens  ckpt  estimate  peak RSS  ratio  est.-runtime  RSS-baseline  ratio
+         2     544   off      1.82      2.10   0.87          1.23          1.32   0.93
+         2     544    on      1.62      1.94   0.84          1.03          1.16   0.89
+         2    1056   off      2.00      2.54   0.79          1.41          1.77   0.80
+         2    1056    on      1.71      2.20   0.78          1.13          1.43   0.79
+         4     544   off      2.47      2.74   0.90          1.88          1.96   0.96
+         4     544    on      1.87      2.28   0.82          1.28          1.51   0.85
+         4    1056   off      2.82      3.55   0.80          2.24          2.78   0.81
+         4    1056    on      1.97      2.51   0.78          1.38          1.74   0.80
+
+    uv run python benchmarks/trainer_memory_plan.py
+    uv run python benchmarks/trainer_memory_plan.py --sizes 2x16x16 4x16x16 --blocks 2 4 --threads 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+_LORA_TARGETS = ("to_q", "to_k", "to_v", "to_out.0")
+_RANK = 64
+_AUDIO_STEPS = 32
+_TEXT_TOKENS = 1024
+
+
+def _rss_bytes() -> int:
+    return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def child(blocks: int, frames: int, size: int, checkpointing: bool, threads: int) -> dict:
+    import torch
+    from trainer_bf16_step import _quarter_config
+
+    from ltx_core.model.transformer import configure_transformer
+    from ltx_trainer.config import FlexibleStrategyConfig, ModalityConfig
+    from ltx_trainer.memory_plan import CPU_RUNTIME_BYTES, TrainingSettings, TrainingShape, estimate_training_memory
+    from ltx_trainer.training.context_cache import CachedTextContexts
+    from ltx_trainer.training.draws import PerSampleDraws
+    from ltx_trainer.training.flexible import FlexibleStrategy, strategy_loss
+    from ltx_trainer.training.lora_files import add_lora
+    from ltx_trainer.training.text_contexts import text_connectors_spec
+    from ltx_trainer.training.timesteps import ShiftedLogitNormalSampler
+
+    baseline = _rss_bytes()  # the interpreter and the libraries, before anything of the run exists
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    config = _quarter_config()
+    config["transformer"]["num_layers"] = blocks
+    settings = TrainingSettings(
+        lora_rank=_RANK, lora_targets=_LORA_TARGETS, mixed_precision="no", gradient_checkpointing=checkpointing
+    )
+    shape = TrainingShape(video_tokens=frames * size * size, audio_tokens=_AUDIO_STEPS, text_tokens=_TEXT_TOKENS)
+    estimate = estimate_training_memory(config, settings, shape, device="cpu")
+
+    model = configure_transformer(config).requires_grad_(False)
+    connectors = text_connectors_spec(True).configurator(config).requires_grad_(False).eval()
+    model.set_gradient_checkpointing(checkpointing)
+    model = add_lora(model, _RANK, _RANK, 0.0, list(_LORA_TARGETS))
+    model.train()
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
+    strategy = FlexibleStrategy(
+        FlexibleStrategyConfig(video=ModalityConfig(latents_dir="v"), audio=ModalityConfig(latents_dir="a")),
+        ShiftedLogitNormalSampler(),
+    )
+    tr = config["transformer"]
+    g = torch.Generator().manual_seed(1)
+    batch = {
+        "v": {"latents": torch.randn(1, 128, frames, size, size, generator=g), "fps": torch.full((1,), 24.0)},
+        "a": {"latents": torch.randn(1, 8, _AUDIO_STEPS, 16, generator=g)},
+    }
+    video_width = tr["connector_num_attention_heads"] * tr["connector_attention_head_dim"]
+    audio_width = tr["audio_connector_num_attention_heads"] * tr["audio_connector_attention_head_dim"]
+    features = (torch.randn(1, _TEXT_TOKENS, video_width), torch.randn(1, _TEXT_TOKENS, audio_width))
+    mask = (torch.arange(_TEXT_TOKENS) < 200).long()[None]
+    cache = CachedTextContexts(connectors)
+    for step in range(2):
+        inputs = strategy.prepare(batch, cache(*features, mask, [0]), PerSampleDraws(0, step, [0]))
+        video, audio = model(inputs.video.modality, inputs.audio.modality)
+        strategy_loss(inputs, video, audio).mean().backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return {
+        "blocks": blocks,
+        "tokens": shape.video_tokens + shape.audio_tokens,
+        "checkpointing": checkpointing,
+        "estimate": estimate.peak,
+        "estimate_runtime": CPU_RUNTIME_BYTES,  # the process itself (the kept contexts are the run's)
+        "peak_rss": peak,
+        "baseline_rss": baseline,
+        "plan": estimate.describe(),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", nargs="+", default=["2x16x16", "4x16x16"], help="latent FxHxW")
+    parser.add_argument("--blocks", nargs="+", type=int, default=[2, 4])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--child", nargs=4, type=int, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        blocks, frames, size, checkpointing = args.child
+        print(json.dumps(child(blocks, frames, size, bool(checkpointing), args.threads)))
+        return
+    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
+    gib = 2**30
+    print(f"{'blocks':>6}{'tokens':>8}{'ckpt':>6}{'estimate':>10}{'peak RSS':>10}{'ratio':>7}"
+          f"{'est.-runtime':>14}{'RSS-baseline':>14}{'ratio':>7}   [GiB]")  # fmt: skip
+    for blocks in args.blocks:
+        for size in args.sizes:
+            f, h, w = (int(v) for v in size.split("x"))
+            if h != w:
+                raise SystemExit(f"--sizes takes square latents FxSxS, got {size}")
+            for checkpointing in (0, 1):
+                cmd = [sys.executable, __file__, "--child", str(blocks), str(f), str(h), str(checkpointing)]
+                cmd += ["--threads", str(args.threads)]
+                out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True).stdout
+                r = json.loads(out.strip().splitlines()[-1])
+                run_est, run_rss = r["estimate"] - r["estimate_runtime"], r["peak_rss"] - r["baseline_rss"]
+                print(f"{r['blocks']:>6}{r['tokens']:>8}{'on' if r['checkpointing'] else 'off':>6}"
+                      f"{r['estimate'] / gib:>10.2f}{r['peak_rss'] / gib:>10.2f}{r['estimate'] / r['peak_rss']:>7.2f}"
+                      f"{run_est / gib:>14.2f}{run_rss / gib:>14.2f}{run_est / run_rss:>7.2f}", flush=True)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
