@@ -223,7 +223,7 @@ class A2VidPipelineTwoStage(PromptPipeline):
         latents = {"encoded_audio_latent": audio_latent, **result.latents}
 
         # The input track itself (cut to the video) is shipped, not the VAE's reconstruction of it; a saved
-        # latents file keeps only the frozen latent, which `ltx_pipelines.decode` then decodes.
+        # latents file keeps it too, so `ltx_pipelines.decode` writes the same sound.
         final = self.finished(full, result.stage_2.video_latent, audio_latent, noise, latents)
         track = Waveform(audio.first_seconds(duration).float(), audio.sample_rate)
         return replace(final, shipped_audio=track)

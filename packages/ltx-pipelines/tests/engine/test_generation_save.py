@@ -209,3 +209,21 @@ def test_a_path_checked_when_the_run_began_and_taken_since_gets_a_numbered_name(
     assert video.read_bytes() == wav.read_bytes() == b"another program's file"
     with pytest.raises(OutputExistsError):  # the Python API's save checks when it starts: refused
         write_generation(fake_generation(CountingFrames()), video, parameters={}, model_files={})
+
+
+def test_a_shipped_waveform_is_kept_in_the_latents_file(tmp_path):
+    # Audio-to-video ships its input track, DFR its cut audio: decoding the file again must write that sound.
+    from dataclasses import replace
+
+    from ltx_pipelines.engine.final_latents import Waveform
+    from ltx_pipelines.engine.latents_file import RunRecord, load_latents, save_latents_beside
+
+    generation = with_final(fake_generation(CountingFrames()))
+    assert generation.final is not None
+    track = Waveform(torch.linspace(-0.5, 0.5, 2 * 4800).reshape(2, 4800), 48_000)
+    record = RunRecord(prompt="", parameters={}, model_files={})
+    shipped = save_latents_beside(tmp_path / "a.mp4", replace(generation.final, shipped_audio=track), record)
+    loaded = load_latents(shipped, device=torch.device("cpu")).final.shipped_audio
+    assert loaded is not None and loaded.sample_rate == 48_000 and torch.equal(loaded.samples, track.samples)
+    plain = save_latents_beside(tmp_path / "b.mp4", generation.final, record)
+    assert load_latents(plain, device=torch.device("cpu")).final.shipped_audio is None

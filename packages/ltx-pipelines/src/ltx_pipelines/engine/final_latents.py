@@ -52,4 +52,5 @@ class FinalLatents:
     """The prompt as encoded (rewritten by Gemma with prompt enhancement)."""
     shipped_audio: Waveform | None = None
     """A waveform shipped as the output's sound instead of decoding `audio` (audio-to-video ships its input
-    track; a saved latents file keeps only the latent, so decoding that file decodes the latent)."""
+    track, DFR its stage-1 audio cut to the video); a saved latents file keeps it, so decoding that file
+    writes the same sound."""

@@ -26,7 +26,7 @@ from ltx_core.devices import default_device, parse_dtype
 from ltx_core.loader import CheckpointError, ModelFiles
 from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.types import VideoPixelShape
-from ltx_pipelines.engine.final_latents import FinalLatents
+from ltx_pipelines.engine.final_latents import FinalLatents, Waveform
 from ltx_pipelines.engine.model_loading import Placement
 from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
 from ltx_pipelines.media.atomic_files import (
@@ -43,6 +43,8 @@ LATENTS_SUFFIX = ".latents.safetensors"
 LATENTS_FORMAT = "ltx-pipelines/latents"
 LATENTS_FORMAT_VERSION = "1"
 _VIDEO_KEY, _AUDIO_KEY, _NOISE_STATE_KEY = "video_latent", "audio_latent", "decoder_noise_state"
+# The waveform a run ships instead of decoding its audio latent (a2vid's input track, DFR's cut audio).
+_SHIPPED_AUDIO_KEY = "shipped_audio"
 _MAX_NUMBERED = 10_000
 
 
@@ -76,6 +78,8 @@ def save_latents(path: str | Path, final: FinalLatents, record: RunRecord, *, ov
     tensors = {_VIDEO_KEY: final.video.detach().to("cpu").contiguous()}
     if final.audio is not None:
         tensors[_AUDIO_KEY] = final.audio.detach().to("cpu").contiguous()
+    if final.shipped_audio is not None:
+        tensors[_SHIPPED_AUDIO_KEY] = final.shipped_audio.samples.detach().to("cpu", torch.float32).contiguous()
     noise: dict[str, Any] = {"kind": "unknown"}
     if isinstance(final.noise, SeededNoise):
         noise = {"kind": "seeded", "seed": final.noise.seed}
@@ -101,6 +105,9 @@ def save_latents(path: str | Path, final: FinalLatents, record: RunRecord, *, ov
         "dtype": _dtype_name(final.placement.dtype),
         "device": str(final.placement.device),
         "noise": json.dumps(noise),
+        "shipped_audio_sample_rate": json.dumps(
+            None if final.shipped_audio is None else final.shipped_audio.sample_rate
+        ),
     }
     with atomic_output(path, overwrite=overwrite) as tmp:
         save_file(tensors, str(tmp), metadata=metadata)
@@ -218,6 +225,13 @@ def _checkpoint(value: str | Path | ModelFiles) -> Path | ModelFiles:
     return value if isinstance(value, ModelFiles) else Path(value).expanduser()
 
 
+def _shipped_audio(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> Waveform | None:
+    rate = json.loads(metadata.get("shipped_audio_sample_rate", "null"))
+    if _SHIPPED_AUDIO_KEY not in tensors or rate is None:
+        return None
+    return Waveform(tensors[_SHIPPED_AUDIO_KEY], int(rate))
+
+
 def load_latents(
     path: str | Path,
     *,
@@ -264,6 +278,7 @@ def load_latents(
         tiling=tiling if tiling is not None else saved_tiling,
         noise=noise,
         prompt=metadata.get("prompt", ""),
+        shipped_audio=_shipped_audio(tensors, metadata),
     )
     record = RunRecord(
         prompt=metadata.get("prompt", ""),
