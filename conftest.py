@@ -164,6 +164,25 @@ def golden_ltx25_manifest(golden_ltx25_dir: Path) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="session")
+def golden_ltx25_split_files(golden_ltx25_dir: Path, golden_ltx25_manifest: dict[str, Any]) -> Any:
+    """The sub-set's split component files as one `ModelFiles` (transformer, text encoder, both VAEs and the
+    duration head), as the pipeline fixtures load them."""
+    from ltx_core.loader import ModelFiles
+
+    names = golden_ltx25_manifest["component_files"]
+    return ModelFiles.split(
+        **{c: golden_ltx25_dir / names[c] for c in ("transformer", "text_encoder", "video_vae", "audio_vae")},
+        duration_head=golden_ltx25_dir / names["duration_head"],
+    )
+
+
+@pytest.fixture(scope="session")
+def golden_ltx25_upsampler(golden_ltx25_dir: Path, golden_ltx25_manifest: dict[str, Any]) -> Path:
+    """The sub-set's x2 spatial latent upsampler file."""
+    return golden_ltx25_dir / golden_ltx25_manifest["component_files"]["spatial_upsampler"]
+
+
+@pytest.fixture(scope="session")
 def golden_ltx25_fixture(golden_ltx25_dir: Path) -> Callable[[str], GoldenFixture]:
     """`golden_ltx25_fixture("fx_ltx25_components")` -> GoldenFixture (cached per session); a missing
     file fails on the vendored set and skips, by name, under `LTX_GOLDEN_DIR`."""

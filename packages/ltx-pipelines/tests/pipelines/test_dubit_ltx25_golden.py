@@ -42,11 +42,8 @@ def fx(golden_ltx25_fixture):
 
 
 @pytest.fixture(scope="module")
-def files(golden_ltx25_dir: Path, golden_ltx25_manifest: dict[str, Any]) -> ModelFiles:
-    names = golden_ltx25_manifest["component_files"]
-    return ModelFiles.split(
-        **{c: golden_ltx25_dir / names[c] for c in ("transformer", "text_encoder", "video_vae", "audio_vae")}
-    )
+def files(golden_ltx25_split_files: ModelFiles) -> ModelFiles:
+    return golden_ltx25_split_files
 
 
 @pytest.fixture(scope="module")

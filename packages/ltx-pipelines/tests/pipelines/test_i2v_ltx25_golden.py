@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
@@ -39,17 +38,13 @@ def fx(golden_ltx25_fixture):
 
 
 @pytest.fixture(scope="module")
-def files(golden_ltx25_dir: Path, golden_ltx25_manifest: dict[str, Any]) -> ModelFiles:
-    names = golden_ltx25_manifest["component_files"]
-    return ModelFiles.split(
-        **{c: golden_ltx25_dir / names[c] for c in ("transformer", "text_encoder", "video_vae", "audio_vae")},
-        duration_head=golden_ltx25_dir / names["duration_head"],
-    )
+def files(golden_ltx25_split_files: ModelFiles) -> ModelFiles:
+    return golden_ltx25_split_files
 
 
 @pytest.fixture(scope="module")
-def upsampler(golden_ltx25_dir: Path, golden_ltx25_manifest: dict[str, Any]) -> Path:
-    return golden_ltx25_dir / golden_ltx25_manifest["component_files"]["spatial_upsampler"]
+def upsampler(golden_ltx25_upsampler: Path) -> Path:
+    return golden_ltx25_upsampler
 
 
 _STAGE_CALL = re.compile(r"^stage call (\d+): GaussianNoiser (video|audio) noise")
