@@ -19,11 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ltx_core.loader import LoraSpec, ModelFiles
-from ltx_pipelines.cli.command import PipelineCommand
-from ltx_pipelines.cli.model_flags import ModelFlags
-from ltx_pipelines.cli.tiling_flags import TilingFlags
 from ltx_pipelines.demo_assets import DEMO_FAMILIES
-from ltx_pipelines.lipdub import LipDubFlags, LipDubPipeline, LipDubReference, generate_lip_dub
+from ltx_pipelines.lipdub import LipDubPipeline, LipDubReference, lip_dub_command
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -53,28 +50,14 @@ class DubItPipeline(LipDubPipeline):
         super().__init__(checkpoint_path, spatial_upsampler_path, gemma_root, lip_dub_lora=ic_lora, **options)
 
 
-COMMAND = PipelineCommand.for_module(
+COMMAND = lip_dub_command(
     __name__,
     __doc__,
-    models=ModelFlags(
-        distilled=True,
-        two_stage=True,
-        demo_families=DEMO_FAMILIES,
-        lora_help=(
-            "The Dub-It IC-LoRA, fused into the transformer of both stages, with an optional strength "
-            "(default 1.0); exactly once (required; optional with --demo)."
-        ),
+    lambda checkpoint, upsampler, gemma, lora, **options: DubItPipeline(
+        checkpoint, upsampler, gemma, ic_lora=lora, **options
     ),
-    groups=(LipDubFlags(), TilingFlags(size_from=LipDubFlags)),
-    # --lora names the Dub-It IC-LoRA here, not plain LoRAs.
-    build=lambda run: DubItPipeline(
-        run.models.checkpoint,
-        run.models.spatial_upsampler,
-        run.models.gemma_root,
-        ic_lora=run.models.loras[0] if run.models.loras else None,
-        **{**run.pipeline_options(), "loras": ()},
-    ),
-    generate=generate_lip_dub,
+    lora_name="Dub-It",
+    demo_families=DEMO_FAMILIES,
 )
 main = COMMAND.main
 

@@ -14,7 +14,7 @@ import argparse
 import logging
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -344,28 +344,49 @@ def generate_lip_dub(pipeline: LipDubPipeline, run: Run) -> FinalLatents:
     )
 
 
-COMMAND = PipelineCommand.for_module(
+def lip_dub_command(
+    module_name: str,
+    doc: str | None,
+    make: Callable[..., LipDubPipeline],
+    *,
+    lora_name: str,
+    demo_families: tuple[str, ...],
+) -> PipelineCommand[Any]:
+    """The command line of a lip-dub module (`lipdub` for LTX-2.3, `dubit` for LTX-2.5): `make(checkpoint,
+    upsampler, gemma_root, lora, **options)` builds its pipeline; `--lora` names its one IC-LoRA."""
+    return PipelineCommand.for_module(
+        module_name,
+        doc,
+        models=ModelFlags(
+            distilled=True,
+            two_stage=True,
+            demo_families=demo_families,
+            lora_help=(
+                f"The {lora_name} IC-LoRA, fused into the transformer of both stages, with an optional strength "
+                "(default 1.0); exactly once (required; optional with --demo)."
+            ),
+        ),
+        groups=(LipDubFlags(), TilingFlags(size_from=LipDubFlags)),
+        # --lora names the IC-LoRA here, not plain LoRAs.
+        build=lambda run: make(
+            run.models.checkpoint,
+            run.models.spatial_upsampler,
+            run.models.gemma_root,
+            run.models.loras[0] if run.models.loras else None,
+            **{**run.pipeline_options(), "loras": ()},
+        ),
+        generate=generate_lip_dub,
+    )
+
+
+COMMAND = lip_dub_command(
     __name__,
     __doc__,
-    models=ModelFlags(
-        distilled=True,
-        two_stage=True,
-        demo_families=("ltx-2.3",),  # the LTX-2.5 name of this pipeline is ltx_pipelines.dubit
-        lora_help=(
-            "The lip-dub IC-LoRA, fused into the transformer of both stages, with an optional strength "
-            "(default 1.0); exactly once (required; optional with --demo)."
-        ),
+    lambda checkpoint, upsampler, gemma, lora, **options: LipDubPipeline(
+        checkpoint, upsampler, gemma, lip_dub_lora=lora, **options
     ),
-    groups=(LipDubFlags(), TilingFlags(size_from=LipDubFlags)),
-    # --lora names the lip-dub IC-LoRA here, not plain LoRAs.
-    build=lambda run: LipDubPipeline(
-        run.models.checkpoint,
-        run.models.spatial_upsampler,
-        run.models.gemma_root,
-        lip_dub_lora=run.models.loras[0] if run.models.loras else None,
-        **{**run.pipeline_options(), "loras": ()},
-    ),
-    generate=generate_lip_dub,
+    lora_name="lip-dub",
+    demo_families=("ltx-2.3",),  # the LTX-2.5 name of this pipeline is ltx_pipelines.dubit
 )
 main = COMMAND.main
 

@@ -81,10 +81,13 @@ class PromptFlags(FlagGroup[PromptChoice]):
             raise FlagError(f"--prompt-enhancer-gemma-root: {e}") from None
 
     def record(self, value: PromptChoice) -> dict[str, Any]:
-        recorded: dict[str, Any] = {"prompt": value.text, "seed": value.seed, "enhance_prompt": value.enhance}
-        if value.enhancer is not None:
-            recorded["prompt_enhancer_gemma_root"] = str(value.enhancer)
-        return recorded
+        enhancer = None if value.enhancer is None else str(value.enhancer)
+        return {
+            "prompt": value.text,
+            "seed": value.seed,
+            "enhance_prompt": value.enhance,
+            "prompt_enhancer_gemma_root": enhancer,
+        }
 
     def pipeline_options(self, value: PromptChoice) -> dict[str, Any]:
         return {} if value.enhancer is None else {"prompt_enhancer_gemma_root": value.enhancer}
