@@ -181,7 +181,7 @@ def test_demo_family_refusals(capsys, tmp_path):
     fails(
         capsys,
         lipdub.COMMAND,
-        [*base, "--demo", "--demo-family", "ltx-2.5"],
+        [*base, "--reference-video", str(tmp_path / "ref.mp4"), "--demo", "--demo-family", "ltx-2.5"],
         "--demo-family ltx-2.5",
         "ltx-2.3",
         "ltx_pipelines.dubit",
