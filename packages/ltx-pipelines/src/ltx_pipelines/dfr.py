@@ -55,7 +55,7 @@ from ltx_pipelines.cli.video_flags import VideoFlags
 from ltx_pipelines.engine import dfr_layout
 from ltx_pipelines.engine.decoding import decode_waveform
 from ltx_pipelines.engine.defaults import TWO_STAGE_SPATIAL_MULTIPLE, PipelineDefaults
-from ltx_pipelines.engine.duration import has_duration_head, predict_frame_count
+from ltx_pipelines.engine.duration import check_length_request, requested_frames
 from ltx_pipelines.engine.file_steps import contexts_on, encode_conditioning_images
 from ltx_pipelines.engine.final_latents import FinalLatents, Waveform
 from ltx_pipelines.engine.ic_references import reference_factors
@@ -216,21 +216,17 @@ class DFRPipeline(PromptPipeline):
         tile-locally, the temporal rounds (as the reference re-attaches them). `duration` (with `num_frames`
         None): the duration head picks the requested length in that range of seconds."""
         self._check_rounds(temporal_upsample_rounds)
-        if (num_frames is None) == (duration is None):
-            raise ValueError(f"give num_frames or duration, not both or neither (got {num_frames}, {duration})")
-        if duration is not None and not has_duration_head(self.checkpoint_path):
-            raise ValueError("duration needs model files with a duration head (ModelFiles.split(duration_head=...))")
+        check_length_request(self.checkpoint_path, num_frames, duration)
         if num_frames is not None:
             dfr_layout.plan_canvas(num_frames)
         self.output_shape(height, width, num_frames or 1, frame_rate)
         (contexts,), final_prompt = self.encode_prompts([prompt], seed=seed, images=images, enhance=enhance_prompt)
-        if duration is not None:
-            num_frames = predict_frame_count(
-                self.checkpoint_path, self.placement, contexts, frame_rate=frame_rate, duration_range=duration
-            )
-        assert num_frames is not None
+        frames = requested_frames(
+            self.checkpoint_path, self.placement, contexts, num_frames=num_frames, duration=duration,
+            frame_rate=frame_rate,
+        )  # fmt: skip
         final = self.latents_from_contexts(
-            contexts, height=height, width=width, num_frames=num_frames, frame_rate=frame_rate,
+            contexts, height=height, width=width, num_frames=frames, frame_rate=frame_rate,
             noise=SeededNoise(seed), seed=seed, temporal_upsample_rounds=temporal_upsample_rounds, images=images,
         )  # fmt: skip
         return replace(final, prompt=final_prompt)

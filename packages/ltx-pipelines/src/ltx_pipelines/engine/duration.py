@@ -19,7 +19,7 @@ from ltx_pipelines.engine.model_loading import Placement, loaded
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DurationRange", "has_duration_head", "predict_frame_count"]
+__all__ = ["DurationRange", "check_length_request", "has_duration_head", "predict_frame_count", "requested_frames"]
 
 
 def has_duration_head(checkpoint: ModelSource) -> bool:
@@ -53,3 +53,28 @@ def predict_frame_count(
         )
     logger.info("duration head: %d frames (%.2f s at %g fps)", frames, frames / frame_rate, frame_rate)
     return frames
+
+
+def check_length_request(checkpoint: ModelSource, num_frames: int | None, duration: DurationRange | None) -> None:
+    """A pipeline call asks for its length one way: a frame count, or a `duration` range for the duration
+    head (then the model files must carry one). Checked before the prompt is encoded."""
+    if (num_frames is None) == (duration is None):
+        raise ValueError(f"give num_frames or duration, not both or neither (got {num_frames}, {duration})")
+    if duration is not None and not has_duration_head(checkpoint):
+        raise ValueError("duration needs model files with a duration head (ModelFiles.split(duration_head=...))")
+
+
+def requested_frames(
+    checkpoint: ModelSource,
+    placement: Placement,
+    contexts: TextContexts,
+    *,
+    num_frames: int | None,
+    duration: DurationRange | None,
+    frame_rate: float,
+) -> int:
+    """The frame count a call asked for: `num_frames`, or the duration head's prediction in `duration`."""
+    if duration is None:
+        assert num_frames is not None, "check_length_request first"
+        return num_frames
+    return predict_frame_count(checkpoint, placement, contexts, frame_rate=frame_rate, duration_range=duration)
