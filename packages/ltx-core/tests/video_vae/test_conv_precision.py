@@ -82,3 +82,35 @@ def test_strided_time_conv_still_pads():
     conv = CausalConv3d(3, 2, kernel_size=3, stride=(2, 1, 1))
     x = torch.randn(1, 3, 5, 4, 4)
     assert torch.equal(conv(x, causal=True), conv.conv(_replicate_padded(x, 2, 0)))
+
+
+@pytest.mark.parametrize("path", ["padded", "merged_edges", "winograd"])
+@pytest.mark.parametrize("causal", [True, False])
+def test_each_cpu_float32_path_matches_torch_conv3d(path, causal, monkeypatch):
+    """Force each way a CPU float32 CausalConv3d can run (the limits pick it by width and frame size)
+    and compare with torch's conv3d of the replicate-padded input in float64."""
+    from ltx_core.model.video_vae import winograd
+
+    big = 10**9
+    monkeypatch.setattr(layers, "MIN_MERGED_EDGE_PIXELS", 1 if path == "merged_edges" else big)
+    monkeypatch.setattr(winograd, "MIN_WINOGRAD_PIXELS", 1 if path == "winograd" else big)
+    monkeypatch.setattr(winograd, "MIN_WINOGRAD_CHANNELS", 1)
+    taken = []
+    merged = layers.CausalConv3d._forward_merged_edges
+    monkeypatch.setattr(
+        layers.CausalConv3d, "_forward_merged_edges", lambda *a: taken.append("merged_edges") or merged(*a)
+    )
+    monkeypatch.setattr(layers, "winograd_conv3d", lambda *a: taken.append("winograd") or winograd.winograd_conv3d(*a))
+    torch.manual_seed(0)
+    conv = CausalConv3d(8, 4, kernel_size=3)
+    x = torch.randn(2, 8, 4, 7, 9)
+    front, back = (2, 0) if causal else (1, 1)
+    padded = _replicate_padded(x, front, back).double()
+    with torch.no_grad():
+        want = torch.nn.functional.conv3d(padded, conv.conv.weight.double(), conv.conv.bias.double(), padding=(0, 1, 1))
+        got = conv(x, causal=causal)
+    assert taken == ([] if path == "padded" else [path])
+    assert got.shape == want.shape == (2, 4, 4, 7, 9)
+    # float32 rounding of 27 x 8 terms (Winograd's transforms round a few times more); a wrong tap
+    # or transform entry is off by O(max |output|)
+    assert float((got.double() - want).abs().max()) <= 1e-6 * float(want.abs().max()) * (27 * 8) ** 0.5

@@ -1,4 +1,4 @@
-"""Winograd F(2x2, 3x3) 3x3x3 convolution (wide CPU float32 layers of the video VAE)."""
+"""Winograd F(4x4, 3x3) 3x3x3 convolution (wide CPU float32 layers of the video VAE)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,18 @@ from ltx_core.model.video_vae.layers import CausalConv3d
 from ltx_core.model.video_vae.winograd import use_winograd, winograd_conv3d
 
 
-def _close_to_float32_rounding(got: torch.Tensor, want: torch.Tensor) -> None:
+def _direct_float64(x, weight, bias, **kwargs):
+    return F.conv3d(x.double(), weight.double(), None if bias is None else bias.double(), **kwargs)
+
+
+def _close_to_float32_rounding(got: torch.Tensor, want: torch.Tensor, in_channels: int) -> None:
+    """`want` is the float64 convolution. Each output sums 27 x `in_channels` terms; float32 rounding
+    (and F(4x4, 3x3)'s transforms, which scale terms by up to 8 before they cancel) grows like the
+    square root of that count: measured up to 1.7e-7 x max|output| x sqrt(terms) here, 2-7x the
+    direct float32 convolution's. A wrong transform entry is off by O(max|output|)."""
     assert got.shape == want.shape
-    # Different summation order only: ~1e-6 of the output's range; a wrong transform entry is O(1).
-    assert float((got - want).abs().max()) <= 2e-6 * float(want.abs().max()) * want.shape[1] ** 0.5
+    bound = 1e-6 * float(want.abs().max()) * (27 * in_channels) ** 0.5
+    assert float((got.double() - want).abs().max()) <= bound
 
 
 @pytest.mark.parametrize("shape", [(1, 8, 3, 6, 8), (2, 8, 4, 5, 7), (1, 8, 3, 1, 1), (1, 8, 5, 2, 9)], ids=str)
@@ -24,14 +32,16 @@ def test_matches_the_direct_convolution(shape, with_bias):
     x = torch.randn(shape)
     weight = torch.randn(6, shape[1], 3, 3, 3)
     bias = torch.randn(6) if with_bias else None
-    _close_to_float32_rounding(winograd_conv3d(x, weight, bias), F.conv3d(x, weight, bias, padding=(0, 1, 1)))
+    want = _direct_float64(x, weight, bias, padding=(0, 1, 1))
+    _close_to_float32_rounding(winograd_conv3d(x, weight, bias), want, x.shape[1])
 
 
 def test_more_output_channels_than_one_pass(monkeypatch):
     monkeypatch.setattr(winograd, "_OUT_CHUNK", 4)
     torch.manual_seed(0)
     x, weight, bias = torch.randn(1, 5, 3, 4, 4), torch.randn(10, 5, 3, 3, 3), torch.randn(10)
-    _close_to_float32_rounding(winograd_conv3d(x, weight, bias), F.conv3d(x, weight, bias, padding=(0, 1, 1)))
+    want = _direct_float64(x, weight, bias, padding=(0, 1, 1))
+    _close_to_float32_rounding(winograd_conv3d(x, weight, bias), want, x.shape[1])
 
 
 def test_too_few_frames_is_refused():
@@ -64,9 +74,9 @@ def test_wide_causal_conv_goes_through_winograd_and_matches_padding(causal, fram
     front, back = (2, 0) if causal else (1, 1)
     padded = torch.cat([x[:, :, :1]] * front + [x] + [x[:, :, -1:]] * back, dim=2)
     with torch.no_grad():
-        want = F.conv3d(padded, conv.conv.weight.float(), conv.conv.bias.float(), padding=(0, 1, 1))
+        want = _direct_float64(padded, conv.conv.weight, conv.conv.bias, padding=(0, 1, 1))
         got = conv(x, causal=causal)
     assert calls == [1]
-    _close_to_float32_rounding(got, want)
+    _close_to_float32_rounding(got, want, x.shape[1])
     conv(x.clone().requires_grad_(), causal=causal)  # tracked by autograd: not Winograd (writes into buffers)
     assert calls == [1]

@@ -144,7 +144,7 @@ class CausalConv3d(nn.Module):
     taps that read the same repeated frame are summed into one. Same result to float32 rounding,
     no padded copy of the input, and 2 / (3 T) fewer multiply-adds for a 3-tap kernel over T frames
     (the convolutions are ~95% of a decode's CPU time). Wide 3x3x3 layers there instead take the
-    padded input through Winograd F(2x2, 3x3) (`winograd.py`: 4/9 of the multiply-adds, as GEMMs).
+    padded input through Winograd F(4x4, 3x3) (`winograd.py`: 1/4 of the multiply-adds, as GEMMs).
     Elsewhere the input is replicate-padded for the layer's own convolution.
     """
 

@@ -1,12 +1,14 @@
-"""3x3x3 convolution on the CPU through Winograd F(2x2, 3x3) in height and width.
+"""3x3x3 convolution on the CPU through Winograd F(4x4, 3x3) in height and width.
 
-Each 2x2 block of output pixels is computed from a 4x4 input tile in a transformed basis where the
-3x3 spatial kernel becomes 16 independent matrix products, one per transformed position: 16 products
-of (out, in) x (in, tiles) per time tap instead of 36 multiply-adds per output pair, i.e. 4/9 of the
-direct convolution's multiply-adds, as 48 large float32 GEMMs. The tile and kernel transforms are
-memory-bound and made per call, so it only pays for wide layers over large frames (`use_winograd`).
-Same result to float32 rounding (the transforms only add and halve; measured max |difference|
-~1e-5 relative to the output's range).
+Each 4x4 block of output pixels is computed from a 6x6 input tile (tiles overlap by 2) in a
+transformed basis where the 3x3 spatial kernel becomes 36 independent products, one per transformed
+position: per time tap, 36 GEMMs of (out, in) x (in, tiles), i.e. 36 multiply-adds per 16 outputs
+and input channel instead of 144 -- 1/4 of the direct convolution's. The three transforms (input
+tiles, kernels, output blocks) are small GEMMs with the Kronecker products of the 1-D transform
+matrices (interpolation points 0, +-1, +-2), made per call: they only pay for wide layers over large
+frames (`use_winograd`). The points +-2 scale some terms by up to 8 before they cancel, so the
+result differs from the direct convolution by a few float32 roundings of the output's range
+(measured ~1e-5 relative on the 22B decoder's layers, like oneDNN against itself in another order).
 """
 
 from __future__ import annotations
@@ -16,27 +18,57 @@ import functools
 import torch
 from torch.nn import functional as F
 
-# Layers at least this wide, over frames at least this large, go through Winograd. Measured in the 22B
-# decoder (17 x 256 x 384): at 512 channels over 32 x 48 frames it wins; at 256 channels, or over
-# 16 x 24 and smaller frames (where the per-call kernel transform of 1024- and 4096-wide layers and
-# short GEMMs dominate), oneDNN's direct convolution is as fast or faster.
-MIN_WINOGRAD_CHANNELS = 512
+# Layers at least this wide, over frames at least this large, go through Winograd. Measured per layer
+# shape of the 22B decoder (2 threads, CPU seconds against oneDNN's direct convolution, kernel transform
+# included): 512 -> 512 over 9 x 32 x 48 0.39x, 256 -> 256 over 17 x 32 x 48 0.50x, 256 -> 512 0.53x;
+# but 128 -> 128 over 17 x 64 x 96 1.28x (short GEMMs, transforms dominate), and over 16 x 24 or
+# smaller frames the per-call kernel transform of the 512- to 4096-wide layers costs as much as the
+# saved multiply-adds (512 -> 512 over 5 x 16 x 24 1.16x, 1024 -> 1024 over 3 x 8 x 12 3x).
+MIN_WINOGRAD_CHANNELS = 256
 MIN_WINOGRAD_PIXELS = 32 * 48
-# Output channels per pass: bounds the transformed weights and products held at once (~100 MB at 512 in).
-_OUT_CHUNK = 512
+# Output channels per pass: bounds the transformed kernels and products held at once (~90 MB at 512 in
+# over 9 x 32 x 48). 256 rather than 512: same CPU time in the 22B decode, ~80 MiB lower peak RSS.
+_OUT_CHUNK = 256
+_TILE, _BLOCK = 6, 4  # input tile and output block edge of F(4x4, 3x3)
 
 
 @functools.cache
-def _transforms(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """2-D kernel transform G x G (16 positions x 9 taps) and output transform (4 outputs x 16 positions)."""
-    g = torch.tensor([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]], device=device)
-    a_t = torch.tensor([[1.0, 1.0, 1.0, 0.0], [0.0, 1.0, -1.0, -1.0]], device=device)
-    return torch.kron(g, g), torch.kron(a_t, a_t)
+def _transforms(device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """2-D input (36 x 36), kernel (36 x 9) and output (16 x 36) transforms of F(4x4, 3x3).
+
+    Built in float64 from the exact 1-D matrices and rounded once (the kernel one has thirds).
+    """
+    input_1d = torch.tensor(
+        [
+            [4, 0, -5, 0, 1, 0],
+            [0, -4, -4, 1, 1, 0],
+            [0, 4, -4, -1, 1, 0],
+            [0, -2, -1, 2, 1, 0],
+            [0, 2, -1, -2, 1, 0],
+            [0, 4, 0, -5, 0, 1],
+        ],
+        dtype=torch.float64,
+    )
+    kernel_1d = torch.tensor(
+        [
+            [1 / 4, 0, 0],
+            [-1 / 6, -1 / 6, -1 / 6],
+            [-1 / 6, 1 / 6, -1 / 6],
+            [1 / 24, 1 / 12, 1 / 6],
+            [1 / 24, -1 / 12, 1 / 6],
+            [0, 0, 1],
+        ],
+        dtype=torch.float64,
+    )
+    output_1d = torch.tensor(
+        [[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]], dtype=torch.float64
+    )
+    return tuple(torch.kron(m, m).to(device=device, dtype=torch.float32) for m in (input_1d, kernel_1d, output_1d))
 
 
 def use_winograd(conv: torch.nn.Conv3d, height: int, width: int) -> bool:
     """Whether `conv` (already known to run in float32 on the CPU) is a wide, plain 3x3x3 convolution
-    over frames large enough (`height` x `width`) for the GEMMs to outweigh the tile transforms."""
+    over frames large enough (`height` x `width`) for the GEMMs to outweigh the transforms."""
     return (
         height * width >= MIN_WINOGRAD_PIXELS
         and tuple(conv.kernel_size) == (3, 3, 3)
@@ -49,27 +81,11 @@ def use_winograd(conv: torch.nn.Conv3d, height: int, width: int) -> bool:
     )
 
 
-def _input_tiles(x: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
-    """(C, T, 2*rows + 2, 2*cols + 2) zero-padded frames -> (16, C, T * rows * cols) transformed tiles."""
-    c, t = x.shape[:2]
-    # Even and odd columns apart, so every column slice below is contiguous (stride-2 slices are slow).
-    split = x.reshape(c, t, 2 * rows + 2, cols + 1, 2).permute(4, 0, 1, 2, 3).contiguous()
-    even, odd = split[0], split[1]
-    col_sums = (
-        even[..., :cols] - even[..., 1:],
-        odd[..., :cols] + even[..., 1:],
-        even[..., 1:] - odd[..., :cols],
-        odd[..., :cols] - odd[..., 1:],
-    )
-    del split, even, odd
-    tiles = x.new_empty(4, 4, c, t, rows, cols)
-    for j, col in enumerate(col_sums):
-        r0, r1, r2, r3 = (col[:, :, i : i + 2 * rows : 2] for i in range(4))
-        torch.sub(r0, r2, out=tiles[0, j])
-        torch.add(r1, r2, out=tiles[1, j])
-        torch.sub(r2, r1, out=tiles[2, j])
-        torch.sub(r1, r3, out=tiles[3, j])
-    return tiles.view(16, c, t * rows * cols)
+def _input_tiles(frames: torch.Tensor, rows: int, cols: int, transform: torch.Tensor) -> torch.Tensor:
+    """(C, T, 4*rows + 2, 4*cols + 2) zero-padded frames -> (36, C, T * rows * cols) transformed tiles."""
+    c, t = frames.shape[:2]
+    tiles = frames.unfold(2, _TILE, _BLOCK).unfold(3, _TILE, _BLOCK)  # (C, T, rows, cols, 6, 6), a view
+    return torch.mm(transform, tiles.reshape(-1, _TILE * _TILE).t()).view(_TILE * _TILE, c, t * rows * cols)
 
 
 def winograd_conv3d(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
@@ -82,30 +98,32 @@ def winograd_conv3d(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | 
     t = frames - 2
     if t < 1:
         raise ValueError(f"a 3-tap time kernel needs at least 3 input frames, got {frames}")
-    rows, cols = (h + 1) // 2, (w + 1) // 2
-    kernel_transform, out_transform = _transforms(x.device)
+    rows, cols = -(-h // _BLOCK), -(-w // _BLOCK)
+    input_transform, kernel_transform, output_transform = _transforms(x.device)
     plane = rows * cols
+    positions = _TILE * _TILE
     out_channels = weight.shape[0]
-    out = x.new_empty(n, out_channels, t, 2 * rows, 2 * cols)
+    out = x.new_empty(n, out_channels, t, _BLOCK * rows, _BLOCK * cols)
     for b in range(n):
-        # Zero border of one pixel, plus one more where H or W is odd (cropped at the end).
-        padded = F.pad(x[b], (1, 1 + 2 * cols - w, 1, 1 + 2 * rows - h))
-        tiles = _input_tiles(padded, rows, cols)
+        # Zero border of one pixel, plus up to 3 more where H or W is not a multiple of 4 (cropped at the end).
+        padded = F.pad(x[b], (1, 1 + _BLOCK * cols - w, 1, 1 + _BLOCK * rows - h))
+        tiles = _input_tiles(padded, rows, cols, input_transform)
         del padded
         for start in range(0, out_channels, _OUT_CHUNK):
             part = weight[start : start + _OUT_CHUNK]
             width = part.shape[0]
-            # (16 positions, time tap, out, in): G g G^T for every (out, in, tap) 3x3 kernel, as one GEMM.
+            # (36 positions, time tap, out, in): G g G^T for every (out, in, tap) 3x3 kernel, as one GEMM.
             taps = part.permute(3, 4, 2, 0, 1).reshape(9, -1)
-            kernels = torch.mm(kernel_transform, taps).view(16, 3, width, c)
+            kernels = torch.mm(kernel_transform, taps).view(positions, 3, width, c)
             del taps
             products = torch.bmm(kernels[:, 0], tiles[:, :, : t * plane])
             for tap in (1, 2):
                 products.baddbmm_(kernels[:, tap], tiles[:, :, tap * plane : (tap + t) * plane])
             del kernels
-            blocks = torch.mm(out_transform, products.view(16, -1)).view(2, 2, width, t, rows, cols)
+            blocks = torch.mm(output_transform, products.view(positions, -1))
             del products
-            target = out[b, start : start + width].view(width, t, rows, 2, cols, 2)
+            blocks = blocks.view(_BLOCK, _BLOCK, width, t, rows, cols)
+            target = out[b, start : start + width].view(width, t, rows, _BLOCK, cols, _BLOCK)
             source = blocks.permute(2, 3, 4, 0, 5, 1)
             if bias is None:
                 target.copy_(source)
