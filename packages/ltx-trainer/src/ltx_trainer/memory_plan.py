@@ -6,15 +6,24 @@ The estimate adds, for the configured run:
   1/2 for int4, 1/4 for int2), counted on a meta-device build from the checkpoint config;
 - the trainable parameters (LoRA adapters on the target Linears, or the whole model), their float32
   gradients and the optimizer state (AdamW: two float32 moments; 8-bit AdamW: two bytes);
-- the frozen text connectors the trainer keeps (in the base's dtype), and on the CPU the per-sample
-  text contexts it keeps (`training.context_cache`);
+- the frozen text connectors (in the base's dtype): the trainer runs them over every sample before the
+  first step and releases them when all the contexts fit its cache (`training.context_cache`), so they
+  count only at the start (beside the base and the adapters, before any gradient or optimizer state),
+  unless the dataset outgrows the cache; on the CPU the kept contexts count too;
 - the activations autograd saves for the backward pass (fitted on the CPU with autograd's saved-tensor
   hooks, `tests/test_memory_plan.py`): per block `BLOCK_BYTES_PER_TOKEN_WIDTH` bytes per token and
   stream width, `BLOCK_BYTES_PER_TOKEN` per token and `BLOCK_BYTES_PER_TEXT_WIDTH` per text token and
   stream width (the projected text context). Attention keeps no score matrix (flash-style kernels on
   CUDA and on the CPU). With gradient checkpointing, each block keeps its float32 input streams, and
   one block's activations are live while it is recomputed;
-- on the CPU, the process itself (the Python runtime and torch libraries, `CPU_RUNTIME_BYTES`).
+- on the CPU, the process itself (the Python runtime and the trainer's libraries, `CPU_RUNTIME_BYTES`).
+
+The peak is the larger of the start (connectors running) and a training step. On the CPU the measured
+peak RSS follows the estimate because the trainer fixes glibc's mmap threshold (`training.host_memory`):
+with glibc's moving threshold freed activations stay in the heaps and the peak RSS grew past the estimate
+by a share of the activations, up to a fifth at 1056 tokens (benchmarks/trainer_memory_plan.py). On CUDA
+the estimate assumes a fused SDPA kernel (flash or memory-efficient: no token x token score matrix) and
+counts no caching-allocator slack.
 
 `check_training_fits` compares the peak with the device's free memory (available RAM on the CPU) and,
 when it does not fit, raises an error naming the settings that would.
@@ -44,7 +53,7 @@ _GIB = 2**30
 BLOCK_BYTES_PER_TOKEN_WIDTH = {"float32": 184.0, "bf16": 131.0}
 BLOCK_BYTES_PER_TOKEN = {"float32": 115.0, "bf16": 82.0}
 BLOCK_BYTES_PER_TEXT_WIDTH = {"float32": 74.0, "bf16": 53.0}
-CPU_RUNTIME_BYTES = 600 * 2**20
+CPU_RUNTIME_BYTES = 800 * 2**20  # RSS of a process that imported the trainer (793 MiB measured)
 QUANTIZED_BYTES_PER_VALUE = {
     "int8-quanto": 1.0,
     "fp8-quanto": 1.0,
@@ -85,15 +94,28 @@ class TrainingMemoryEstimate:
     connectors: int
     activations: int
     runtime: int  # CPU: the process itself and the kept text contexts
+    trainable_weights: int = 0  # the trainable parameters alone (the start, before any step)
+    connectors_released: bool = False  # every sample's contexts fit the cache: no connectors in the loop
+
+    @property
+    def start(self) -> int:
+        """Before the first step: the connectors run over every sample beside the weights."""
+        return self.base_weights + self.trainable_weights + self.connectors + self.runtime
+
+    @property
+    def step(self) -> int:
+        connectors = 0 if self.connectors_released else self.connectors
+        return self.base_weights + self.trainable + connectors + self.activations + self.runtime
 
     @property
     def peak(self) -> int:
-        return self.base_weights + self.trainable + self.connectors + self.activations + self.runtime
+        return max(self.start, self.step)
 
     def describe(self) -> str:
+        when = "released before step 1" if self.connectors_released else "kept"
         return (
             f"{self.peak / _GIB:.1f} GiB (base weights {self.base_weights / _GIB:.1f}, trainable + optimizer "
-            f"{self.trainable / _GIB:.2f}, text connectors {self.connectors / _GIB:.2f}, activations "
+            f"{self.trainable / _GIB:.2f}, text connectors {self.connectors / _GIB:.2f} ({when}), activations "
             f"{self.activations / _GIB:.1f}, runtime {self.runtime / _GIB:.1f} GiB)"
         )
 
@@ -174,19 +196,19 @@ def estimate_training_memory(
         activations = blocks * per_block
     activations = int(activations * shape.batch)
 
-    runtime = 0
-    if device.type == "cpu":
-        from ltx_trainer.training.context_cache import DEFAULT_BUDGET_BYTES, contexts_bytes_per_sample
+    from ltx_trainer.training.context_cache import DEFAULT_BUDGET_BYTES, contexts_bytes_per_sample
 
-        dims = [config.video.dim if config.video else 0, config.audio.dim if config.audio else 0]
-        kept = shape.samples * contexts_bytes_per_sample(shape.text_tokens, *dims, _base_element_size(settings))
-        runtime = CPU_RUNTIME_BYTES + min(kept, DEFAULT_BUDGET_BYTES)
+    dims = [config.video.dim if config.video else 0, config.audio.dim if config.audio else 0]
+    kept = shape.samples * contexts_bytes_per_sample(shape.text_tokens, *dims, _base_element_size(settings))
+    runtime = CPU_RUNTIME_BYTES + min(kept, DEFAULT_BUDGET_BYTES) if device.type == "cpu" else 0
     return TrainingMemoryEstimate(
         base_weights=base,
         trainable=trainable,
         connectors=connector_bytes,
         activations=activations,
         runtime=runtime,
+        trainable_weights=trainable_params * 4,
+        connectors_released=kept <= DEFAULT_BUDGET_BYTES,
     )
 
 
