@@ -11,8 +11,9 @@ The estimate adds, for the configured run:
   count only at the start (beside the base and the adapters, before any gradient or optimizer state),
   unless the dataset outgrows the cache; on the CPU the kept contexts count too;
 - the activations autograd saves for the backward pass (fitted on the CPU with autograd's saved-tensor
-  hooks, `tests/test_memory_plan.py`): per block `BLOCK_BYTES_PER_TOKEN_WIDTH` bytes per token and
-  stream width, `BLOCK_BYTES_PER_TOKEN` per token and `BLOCK_BYTES_PER_TEXT_WIDTH` per text token and
+  hooks, each storage counted once, `tests/test_memory_plan.py`): per block
+  `BLOCK_BYTES_PER_TOKEN_WIDTH` bytes per token and stream width, `BLOCK_BYTES_PER_TOKEN` per token and
+  `BLOCK_BYTES_PER_TEXT_WIDTH` per text token and
   stream width (the projected text context). Attention keeps no score matrix (flash-style kernels on
   CUDA and on the CPU). With gradient checkpointing, each block keeps its float32 input streams, and
   one block's activations are live while it is recomputed;
@@ -46,13 +47,14 @@ from ltx_core.model.transformer import configure_transformer
 logger = logging.getLogger(__name__)
 
 _GIB = 2**30
-# Saved activations of a LoRA step over a frozen base. float32: least-squares fit (relative error) of
-# the saved-tensor peaks of 10 configurations (2-4 blocks, video widths 32-256, 144-576 tokens, rank 8):
-# 9 within 7%, the smallest (144 tokens at width 256) 14% under. bf16 autocast: the float32 values times
+# Saved activations of a LoRA step over a frozen base: the distinct storage autograd keeps (a tensor saved
+# by several ops counts once, the weights not at all). float32: least-squares fit (relative error) of 6
+# configurations (2-4 blocks, the demo widths at 128 text tokens and 1/4 of the 22B widths at 1024 text
+# tokens, 288-2080 tokens, rank 8 and 64): all within 1.5%. bf16 autocast: the float32 values times
 # 0.71, the bf16/float32 ratio of the saved-tensor peaks measured at widths 64-128 (not fitted alone).
-BLOCK_BYTES_PER_TOKEN_WIDTH = {"float32": 184.0, "bf16": 131.0}
-BLOCK_BYTES_PER_TOKEN = {"float32": 115.0, "bf16": 82.0}
-BLOCK_BYTES_PER_TEXT_WIDTH = {"float32": 74.0, "bf16": 53.0}
+BLOCK_BYTES_PER_TOKEN_WIDTH = {"float32": 111.0, "bf16": 79.0}
+BLOCK_BYTES_PER_TOKEN = {"float32": 401.0, "bf16": 285.0}
+BLOCK_BYTES_PER_TEXT_WIDTH = {"float32": 17.1, "bf16": 12.1}
 CPU_RUNTIME_BYTES = 800 * 2**20  # RSS of a process that imported the trainer (793 MiB measured)
 QUANTIZED_BYTES_PER_VALUE = {
     "int8-quanto": 1.0,
@@ -375,6 +377,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--video-tokens", type=int, required=True)
     parser.add_argument("--audio-tokens", type=int, default=0)
     parser.add_argument("--text-tokens", type=int, default=1024)
+    parser.add_argument("--samples", type=int, default=1, help="dataset size (whether its contexts fit the cache)")
     parser.add_argument("--rank", type=int, default=32)
     parser.add_argument("--quantization", default=None, choices=sorted(QUANTIZED_BYTES_PER_VALUE))
     parser.add_argument("--gradient-checkpointing", action="store_true")
@@ -395,7 +398,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         optimizer=args.optimizer,
         with_audio=args.audio_tokens > 0,
     )
-    shape = TrainingShape(args.video_tokens, args.audio_tokens, args.text_tokens)
+    shape = TrainingShape(args.video_tokens, args.audio_tokens, args.text_tokens, samples=args.samples)
     estimate = estimate_training_memory(checkpoint_config, settings, shape, args.device)
     print(estimate.describe())
     for gib in args.card_gib:
