@@ -72,8 +72,11 @@ def child(setting: str, steps: int, threads: int) -> dict:
     torch.manual_seed(0)
     config = _quarter_config()
     bf16 = setting.startswith("bf16")
+    # The trainer loads the frozen weights straight in their dtype (no float32 copy first): build so.
+    torch.set_default_dtype(torch.bfloat16 if bf16 and not before else torch.float32)
     model = configure_transformer(config).requires_grad_(False)
     connectors = text_connectors_spec(True).configurator(config).requires_grad_(False).eval()
+    torch.set_default_dtype(torch.float32)
     with torch.no_grad():
         for p in [*model.parameters(), *connectors.parameters()]:
             if p.ndim > 1:
