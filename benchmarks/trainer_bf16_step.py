@@ -6,13 +6,27 @@ tokens: the step the trainer runs (connectors -> strategy inputs -> forward unde
 backward -> AdamW), with random weights. Settings, each in its own process, alternated and repeated:
 
     fp32-before        no autocast, float32 base, connectors every step (the trainer before)
-    fp32               no autocast, float32 base, contexts kept per sample (`CachedTextContexts`)
+    fp32               no autocast, float32 base, as the trainer now: contexts computed before step 1
+                       (`CachedTextContexts.precompute`), then the connectors released; glibc's mmap
+                       threshold fixed (`training.host_memory`)
     bf16-before        bf16 autocast, float32 base, float32 connectors every step (the trainer before)
-    bf16               bf16 autocast, bf16 base and connectors, contexts kept per sample (`CachedTextContexts`)
+    bf16               bf16 autocast, bf16 base and connectors, otherwise as fp32
     bf16-gc            as bf16, with gradient checkpointing
     bf16-gc-before     as bf16-before, with gradient checkpointing
 
-Printed: median step time (steps after the first) and peak RSS per setting, median over repeats.
+Printed: median step time (steps after the first; wall and the process's CPU time, which a busy shared
+machine disturbs less) and peak RSS per setting, median over repeats.
+
+Side by side with the reference (Lightricks/LTX-2 v1.2.0 in a scratch venv outside the repo; a script of
+the same shapes through its public classes, building the frozen weights straight in their dtype as its
+trainer loads them), alternating fresh processes, 2 threads, 2026-12-01, load average 1-3 (steps 2-3):
+
+    setting   ours / reference: wall time   CPU time      peak RSS
+    fp32      1.79 / 3.69 s = 0.49          3.5 / 7.3 s = 0.48    1671 / 2203 MiB = 0.76
+    bf16      66.7 / 95.7 s = 0.70          73.0 / 108.3 s = 0.67  1253 / 1573 MiB = 0.80
+    bf16-gc   70.4 / 84.2 s = 0.84          80.0 / 108.0 s = 0.74  1248 / 1484 MiB = 0.84
+
+(An earlier round at load 5-9 gave bf16-gc 0.92 wall, 0.75 CPU; ours bf16 again 65.3 s, 1253 MiB.)
 
     uv run python benchmarks/trainer_bf16_step.py --repeats 2 --steps 4
     uv run python benchmarks/trainer_bf16_step.py --matmul    # bf16 vs float32 Linear on this CPU
@@ -58,16 +72,22 @@ def child(setting: str, steps: int, threads: int) -> dict:
     from ltx_trainer.training.context_cache import CachedTextContexts
     from ltx_trainer.training.draws import PerSampleDraws
     from ltx_trainer.training.flexible import FlexibleStrategy, strategy_loss
+    from ltx_trainer.training.host_memory import fix_mmap_threshold
     from ltx_trainer.training.lora_files import add_lora
     from ltx_trainer.training.text_contexts import text_connectors_spec
 
+    before = setting.endswith("before")
+    if not before:
+        fix_mmap_threshold()  # as the trainer does on the CPU (training/parts.py)
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     config = _quarter_config()
     bf16 = setting.startswith("bf16")
-    before = setting.endswith("before")
+    # The trainer loads the frozen weights straight in their dtype (no float32 copy first): build so.
+    torch.set_default_dtype(torch.bfloat16 if bf16 and not before else torch.float32)
     model = configure_transformer(config).requires_grad_(False)
     connectors = text_connectors_spec(True).configurator(config).requires_grad_(False).eval()
+    torch.set_default_dtype(torch.float32)
     with torch.no_grad():
         for p in [*model.parameters(), *connectors.parameters()]:
             if p.ndim > 1:
@@ -102,9 +122,13 @@ def child(setting: str, steps: int, threads: int) -> dict:
     if bf16 and not before:
         video_features, audio_features = video_features.bfloat16(), audio_features.bfloat16()
     cache = CachedTextContexts(connectors)
-    times = []
+    if not before:  # the trainer's start: every sample's contexts, then the connectors go
+        del connectors
+        if not cache.precompute([(0, video_features, audio_features, mask)], 1):
+            raise SystemExit("the contexts did not fit the cache")
+    times, cpu_times = [], []
     for step in range(steps):
-        began = time.perf_counter()
+        began, cpu_began = time.perf_counter(), time.process_time()
         if before:
             with torch.no_grad():
                 contexts = connectors(video_features, audio_features, mask)
@@ -118,9 +142,11 @@ def child(setting: str, steps: int, threads: int) -> dict:
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         times.append(time.perf_counter() - began)
+        cpu_times.append(time.process_time() - cpu_began)
     return {
         "setting": setting,
         "step_s": statistics.median(times[1:] if len(times) > 1 else times),
+        "step_cpu_s": statistics.median(cpu_times[1:] if len(cpu_times) > 1 else cpu_times),
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
 

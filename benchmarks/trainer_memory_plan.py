@@ -1,23 +1,37 @@
 """The training memory plan's estimate against the measured peak RSS of LoRA steps on the CPU.
 
 Each size runs in its own process: the LTX-2.3 22B layout at 1/4 of its widths (as
-`trainer_bf16_step.py`), the trainer's LoRA step (frozen float32 base and text connectors, contexts
-kept per sample, LoRA rank 64 on to_q/k/v/out, AdamW, two steps so the optimizer's moments exist),
-with or without gradient checkpointing. Printed per size: `ltx_trainer.memory_plan`'s estimate for
-device "cpu" and the process's peak RSS, both whole and without the process itself (the estimate's
-`CPU_RUNTIME_BYTES` against the RSS measured after the imports), and their ratio.
+`trainer_bf16_step.py`), the trainer's LoRA step on the CPU as the trainer runs it (glibc's mmap threshold
+fixed, `training.host_memory`; frozen float32 base and text connectors; every sample's contexts computed
+before the first step, then the connectors released; LoRA rank 64 on to_q/k/v/out, AdamW, two steps so
+the optimizer's moments exist), with or without gradient checkpointing. Printed per size:
+`ltx_trainer.memory_plan`'s estimate for device "cpu" and the process's peak RSS, both whole and without
+the process itself (the estimate's `CPU_RUNTIME_BYTES` against the RSS measured after the imports), and
+their ratio. `--moving-threshold` leaves glibc's threshold as it is (the trainer before).
 
 Measured here (2 threads, shared machine; GiB, estimate / peak RSS, then without the process itself):
 
-    blocks  tokens  ckpt  estimate  peak RSS  ratio  est.-runtime  RSS-baseline  ratio
-         2     544   off      1.82      2.10   0.87          1.23          1.32   0.93
-         2     544    on      1.62      1.94   0.84          1.03          1.16   0.89
-         2    1056   off      2.00      2.54   0.79          1.41          1.77   0.80
-         2    1056    on      1.71      2.20   0.78          1.13          1.43   0.79
-         4     544   off      2.47      2.74   0.90          1.88          1.96   0.96
-         4     544    on      1.87      2.28   0.82          1.28          1.51   0.85
-         4    1056   off      2.82      3.55   0.80          2.24          2.78   0.81
-         4    1056    on      1.97      2.51   0.78          1.38          1.74   0.80
+    blocks  tokens  ckpt  estimate  peak RSS  ratio   (estimate: start / step)
+         2     544   off      1.56      1.63   0.96   1.56 / 1.30
+         2     544    on      1.56      1.63   0.96   1.56 / 1.22
+         2    1056   off      1.56      1.63   0.96   1.56 / 1.41
+         2    1056    on      1.56      1.63   0.96   1.56 / 1.28
+         2    2080   off      1.63      1.73   0.94   1.56 / 1.63
+         2    2080    on      1.56      1.63   0.96   1.56 / 1.40
+         4    1056   off      1.93      1.99   0.97   1.76 / 1.93
+
+At these sizes the float32 connectors (0.47 GiB) at the start are the peak, except at 2080 tokens and at
+4 blocks without checkpointing, where the step is (the estimate's `start` and `step`).
+
+Before (glibc's moving threshold, connectors kept, CPU_RUNTIME_BYTES 600 MiB): 0.87-0.90 of the peak RSS
+at 544 tokens, 0.78-0.80 at 1056. The part missing grew with the activations (~ tokens^2 between the two
+sizes), but no tensor held it: with glibc's mmap threshold fixed (MALLOC_MMAP_THRESHOLD_=131072, then
+`mallopt` in the trainer) the same step's peak RSS at 1056 tokens fell from 2.57 to 2.08 GiB. The heaps
+kept freed activations that the next step's requests did not fit. That slack had hidden a second error:
+the activation terms were fitted to saved tensors counted once per op that saved them, about twice the
+distinct storage at these widths; they are now fitted to the distinct storage
+(`tests/test_memory_plan.py`). (The CPU SDPA runs its flash kernel in float32 and bf16, with and without
+the text mask: no score matrix is allocated, per torch.profiler.)
 
     uv run python benchmarks/trainer_memory_plan.py
     uv run python benchmarks/trainer_memory_plan.py --sizes 2x16x16 4x16x16 --blocks 2 4 --threads 2
@@ -43,21 +57,25 @@ def _rss_bytes() -> int:
     return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def child(blocks: int, frames: int, size: int, checkpointing: bool, threads: int) -> dict:
+def child(blocks: int, frames: int, size: int, checkpointing: bool, threads: int, moving: bool) -> dict:
     import torch
     from trainer_bf16_step import _quarter_config
 
+    import ltx_trainer.training.trainer  # noqa: F401 - the process baseline of a trainer (its libraries)
     from ltx_core.model.transformer import configure_transformer
     from ltx_trainer.config import FlexibleStrategyConfig, ModalityConfig
     from ltx_trainer.memory_plan import CPU_RUNTIME_BYTES, TrainingSettings, TrainingShape, estimate_training_memory
     from ltx_trainer.training.context_cache import CachedTextContexts
     from ltx_trainer.training.draws import PerSampleDraws
     from ltx_trainer.training.flexible import FlexibleStrategy, strategy_loss
+    from ltx_trainer.training.host_memory import fix_mmap_threshold
     from ltx_trainer.training.lora_files import add_lora
     from ltx_trainer.training.text_contexts import text_connectors_spec
     from ltx_trainer.training.timesteps import ShiftedLogitNormalSampler
 
     baseline = _rss_bytes()  # the interpreter and the libraries, before anything of the run exists
+    if not moving:
+        fix_mmap_threshold()  # as the trainer on the CPU (training/parts.py)
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     config = _quarter_config()
@@ -89,6 +107,9 @@ def child(blocks: int, frames: int, size: int, checkpointing: bool, threads: int
     features = (torch.randn(1, _TEXT_TOKENS, video_width), torch.randn(1, _TEXT_TOKENS, audio_width))
     mask = (torch.arange(_TEXT_TOKENS) < 200).long()[None]
     cache = CachedTextContexts(connectors)
+    del connectors  # the trainer's start: every sample's contexts, then the connectors go
+    if not cache.precompute([(0, *features, mask)], 1):
+        raise SystemExit("the contexts did not fit the cache")
     for step in range(2):
         inputs = strategy.prepare(batch, cache(*features, mask, [0]), PerSampleDraws(0, step, [0]))
         video, audio = model(inputs.video.modality, inputs.audio.modality)
@@ -110,14 +131,15 @@ def child(blocks: int, frames: int, size: int, checkpointing: bool, threads: int
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", nargs="+", default=["2x16x16", "4x16x16"], help="latent FxHxW")
+    parser.add_argument("--sizes", nargs="+", default=["2x16x16", "4x16x16", "8x16x16"], help="latent FxHxW")
     parser.add_argument("--blocks", nargs="+", type=int, default=[2, 4])
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--moving-threshold", action="store_true", help="leave glibc's mmap threshold moving")
     parser.add_argument("--child", nargs=4, type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         blocks, frames, size, checkpointing = args.child
-        print(json.dumps(child(blocks, frames, size, bool(checkpointing), args.threads)))
+        print(json.dumps(child(blocks, frames, size, bool(checkpointing), args.threads, args.moving_threshold)))
         return
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
     gib = 2**30
@@ -130,7 +152,7 @@ def main() -> None:
                 raise SystemExit(f"--sizes takes square latents FxSxS, got {size}")
             for checkpointing in (0, 1):
                 cmd = [sys.executable, __file__, "--child", str(blocks), str(f), str(h), str(checkpointing)]
-                cmd += ["--threads", str(args.threads)]
+                cmd += ["--threads", str(args.threads)] + (["--moving-threshold"] if args.moving_threshold else [])
                 out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True).stdout
                 r = json.loads(out.strip().splitlines()[-1])
                 run_est, run_rss = r["estimate"] - r["estimate_runtime"], r["peak_rss"] - r["baseline_rss"]

@@ -164,8 +164,9 @@ def plan_estimate(name: str, args: argparse.Namespace) -> dict:
     f, h, w = (args.frames - 1) // 8 + 1, args.height // 32, args.width // 32
     shape = TrainingShape(f * h * w, round(args.frames / 24 * 25), args.text_tokens)
     estimate = estimate_training_memory(_config(args.blocks), _train_settings(name), shape, device="cuda")
-    # The step below builds no text connectors (contexts are given): compare without them.
-    return {"plan_gib": round((estimate.peak - estimate.connectors) / 2**30, 2), "plan": estimate.describe()}
+    # The step below builds no text connectors (contexts are given): compare its step without them.
+    step = estimate.step - (0 if estimate.connectors_released else estimate.connectors)
+    return {"plan_gib": round(step / 2**30, 2), "plan": estimate.describe()}
 
 
 def run_training_step(name: str, args: argparse.Namespace, device: torch.device) -> dict:

@@ -71,3 +71,36 @@ def test_bad_arguments_are_refused():
         CachedTextContexts(CountingConnectors(), budget_bytes=-1)
     with pytest.raises(ValueError, match="sample ids"):
         CachedTextContexts(CountingConnectors())(*_batch([0, 1]), [0])
+
+
+def _samples(ids: list[int]):
+    for i in ids:
+        video, audio, mask = _batch([i])
+        yield i, video, audio, mask
+
+
+def test_precompute_keeps_every_sample_then_releases_the_connectors():
+    connectors = CountingConnectors()
+    cache = CachedTextContexts(connectors)
+    assert cache.precompute(_samples([0, 1, 2]), count=3)
+    assert cache.connectors is None and connectors.rows_run == 3
+    got = cache(*_batch([2, 0]), [2, 0])  # from the kept rows: the released connectors are not needed
+    with torch.no_grad():
+        want = connectors(*_batch([2, 0]))
+    assert torch.equal(got.video, want.video) and torch.equal(got.audio, want.audio)
+    with pytest.raises(RuntimeError, match=r"samples \[3\].*released"):
+        cache(*_batch([3]), [3])
+    with pytest.raises(RuntimeError, match="precompute runs once"):
+        cache.precompute(_samples([0]), count=1)
+
+
+def test_precompute_over_the_budget_keeps_the_connectors():
+    connectors = CountingConnectors()
+    one = contexts_bytes_per_sample(tokens=4, video_dim=5, audio_dim=3)
+    cache = CachedTextContexts(connectors, budget_bytes=2 * one)
+    assert not cache.precompute(_samples([0, 1, 2, 3]), count=4)
+    assert cache.connectors is connectors and len(cache) == 2
+    assert connectors.rows_run == 3  # stopped at the first sample over the budget
+    cache(*_batch([3]), [3])  # the loop still runs the connectors for the rest
+    assert connectors.rows_run == 4
+    assert not CachedTextContexts(CountingConnectors()).precompute(_samples([0]), count=2)  # fewer than the dataset

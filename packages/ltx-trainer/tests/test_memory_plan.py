@@ -27,7 +27,7 @@ def _config(blocks: int) -> dict:
 
 
 def _saved_bytes(config: dict, frames: int, size: int, audio_steps: int, text: int) -> int:
-    """Peak bytes autograd keeps for the backward pass of one LoRA forward (float32)."""
+    """Bytes autograd keeps for the backward pass of one LoRA forward (float32), each storage once."""
     torch.manual_seed(0)
     model = add_lora(
         configure_transformer(config).requires_grad_(False), 8, 8, 0.0, ["to_q", "to_k", "to_v", "to_out.0"]
@@ -48,16 +48,18 @@ def _saved_bytes(config: dict, frames: int, size: int, audio_steps: int, text: i
         mask=torch.ones(1, text, dtype=torch.int64),
     )
     inputs = strategy.prepare(batch, contexts, PerSampleDraws(0, 0, [0]))
-    live = {"now": 0, "peak": 0}
+    weights = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    saved: dict[int, int] = {}  # storage -> bytes: a tensor several ops save is held once
 
     def pack(x: torch.Tensor):
-        live["now"] += x.numel() * x.element_size()
-        live["peak"] = max(live["peak"], live["now"])
+        storage = x.untyped_storage()
+        if storage.data_ptr() not in weights:
+            saved[storage.data_ptr()] = storage.nbytes()
         return x
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda x: x):
         model(inputs.video.modality, inputs.audio.modality)
-    return live["peak"]
+    return sum(saved.values())
 
 
 @pytest.mark.parametrize(("blocks", "frames", "audio_steps"), [(2, 4, 32), (4, 4, 32), (2, 8, 64)])
@@ -88,6 +90,32 @@ def test_weights_and_adapters_are_counted_from_the_model():
         config, TrainingSettings(lora_rank=4, quantization="int8-quanto"), TrainingShape(64)
     )
     assert int8.base_weights < bf16.base_weights
+
+
+def test_connectors_count_at_the_start_unless_the_contexts_outgrow_the_cache():
+    from ltx_trainer.training.context_cache import DEFAULT_BUDGET_BYTES, contexts_bytes_per_sample
+    from ltx_trainer.training.text_contexts import text_connectors_spec
+
+    config = _config(2)
+    settings = TrainingSettings(lora_rank=4, mixed_precision="no")
+    with torch.device("meta"):
+        connectors = text_connectors_spec(True).configurator(config)
+    connector_bytes = 4 * sum(p.numel() for p in connectors.parameters())
+    tr = configure_transformer(config).config
+    per_sample = contexts_bytes_per_sample(128, tr.video.dim, tr.audio.dim, 4)
+    fits = DEFAULT_BUDGET_BYTES // per_sample
+    for device in ("cpu", "cuda"):
+        small = estimate_training_memory(config, settings, TrainingShape(256, 32, 128, samples=fits), device)
+        large = estimate_training_memory(config, settings, TrainingShape(256, 32, 128, samples=fits + 1), device)
+        assert small.connectors == large.connectors == connector_bytes
+        assert small.connectors_released and not large.connectors_released
+        # released: the loop holds no connectors; the start holds them beside the weights, without gradients
+        assert small.step == small.base_weights + small.trainable + small.activations + small.runtime
+        assert small.start == small.base_weights + small.trainable_weights + connector_bytes + small.runtime
+        assert small.peak == max(small.start, small.step)
+        assert large.step == small.step + connector_bytes + (large.runtime - small.runtime)
+        assert small.trainable_weights * 4 == small.trainable  # float32 adapters, gradients, two moments
+    assert "released before step 1" in small.describe() and "(kept)" in large.describe()
 
 
 def test_a_run_that_does_not_fit_names_the_settings_that_would():

@@ -41,6 +41,15 @@ def test_every_mode_trains_two_steps_and_saves_a_comfy_lora(mode, checkpoint, da
     assert (tmp_path / "out" / "checkpoints" / "training_state_step_00002.pt").is_file()
 
 
+def test_the_connectors_are_released_before_the_first_step(checkpoint, data_root, tmp_path):
+    """Every sample's text contexts are kept at the start; the loop then never needs the connectors."""
+    config = parse_config(training_config(checkpoint, data_root, tmp_path / "out"))
+    trainer = Trainer(config, disable_progress_bars=True)
+    cache = trainer.parts.context_cache
+    assert cache.connectors is None and len(cache) == len(trainer.dataset)
+    assert [r.step for r in trainer.train().history] == [1, 2]
+
+
 def test_lora_b_carries_alpha_over_rank(checkpoint, data_root, tmp_path):
     config = parse_config(training_config(checkpoint, data_root, tmp_path / "out"))
     trainer = Trainer(config, disable_progress_bars=True)

@@ -6,15 +6,25 @@ The estimate adds, for the configured run:
   1/2 for int4, 1/4 for int2), counted on a meta-device build from the checkpoint config;
 - the trainable parameters (LoRA adapters on the target Linears, or the whole model), their float32
   gradients and the optimizer state (AdamW: two float32 moments; 8-bit AdamW: two bytes);
-- the frozen text connectors the trainer keeps (in the base's dtype), and on the CPU the per-sample
-  text contexts it keeps (`training.context_cache`);
+- the frozen text connectors (in the base's dtype): the trainer runs them over every sample before the
+  first step and releases them when all the contexts fit its cache (`training.context_cache`), so they
+  count only at the start (beside the base and the adapters, before any gradient or optimizer state),
+  unless the dataset outgrows the cache; on the CPU the kept contexts count too;
 - the activations autograd saves for the backward pass (fitted on the CPU with autograd's saved-tensor
-  hooks, `tests/test_memory_plan.py`): per block `BLOCK_BYTES_PER_TOKEN_WIDTH` bytes per token and
-  stream width, `BLOCK_BYTES_PER_TOKEN` per token and `BLOCK_BYTES_PER_TEXT_WIDTH` per text token and
+  hooks, each storage counted once, `tests/test_memory_plan.py`): per block
+  `BLOCK_BYTES_PER_TOKEN_WIDTH` bytes per token and stream width, `BLOCK_BYTES_PER_TOKEN` per token and
+  `BLOCK_BYTES_PER_TEXT_WIDTH` per text token and
   stream width (the projected text context). Attention keeps no score matrix (flash-style kernels on
   CUDA and on the CPU). With gradient checkpointing, each block keeps its float32 input streams, and
   one block's activations are live while it is recomputed;
-- on the CPU, the process itself (the Python runtime and torch libraries, `CPU_RUNTIME_BYTES`).
+- on the CPU, the process itself (the Python runtime and the trainer's libraries, `CPU_RUNTIME_BYTES`).
+
+The peak is the larger of the start (connectors running) and a training step. On the CPU the measured
+peak RSS follows the estimate because the trainer fixes glibc's mmap threshold (`training.host_memory`):
+with glibc's moving threshold freed activations stay in the heaps and the peak RSS grew past the estimate
+by a share of the activations, up to a fifth at 1056 tokens (benchmarks/trainer_memory_plan.py). On CUDA
+the estimate assumes a fused SDPA kernel (flash or memory-efficient: no token x token score matrix) and
+counts no caching-allocator slack.
 
 `check_training_fits` compares the peak with the device's free memory (available RAM on the CPU) and,
 when it does not fit, raises an error naming the settings that would.
@@ -37,14 +47,15 @@ from ltx_core.model.transformer import configure_transformer
 logger = logging.getLogger(__name__)
 
 _GIB = 2**30
-# Saved activations of a LoRA step over a frozen base. float32: least-squares fit (relative error) of
-# the saved-tensor peaks of 10 configurations (2-4 blocks, video widths 32-256, 144-576 tokens, rank 8):
-# 9 within 7%, the smallest (144 tokens at width 256) 14% under. bf16 autocast: the float32 values times
+# Saved activations of a LoRA step over a frozen base: the distinct storage autograd keeps (a tensor saved
+# by several ops counts once, the weights not at all). float32: least-squares fit (relative error) of 6
+# configurations (2-4 blocks, the demo widths at 128 text tokens and 1/4 of the 22B widths at 1024 text
+# tokens, 288-2080 tokens, rank 8 and 64): all within 1.5%. bf16 autocast: the float32 values times
 # 0.71, the bf16/float32 ratio of the saved-tensor peaks measured at widths 64-128 (not fitted alone).
-BLOCK_BYTES_PER_TOKEN_WIDTH = {"float32": 184.0, "bf16": 131.0}
-BLOCK_BYTES_PER_TOKEN = {"float32": 115.0, "bf16": 82.0}
-BLOCK_BYTES_PER_TEXT_WIDTH = {"float32": 74.0, "bf16": 53.0}
-CPU_RUNTIME_BYTES = 600 * 2**20
+BLOCK_BYTES_PER_TOKEN_WIDTH = {"float32": 111.0, "bf16": 79.0}
+BLOCK_BYTES_PER_TOKEN = {"float32": 401.0, "bf16": 285.0}
+BLOCK_BYTES_PER_TEXT_WIDTH = {"float32": 17.1, "bf16": 12.1}
+CPU_RUNTIME_BYTES = 800 * 2**20  # RSS of a process that imported the trainer (793 MiB measured)
 QUANTIZED_BYTES_PER_VALUE = {
     "int8-quanto": 1.0,
     "fp8-quanto": 1.0,
@@ -85,15 +96,28 @@ class TrainingMemoryEstimate:
     connectors: int
     activations: int
     runtime: int  # CPU: the process itself and the kept text contexts
+    trainable_weights: int = 0  # the trainable parameters alone (the start, before any step)
+    connectors_released: bool = False  # every sample's contexts fit the cache: no connectors in the loop
+
+    @property
+    def start(self) -> int:
+        """Before the first step: the connectors run over every sample beside the weights."""
+        return self.base_weights + self.trainable_weights + self.connectors + self.runtime
+
+    @property
+    def step(self) -> int:
+        connectors = 0 if self.connectors_released else self.connectors
+        return self.base_weights + self.trainable + connectors + self.activations + self.runtime
 
     @property
     def peak(self) -> int:
-        return self.base_weights + self.trainable + self.connectors + self.activations + self.runtime
+        return max(self.start, self.step)
 
     def describe(self) -> str:
+        when = "released before step 1" if self.connectors_released else "kept"
         return (
             f"{self.peak / _GIB:.1f} GiB (base weights {self.base_weights / _GIB:.1f}, trainable + optimizer "
-            f"{self.trainable / _GIB:.2f}, text connectors {self.connectors / _GIB:.2f}, activations "
+            f"{self.trainable / _GIB:.2f}, text connectors {self.connectors / _GIB:.2f} ({when}), activations "
             f"{self.activations / _GIB:.1f}, runtime {self.runtime / _GIB:.1f} GiB)"
         )
 
@@ -174,19 +198,19 @@ def estimate_training_memory(
         activations = blocks * per_block
     activations = int(activations * shape.batch)
 
-    runtime = 0
-    if device.type == "cpu":
-        from ltx_trainer.training.context_cache import DEFAULT_BUDGET_BYTES, contexts_bytes_per_sample
+    from ltx_trainer.training.context_cache import DEFAULT_BUDGET_BYTES, contexts_bytes_per_sample
 
-        dims = [config.video.dim if config.video else 0, config.audio.dim if config.audio else 0]
-        kept = shape.samples * contexts_bytes_per_sample(shape.text_tokens, *dims, _base_element_size(settings))
-        runtime = CPU_RUNTIME_BYTES + min(kept, DEFAULT_BUDGET_BYTES)
+    dims = [config.video.dim if config.video else 0, config.audio.dim if config.audio else 0]
+    kept = shape.samples * contexts_bytes_per_sample(shape.text_tokens, *dims, _base_element_size(settings))
+    runtime = CPU_RUNTIME_BYTES + min(kept, DEFAULT_BUDGET_BYTES) if device.type == "cpu" else 0
     return TrainingMemoryEstimate(
         base_weights=base,
         trainable=trainable,
         connectors=connector_bytes,
         activations=activations,
         runtime=runtime,
+        trainable_weights=trainable_params * 4,
+        connectors_released=kept <= DEFAULT_BUDGET_BYTES,
     )
 
 
@@ -353,6 +377,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--video-tokens", type=int, required=True)
     parser.add_argument("--audio-tokens", type=int, default=0)
     parser.add_argument("--text-tokens", type=int, default=1024)
+    parser.add_argument("--samples", type=int, default=1, help="dataset size (whether its contexts fit the cache)")
     parser.add_argument("--rank", type=int, default=32)
     parser.add_argument("--quantization", default=None, choices=sorted(QUANTIZED_BYTES_PER_VALUE))
     parser.add_argument("--gradient-checkpointing", action="store_true")
@@ -373,7 +398,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         optimizer=args.optimizer,
         with_audio=args.audio_tokens > 0,
     )
-    shape = TrainingShape(args.video_tokens, args.audio_tokens, args.text_tokens)
+    shape = TrainingShape(args.video_tokens, args.audio_tokens, args.text_tokens, samples=args.samples)
     estimate = estimate_training_memory(checkpoint_config, settings, shape, args.device)
     print(estimate.describe())
     for gib in args.card_gib:

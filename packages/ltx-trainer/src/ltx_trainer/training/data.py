@@ -96,6 +96,13 @@ class PrecomputedTrainingData(Dataset):
             item[source] = tensors
         return item
 
+    def text_features(self, index: int) -> dict[str, torch.Tensor]:
+        """Sample `index`'s conditions/ tensors alone (the prompt features), without its latents."""
+        if CONDITIONS not in self.sources:
+            raise ValueError(f"the data sources {self.sources} hold no {CONDITIONS!r} folder")
+        path = self._paths[(CONDITIONS, self.keys[index])]
+        return _text_tensors(path, dict(load_sample(path).tensors))
+
 
 def _text_tensors(path: Path, tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     if "video_prompt_embeds" not in tensors and _LEGACY_PROMPT_KEY in tensors:

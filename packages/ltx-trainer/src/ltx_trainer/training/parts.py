@@ -13,6 +13,7 @@ import torch
 from accelerate import Accelerator
 from accelerate.utils import DistributedDataParallelKwargs
 from safetensors import safe_open
+from tqdm import tqdm
 
 from ltx_core.loader import build_model
 from ltx_core.model.transformer import AUDIO_ONLY_TRANSFORMER, AV_TRANSFORMER, VIDEO_ONLY_TRANSFORMER, LTXModel
@@ -22,6 +23,7 @@ from ltx_trainer.model_files import video_compression
 from ltx_trainer.training.context_cache import CachedTextContexts
 from ltx_trainer.training.data import BatchOrder, PrecomputedTrainingData, audio_only_source
 from ltx_trainer.training.flexible import FlexibleStrategy, ReferenceScale
+from ltx_trainer.training.host_memory import fix_mmap_threshold
 from ltx_trainer.training.lora_files import add_lora
 from ltx_trainer.training.lr_schedules import make_lr_scheduler
 from ltx_trainer.training.quantization import (
@@ -47,8 +49,7 @@ class TrainingParts:
     unwrapped: torch.nn.Module
     base_dtype: torch.dtype
     quantized: QuantizedTransformer | None
-    connectors: TextConnectors
-    context_cache: CachedTextContexts
+    context_cache: CachedTextContexts  # holds the text connectors until every sample's contexts are kept
     trainable: list[torch.nn.Parameter]
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LRScheduler
@@ -130,6 +131,9 @@ def _build_models(
     progress: bool,
 ) -> TrainingParts:
     device = accelerator.device
+    if device.type == "cpu":
+        # Freed activations go back to the system instead of fragmenting glibc's heaps (training/host_memory.py).
+        fix_mmap_threshold()
     lora_mode = cfg.model.training_mode == "lora"
     # LoRA under bf16 autocast keeps the frozen base in bf16 (the released dtype) on every device:
     # autocast runs the base matmuls in bf16 anyway, so float32 storage only adds a cast per call
@@ -181,13 +185,39 @@ def _build_models(
     # The scheduler is deliberately not passed to accelerate (see lr_schedules).
     scheduler = make_lr_scheduler(optimizer, opt.scheduler_type, opt.steps, opt.scheduler_params)
     prepared, optimizer = accelerator.prepare(trained, optimizer)
+    # Every sample's contexts before the first step, then the connectors go (when the contexts fit the cache).
+    cache = CachedTextContexts(connectors)
+    del connectors
+    precompute_text_contexts(cache, dataset, device, base_dtype, progress=progress and accelerator.is_main_process)
     return TrainingParts(
         config=cfg, accelerator=accelerator, model=prepared, unwrapped=accelerator.unwrap_model(prepared),
-        base_dtype=base_dtype, quantized=quantized, connectors=connectors, trainable=trainable,
-        context_cache=CachedTextContexts(connectors),
+        base_dtype=base_dtype, quantized=quantized, trainable=trainable, context_cache=cache,
         optimizer=optimizer, scheduler=scheduler, strategy=strategy, reference_scale=ref_scale,
         dataset=dataset, order=order,
     )  # fmt: skip
+
+
+def text_features_on(
+    text: dict[str, torch.Tensor], device: torch.device, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    """(video features, audio features or None, mask) of a conditions/ batch, as the connectors take them."""
+    audio = text["audio_prompt_embeds"].to(device, dtype) if "audio_prompt_embeds" in text else None
+    return text["video_prompt_embeds"].to(device, dtype), audio, text["prompt_attention_mask"].to(device)
+
+
+def precompute_text_contexts(
+    cache: CachedTextContexts, dataset: PrecomputedTrainingData, device: torch.device, dtype: torch.dtype,
+    *, progress: bool,
+) -> bool:  # fmt: skip
+    """Run the connectors over every sample once, so that the cache can release them; False when the
+    contexts outgrow the cache (the loop then runs the connectors for the samples left)."""
+
+    def samples():
+        for index in tqdm(range(len(dataset)), desc="text contexts", disable=not progress):
+            features = text_features_on(dataset.text_features(index), device, dtype)
+            yield index, *(None if t is None else t.unsqueeze(0) for t in features)
+
+    return cache.precompute(samples(), len(dataset))
 
 
 def _native_cpu_bf16() -> bool:

@@ -16,7 +16,7 @@ import torch
 from ltx_trainer.training import checkpoints as ckpt
 from ltx_trainer.training.draws import PerSampleDraws
 from ltx_trainer.training.flexible import strategy_loss
-from ltx_trainer.training.parts import TrainingParts
+from ltx_trainer.training.parts import TrainingParts, text_features_on
 
 SIGMA_BUCKETS = (0.0, 0.25, 0.5, 0.75, 1.0)
 
@@ -54,14 +54,9 @@ def sigma_bucket_losses(sigma: torch.Tensor, loss: torch.Tensor) -> dict[str, fl
 
 def text_contexts(parts: TrainingParts, batch, sample_ids):
     """The text contexts of a batch, through the frozen connectors (computed once per sample, then kept)."""
-    text = batch["conditions"]
-    dtype = parts.base_dtype  # the connectors' dtype (parts.py)
-    return parts.context_cache(
-        text["video_prompt_embeds"].to(parts.device, dtype),
-        text["audio_prompt_embeds"].to(parts.device, dtype) if "audio_prompt_embeds" in text else None,
-        text["prompt_attention_mask"].to(parts.device),
-        sample_ids,
-    )
+    # In the connectors' dtype (parts.py); kept rows come back as computed.
+    features = text_features_on(batch["conditions"], parts.device, parts.base_dtype)
+    return parts.context_cache(*features, sample_ids)
 
 
 def to_device(parts: TrainingParts, batch):
