@@ -14,16 +14,14 @@ apart, so any other transformer is refused before anything is loaded.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from itertools import pairwise
-from typing import Any
 
 import torch
 
 from ltx_core.conditioning import ConditioningItem, VideoGeneratedKeyframeSlots
-from ltx_core.loader import CheckpointError, Component
-from ltx_core.loader.model_files import ModelSource, model_files_of
+from ltx_core.loader import CheckpointError, read_checkpoint_config
+from ltx_core.loader.model_files import ModelSource
 
 GeneratedKeyframes = int | Sequence[int]
 """A stage-1 keyframe request: a count of evenly spaced interior frames, or explicit pixel-frame indices."""
@@ -34,15 +32,12 @@ STAGE_1_KEYFRAMES = "stage_1.video_generated_keyframes"
 
 def keyframe_embedding_problem(checkpoint: ModelSource) -> str | None:
     """Why a checkpoint's transformer cannot generate keyframe slots (no keyframe embedding in its config),
-    or None. Reads only the metadata: answered before any weight is built."""
+    or None. Reads only the config (a diffusers folder's translated): answered before any weight is built."""
     try:
-        metadata = model_files_of(checkpoint).source(Component.TRANSFORMER).read_metadata()
-    except CheckpointError as e:
-        return f"its transformer metadata cannot be read ({e})"
-    config: Any = metadata.get("config") or {}
-    if isinstance(config, str):
-        config = json.loads(config)
-    if not (config.get("transformer") or {}).get("use_keyframes_abs_pos_embedding", False):
+        config = read_checkpoint_config(checkpoint, "transformer")
+    except (CheckpointError, OSError, ValueError) as e:
+        return f"its transformer config cannot be read ({e})"
+    if not config.get("use_keyframes_abs_pos_embedding", False):
         return (
             "its transformer config lacks use_keyframes_abs_pos_embedding (the keyframe embedding that marks "
             "generated keyframe slots; LTX-2.5 transformers have it)"
