@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
@@ -207,10 +207,11 @@ def test_distilled_slots_reach_stage_1_only(golden_ltx25_split_files, golden_ltx
 
 
 @pytest.mark.golden
-def test_guided_two_stage_slots_reach_stage_1_only(golden_ltx25_split_files, golden_ltx25_upsampler):
-    pipeline = TI2VidTwoStagesPipeline(
-        golden_ltx25_split_files, golden_ltx25_upsampler, None, distilled_lora=None, **CPU
-    )
+@pytest.mark.parametrize(
+    "pipeline_class", [TI2VidTwoStagesPipeline, TI2VidTwoStagesHQPipeline], ids=["euler", "hq-res2s"]
+)
+def test_guided_two_stage_slots_reach_stage_1_only(golden_ltx25_split_files, golden_ltx25_upsampler, pipeline_class):
+    pipeline = pipeline_class(golden_ltx25_split_files, golden_ltx25_upsampler, None, distilled_lora=None, **CPU)
     noise = RecordedNoise(5)
     final = pipeline.latents_from_contexts(
         _contexts(golden_ltx25_split_files, 3), _contexts(golden_ltx25_split_files, 4), noise=noise,
@@ -220,6 +221,20 @@ def test_guided_two_stage_slots_reach_stage_1_only(golden_ltx25_split_files, gol
     assert noise.draws["stage_2.video"].shape == (1, 32, 128)
     assert final.stage_latents[STAGE_1_KEYFRAMES].shape == (1, 128, 2, 2, 2)
     assert final.video is not None and final.video.shape == (1, 128, 2, 4, 4)
+
+
+@pytest.mark.golden
+def test_one_stage_slots_are_kept_as_stage_1_keyframes(golden_ltx25_split_files):
+    pipeline = TI2VidOneStagePipeline(golden_ltx25_split_files, None, **CPU)
+    noise = RecordedNoise(5)
+    # 64x64 at full size: a 2 x 2 x 2 grid, 8 tokens; one slot at frame 4 (linspace(0, 8, 3)).
+    final = pipeline.latents_from_contexts(
+        _contexts(golden_ltx25_split_files, 3), _contexts(golden_ltx25_split_files, 4), noise=noise,
+        num_inference_steps=1, generated_keyframes=1, height=64, width=64, num_frames=9, frame_rate=24.0,
+    )  # fmt: skip
+    assert noise.draws["stage_1.video"].shape == (1, 8 + 4, 128)
+    assert final.stage_latents[STAGE_1_KEYFRAMES].shape == (1, 128, 1, 2, 2)
+    assert final.video is not None and final.video.shape == (1, 128, 2, 2, 2)
 
 
 # ---- the command lines ---------------------------------------------------------------------------------------
@@ -275,3 +290,40 @@ def test_ltx25_demo_runs_with_generated_keyframes(ltx25_demo_home, tmp_path, mon
     assert module.main([*argv, *extra, "--num-generated-keyframes", "2"]) == 0
     parameters = json.loads(output.with_suffix(".json").read_text())["parameters"]
     assert parameters["num_generated_keyframes"] == 2
+
+
+# ---- over several devices ----------------------------------------------------------------------------------
+
+
+def test_slot_tokens_shard_over_ranks_like_any_other_token():
+    """Sequence parallel cuts the video stream, slots included, into equal rank slices (padded): each slot token
+    keeps its latent, its one-frame timing and its keyframe mark on whichever rank holds it, and the padding is
+    unmarked. (A 2-rank gloo CLI run of the 2.5 demo with 2 slots wrote the single-process video exactly; it is
+    too slow for the suite, so the slicing is checked here.)"""
+    from ltx_core.model.transformer import Modality
+    from ltx_core.multigpu.comm import padded_length
+    from ltx_core.multigpu.sequence_parallel import StreamShard, _shard_modality
+    from ltx_core.tools import VideoLatentTools
+
+    tools = VideoLatentTools.from_pixel_shape(VideoPixelShape(1, 17, 64, 64, 24.0))
+    state = VideoGeneratedKeyframeSlots((5, 11)).apply_to(tools.create_initial_state(), tools)
+    state = replace(state, latent=torch.randn(state.latent.shape, generator=torch.Generator().manual_seed(0)))
+    tokens = state.latent.shape[1]  # 12 target tokens + 2 slots of 4
+    assert tokens == 20 and state.keyframes_mask is not None
+    video = Modality(
+        latent=state.latent, timesteps=state.denoise_mask, sigma=torch.ones(1), positions=state.positions,
+        context=torch.zeros(1, 1, 4), keyframes_mask=state.keyframes_mask,
+    )  # fmt: skip
+    world = 3  # 20 tokens pad to 21: 7 per rank, the slots split over ranks 1 and 2
+    shards = [
+        _shard_modality(video, StreamShard(tokens=tokens, padded=padded_length(tokens, world), world=world, rank=r))
+        for r in range(world)
+    ]
+    latent = torch.cat([s.latent for s in shards], dim=1)
+    positions = torch.cat([s.positions for s in shards], dim=2)
+    marks = torch.cat([s.keyframes_mask for s in shards if s.keyframes_mask is not None], dim=1)
+    assert latent.shape[1] == 21
+    torch.testing.assert_close(latent[:, :tokens], state.latent, rtol=0, atol=0)
+    torch.testing.assert_close(positions[:, :, :tokens], state.positions, rtol=0, atol=0)
+    torch.testing.assert_close(marks[:, :tokens], state.keyframes_mask.reshape(1, tokens, 1), rtol=0, atol=0)
+    assert marks[0, 12:tokens].eq(1).all() and marks[0, tokens:].eq(0).all()
