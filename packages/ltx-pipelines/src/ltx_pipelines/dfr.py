@@ -15,7 +15,6 @@ the slots would be unmarked tokens, so such a transformer is refused before anyt
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 from collections.abc import Sequence
@@ -38,8 +37,7 @@ from ltx_core.conditioning import (
     apply_conditionings,
     read_generated_keyframes,
 )
-from ltx_core.loader import CheckpointError, Component, LoraSpec, ModelFiles
-from ltx_core.loader.model_files import ModelSource, model_files_of
+from ltx_core.loader import LoraSpec, ModelFiles
 from ltx_core.model.duration_head import DurationRange
 from ltx_core.model.transformer import X0Model
 from ltx_core.model.upsampler import LATENT_UPSAMPLER, upsample_video_latent
@@ -58,6 +56,7 @@ from ltx_pipelines.engine.defaults import TWO_STAGE_SPATIAL_MULTIPLE, PipelineDe
 from ltx_pipelines.engine.duration import check_length_request, requested_frames
 from ltx_pipelines.engine.file_steps import contexts_on, encode_conditioning_images
 from ltx_pipelines.engine.final_latents import FinalLatents, Waveform
+from ltx_pipelines.engine.generated_keyframes import keyframe_embedding_problem
 from ltx_pipelines.engine.ic_references import reference_factors
 from ltx_pipelines.engine.model_loading import loaded
 from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
@@ -83,23 +82,6 @@ MAX_TEMPORAL_ROUNDS = 2
 # stream would re-noise them identically).
 TILE_SEED_STRIDE = 1000
 DEFAULT_DETAILING_DOWNSCALE = 2
-
-
-def keyframe_embedding_problem(checkpoint: ModelSource) -> str | None:
-    """Why a checkpoint's transformer cannot run DFR (no keyframe embedding in its config), or None."""
-    try:
-        metadata = model_files_of(checkpoint).source(Component.TRANSFORMER).read_metadata()
-    except CheckpointError as e:
-        return f"its transformer metadata cannot be read ({e})"
-    config: Any = metadata.get("config") or {}
-    if isinstance(config, str):
-        config = json.loads(config)
-    if not (config.get("transformer") or {}).get("use_keyframes_abs_pos_embedding", False):
-        return (
-            "its transformer config lacks use_keyframes_abs_pos_embedding (the keyframe embedding that marks "
-            "generated keyframe slots; LTX-2.5 transformers have it)"
-        )
-    return None
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from ltx_core.model.transformer import X0Model
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
 from ltx_pipelines.cli.command import PipelineCommand, Run
+from ltx_pipelines.cli.generated_keyframe_flags import GeneratedKeyframeFlags
 from ltx_pipelines.cli.model_flags import ModelFlags
 from ltx_pipelines.cli.tiling_flags import TilingFlags
 from ltx_pipelines.cli.video_flags import VideoFlags
@@ -37,6 +38,12 @@ from ltx_pipelines.engine.file_steps import (
     upsample_between_stages,
 )
 from ltx_pipelines.engine.final_latents import FinalLatents
+from ltx_pipelines.engine.generated_keyframes import (
+    GeneratedKeyframes,
+    generated_keyframe_positions,
+    generated_keyframe_slots,
+    require_keyframe_embedding,
+)
 from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
 from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
 from ltx_pipelines.engine.samplers import distilled_stage_1_sampler
@@ -82,12 +89,18 @@ class DistilledPipeline(PromptPipeline):
         images: Sequence[ImageCondition] = (),
         enhance_prompt: bool = False,
         duration: DurationRange | None = None,
+        generated_keyframes: GeneratedKeyframes = 0,
     ) -> FinalLatents:
         """Generate from a prompt (no negative prompt, no guidance); the same seed gives the same result.
         `duration` (with `num_frames` None): the duration head picks the length from the prompt in that range
-        of seconds (LTX-2.5 files with a duration head)."""
+        of seconds (LTX-2.5 files with a duration head). `generated_keyframes`: stage-1 keyframe slots, a
+        count of evenly spaced interior frames or explicit frame indices (see `engine.generated_keyframes`;
+        needs a transformer with the keyframe embedding)."""
         check_length_request(self.checkpoint_path, num_frames, duration)
         self.output_shape(height, width, num_frames or 1, frame_rate)
+        require_keyframe_embedding(self.checkpoint_path, generated_keyframes)
+        if num_frames is not None:  # a predicted length is checked once the head has picked it
+            generated_keyframe_positions(generated_keyframes, num_frames)
         (contexts,), final_prompt = self.encode_prompts([prompt], seed=seed, images=images, enhance=enhance_prompt)
         frames = requested_frames(
             self.checkpoint_path, self.placement, contexts, num_frames=num_frames, duration=duration,
@@ -95,7 +108,7 @@ class DistilledPipeline(PromptPipeline):
         )  # fmt: skip
         final = self.latents_from_contexts(
             contexts, height=height, width=width, num_frames=frames, frame_rate=frame_rate,
-            noise=SeededNoise(seed), images=images,
+            noise=SeededNoise(seed), images=images, generated_keyframes=generated_keyframes,
         )  # fmt: skip
         return replace(final, prompt=final_prompt)
 
@@ -109,9 +122,13 @@ class DistilledPipeline(PromptPipeline):
         frame_rate: float,
         noise: NoiseSource,
         images: Sequence[ImageCondition] = (),
+        generated_keyframes: GeneratedKeyframes = 0,
     ) -> FinalLatents:
-        """Both stages, from given text contexts and a noise source (the parity seam)."""
+        """Both stages, from given text contexts and a noise source (the parity seam). `generated_keyframes`:
+        slots appended to stage 1 only, kept as `stage_1.video_generated_keyframes`."""
         full = self.output_shape(height, width, num_frames, frame_rate)
+        require_keyframe_embedding(self.checkpoint_path, generated_keyframes)
+        slots = generated_keyframe_slots(generated_keyframes, num_frames)
         half = VideoPixelShape(1, num_frames, height // 2, width // 2, frame_rate)
         device, dtype = self.placement.device, self.placement.dtype
         positive = contexts_on(contexts, self.placement)
@@ -126,7 +143,7 @@ class DistilledPipeline(PromptPipeline):
             denoiser = SimpleDenoiser(X0Model(transformer), positive.video, positive.audio)
             stage_1 = run_denoising_stage(
                 denoiser, half, distilled_sigmas(), noise, "stage_1", device, dtype,
-                conditionings=stage_1_items, progress=self.progress, sampler=self.stage_1_sampler,
+                conditionings=[*stage_1_items, *slots], progress=self.progress, sampler=self.stage_1_sampler,
             )  # fmt: skip
             latents.update(stage_1.named("stage_1"))
             # The transformer stays loaded across the upsampling: both stages use the same model.
@@ -160,7 +177,7 @@ COMMAND = PipelineCommand.for_module(
     __name__,
     __doc__,
     models=ModelFlags(distilled=True, two_stage=True, demo_families=DEMO_FAMILIES),
-    groups=(VideoFlags(two_stage=True, auto_duration=True), TilingFlags()),
+    groups=(VideoFlags(two_stage=True, auto_duration=True), TilingFlags(), GeneratedKeyframeFlags()),
     build=lambda run: DistilledPipeline(
         run.models.checkpoint, run.models.spatial_upsampler, run.models.gemma_root, **run.pipeline_options()
     ),

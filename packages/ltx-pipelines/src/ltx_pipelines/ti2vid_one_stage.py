@@ -24,10 +24,17 @@ from ltx_core.components.sampling import euler_denoising_loop
 from ltx_core.components.schedulers import LTX2Scheduler
 from ltx_core.loader import LoraSpec
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
+from ltx_pipelines.cli.generated_keyframe_flags import GeneratedKeyframeFlags
 from ltx_pipelines.cli.guided_command import build_guided, guided_command
 from ltx_pipelines.engine.defaults import DEFAULT_MAX_BATCH_SIZE, defaults_for_checkpoint
 from ltx_pipelines.engine.file_steps import encode_conditioning_images
 from ltx_pipelines.engine.final_latents import FinalLatents
+from ltx_pipelines.engine.generated_keyframes import (
+    GeneratedKeyframes,
+    generated_keyframe_positions,
+    generated_keyframe_slots,
+    require_keyframe_embedding,
+)
 from ltx_pipelines.engine.guided import (
     GuidanceSettings,
     GuidedInputs,
@@ -115,16 +122,19 @@ class TI2VidOneStagePipeline(PromptPipeline):
         video_guidance: MultiModalGuiderParams | None = None,
         audio_guidance: MultiModalGuiderParams | None = None,
         conditions: StageConditions | None = None,
+        generated_keyframes: GeneratedKeyframes = 0,
     ) -> FinalLatents:
         """Generate from a prompt; the same seed and settings give the same result. None: the default
-        negative prompt and the checkpoint generation's step count and guidance. `conditions`: see
-        `latents_from_contexts`."""
+        negative prompt and the checkpoint generation's step count and guidance. `conditions`,
+        `generated_keyframes`: see `latents_from_contexts`."""
         self.output_shape(height, width, num_frames, frame_rate)
         settings = self.guidance_settings(num_inference_steps, video_guidance, audio_guidance)  # before Gemma runs
+        require_keyframe_embedding(self.checkpoint_path, generated_keyframes)
+        generated_keyframe_positions(generated_keyframes, num_frames)
         return guided_prompt_call(
             self, prompt, seed=seed, images=images, enhance_prompt=enhance_prompt, negative_prompt=negative_prompt,
             settings=settings, height=height, width=width, num_frames=num_frames, frame_rate=frame_rate,
-            conditions=conditions,
+            conditions=conditions, generated_keyframes=generated_keyframes,
         )  # fmt: skip
 
     def latents_from_contexts(
@@ -144,17 +154,24 @@ class TI2VidOneStagePipeline(PromptPipeline):
         stage_sigmas: Mapping[str, torch.Tensor] | None = None,
         sde_noise: NoiseSource | None = None,
         conditions: StageConditions | None = None,
+        generated_keyframes: GeneratedKeyframes = 0,
     ) -> FinalLatents:
         """The stage's final latents from given contexts (batch 1 each) and a noise source (the parity seam).
 
         `negative_contexts` may be None only when neither modality uses CFG. `stage_sigmas` replaces the
         schedule of `stage_1`. `conditions`: caller-encoded conditioning items, initial latents and the
         modalities that take part (see `StageConditions`); without video the latents decode to an
-        `AudioGeneration`.
+        `AudioGeneration`. `generated_keyframes`: keyframe slots appended after every other video item (a
+        count of evenly spaced interior frames or explicit frame indices; needs a transformer with the keyframe
+        embedding), kept as `stage_1.video_generated_keyframes`.
         """
         shape = self.output_shape(height, width, num_frames, frame_rate)
         given = checked_stage_sigmas(stage_sigmas, self.stage_names)
         conditions = conditions if conditions is not None else StageConditions()
+        require_keyframe_embedding(self.checkpoint_path, generated_keyframes)
+        slots = generated_keyframe_slots(generated_keyframes, num_frames)
+        if slots and (conditions.video_frozen or not conditions.with_video):
+            raise ValueError("generated keyframes need the video generated; the stage conditions freeze or omit it")
         settings = self.guidance_settings(num_inference_steps, video_guidance, audio_guidance)
         inputs = guided_inputs(settings, contexts, negative_contexts, self.placement)
         if images and not conditions.with_video:
@@ -170,7 +187,7 @@ class TI2VidOneStagePipeline(PromptPipeline):
             denoiser = self.guided_stage_denoiser(transformer, frozen_streams_keep_positive_context(inputs, conditions))
             result = run_denoising_stage(
                 denoiser, shape, sigmas, noise, "stage_1", device, dtype,
-                conditionings=[*image_items, *conditions.video], **conditions.stage_arguments(),
+                conditionings=[*image_items, *conditions.video, *slots], **conditions.stage_arguments(),
                 loop=self.sampling_loop("stage_1", sde_noise), progress=self.progress,
             )  # fmt: skip
 
@@ -178,7 +195,13 @@ class TI2VidOneStagePipeline(PromptPipeline):
         return self.finished(shape, result.video_latent, result.audio_latent, noise, result.named("stage_1"))
 
 
-COMMAND = guided_command(__name__, __doc__, lambda run: build_guided(TI2VidOneStagePipeline, run), two_stage=False)
+COMMAND = guided_command(
+    __name__,
+    __doc__,
+    lambda run: build_guided(TI2VidOneStagePipeline, run),
+    two_stage=False,
+    groups=(GeneratedKeyframeFlags(),),
+)
 main = COMMAND.main
 
 

@@ -26,9 +26,15 @@ from ltx_core.components.schedulers import LTX2Scheduler
 from ltx_core.loader import LoraSpec
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
+from ltx_pipelines.cli.generated_keyframe_flags import GeneratedKeyframeFlags
 from ltx_pipelines.cli.guided_command import build_guided, guided_command
 from ltx_pipelines.engine.defaults import DEFAULT_MAX_BATCH_SIZE, TWO_STAGE_SPATIAL_MULTIPLE, defaults_for_checkpoint
 from ltx_pipelines.engine.final_latents import FinalLatents
+from ltx_pipelines.engine.generated_keyframes import (
+    GeneratedKeyframes,
+    generated_keyframe_positions,
+    require_keyframe_embedding,
+)
 from ltx_pipelines.engine.guided import (
     GuidanceSettings,
     checked_max_batch_size,
@@ -136,14 +142,19 @@ class TI2VidTwoStagesPipeline(PromptPipeline):
         num_inference_steps: int | None = None,
         video_guidance: MultiModalGuiderParams | None = None,
         audio_guidance: MultiModalGuiderParams | None = None,
+        generated_keyframes: GeneratedKeyframes = 0,
     ) -> FinalLatents:
         """Generate from a prompt; the same seed and settings give the same result. None: the default
-        negative prompt and the checkpoint generation's step count and guidance."""
+        negative prompt and the checkpoint generation's step count and guidance. `generated_keyframes`: see
+        `latents_from_contexts`."""
         self.output_shape(height, width, num_frames, frame_rate)
         settings = self.guidance_settings(num_inference_steps, video_guidance, audio_guidance)  # before Gemma runs
+        require_keyframe_embedding(self.checkpoint_path, generated_keyframes)
+        generated_keyframe_positions(generated_keyframes, num_frames)
         return guided_prompt_call(
             self, prompt, seed=seed, images=images, enhance_prompt=enhance_prompt, negative_prompt=negative_prompt,
             settings=settings, height=height, width=width, num_frames=num_frames, frame_rate=frame_rate,
+            generated_keyframes=generated_keyframes,
         )  # fmt: skip
 
     def latents_from_contexts(
@@ -162,12 +173,15 @@ class TI2VidTwoStagesPipeline(PromptPipeline):
         audio_guidance: MultiModalGuiderParams | None = None,
         stage_sigmas: Mapping[str, torch.Tensor] | None = None,
         sde_noise: NoiseSource | None = None,
+        generated_keyframes: GeneratedKeyframes = 0,
     ) -> FinalLatents:
         """Both stages, from given contexts (batch 1 each) and a noise source (the parity seam).
 
         `negative_contexts` may be None only when neither modality uses CFG. `stage_sigmas` replaces the
         schedule of the named stages (`stage_1`, `stage_2`). `sde_noise` feeds samplers that draw noise
-        while sampling (res2s); this pipeline's Euler loops draw none.
+        while sampling (res2s); this pipeline's Euler loops draw none. `generated_keyframes`: stage-1 keyframe
+        slots (a count of evenly spaced interior frames or explicit frame indices; needs a transformer with the
+        keyframe embedding), kept as `stage_1.video_generated_keyframes`; stage 2 gets none.
         """
         shape = self.output_shape(height, width, num_frames, frame_rate)
         given = checked_stage_sigmas(stage_sigmas, self.stage_names)
@@ -182,11 +196,17 @@ class TI2VidTwoStagesPipeline(PromptPipeline):
             stage_1=StagePlan(loras_1, stage_1_sigmas, self.sampling_loop("stage_1", sde_noise)),
             stage_2=StagePlan(loras_2, stage_2_sigmas, self.sampling_loop("stage_2", sde_noise)),
             max_batch_size=self.max_batch_size, images=images, images_as_keyframes=self.images_as_keyframes,
-            ship_refined_audio=self.ship_refined_audio,
+            ship_refined_audio=self.ship_refined_audio, generated_keyframes=generated_keyframes,
         )  # fmt: skip
 
 
-COMMAND = guided_command(__name__, __doc__, lambda run: build_guided(TI2VidTwoStagesPipeline, run), two_stage=True)
+COMMAND = guided_command(
+    __name__,
+    __doc__,
+    lambda run: build_guided(TI2VidTwoStagesPipeline, run),
+    two_stage=True,
+    groups=(GeneratedKeyframeFlags(),),
+)
 main = COMMAND.main
 
 

@@ -29,6 +29,7 @@ from ltx_core.types import VideoLatentShape, VideoPixelShape
 from ltx_pipelines.cli.arg_types import finite_float
 from ltx_pipelines.cli.command import Run
 from ltx_pipelines.cli.flag_group import FlagGroup, ReadContext
+from ltx_pipelines.cli.generated_keyframe_flags import GeneratedKeyframeFlags
 from ltx_pipelines.cli.guided_command import build_guided, guided_command
 from ltx_pipelines.engine.defaults import (
     DEFAULT_LORA_STRENGTH,
@@ -40,6 +41,11 @@ from ltx_pipelines.engine.defaults import (
     PipelineDefaults,
 )
 from ltx_pipelines.engine.final_latents import FinalLatents
+from ltx_pipelines.engine.generated_keyframes import (
+    GeneratedKeyframes,
+    generated_keyframe_positions,
+    require_keyframe_embedding,
+)
 from ltx_pipelines.engine.guided import (
     GuidanceSettings,
     checked_max_batch_size,
@@ -161,14 +167,19 @@ class TI2VidTwoStagesHQPipeline(PromptPipeline):
         num_inference_steps: int | None = None,
         video_guidance: MultiModalGuiderParams | None = None,
         audio_guidance: MultiModalGuiderParams | None = None,
+        generated_keyframes: GeneratedKeyframes = 0,
     ) -> FinalLatents:
         """Generate from a prompt; the same seed and settings give the same result. None: the default
-        negative prompt and the checkpoint generation's step count and guidance."""
+        negative prompt and the checkpoint generation's step count and guidance. `generated_keyframes`: see
+        `latents_from_contexts`."""
         self.output_shape(height, width, num_frames, frame_rate)
         settings = self.guidance_settings(num_inference_steps, video_guidance, audio_guidance)  # before Gemma runs
+        require_keyframe_embedding(self.checkpoint_path, generated_keyframes)
+        generated_keyframe_positions(generated_keyframes, num_frames)
         return guided_prompt_call(
             self, prompt, seed=seed, images=images, enhance_prompt=enhance_prompt, negative_prompt=negative_prompt,
             settings=settings, height=height, width=width, num_frames=num_frames, frame_rate=frame_rate,
+            generated_keyframes=generated_keyframes,
         )  # fmt: skip
 
     def latents_from_contexts(
@@ -187,12 +198,15 @@ class TI2VidTwoStagesHQPipeline(PromptPipeline):
         audio_guidance: MultiModalGuiderParams | None = None,
         stage_sigmas: Mapping[str, torch.Tensor] | None = None,
         sde_noise: NoiseSource | None = None,
+        generated_keyframes: GeneratedKeyframes = 0,
     ) -> FinalLatents:
         """Both stages, from given contexts (batch 1 each) and a noise source (the parity seam).
 
         `negative_contexts` may be None only when neither modality uses CFG. `stage_sigmas` replaces the
         schedule of the named stages (`stage_1`, `stage_2`). `sde_noise` feeds res2s's draws while sampling
-        (by default it uses its own seeded generators, as the reference does).
+        (by default it uses its own seeded generators, as the reference does). `generated_keyframes`: stage-1
+        keyframe slots (a count of evenly spaced interior frames or explicit frame indices; needs a transformer
+        with the keyframe embedding), kept as `stage_1.video_generated_keyframes`; stage 2 gets none.
         """
         shape = self.output_shape(height, width, num_frames, frame_rate)
         given = checked_stage_sigmas(stage_sigmas, self.stage_names)
@@ -206,7 +220,7 @@ class TI2VidTwoStagesHQPipeline(PromptPipeline):
             self, self.spatial_upsampler_path, shape, noise, inputs,
             stage_1=StagePlan(loras_1, stage_1_sigmas, self.sampling_loop("stage_1", sde_noise)),
             stage_2=StagePlan(loras_2, stage_2_sigmas, self.sampling_loop("stage_2", sde_noise)),
-            max_batch_size=self.max_batch_size, images=images,
+            max_batch_size=self.max_batch_size, images=images, generated_keyframes=generated_keyframes,
         )  # fmt: skip
 
 
@@ -263,7 +277,7 @@ COMMAND = guided_command(
     __doc__,
     build_hq,
     two_stage=True,
-    groups=(HqLoraStrengthFlags(),),
+    groups=(HqLoraStrengthFlags(), GeneratedKeyframeFlags()),
     # The HQ command line always shows and uses the HQ preset, whatever the checkpoint's generation.
     fixed_defaults=LTX_2_3_HQ_DEFAULTS,
 )

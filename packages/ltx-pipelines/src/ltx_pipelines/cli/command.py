@@ -30,6 +30,7 @@ from ltx_core.types import DEFAULT_SCALE_FACTORS
 from ltx_pipelines.cli.arg_types import HelpFormatter
 from ltx_pipelines.cli.error_lines import report_error, stop_signals_interrupt
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
+from ltx_pipelines.cli.generated_keyframe_flags import GeneratedKeyframeFlags
 from ltx_pipelines.cli.guidance_flags import GuidanceChoice, GuidanceFlags, MaxBatchSizeFlags
 from ltx_pipelines.cli.model_flags import ModelChoice, ModelFlags, RunModels
 from ltx_pipelines.cli.output_flags import OutputChoice, OutputFlags
@@ -143,7 +144,8 @@ class Run:
 
     def video_call(self) -> dict[str, Any]:
         """The keyword arguments of a video pipeline's prompt call that the shared groups set (after the
-        prompt): seed, size, length, frame rate, images, prompt enhancement, and the guidance flags."""
+        prompt): seed, size, length, frame rate, images, prompt enhancement, the guidance flags and the
+        generated keyframes (of the commands that have those groups)."""
         video = self.video
         options: dict[str, Any] = {
             "seed": self.prompt.seed,
@@ -162,6 +164,8 @@ class Run:
                 video_guidance=guidance.video,
                 audio_guidance=guidance.audio,
             )
+        if GeneratedKeyframeFlags in self.values:
+            options["generated_keyframes"] = self.values[GeneratedKeyframeFlags]
         return options
 
 

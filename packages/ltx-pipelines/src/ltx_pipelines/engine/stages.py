@@ -22,7 +22,9 @@ from ltx_core.conditioning import (
     FrozenModality,
     VideoConditionByKeyframeIndex,
     VideoConditionByLatentIndex,
+    VideoGeneratedKeyframeSlots,
     apply_conditionings,
+    read_generated_keyframes,
 )
 from ltx_core.model.audio_vae import AudioDecoder, decode_audio
 from ltx_core.model.video_vae import DiffusionVideoDecoder, VideoDecoder, VideoEncoder
@@ -151,10 +153,18 @@ class StageConditions:
 class StageResult:
     video_latent: torch.Tensor | None
     audio_latent: torch.Tensor | None
+    video_generated_keyframes: torch.Tensor | None = None
+    """The generated keyframe slots' latent (B, C, K, h, w), when the stage had slots; not part of
+    `video_latent` (the slots are dropped from the state, as every appended token)."""
 
     def named(self, stage: str) -> dict[str, torch.Tensor]:
-        """The latents as a Generation records them: `<stage>.video_latent`, `<stage>.audio_latent`."""
-        pairs = (("video_latent", self.video_latent), ("audio_latent", self.audio_latent))
+        """The latents as a Generation records them: `<stage>.video_latent`, `<stage>.audio_latent` (and
+        `<stage>.video_generated_keyframes`)."""
+        pairs = (
+            ("video_latent", self.video_latent),
+            ("audio_latent", self.audio_latent),
+            ("video_generated_keyframes", self.video_generated_keyframes),
+        )
         return {f"{stage}.{name}": latent for name, latent in pairs if latent is not None}
 
 
@@ -183,7 +193,9 @@ def run_denoising_stage(
     Noise draws are named `<stage>.video` then `<stage>.audio`, in token layout; that order is part
     of the reproducibility contract (`SeededNoise`) and of the golden replay (`ReplayedNoise`).
     `conditionings` edit the video state, `audio_conditionings` the audio state (e.g. a frozen audio
-    track or a retake region); both are applied before the noise.
+    track or a retake region); both are applied before the noise. A `VideoGeneratedKeyframeSlots` must be
+    the last video item (its tokens end the state, so the target's noise is the same with or without it);
+    its slots are read back into `StageResult.video_generated_keyframes`.
     """
     if loop is not None and sampler is not None:
         raise ValueError("run_denoising_stage takes a loop or a sampler, not both")
@@ -193,6 +205,7 @@ def run_denoising_stage(
     loop = loop or euler_denoising_loop
     sigmas = sigmas.to(device=device, dtype=torch.float32)
     noise_scale = float(sigmas[0])
+    slots = _trailing_slots(conditionings)
     video = audio = None
     video_tools = VideoLatentTools.from_pixel_shape(shape) if with_video else None
     audio_tools = AudioLatentTools.from_video(shape) if with_audio else None
@@ -210,10 +223,29 @@ def run_denoising_stage(
         audio = add_noise(audio, noise(f"{stage}.audio", audio.latent.shape, device=device, dtype=dtype), noise_scale)
     with torch.no_grad():
         video, audio = loop(denoiser, sigmas, video, audio, progress=progress)
+    keyframes = None
+    if slots is not None and video_tools is not None and video is not None:
+        first = video.latent.shape[1] - len(slots.positions) * video_tools.tokens_per_latent_frame
+        keyframes = read_generated_keyframes(video, video_tools, len(slots.positions), first_token=first)
     return StageResult(
         video_latent=video_tools.state_to_latent(video) if video_tools is not None else None,
         audio_latent=audio_tools.state_to_latent(audio) if audio_tools is not None else None,
+        video_generated_keyframes=keyframes,
     )
+
+
+def _trailing_slots(conditionings: Sequence[ConditioningItem]) -> VideoGeneratedKeyframeSlots | None:
+    """The stage's keyframe slots item, which must be its last video item (None: no slots)."""
+    found = [i for i, item in enumerate(conditionings) if isinstance(item, VideoGeneratedKeyframeSlots)]
+    if not found:
+        return None
+    if found != [len(conditionings) - 1]:
+        raise ValueError(
+            f"keyframe slots must be one item, the last video conditioning (found at {found} of {len(conditionings)})"
+        )
+    item = conditionings[-1]
+    assert isinstance(item, VideoGeneratedKeyframeSlots)
+    return item
 
 
 def _to(t: torch.Tensor | None, device: torch.device, dtype: torch.dtype) -> torch.Tensor | None:

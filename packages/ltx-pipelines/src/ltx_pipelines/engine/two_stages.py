@@ -25,6 +25,11 @@ from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
 from ltx_pipelines.engine.file_steps import encode_conditioning_images, upsample_between_stages
 from ltx_pipelines.engine.final_latents import FinalLatents
+from ltx_pipelines.engine.generated_keyframes import (
+    GeneratedKeyframes,
+    generated_keyframe_slots,
+    require_keyframe_embedding,
+)
 from ltx_pipelines.engine.guided import GuidedInputs, stage_guided_denoiser
 from ltx_pipelines.engine.noise import NoiseSource
 from ltx_pipelines.engine.prompt_pipeline import PromptPipeline
@@ -66,6 +71,7 @@ def run_two_stages(
     images: Sequence[ImageCondition] = (),
     images_as_keyframes: bool = False,
     frozen_audio: torch.Tensor | None = None,
+    generated_keyframes: GeneratedKeyframes = 0,
 ) -> TwoStageResult:
     """Both stages of a `shape` (full size) run.
 
@@ -73,8 +79,12 @@ def run_two_stages(
     `refine_contexts` (placed for the transformer). `images_as_keyframes`: every image is appended as
     guiding keyframe tokens (see `image_conditionings`). `frozen_audio`: an audio latent that is the initial
     audio of both stages and never changes (never noised, sigma 0); None: stage 1 generates the audio and
-    stage 2 re-noises and refines it.
+    stage 2 re-noises and refines it. `generated_keyframes`: keyframe slots appended to stage 1 only (after
+    every other video item; see `engine.generated_keyframes`), kept as `stage_1.video_generated_keyframes`;
+    stage 2 refines the upsampled target alone.
     """
+    require_keyframe_embedding(pipeline.checkpoint_path, generated_keyframes)
+    slots = generated_keyframe_slots(generated_keyframes, shape.frames)
     half = half_size(shape)
     placement = pipeline.placement
     device, dtype = placement.device, placement.dtype
@@ -99,7 +109,7 @@ def run_two_stages(
     with pipeline.transformer(stage_1.loras, cache) as transformer:
         first = run_denoising_stage(
             stage_1_denoiser(transformer), half, stage_1.sigmas, noise, "stage_1", device, dtype,
-            conditionings=stage_1_items, audio_conditionings=audio_items, initial_audio=frozen_audio,
+            conditionings=[*stage_1_items, *slots], audio_conditionings=audio_items, initial_audio=frozen_audio,
             loop=stage_1.loop, progress=pipeline.progress,
         )  # fmt: skip
     latents.update(first.named("stage_1"))
@@ -134,14 +144,17 @@ def guided_two_stages(
     images: Sequence[ImageCondition] = (),
     images_as_keyframes: bool = False,
     ship_refined_audio: bool = False,
+    generated_keyframes: GeneratedKeyframes = 0,
 ) -> FinalLatents:
     """The text/image-to-video two-stage run's final latents: stage 1 guided by `inputs`, stage 2 refined
     without guidance. `ship_refined_audio`: ship the audio stage 2 refined (when the refinement's audio is
-    usable: not over tiles) rather than the stage-1 audio (the reference's choice for text/image-to-video)."""
+    usable: not over tiles) rather than the stage-1 audio (the reference's choice for text/image-to-video).
+    `generated_keyframes`: stage-1 keyframe slots (see `run_two_stages`)."""
     result = run_two_stages(
         pipeline, spatial_upsampler, shape, noise, stage_1=stage_1, stage_2=stage_2,
         stage_1_denoiser=lambda transformer: stage_guided_denoiser(transformer, inputs, max_batch_size),
         refine_contexts=inputs.positive, images=images, images_as_keyframes=images_as_keyframes,
+        generated_keyframes=generated_keyframes,
     )  # fmt: skip
     refined = ship_refined_audio and pipeline.refined_audio_is_usable
     audio = result.stage_2.audio_latent if refined else result.stage_1.audio_latent
