@@ -1,6 +1,9 @@
 """The `*_mgpu` pipelines with `--num-gpus 2 --device cpu`: two gloo processes write what the
 single-process twin writes (on the demo models), a tiled stage 2 stays within its measured blend
-tolerance, bad input is refused before any rank starts, and a failing rank is reported."""
+tolerance, bad input is refused before any rank starts, and a failing rank is reported. Each `*_mgpu`
+module runs its LTX-2.5 demo over 2 ranks (distilled under torchrun, the guided two-stage and HQ ones
+spawned), the diffusion decoder's decode included; distilled_mgpu also runs on the LTX-2.3 demo, whose
+convolutional decoder spreads its tiles over the ranks."""
 
 from __future__ import annotations
 
@@ -22,6 +25,10 @@ import ltx_pipelines.distilled as distilled
 import ltx_pipelines.distilled_mgpu as distilled_mgpu
 
 HEIGHT, WIDTH, FRAMES, SEED = 128, 128, 9, 3
+MGPU = ("--num-gpus", "2", "--mgpu-timeout", "600")
+"""Two gloo ranks; the timeout only ends a hung run (a loaded 2-core machine takes minutes where an idle one
+takes seconds)."""
+LTX25 = ("--demo-family", "ltx-2.5")
 BLEND_TOLERANCE = 0.02
 """Bound on max |tiled - full-frame| of the stage-2 video latent, relative to the latent's max |value|.
 Measured on the demo model, 2 ranks, 1x2 tiles of the 4x4 latent with 2 shared columns: 0.0377 against a
@@ -48,7 +55,7 @@ def test_two_process_run_writes_the_single_process_video(demo_cache_home, tiny_m
     # Small decode tiles (3 x 3 spatial tiles) so the distributed decode spreads them over both ranks.
     tiles = ("--tile-size", "64", "--tile-overlap", "32")
     assert distilled.main(_argv(single, *tiles)) == 0
-    assert distilled_mgpu.main(["--num-gpus", "2", "--mgpu-timeout", "120", *_argv(parallel, *tiles)]) == 0
+    assert distilled_mgpu.main([*MGPU, *_argv(parallel, *tiles)]) == 0
     # Sequence-parallel stages: the final latents agree within 1e-5.
     want = load_file(str(single.with_suffix(".latents.safetensors")))
     got = load_file(str(parallel.with_suffix(".latents.safetensors")))
@@ -106,7 +113,7 @@ def test_a_rank_failure_exits_non_zero_with_its_error(demo_cache_home, tiny_mode
     weights = gemma / "model.safetensors"
     with weights.open("r+b") as f:
         f.truncate(weights.stat().st_size - 1000)
-    argv = ["--num-gpus", "2", "--mgpu-timeout", "120", *_argv(tmp_path / "out.mp4"), "--gemma-root", str(gemma)]
+    argv = [*MGPU, *_argv(tmp_path / "out.mp4"), "--gemma-root", str(gemma)]
     assert distilled_mgpu.main(argv) == 1
     err = capsys.readouterr().err
     assert "rank 0" in err and "SafetensorError" in err
@@ -129,7 +136,7 @@ def test_tiled_stage_2_stays_within_the_blend_tolerance(demo_cache_home, tiny_mo
         "a heron lands on a frozen pond", seed=SEED, height=HEIGHT, width=WIDTH, num_frames=FRAMES, frame_rate=24.0
     )
     parallel = tmp_path / "tiled.mp4"
-    argv = ["--num-gpus", "2", "--mgpu-timeout", "120", *_argv(parallel), "--stage-2-parallel", "tiled"]
+    argv = [*MGPU, *_argv(parallel), "--stage-2-parallel", "tiled"]
     capfd.readouterr()
     assert distilled_mgpu.main([*argv, "--stage-2-tile-overlap", "2", "--log-level", "INFO"]) == 0
     # One prompt: only rank 0 loads Gemma; rank 1 receives the contexts.
@@ -146,54 +153,76 @@ def test_tiled_stage_2_stays_within_the_blend_tolerance(demo_cache_home, tiny_mo
 
 
 @pytest.mark.slow
-def test_guided_two_stage_mgpu_matches_single_process_latents(demo_cache_home, monkeypatch, tmp_path, capfd):
-    """The guided pipeline (CFG/STG batches through the sequence-parallel transformer) over 2 ranks, the
-    positive and negative prompts encoded on one rank each: with a sequence-parallel stage 2 the final
-    latents are the single process's; with its default tiled stage 2 the shipped stage-1 audio still is."""
+def test_guided_two_stage_mgpu_on_ltx25_matches_single_process_latents(ltx25_demo_home, monkeypatch, tmp_path):
+    """The guided pipeline (CFG/STG batches through the sequence-parallel transformer) on the LTX-2.5 demo files over
+    2 ranks, the positive and negative prompts encoded on one rank each, stage 2 sequence parallel: the final
+    latents are the single process's."""
     import ltx_pipelines.ti2vid_two_stages as two_stages
     import ltx_pipelines.ti2vid_two_stages_mgpu as two_stages_mgpu
 
-    monkeypatch.setenv("XDG_CACHE_HOME", str(demo_cache_home))
-    single, parallel, tiled = tmp_path / "single.mp4", tmp_path / "parallel.mp4", tmp_path / "tiled.mp4"
-    steps = ("--num-inference-steps", "2")
-    mgpu = ("--num-gpus", "2", "--mgpu-timeout", "120")
-    assert two_stages.main(_argv(single, *steps)) == 0
-    assert two_stages_mgpu.main([*mgpu, *_argv(parallel, *steps), "--stage-2-parallel", "sequence"]) == 0
-    capfd.readouterr()
-    assert two_stages_mgpu.main([*mgpu, *_argv(tiled, *steps), "--log-level", "INFO"]) == 0
-    # Batch-parallel Gemma: each rank loaded it once, for its own prompt.
-    assert capfd.readouterr().err.count("loading Gemma from") == 2
+    monkeypatch.setenv("XDG_CACHE_HOME", str(ltx25_demo_home))
+    single, parallel = tmp_path / "single.mp4", tmp_path / "parallel.mp4"
+    extra = (*LTX25, "--num-inference-steps", "2")
+    assert two_stages.main(_argv(single, *extra)) == 0
+    argv = [*MGPU, *_argv(parallel, *extra), "--stage-2-parallel", "sequence"]
+    assert two_stages_mgpu.main(argv) == 0
     want = load_file(str(single.with_suffix(".latents.safetensors")))
     got = load_file(str(parallel.with_suffix(".latents.safetensors")))
     for name in ("video_latent", "audio_latent"):
         assert float((got[name] - want[name]).abs().max()) <= 1e-5, name
-    got_tiled = load_file(str(tiled.with_suffix(".latents.safetensors")))
-    assert float((got_tiled["audio_latent"] - want["audio_latent"]).abs().max()) <= 1e-5
-    assert got_tiled["video_latent"].shape == want["video_latent"].shape
-    sidecar = json.loads(tiled.with_suffix(".json").read_text())["parameters"]
-    assert (sidecar["stage_2_parallel"], sidecar["num_gpus"]) == ("tiled", 2)
+    sidecar = json.loads(parallel.with_suffix(".json").read_text())["parameters"]
+    assert (sidecar["stage_2_parallel"], sidecar["num_gpus"], sidecar["demo_family"]) == ("sequence", 2, "ltx-2.5")
 
 
 @pytest.mark.slow
-def test_torchrun_launches_the_same_module(demo_cache_home, tmp_path):
-    """`torchrun --nproc_per_node 2 -m ltx_pipelines.distilled_mgpu ...` (no --num-gpus): the module joins
-    torchrun's group, rank 0 alone writes, the sidecar records torchrun's world size."""
+def test_hq_two_stage_mgpu_runs_its_ltx25_demo_with_a_tiled_stage_2(
+    ltx25_demo_home, read_output, monkeypatch, tmp_path
+):
+    """`ti2vid_two_stages_hq_mgpu --demo --demo-family ltx-2.5` over 2 ranks with its default tiled stage 2 (one
+    spatial tile per rank): rank 0 decodes through the diffusion decoder and alone writes the clip."""
+    import ltx_pipelines.ti2vid_two_stages_hq_mgpu as hq_mgpu
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(ltx25_demo_home))
+    out = tmp_path / "hq.mp4"
+    assert hq_mgpu.main([*MGPU, *_argv(out, *LTX25, "--num-inference-steps", "2")]) == 0
+    written = read_output(out)
+    assert written.frames.shape == (FRAMES, HEIGHT, WIDTH, 3)
+    sidecar = written.sidecar["parameters"]
+    assert (sidecar["stage_2_parallel"], sidecar["num_gpus"], sidecar["model_version"]) == ("tiled", 2, "2.5.1")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hq.json", "hq.latents.safetensors", "hq.mp4"]
+
+
+@pytest.mark.slow
+def test_torchrun_runs_the_ltx25_demo_and_rank_0_decodes_what_one_process_decodes(ltx25_demo_home, tmp_path):
+    """`torchrun --nproc_per_node 2 -m ltx_pipelines.distilled_mgpu --demo --demo-family ltx-2.5` (no --num-gpus): the
+    module joins torchrun's group (gloo), rank 0 alone writes, the sidecar records torchrun's world size. The
+    clip was decoded under the 2-rank group by the LTX-2.5 diffusion decoder: rank 0 got the frames (a rank
+    that gets any fails the run), the very frames one process decodes from the same latents."""
     from ltx_core.multigpu.launch import find_free_port
 
     out = tmp_path / "torchrun.mp4"
-    env = {**os.environ, "XDG_CACHE_HOME": str(demo_cache_home), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "XDG_CACHE_HOME": str(ltx25_demo_home), "OMP_NUM_THREADS": "1"}
     command = [
         sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2",
         "--master_addr", "127.0.0.1", "--master_port", str(find_free_port()),
-        "-m", "ltx_pipelines.distilled_mgpu", *_argv(out), "--mgpu-timeout", "120",
+        "-m", "ltx_pipelines.distilled_mgpu", *_argv(out, *LTX25), "--mgpu-timeout", MGPU[-1],
     ]  # fmt: skip
-    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, check=False)
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "torchrun.json", "torchrun.latents.safetensors", "torchrun.mp4"
     ]  # fmt: skip
-    assert _frames(out).shape == (FRAMES, HEIGHT, WIDTH, 3)
-    assert json.loads(out.with_suffix(".json").read_text())["parameters"]["num_gpus"] == 2
+    sidecar = json.loads(out.with_suffix(".json").read_text())["parameters"]
+    assert (sidecar["num_gpus"], sidecar["model_version"]) == (2, "2.5.1")
+    redecoded = tmp_path / "redecoded" / "one-process.mp4"
+    decode_argv = [
+        "--latents", str(out.with_suffix(".latents.safetensors")), "--output-path", str(redecoded), "--device", "cpu",
+        "--log-level", "WARNING",
+    ]  # fmt: skip
+    assert decode.main(decode_argv) == 0
+    frames = _frames(out)
+    assert frames.shape == (FRAMES, HEIGHT, WIDTH, 3)
+    assert np.array_equal(frames, _frames(redecoded))
 
 
 def test_num_gpus_other_than_torchruns_world_size_is_refused(monkeypatch):
