@@ -380,6 +380,8 @@ def _parts(assets: AnyDemoAssets) -> dict[str, tuple[Path, Callable[[Path], None
             "duration_head": (assets.duration_head, ltx25.write_ltx25_duration_head),
             "spatial_upsampler": (assets.spatial_upsampler, ltx25.write_ltx25_spatial_upsampler),
             "temporal_upsampler": (assets.temporal_upsampler, ltx25.write_ltx25_temporal_upsampler),
+            "dubit_ic_lora": (assets.dubit_ic_lora, ltx25.write_ltx25_dubit_ic_lora),
+            "detailing_ic_lora": (assets.detailing_ic_lora, ltx25.write_ltx25_detailing_ic_lora),
         }
     return {
         "checkpoint": (assets.checkpoint, write_demo_checkpoint),

@@ -6,8 +6,12 @@ video VAE with the diffusion decoder, the same VAE with a convolutional decoder,
 vocoder, duration head, spatial and temporal x2 latent upsamplers), each carrying the metadata the
 released files carry: `config` (the component's sections), `model_version`, and in the transformer
 `gemma_source_checkpoint.gemma_version`, which the packed encoder's `gemma_config.gemma_version`
-matches. Every file is written by our own modules (random initialisation, seeded) through the same
-atomic, manifest-checked cache as the LTX-2.3 demo set (`ltx_pipelines.demo_assets`).
+matches. Beside them, the two IC-LoRAs the LTX-2.5 pipelines take, in the ComfyUI layout the released
+IC-LoRAs use (`diffusion_model.<module>.lora_A.weight` (r, in) / `.lora_B.weight` (out, r), bfloat16, no
+alpha) with their `reference_downscale_factor`: the Dub-It one (`python -m ltx_pipelines.dubit`) and the
+x2 detailing one (`python -m ltx_pipelines.dfr`). Every file is written by our own modules (random
+initialisation, seeded) through the same atomic, manifest-checked cache as the LTX-2.3 demo set
+(`ltx_pipelines.demo_assets`).
 """
 
 from __future__ import annotations
@@ -108,6 +112,8 @@ class Ltx25DemoAssets:
     duration_head: Path
     spatial_upsampler: Path
     temporal_upsampler: Path
+    dubit_ic_lora: Path
+    detailing_ic_lora: Path
 
     @property
     def root(self) -> Path:
@@ -134,6 +140,8 @@ def ltx25_demo_assets_at(root: Path) -> Ltx25DemoAssets:
         duration_head=root / "ltx-2.5-demo-duration-head.safetensors",
         spatial_upsampler=root / "ltx-2.5-demo-latent-spatial-upscaler-x2.safetensors",
         temporal_upsampler=root / "ltx-2.5-demo-latent-temporal-upscaler-x2.safetensors",
+        dubit_ic_lora=root / "ltx-2.5-demo-dubit-ic-lora.safetensors",
+        detailing_ic_lora=root / "ltx-2.5-demo-detailing-ic-lora.safetensors",
     )
 
 
@@ -330,3 +338,56 @@ def write_ltx25_spatial_upsampler(path: Path, seed: int = 15) -> None:
 
 def write_ltx25_temporal_upsampler(path: Path, seed: int = 16) -> None:
     _write_upsampler(path, seed, temporal=True)
+
+
+# ---- IC-LoRAs -----------------------------------------------------------------------------------------
+
+_ATTENTION_PROJECTIONS = ("to_q", "to_k", "to_v", "to_out.0")
+_VIDEO_ATTENTIONS = ("attn1", "attn2")
+_ALL_ATTENTIONS = (*_VIDEO_ATTENTIONS, "audio_attn1", "audio_attn2", "audio_to_video_attn", "video_to_audio_attn")
+_FEED_FORWARD = ("net.0.proj", "net.2")
+DUBIT_TARGETS = (
+    *(f"{attn}.{proj}" for attn in _ALL_ATTENTIONS for proj in _ATTENTION_PROJECTIONS),
+    *(f"{ff}.{layer}" for ff in ("ff", "audio_ff") for layer in _FEED_FORWARD),
+)
+"""The Dub-It IC-LoRA adapts every attention (video, audio and both cross-modal ones) and both feed-forwards
+of each block: dubbing changes speech and the lips that follow it."""
+DETAILING_TARGETS = (
+    *(f"{attn}.{proj}" for attn in _VIDEO_ATTENTIONS for proj in _ATTENTION_PROJECTIONS),
+    *(f"ff.{layer}" for layer in _FEED_FORWARD),
+)
+"""The detailing IC-LoRA adapts the video stream only (its self / text attentions and feed-forward)."""
+DUBIT_REFERENCE_DOWNSCALE = 1
+DETAILING_REFERENCE_DOWNSCALE = 2  # the reference is the half-size stage-1 latent
+# Small updates: the demo weights stay in the range the random transformer was initialised in.
+_IC_LORA_SCALE = 0.05
+
+
+def _write_ic_lora(path: Path, seed: int, *, targets: tuple[str, ...], rank: int, downscale: int) -> None:
+    """A random IC-LoRA for the demo transformer: a rank-`rank` pair for each `targets` module of every block,
+    shapes read off the transformer built on the meta device (no weights are made for it)."""
+    from ltx_core.model.transformer import AV_TRANSFORMER
+
+    with torch.device("meta"):
+        transformer = AV_TRANSFORMER.configurator({"transformer": ltx25_transformer_config()})
+    linears = {name: module for name, module in transformer.named_modules() if isinstance(module, torch.nn.Linear)}
+    generator = torch.Generator().manual_seed(seed)
+    tensors: dict[str, torch.Tensor] = {}
+    for block in range(len(transformer.transformer_blocks)):
+        for target in targets:
+            name = f"transformer_blocks.{block}.{target}"
+            out_features, in_features = linears[name].weight.shape
+            a = torch.randn(rank, in_features, generator=generator) * _IC_LORA_SCALE
+            b = torch.randn(out_features, rank, generator=generator) * _IC_LORA_SCALE
+            tensors[f"diffusion_model.{name}.lora_A.weight"] = a
+            tensors[f"diffusion_model.{name}.lora_B.weight"] = b
+    # IC-LoRA files carry only the reference scale (a JSON number, as the released files write it).
+    _save(tensors, {"reference_downscale_factor": json.dumps(downscale)}, path)
+
+
+def write_ltx25_dubit_ic_lora(path: Path, seed: int = 17) -> None:
+    _write_ic_lora(path, seed, targets=DUBIT_TARGETS, rank=3, downscale=DUBIT_REFERENCE_DOWNSCALE)
+
+
+def write_ltx25_detailing_ic_lora(path: Path, seed: int = 18) -> None:
+    _write_ic_lora(path, seed, targets=DETAILING_TARGETS, rank=2, downscale=DETAILING_REFERENCE_DOWNSCALE)

@@ -10,6 +10,10 @@ keyframes as anchors and new slots mid-segment; the tiles are stitched and the c
 
 The model needs the keyframe absolute-position embedding (`use_keyframes_abs_pos_embedding`): without it
 the slots would be unmarked tokens, so such a transformer is refused before anything is loaded.
+
+On a distilled transformer every stage runs as it is. On a dev (SFT) transformer, `--distilled-lora` names the
+distilled LoRA, fused with the user LoRAs into every stage (stage 1, the detailing stage, the temporal tiles),
+as the reference's DFR does on its SFT base.
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ from ltx_pipelines.cli.tiling_flags import TilingFlags
 from ltx_pipelines.cli.video_flags import VideoFlags
 from ltx_pipelines.engine import dfr_layout
 from ltx_pipelines.engine.decoding import decode_waveform
-from ltx_pipelines.engine.defaults import TWO_STAGE_SPATIAL_MULTIPLE, PipelineDefaults
+from ltx_pipelines.engine.defaults import DEFAULT_LORA_STRENGTH, TWO_STAGE_SPATIAL_MULTIPLE, PipelineDefaults
 from ltx_pipelines.engine.duration import check_length_request, requested_frames
 from ltx_pipelines.engine.file_steps import contexts_on, encode_conditioning_images
 from ltx_pipelines.engine.final_latents import FinalLatents, Waveform
@@ -155,7 +159,8 @@ def nearest_latent_frames(video_latent: torch.Tensor, positions: Sequence[int]) 
 class DFRPipeline(PromptPipeline):
     """DFR over LTX-2.5 model files with the keyframe embedding, an x2 spatial upsampler, Gemma, the
     detailing IC-LoRA (`detailing_lora`, fused in stage 2 only) and, for temporal rounds, the x2 temporal
-    upsampler. `loras` are fused in every stage."""
+    upsampler. `loras` and the `distilled_lora` (a dev transformer's; None on a distilled one) are fused in
+    every stage."""
 
     spatial_multiple = TWO_STAGE_SPATIAL_MULTIPLE
 
@@ -167,18 +172,27 @@ class DFRPipeline(PromptPipeline):
         *,
         detailing_lora: Sequence[LoraSpec] = (),
         temporal_upsampler_path: str | Path | None = None,
+        distilled_lora: LoraSpec | None = None,
         **options: Unpack[PipelineOptions],
     ) -> None:
         problem = keyframe_embedding_problem(checkpoint_path)
         if problem is not None:
             raise ValueError(f"DFR cannot run on {checkpoint_path}: {problem}")
+        if distilled_lora is not None and not Path(distilled_lora.path).is_file():
+            raise ValueError(f"distilled_lora {str(distilled_lora.path)!r}: no such file (a LoRA .safetensors file)")
         super().__init__(checkpoint_path, gemma_root, **options)
+        self.distilled_lora = distilled_lora
         self.spatial_upsampler_path = Path(spatial_upsampler_path)
         self.temporal_upsampler_path = Path(temporal_upsampler_path) if temporal_upsampler_path else None
         self.detailing_lora = tuple(detailing_lora)
         factor = reference_factors(self.detailing_lora).downscale if self.detailing_lora else 1
         # A detailing LoRA without the metadata is the x2 one the reference ships.
         self.detailing_downscale = factor if factor != 1 else DEFAULT_DETAILING_DOWNSCALE
+
+    def stage_loras(self) -> tuple[LoraSpec, ...]:
+        """The LoRAs of stage 1 and the temporal tiles (the detailing stage adds the detailing IC-LoRA): the
+        user LoRAs, then the distilled LoRA, the reference's order."""
+        return (*self.loras, *([self.distilled_lora] if self.distilled_lora is not None else []))
 
     def generate(
         self,
@@ -250,7 +264,7 @@ class DFRPipeline(PromptPipeline):
         stage_1_images, stage_2_images = encoded.per_stage
         latents: dict[str, torch.Tensor] = {}
 
-        with self.transformer(self.loras) as transformer:
+        with self.transformer(self.stage_loras()) as transformer:
             denoiser = SimpleDenoiser(X0Model(transformer), positive.video, positive.audio)
             stage_1 = run_slot_stage(
                 denoiser, half, distilled_sigmas(), noise, "stage_1", device, dtype,
@@ -274,7 +288,7 @@ class DFRPipeline(PromptPipeline):
             detailing_items.append(
                 VideoConditionByReferenceLatent(stage_1.video_latent, downscale_factor=self.detailing_downscale)
             )
-        with self.transformer([*self.loras, *self.detailing_lora]) as transformer:
+        with self.transformer([*self.stage_loras(), *self.detailing_lora]) as transformer:
             denoiser = SimpleDenoiser(X0Model(transformer), positive.video, positive.audio)
             stage_2 = run_slot_stage(
                 denoiser, full, stage_2_distilled_sigmas(), noise, "stage_2", device, dtype,
@@ -335,7 +349,7 @@ class DFRPipeline(PromptPipeline):
         fps = full.fps
         frames = canvas.frames
         # The tiles run the base stage: the detailing LoRA belongs to the full-size pass only.
-        with self.transformer(self.loras) as transformer:
+        with self.transformer(self.stage_loras()) as transformer:
             denoiser = SimpleDenoiser(X0Model(transformer), contexts.video, contexts.audio)
             for round_index in range(1, rounds + 1):
                 with loaded(LATENT_UPSAMPLER, self.temporal_upsampler_path, self.placement) as up, torch.no_grad():
@@ -428,7 +442,7 @@ class DfrFlags(FlagGroup[DfrInputs]):
             metavar=("PATH", "STRENGTH"),
             default=[],
             help="The x2 spatial detailing IC-LoRA fused in the full-size pass, with an optional strength "
-            "(default: none, the pass runs without it).",
+            "(default: none, the pass runs without it; with --demo: the demo set's).",
         )
         group.add_argument(
             "--temporal-upsampler-path",
@@ -467,12 +481,17 @@ class DfrFlags(FlagGroup[DfrInputs]):
         problem = keyframe_embedding_problem(models.checkpoint)
         if problem is not None:
             raise FlagError(f"DFR cannot run on {models.checkpoint}: {problem}")
-        if value.rounds and value.temporal_upsampler is None:
-            from ltx_pipelines.demo_assets import ensure_demo_assets
+        if not context.demo:
+            return value
+        from ltx_pipelines.demo_assets import ensure_demo_assets
 
-            # Only reachable with --demo (read() refuses it otherwise): the demo set ships one.
-            assets = ensure_demo_assets(family=models.demo_family)
-            return replace(value, temporal_upsampler=getattr(assets, "temporal_upsampler", None))
+        # The LTX-2.5 demo set (DFR's only demo family) ships the detailing IC-LoRA and the temporal upsampler:
+        # used where none is given (read() refuses rounds without an upsampler outside --demo).
+        assets = ensure_demo_assets(family="ltx-2.5")
+        if not value.detailing_lora:
+            value = replace(value, detailing_lora=(LoraSpec(assets.detailing_ic_lora),))
+        if value.rounds and value.temporal_upsampler is None:
+            value = replace(value, temporal_upsampler=assets.temporal_upsampler)
         return value
 
     def record(self, value: DfrInputs) -> dict[str, Any]:
@@ -491,6 +510,7 @@ def _build(run: Run) -> DFRPipeline:
         run.models.gemma_root,
         detailing_lora=dfr.detailing_lora,
         temporal_upsampler_path=dfr.temporal_upsampler,
+        distilled_lora=run.models.distilled_lora,
         **run.pipeline_options(),
     )
 
@@ -507,7 +527,19 @@ def _generate(pipeline: DFRPipeline, run: Run) -> FinalLatents:
 COMMAND = PipelineCommand.for_module(
     __name__,
     __doc__,
-    models=ModelFlags(distilled=True, two_stage=True, demo_families=("ltx-2.5",)),
+    models=ModelFlags(
+        distilled=True,
+        two_stage=True,
+        distilled_lora=True,
+        # A distilled transformer runs DFR alone; a dev one needs the distilled LoRA (the reference's SFT path).
+        distilled_lora_required=False,
+        distilled_lora_help=(
+            "With a dev (SFT) transformer: the distilled LoRA, fused into every DFR stage (stage 1, the detailing "
+            f"stage, the temporal rounds), with an optional strength (default {DEFAULT_LORA_STRENGTH}). Omit it "
+            "with a distilled transformer. Example: --distilled-lora distilled-lora.safetensors 0.8"
+        ),
+        demo_families=("ltx-2.5",),
+    ),
     groups=(VideoFlags(two_stage=True, auto_duration=True), DfrFlags(), TilingFlags()),
     build=_build,
     generate=_generate,

@@ -9,7 +9,8 @@ with the stage-1 audio frozen (sigma 0 for it in the model's timestep conditioni
 stage-1 audio is the one written. Stage 1 is plain Euler on every model generation.
 
 `python -m ltx_pipelines.lipdub` is the same pipeline under its LTX-2.3 name; this entry point adds the
-LTX-2.5 demo family (`--demo --demo-family ltx-2.5`).
+LTX-2.5 demo family (`--demo --demo-family ltx-2.5`, which fuses the demo set's tiny Dub-It IC-LoRA unless
+`--lora` names one).
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ COMMAND = lip_dub_command(
     ),
     lora_name="Dub-It",
     demo_families=DEMO_FAMILIES,
+    demo_ic_lora="dubit_ic_lora",
 )
 main = COMMAND.main
 

@@ -351,9 +351,11 @@ def lip_dub_command(
     *,
     lora_name: str,
     demo_families: tuple[str, ...],
+    demo_ic_lora: str | None = None,
 ) -> PipelineCommand[Any]:
     """The command line of a lip-dub module (`lipdub` for LTX-2.3, `dubit` for LTX-2.5): `make(checkpoint,
-    upsampler, gemma_root, lora, **options)` builds its pipeline; `--lora` names its one IC-LoRA."""
+    upsampler, gemma_root, lora, **options)` builds its pipeline; `--lora` names its one IC-LoRA (with --demo on
+    the LTX-2.5 files and no `--lora`: the demo set's `demo_ic_lora`)."""
     return PipelineCommand.for_module(
         module_name,
         doc,
@@ -361,6 +363,7 @@ def lip_dub_command(
             distilled=True,
             two_stage=True,
             demo_families=demo_families,
+            demo_ic_lora=demo_ic_lora,
             lora_help=(
                 f"The {lora_name} IC-LoRA, fused into the transformer of both stages, with an optional strength "
                 "(default 1.0); exactly once (required; optional with --demo)."

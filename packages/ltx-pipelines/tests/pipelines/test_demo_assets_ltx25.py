@@ -15,7 +15,7 @@ import torch
 from safetensors.torch import load_file
 
 import ltx_pipelines.demo_assets_ltx25 as ltx25
-from ltx_core.loader import Component, ModelFiles, build_model, read_safetensors_header
+from ltx_core.loader import Component, LoraSpec, ModelFiles, build_model, read_safetensors_header
 from ltx_core.loader.model_files import text_encoder_version
 from ltx_core.model.audio_vae import AUDIO_DECODER, AUDIO_ENCODER, VOCODER, decode_audio
 from ltx_core.model.duration_head import DURATION_HEAD, predict_num_frames
@@ -26,6 +26,7 @@ from ltx_core.model.video_vae.vae_class import video_scale_factors
 from ltx_core.text_encoders.gemma.prompt_encoding import encode_prompts_from_files
 from ltx_pipelines.demo_assets import DEMO_FAMILIES, default_demo_dir, ensure_demo_assets
 from ltx_pipelines.demo_assets_ltx25 import Ltx25DemoAssets
+from ltx_pipelines.engine.ic_references import reference_factors
 
 pytestmark = pytest.mark.slow
 
@@ -39,6 +40,8 @@ WRITERS = (
     "write_ltx25_duration_head",
     "write_ltx25_spatial_upsampler",
     "write_ltx25_temporal_upsampler",
+    "write_ltx25_dubit_ic_lora",
+    "write_ltx25_detailing_ic_lora",
 )
 
 
@@ -172,6 +175,37 @@ def test_spatial_and_temporal_upsamplers(demo, files):
         temporal = upsample_video_latent(latent, temporal_model, statistics)
     assert spatial.shape == (1, 128, 3, 4, 4)
     assert temporal.shape == (1, 128, 5, 2, 2)
+
+
+@pytest.mark.parametrize(
+    ("name", "downscale", "streams"),
+    [("dubit_ic_lora", 1, {"video", "audio", "cross-modal"}), ("detailing_ic_lora", 2, {"video"})],
+)
+def test_ic_loras_are_in_the_released_layout_and_fuse_into_the_transformer(demo, name, downscale, streams):
+    """ComfyUI layout (`diffusion_model.<module>.lora_A.weight` (r, in) / `.lora_B.weight` (out, r)), bfloat16,
+    no alpha, the reference scale in the metadata; every pair changes its weight of the demo transformer."""
+    path = getattr(demo, name)
+    header = read_safetensors_header(path)
+    assert header.metadata == {"reference_downscale_factor": downscale}
+    assert reference_factors([LoraSpec(path)]).downscale == downscale
+    assert {t.dtype for t in header.tensors.values()} == {"BF16"}
+    modules = {k.removesuffix(".lora_A.weight") for k in header.tensors if k.endswith(".lora_A.weight")}
+    assert set(header.tensors) == {f"{m}.lora_{ab}.weight" for m in modules for ab in "AB"}
+    layers = read_safetensors_header(demo.transformer).metadata["config"]["transformer"]["num_layers"]
+    assert {m.split(".")[2] for m in modules} == {str(i) for i in range(layers)}
+    kinds = {
+        "attn1": "video", "attn2": "video", "ff": "video", "audio_attn1": "audio", "audio_attn2": "audio",
+        "audio_ff": "audio", "audio_to_video_attn": "cross-modal", "video_to_audio_attn": "cross-modal",
+    }  # fmt: skip
+    assert {kinds[m.split(".")[3]] for m in modules} == streams
+    plain = build_model(AV_TRANSFORMER, demo.transformer, **F32).state_dict()
+    fused = build_model(AV_TRANSFORMER, demo.transformer, loras=[LoraSpec(path)], **F32).state_dict()
+    for module in modules:
+        key = module.removeprefix("diffusion_model.") + ".weight"
+        a, b = (header.tensors[f"{module}.lora_{ab}.weight"].shape for ab in "AB")
+        assert (b[0], a[1]) == tuple(plain[key].shape) and a[0] == b[1]
+        assert not torch.equal(fused[key], plain[key]), key
+    assert sum(not torch.equal(fused[k], plain[k]) for k in plain) == len(modules)
 
 
 def test_family_is_checked_and_caches_are_apart(tmp_path, monkeypatch):

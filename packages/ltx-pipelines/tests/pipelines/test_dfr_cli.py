@@ -1,5 +1,6 @@
 """`python -m ltx_pipelines.dfr --demo --demo-family ltx-2.5` on the CPU: one temporal round with the demo set's
-temporal upsampler gives (frames - 1) * 2 + 1 frames at twice the frame rate; bad flags are refused first."""
+temporal upsampler gives (frames - 1) * 2 + 1 frames at twice the frame rate, the detailing stage uses the demo
+set's detailing IC-LoRA, a `--distilled-lora` is recorded with the run; bad flags are refused first."""
 
 from __future__ import annotations
 
@@ -26,9 +27,12 @@ def _argv(output) -> list[str]:
     return ["--demo", "--demo-family", "ltx-2.5", "--prompt", PROMPT, "--output-path", str(output), "--device", "cpu"]
 
 
-def test_demo_runs_a_temporal_round(demo_home, ltx25_demo, tmp_path):
+def test_demo_runs_a_temporal_round(demo_home, ltx25_demo, write_tiny_lora, tmp_path):
     output = tmp_path / "fox.mp4"
-    assert dfr.main([*_argv(output), "--num-frames", "9", "--frame-rate", "12", "--temporal-upsample-rounds", "1"]) == 0
+    # A dev transformer's distilled LoRA (any LoRA of the demo transformer's widths will do for the flags).
+    lora = write_tiny_lora(ltx25_demo.transformer, tmp_path / "distilled-lora.safetensors", scale=0.1)
+    argv = ["--num-frames", "9", "--frame-rate", "12", "--temporal-upsample-rounds", "1"]
+    assert dfr.main([*_argv(output), *argv, "--distilled-lora", str(lora), "0.5"]) == 0
     with av.open(str(output)) as container:
         stream = container.streams.video[0]
         frames = sum(1 for _ in container.decode(video=0))
@@ -42,6 +46,9 @@ def test_demo_runs_a_temporal_round(demo_home, ltx25_demo, tmp_path):
     assert audio["samples"] == round(17 / 24 * audio["sample_rate"])
     assert parameters["temporal_upsample_rounds"] == 1
     assert parameters["temporal_upsampler_path"] == str(ltx25_demo.temporal_upsampler)
+    assert parameters["detailing_lora"] == [[str(ltx25_demo.detailing_ic_lora), 1.0]]
+    assert parameters["distilled_lora"] == {"path": str(lora), "strength": 0.5}
+    assert sidecar["model_files"]["distilled_lora"]["path"] == str(lora)
 
 
 @pytest.mark.parametrize(
@@ -50,6 +57,7 @@ def test_demo_runs_a_temporal_round(demo_home, ltx25_demo, tmp_path):
         (["--temporal-upsample-rounds", "3"], "invalid choice: 3"),
         (["--num-frames", "10"], "--num-frames"),
         (["--detailing-lora", "missing.safetensors"], "--detailing-lora 'missing.safetensors': no such file"),
+        (["--distilled-lora", "missing.safetensors"], "--distilled-lora 'missing.safetensors': no such file"),
         (["--temporal-upsampler-path", "nope.safetensors"], "--temporal-upsampler-path 'nope.safetensors'"),
     ],
 )

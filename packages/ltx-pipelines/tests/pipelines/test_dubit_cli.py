@@ -1,6 +1,6 @@
 """`python -m ltx_pipelines.dubit` on the CPU: `--demo --demo-family ltx-2.5` dubs a reference clip on the tiny
-LTX-2.5 component files (its length snapped to 8k+1, its frame rate, audio written), and the lip-dub flags are
-checked before any model is built."""
+LTX-2.5 component files with the demo set's Dub-It IC-LoRA (its length snapped to 8k+1, its frame rate, audio
+written), and the lip-dub flags are checked before any model is built."""
 
 from __future__ import annotations
 
@@ -35,15 +35,18 @@ def _argv(out: Path, reference: Path, *extra: str) -> list[str]:
     ]  # fmt: skip
 
 
-def test_demo_dubs_the_reference_on_ltx25(demo_home, reference, read_output, tmp_path):
+def test_demo_dubs_the_reference_on_ltx25(demo_home, ltx25_demo, reference, read_output, tmp_path, caplog):
     out = tmp_path / "dub.mp4"
     assert dubit.main(_argv(out, reference)) == 0
+    # The demo set's Dub-It IC-LoRA is fused: no warning that the reference conditions an untrained model.
+    assert "no lip-dub IC-LoRA" not in caplog.text
     written = read_output(out)
     assert written.frames.shape[0] == 9 and written.fps == FPS
     assert written.audio_channels == 2 and written.audio_samples > 0
     parameters = written.sidecar["parameters"]
     assert parameters["demo_family"] == "ltx-2.5" and parameters["model_version"] == "2.5.1"
     assert parameters["reference_video"] == str(reference) and parameters["reference_strength"] == 1.0
+    assert parameters["lora"] == [{"path": str(ltx25_demo.dubit_ic_lora), "strength": 1.0}]
 
 
 class ModelBuilt(AssertionError):

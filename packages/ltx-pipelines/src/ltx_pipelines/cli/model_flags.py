@@ -142,6 +142,10 @@ class ModelFlags(FlagGroup[ModelChoice]):
     distilled: bool
     two_stage: bool = False
     distilled_lora: bool = False
+    distilled_lora_required: bool = True
+    """Whether `--distilled-lora` must be given (without --demo); False where a distilled checkpoint runs alone."""
+    distilled_lora_help: str | None = None
+    """What `--distilled-lora` does where a pipeline fuses it elsewhere than the refinement stage (e.g. DFR)."""
     gemma: bool = True
     loras: bool = True
     """`--lora` and `--lora-fusion-precision`."""
@@ -155,6 +159,9 @@ class ModelFlags(FlagGroup[ModelChoice]):
     """Whether the pipeline needs a video VAE (component files without `--video-vae-path` are refused)."""
     demo_families: tuple[str, ...] = DEMO_FAMILIES
     """The demo sets `--demo-family` may pick for this pipeline (others are refused before anything is built)."""
+    demo_ic_lora: str | None = None
+    """The LTX-2.5 demo set's IC-LoRA (an `Ltx25DemoAssets` field, e.g. `dubit_ic_lora`) that `--demo` passes as
+    `--lora` when none is given; None: the demo runs without one."""
 
     @property
     def checkpoint_flag(self) -> str:
@@ -196,7 +203,8 @@ class ModelFlags(FlagGroup[ModelChoice]):
                 nargs="+",
                 metavar=("PATH", "STRENGTH"),
                 default=None,
-                help=(
+                help=self.distilled_lora_help
+                or (
                     "The distilled LoRA fused for the second (refinement) stage, with an optional strength "
                     f"(default {DEFAULT_LORA_STRENGTH}). Example: --distilled-lora distilled-lora.safetensors 0.8"
                 ),
@@ -296,7 +304,7 @@ class ModelFlags(FlagGroup[ModelChoice]):
             distilled_lora = given[0] if given else None
             if distilled_lora is not None:
                 self._check_lora("--distilled-lora", distilled_lora)
-            elif not context.demo:
+            elif self.distilled_lora_required and not context.demo:
                 raise FlagError("--distilled-lora PATH [STRENGTH] is required by this pipeline (or pass --demo)")
         checkpoint = getattr(args, self.checkpoint_dest)
         gemma_root = args.gemma_root if self.gemma else None
@@ -438,8 +446,12 @@ class ModelFlags(FlagGroup[ModelChoice]):
         from ltx_pipelines.demo_assets import ensure_demo_assets
 
         assets = ensure_demo_assets(family="ltx-2.5")
+        loras = choice.loras
+        if not loras and self.demo_ic_lora is not None:
+            loras = (LoraSpec(getattr(assets, self.demo_ic_lora)),)
         return replace(
             choice,
+            loras=loras,
             transformer=choice.transformer or str(assets.transformer),
             text_encoder=(choice.text_encoder or str(assets.text_encoder)) if self.gemma else choice.text_encoder,
             video_vae=(choice.video_vae or str(assets.video_vae)) if self.video else choice.video_vae,
