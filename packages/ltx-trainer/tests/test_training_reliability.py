@@ -3,6 +3,7 @@ SIGTERM stops like Ctrl-C, one run per output_dir, one clear line for a corrupt 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import signal
@@ -97,6 +98,44 @@ def test_a_signal_during_a_save_lets_the_save_finish(checkpoint, data_root, tmp_
     assert names == ["lora_weights_step_00001.safetensors", "training_state_step_00001.pt"]
     assert _leftovers(tmp_path / "out") == []
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL, "the handler is put back"
+
+
+def test_a_signal_that_a_reader_turns_into_its_own_error_still_stops_as_the_signal(
+    checkpoint, data_root, tmp_path, monkeypatch
+):
+    """A SIGTERM landing inside safetensors/torch C code can surface as an unrelated error (CI saw a
+    `TypeError` about `UntypedStorage` shapes, reported as a damaged sample to be deleted). The run must
+    stop as SIGTERM, with the resume hint, not blame a good data file."""
+    from ltx_trainer.training import data as training_data
+
+    raw = training_config(checkpoint, data_root, tmp_path / "out", optimization={"steps": 3}, **RESUMABLE)
+    trainer = Trainer(parse_config(raw), disable_progress_bars=True)
+
+    def signalled_read(path):
+        # What a C extension does: it drops the pending interrupt and raises an error of its own.
+        with contextlib.suppress(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGTERM)
+        raise training_data.DataFileError.about(Path(path), "not a readable sample file (cannot determine shape)")
+
+    monkeypatch.setattr(training_data, "load_sample", signalled_read)
+    with pytest.raises(TrainingInterrupted) as info:
+        trainer.train()
+    assert info.value.signum == signal.SIGTERM
+    assert isinstance(info.value.__cause__, training_data.DataFileError), "the original error stays chained"
+
+
+def test_an_error_without_a_signal_is_not_reported_as_one(checkpoint, data_root, tmp_path, monkeypatch):
+    from ltx_trainer.training import data as training_data
+
+    raw = training_config(checkpoint, data_root, tmp_path / "out", optimization={"steps": 3}, **RESUMABLE)
+    trainer = Trainer(parse_config(raw), disable_progress_bars=True)
+
+    def broken_read(path):
+        raise training_data.DataFileError.about(Path(path), "not a readable sample file (truncated)")
+
+    monkeypatch.setattr(training_data, "load_sample", broken_read)
+    with pytest.raises(training_data.DataFileError):
+        trainer.train()
 
 
 # -- SIGTERM and the output_dir lock, through real processes ---------------------------------------------
