@@ -30,23 +30,18 @@ import torch
 from torch import nn
 
 from ltx_core.components.denoisers import SimpleDenoiser
-from ltx_core.components.noisers import add_noise
-from ltx_core.components.sampling import euler_denoising_loop
 from ltx_core.components.schedulers import distilled_sigmas, stage_2_distilled_sigmas
 from ltx_core.conditioning import (
     ConditioningItem,
     VideoConditionByKeyframeIndex,
     VideoConditionByReferenceLatent,
     VideoGeneratedKeyframeSlots,
-    apply_conditionings,
-    read_generated_keyframes,
 )
 from ltx_core.loader import LoraSpec, ModelFiles
 from ltx_core.model.duration_head import DurationRange
 from ltx_core.model.transformer import X0Model
 from ltx_core.model.upsampler import LATENT_UPSAMPLER, upsample_video_latent
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
-from ltx_core.tools import AudioLatentTools, VideoLatentTools
 from ltx_core.types import DEFAULT_SCALE_FACTORS, VideoPixelShape
 from ltx_pipelines.cli.arg_types import LoraAction
 from ltx_pipelines.cli.command import PipelineCommand, Run
@@ -66,7 +61,7 @@ from ltx_pipelines.engine.model_loading import loaded
 from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
 from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
 from ltx_pipelines.engine.samplers import AncestralSampler
-from ltx_pipelines.engine.stages import ImageCondition
+from ltx_pipelines.engine.stages import ImageCondition, run_denoising_stage
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -86,67 +81,6 @@ MAX_TEMPORAL_ROUNDS = 2
 # stream would re-noise them identically).
 TILE_SEED_STRIDE = 1000
 DEFAULT_DETAILING_DOWNSCALE = 2
-
-
-@dataclass(frozen=True)
-class SlotStageResult:
-    video_latent: torch.Tensor
-    keyframes: torch.Tensor | None
-    audio_latent: torch.Tensor | None
-
-
-def run_slot_stage(
-    denoiser: SimpleDenoiser,
-    shape: VideoPixelShape,
-    sigmas: torch.Tensor,
-    noise: NoiseSource,
-    stage: str,
-    placement_device: torch.device,
-    dtype: torch.dtype,
-    *,
-    items: Sequence[ConditioningItem],
-    initial_video: torch.Tensor | None = None,
-    initial_audio: torch.Tensor | None = None,
-    with_audio: bool = True,
-    sampler: AncestralSampler | None = None,
-    progress: bool = False,
-) -> SlotStageResult:
-    """One denoising stage whose video `items` (in the reference's order, which fixes the noise layout) may
-    include one `VideoGeneratedKeyframeSlots`, read back after sampling; noise named `<stage>.video` /
-    `<stage>.audio` (then the sampler's)."""
-    device = placement_device
-    sigmas = sigmas.to(device=device, dtype=torch.float32)
-    noise_scale = float(sigmas[0])
-    video_tools = VideoLatentTools.from_pixel_shape(shape)
-    video = video_tools.create_initial_state(
-        device=device, dtype=dtype, initial_latent=None if initial_video is None else initial_video.to(device, dtype)
-    )
-    slots, slot_start = None, 0
-    for item in items:
-        if isinstance(item, VideoGeneratedKeyframeSlots):
-            slots, slot_start = item, video.latent.shape[1]
-        video = apply_conditionings(video, [item], video_tools)
-    video = add_noise(video, noise(f"{stage}.video", video.latent.shape, device=device, dtype=dtype), noise_scale)
-    audio = audio_tools = None
-    if with_audio:
-        audio_tools = AudioLatentTools.from_video(shape)
-        audio = audio_tools.create_initial_state(
-            device=device,
-            dtype=dtype,
-            initial_latent=None if initial_audio is None else initial_audio.to(device, dtype),
-        )
-        audio = add_noise(audio, noise(f"{stage}.audio", audio.latent.shape, device=device, dtype=dtype), noise_scale)
-    loop = sampler.loop(noise, stage) if sampler is not None else euler_denoising_loop
-    with torch.no_grad():
-        video, audio = loop(denoiser, sigmas, video, audio, progress=progress)
-    keyframes = None
-    if slots is not None:
-        keyframes = read_generated_keyframes(video, video_tools, len(slots.positions), first_token=slot_start)
-    return SlotStageResult(
-        video_latent=video_tools.state_to_latent(video),
-        keyframes=keyframes,
-        audio_latent=audio_tools.state_to_latent(audio) if audio_tools is not None and audio is not None else None,
-    )
 
 
 def nearest_latent_frames(video_latent: torch.Tensor, positions: Sequence[int]) -> torch.Tensor:
@@ -266,16 +200,16 @@ class DFRPipeline(PromptPipeline):
 
         with self.transformer(self.stage_loras()) as transformer:
             denoiser = SimpleDenoiser(X0Model(transformer), positive.video, positive.audio)
-            stage_1 = run_slot_stage(
+            stage_1 = run_denoising_stage(
                 denoiser, half, distilled_sigmas(), noise, "stage_1", device, dtype,
-                items=[*stage_1_images, VideoGeneratedKeyframeSlots(canvas.positions)], progress=self.progress,
+                conditionings=[*stage_1_images, VideoGeneratedKeyframeSlots(canvas.positions)], progress=self.progress,
             )  # fmt: skip
-        assert stage_1.keyframes is not None
+        assert stage_1.video_generated_keyframes is not None
         latents["stage_1.video_latent"] = stage_1.video_latent
-        latents["stage_1.video_generated_keyframes"] = stage_1.keyframes
+        latents["stage_1.video_generated_keyframes"] = stage_1.video_generated_keyframes
         latents["stage_1.audio_latent"] = stage_1.audio_latent
         with loaded(LATENT_UPSAMPLER, self.spatial_upsampler_path, self.placement) as upsampler, torch.no_grad():
-            slot_init = upsample_video_latent(stage_1.keyframes, upsampler, statistics)
+            slot_init = upsample_video_latent(stage_1.video_generated_keyframes, upsampler, statistics)
             upsampled = upsample_video_latent(stage_1.video_latent, upsampler, statistics)
         latents["upsampled_slot_keyframes"] = slot_init
         latents["upsampled_video_latent"] = upsampled
@@ -290,21 +224,21 @@ class DFRPipeline(PromptPipeline):
             )
         with self.transformer([*self.stage_loras(), *self.detailing_lora]) as transformer:
             denoiser = SimpleDenoiser(X0Model(transformer), positive.video, positive.audio)
-            stage_2 = run_slot_stage(
+            stage_2 = run_denoising_stage(
                 denoiser, full, stage_2_distilled_sigmas(), noise, "stage_2", device, dtype,
-                items=detailing_items,
+                conditionings=detailing_items,
                 initial_video=upsampled, initial_audio=stage_1.audio_latent, progress=self.progress,
             )  # fmt: skip
-        assert stage_2.keyframes is not None
+        assert stage_2.video_generated_keyframes is not None
         latents["stage_2.video_latent"] = stage_2.video_latent
-        latents["stage_2.video_generated_keyframes"] = stage_2.keyframes
+        latents["stage_2.video_generated_keyframes"] = stage_2.video_generated_keyframes
         if stage_2.audio_latent is not None:
             latents["stage_2.audio_latent"] = stage_2.audio_latent
 
         video = stage_2.video_latent
         if temporal_upsample_rounds:
             video = self._temporal_rounds(
-                video, stage_2.keyframes, canvas, positive, noise, seed, temporal_upsample_rounds, full,
+                video, stage_2.video_generated_keyframes, canvas, positive, noise, seed, temporal_upsample_rounds, full,
                 statistics, latents, images,
             )  # fmt: skip
         frames = dfr_layout.output_frames(num_frames, temporal_upsample_rounds)
@@ -380,17 +314,17 @@ class DFRPipeline(PromptPipeline):
                     sampler = AncestralSampler(
                         eta=TEMPORAL_ANCESTRAL_ETA, noise_seed_offset=TILE_SEED_STRIDE * round_index + tile_index
                     )
-                    result = run_slot_stage(
-                        denoiser, shape, sigmas, noise, name, device, dtype, items=items,
+                    result = run_denoising_stage(
+                        denoiser, shape, sigmas, noise, name, device, dtype, conditionings=items,
                         initial_video=tile_video, with_audio=False, sampler=sampler, progress=self.progress,
                     )  # fmt: skip
                     latents[f"{name}.video_latent"] = result.video_latent
                     stitched.append(result.video_latent)
-                    if result.keyframes is not None:
-                        latents[f"{name}.video_generated_keyframes"] = result.keyframes
+                    if result.video_generated_keyframes is not None:
+                        latents[f"{name}.video_generated_keyframes"] = result.video_generated_keyframes
                         for i, p in enumerate(tile.slots):
                             # A lead-in repeats the previous tile's slots: the earlier tile's wins.
-                            new_slots.setdefault(p, result.keyframes[:, :, i : i + 1])
+                            new_slots.setdefault(p, result.video_generated_keyframes[:, :, i : i + 1])
                 video = dfr_layout.stitch_tiles(stitched, tiles)
                 carried = {**carried, **new_slots}
         return video

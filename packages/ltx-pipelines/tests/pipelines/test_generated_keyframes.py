@@ -134,9 +134,22 @@ def test_appended_slots_leave_the_target_noise_unchanged_and_come_back_as_keyfra
     assert set(with_slots.named("stage_1")) == {"stage_1.video_latent", STAGE_1_KEYFRAMES}
 
 
-def test_slots_must_be_the_last_video_item():
-    items = [VideoGeneratedKeyframeSlots((5,)), VideoConditionByKeyframeIndex(torch.zeros(1, 128, 1, 2, 2), 8, 1.0)]
-    with pytest.raises(ValueError, match=r"keyframe slots must be one item, the last video conditioning"):
+def test_slots_before_an_appended_keyframe_are_read_from_their_own_tokens():
+    # DFR's stage 2 puts the IC-LoRA reference after the slots: the slots' tokens sit between the target's 12
+    # and the keyframe's 4, in the order the items were given (which fixes the noise layout).
+    noise = RecordedNoise(3)
+    keyframe = VideoConditionByKeyframeIndex(torch.zeros(1, 128, 1, 2, 2), 8, 1.0)
+    result = _stage([VideoGeneratedKeyframeSlots((5,)), keyframe], noise)
+    draw = noise.draws["stage_1.video"]
+    assert draw.shape == (1, 12 + 4 + 4, 128)
+    keyframes = result.video_generated_keyframes
+    assert keyframes is not None and keyframes.shape == (1, 128, 1, 2, 2)
+    torch.testing.assert_close(keyframes.permute(0, 2, 3, 4, 1).reshape(1, 4, 128), draw[:, 12:16])
+
+
+def test_a_stage_takes_one_slots_item():
+    items = [VideoGeneratedKeyframeSlots((5,)), VideoGeneratedKeyframeSlots((9,))]
+    with pytest.raises(ValueError, match=r"one keyframe slots item, got 2"):
         _stage(items, RecordedNoise(1))
 
 

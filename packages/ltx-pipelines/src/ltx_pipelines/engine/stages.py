@@ -193,9 +193,9 @@ def run_denoising_stage(
     Noise draws are named `<stage>.video` then `<stage>.audio`, in token layout; that order is part
     of the reproducibility contract (`SeededNoise`) and of the golden replay (`ReplayedNoise`).
     `conditionings` edit the video state, `audio_conditionings` the audio state (e.g. a frozen audio
-    track or a retake region); both are applied before the noise. A `VideoGeneratedKeyframeSlots` must be
-    the last video item (its tokens end the state, so the target's noise is the same with or without it);
-    its slots are read back into `StageResult.video_generated_keyframes`.
+    track or a retake region); both are applied before the noise, in the given order, which fixes the token
+    (and so the noise) layout. At most one `VideoGeneratedKeyframeSlots`: its slots are read back into
+    `StageResult.video_generated_keyframes`. Placed last, it leaves the target's noise unchanged at batch 1.
     """
     if loop is not None and sampler is not None:
         raise ValueError("run_denoising_stage takes a loop or a sampler, not both")
@@ -205,7 +205,10 @@ def run_denoising_stage(
     loop = loop or euler_denoising_loop
     sigmas = sigmas.to(device=device, dtype=torch.float32)
     noise_scale = float(sigmas[0])
-    slots = _trailing_slots(conditionings)
+    slot_items = [item for item in conditionings if isinstance(item, VideoGeneratedKeyframeSlots)]
+    if len(slot_items) > 1:
+        raise ValueError(f"a stage takes one keyframe slots item, got {len(slot_items)}")
+    slot_start = 0
     video = audio = None
     video_tools = VideoLatentTools.from_pixel_shape(shape) if with_video else None
     audio_tools = AudioLatentTools.from_video(shape) if with_audio else None
@@ -213,7 +216,10 @@ def run_denoising_stage(
         video = video_tools.create_initial_state(
             device=device, dtype=dtype, initial_latent=_to(initial_video, device, dtype)
         )
-        video = apply_conditionings(video, list(conditionings), video_tools)
+        for item in conditionings:
+            if isinstance(item, VideoGeneratedKeyframeSlots):
+                slot_start = video.latent.shape[1]  # its tokens are appended here
+            video = apply_conditionings(video, [item], video_tools)
         video = add_noise(video, noise(f"{stage}.video", video.latent.shape, device=device, dtype=dtype), noise_scale)
     if audio_tools is not None:
         audio = audio_tools.create_initial_state(
@@ -224,28 +230,14 @@ def run_denoising_stage(
     with torch.no_grad():
         video, audio = loop(denoiser, sigmas, video, audio, progress=progress)
     keyframes = None
-    if slots is not None and video_tools is not None and video is not None:
-        first = video.latent.shape[1] - len(slots.positions) * video_tools.tokens_per_latent_frame
-        keyframes = read_generated_keyframes(video, video_tools, len(slots.positions), first_token=first)
+    if slot_items and video_tools is not None and video is not None:
+        count = len(slot_items[0].positions)
+        keyframes = read_generated_keyframes(video, video_tools, count, first_token=slot_start)
     return StageResult(
         video_latent=video_tools.state_to_latent(video) if video_tools is not None else None,
         audio_latent=audio_tools.state_to_latent(audio) if audio_tools is not None else None,
         video_generated_keyframes=keyframes,
     )
-
-
-def _trailing_slots(conditionings: Sequence[ConditioningItem]) -> VideoGeneratedKeyframeSlots | None:
-    """The stage's keyframe slots item, which must be its last video item (None: no slots)."""
-    found = [i for i, item in enumerate(conditionings) if isinstance(item, VideoGeneratedKeyframeSlots)]
-    if not found:
-        return None
-    if found != [len(conditionings) - 1]:
-        raise ValueError(
-            f"keyframe slots must be one item, the last video conditioning (found at {found} of {len(conditionings)})"
-        )
-    item = conditionings[-1]
-    assert isinstance(item, VideoGeneratedKeyframeSlots)
-    return item
 
 
 def _to(t: torch.Tensor | None, device: torch.device, dtype: torch.dtype) -> torch.Tensor | None:
