@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 
 import pytest
 import torch
@@ -35,7 +36,14 @@ def test_distributed_decode_equals_single_process_tiled_decode(world, timestep_c
     run_ranks(distributed_decode_job, world, args=(decoder, latent, tiling, seed, str(out_path)), timeout_s=120)
     got = torch.load(out_path)
     generator = None if seed is None else torch.Generator().manual_seed(seed)
-    with torch.inference_mode():
-        want = torch.cat(list(decoder.decode_tiled(latent, tiling, generator)), dim=2)
+    # Each rank computes with cpu_count // world threads (run_ranks); the convolutions' reduction order
+    # depends on the thread count, so the single-process decode uses the same count.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
+    try:
+        with torch.inference_mode():
+            want = torch.cat(list(decoder.decode_tiled(latent, tiling, generator)), dim=2)
+    finally:
+        torch.set_num_threads(threads)
     assert got.shape == want.shape
     assert float((got - want).abs().max()) <= 1e-6
