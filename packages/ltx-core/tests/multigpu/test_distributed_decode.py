@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import os
 
 import pytest
 import torch
@@ -11,7 +10,7 @@ from rank_jobs import distributed_decode_job
 
 from ltx_core.model.video_vae import VideoDecoder, VideoVAEConfig
 from ltx_core.model.video_vae.tiling import AxisTiling, TilingConfig
-from ltx_core.multigpu.launch import run_ranks
+from ltx_core.multigpu.launch import computing_as_a_rank, run_ranks
 
 from ..video_vae.conftest import TINY_VAE, randomize_
 
@@ -36,14 +35,7 @@ def test_distributed_decode_equals_single_process_tiled_decode(world, timestep_c
     run_ranks(distributed_decode_job, world, args=(decoder, latent, tiling, seed, str(out_path)), timeout_s=120)
     got = torch.load(out_path)
     generator = None if seed is None else torch.Generator().manual_seed(seed)
-    # Each rank computes with cpu_count // world threads (run_ranks); the convolutions' reduction order
-    # depends on the thread count, so the single-process decode uses the same count.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
-    try:
-        with torch.inference_mode():
-            want = torch.cat(list(decoder.decode_tiled(latent, tiling, generator)), dim=2)
-    finally:
-        torch.set_num_threads(threads)
+    with computing_as_a_rank(world), torch.inference_mode():
+        want = torch.cat(list(decoder.decode_tiled(latent, tiling, generator)), dim=2)
     assert got.shape == want.shape
     assert float((got - want).abs().max()) <= 1e-6

@@ -17,8 +17,8 @@ import socket
 import tempfile
 import time
 import traceback
-from collections.abc import Callable
-from contextlib import closing
+from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -60,10 +60,26 @@ def init_process_group(
     )
 
 
+def rank_thread_count(world: int) -> int:
+    """The CPU threads each of `world` ranks started by `run_ranks` computes with: they share the cores."""
+    return max(1, (os.cpu_count() or 1) // world)
+
+
+@contextmanager
+def computing_as_a_rank(world: int) -> Iterator[None]:
+    """Compute in this block with a rank's thread count. CPU kernels' reduction order depends on the thread
+    count, so a single-process result compared bit for bit with the ranks' must be computed this way."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(rank_thread_count(world))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def _rank_entry(rank: int, fn: Callable[..., Any], world: int, backend: str, init_method: str,
                 timeout_s: float, args: tuple, report_dir: str) -> None:  # fmt: skip
-    # The ranks share the machine's cores.
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
+    torch.set_num_threads(rank_thread_count(world))
     init_process_group(rank, world, backend, init_method, timeout_s)
     try:
         fn(rank, world, *args)
