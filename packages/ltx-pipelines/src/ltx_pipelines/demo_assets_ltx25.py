@@ -27,7 +27,7 @@ import torch
 
 from ltx_core.loader import ModelFiles
 
-DEMO_LTX25_VERSION = "1"  # bump when a 2.5 demo config changes so stale caches are rebuilt
+DEMO_LTX25_VERSION = "2"  # bump when a 2.5 demo config changes so stale caches are rebuilt
 # Written with two dots: metadata values are JSON-parsed, and "2.5" would read back as a float.
 DEMO_LTX25_MODEL_VERSION = "2.5.1"
 DEMO_GEMMA4_VERSION = "gemma4-demo-ltx-v1"
@@ -97,7 +97,14 @@ DEMO_LTX25_DURATION_HEAD = {"pooler_hidden_dim": 16, "num_queries": 1, "num_pool
 def _upsampler_config(*, temporal: bool) -> dict[str, Any]:
     from ltx_pipelines.demo_assets import DEMO_UPSAMPLER_CONFIG
 
-    return {**DEMO_UPSAMPLER_CONFIG, "spatial_upsample": not temporal, "temporal_upsample": temporal}
+    # 64 channels in 32 norm groups: DFR upsamples single keyframes, which at the smallest size (64x64, a 1x1
+    # half-size latent) leave a group of one value with 32 channels, which torch's group norm refuses.
+    return {
+        **DEMO_UPSAMPLER_CONFIG,
+        "mid_channels": 64,
+        "spatial_upsample": not temporal,
+        "temporal_upsample": temporal,
+    }
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,9 @@ def test_demo_runs_a_temporal_round(demo_home, ltx25_demo, write_tiny_lora, tmp_
     output = tmp_path / "fox.mp4"
     # A dev transformer's distilled LoRA (any LoRA of the demo transformer's widths will do for the flags).
     lora = write_tiny_lora(ltx25_demo.transformer, tmp_path / "distilled-lora.safetensors", scale=0.1)
-    argv = ["--num-frames", "9", "--frame-rate", "12", "--temporal-upsample-rounds", "1"]
+    # The smallest size the flags take (a 1x1 latent in stage 1, single keyframes upsampled on their own).
+    argv = ["--num-frames", "9", "--frame-rate", "12", "--temporal-upsample-rounds", "1", "--height", "64"]
+    argv += ["--width", "64"]
     assert dfr.main([*_argv(output), *argv, "--distilled-lora", str(lora), "0.5"]) == 0
     with av.open(str(output)) as container:
         stream = container.streams.video[0]
