@@ -19,6 +19,16 @@ pytest_plugins = ("pytester",)
 _REPO_ROOT = Path(__file__).resolve().parent
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist the workers share the cores: each computes with its share of them (and so do the
+    processes its tests start), instead of every worker oversubscribing every core."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if workers:
+        threads = max(1, (os.cpu_count() or 1) // int(workers))
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+        torch.set_num_threads(threads)
+
+
 VENDORED_GOLDEN_DIR = _REPO_ROOT / "tests" / "golden"
 
 
