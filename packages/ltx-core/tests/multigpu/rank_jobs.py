@@ -10,8 +10,9 @@ import torch
 from ltx_core.latent_tiles import TileCounts
 from ltx_core.model.transformer.model import LTXModel, Modality
 from ltx_core.model.video_vae.decoder import VideoDecoder
+from ltx_core.model.video_vae.diffusion_decoder import DiffusionVideoDecoder
 from ltx_core.model.video_vae.tiling import TilingConfig
-from ltx_core.multigpu.distributed_decode import decode_tiled_distributed
+from ltx_core.multigpu.distributed_decode import decode_diffusion_tiled_distributed, decode_tiled_distributed
 from ltx_core.multigpu.sequence_parallel import SequenceParallelTransformer
 from ltx_core.multigpu.tiled_data_parallel import TiledDataParallelTransformer
 
@@ -45,6 +46,22 @@ def tiled_data_parallel_forward_job(
         outputs = [parallel(video, audio) for video, audio in cases]
     if rank == 0:
         _save(outputs, out_path)
+
+
+def distributed_diffusion_decode_job(
+    rank: int, world: int, decoder: DiffusionVideoDecoder, latent: torch.Tensor, tiling: TilingConfig | None,
+    seed: int, out_path: str,
+) -> None:  # fmt: skip
+    """Decode `latent` with the LTX-2.5 diffusion decoder over all ranks (canvas noise from a generator
+    seeded with `seed` on every rank); rank 0 saves the video, the other ranks must get no chunk."""
+    with torch.inference_mode():
+        chunks = list(
+            decode_diffusion_tiled_distributed(decoder, latent, tiling, generator=torch.Generator().manual_seed(seed))
+        )
+    if rank == 0:
+        _save(torch.cat(chunks, dim=2), out_path)
+    elif chunks:
+        raise RuntimeError(f"rank {rank} got {len(chunks)} chunk(s); only rank 0 should")
 
 
 def distributed_decode_job(

@@ -11,6 +11,8 @@ import torch
 from torch import nn
 
 from ltx_core.model.video_vae import VideoDecoder, VideoEncoder, VideoVAEConfig
+from ltx_core.model.video_vae.diffusion_config import DiffusionDecoderConfig
+from ltx_core.model.video_vae.diffusion_decoder import DiffusionVideoDecoder
 
 # Same block structure as the released VAE (32x32x8 compression), with few channels.
 TINY_VAE: dict[str, Any] = {
@@ -93,3 +95,30 @@ def make_vae() -> Callable[..., tuple[VideoEncoder, VideoDecoder]]:
         return encoder, decoder
 
     return make
+
+
+# -- the LTX-2.5 diffusion decoder ------------------------------------------------------------------
+TINY_DIFFUSION = DiffusionDecoderConfig(
+    in_channels=8,
+    out_channels=3,
+    patch_size=2,
+    head_dim=16,
+    t_emb_dim=16,
+    num_inference_steps=2,
+    timestep_scale_multiplier=1000.0,
+    stage_channels=(32, 16, 16, 16, 16),
+    stage_depths=(1, 1, 1, 1, 1),
+    stage_kernels=((3, 3, 3),) * 5,
+    upsamples=(((1, 2, 2), 2), ((2, 1, 1), 1), ((2, 2, 2), 1), ((2, 2, 2), 1)),
+    stage5_kernel=(3, 3, 3),
+)
+
+
+def tiny_diffusion_decoder(seed: int = 0, config: DiffusionDecoderConfig = TINY_DIFFUSION) -> DiffusionVideoDecoder:
+    """A tiny LTX-2.5 diffusion decoder in eval mode with non-trivial AdaLN tables."""
+    torch.manual_seed(seed)
+    decoder = DiffusionVideoDecoder(config)
+    with torch.no_grad():
+        for block in decoder.diff_blocks:
+            block.scale_shift_table.normal_(0, 0.1)
+    return decoder.eval()

@@ -12,7 +12,6 @@ from ltx_core.devices import available_memory
 from ltx_core.loader import CheckpointError, build_model
 from ltx_core.model.video_vae import AxisTiling, TilingConfig
 from ltx_core.model.video_vae.diffusion_config import DiffusionDecoderConfig
-from ltx_core.model.video_vae.diffusion_decoder import DiffusionVideoDecoder
 from ltx_core.model.video_vae.diffusion_tiling import (
     DiffusionTileGeometry,
     decode_peak_bytes,
@@ -20,20 +19,8 @@ from ltx_core.model.video_vae.diffusion_tiling import (
 )
 from ltx_core.model.video_vae.spec import DIFFUSION_VIDEO_DECODER, VIDEO_DECODER, video_decoder_spec
 
-TINY = DiffusionDecoderConfig(
-    in_channels=8,
-    out_channels=3,
-    patch_size=2,
-    head_dim=16,
-    t_emb_dim=16,
-    num_inference_steps=2,
-    timestep_scale_multiplier=1000.0,
-    stage_channels=(32, 16, 16, 16, 16),
-    stage_depths=(1, 1, 1, 1, 1),
-    stage_kernels=((3, 3, 3),) * 5,
-    upsamples=(((1, 2, 2), 2), ((2, 1, 1), 1), ((2, 2, 2), 1), ((2, 2, 2), 1)),
-    stage5_kernel=(3, 3, 3),
-)
+from .conftest import TINY_DIFFUSION as TINY
+from .conftest import tiny_diffusion_decoder as _tiny_decoder
 
 
 def _vae_section(config: DiffusionDecoderConfig) -> dict:
@@ -56,15 +43,6 @@ def _vae_section(config: DiffusionDecoderConfig) -> dict:
             "stage5_kernel": list(config.stage5_kernel),
         },
     }
-
-
-def _tiny_decoder(seed: int = 0, config: DiffusionDecoderConfig = TINY) -> DiffusionVideoDecoder:
-    torch.manual_seed(seed)
-    decoder = DiffusionVideoDecoder(config)
-    with torch.no_grad():
-        for block in decoder.diff_blocks:
-            block.scale_shift_table.normal_(0, 0.1)
-    return decoder.eval()
 
 
 def _latent(shape=(1, 8, 3, 3, 4), seed: int = 1) -> torch.Tensor:

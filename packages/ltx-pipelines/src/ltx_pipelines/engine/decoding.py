@@ -57,21 +57,23 @@ def video_frame_chunks(
     spec = video_decoder_spec_of(checkpoint)  # the LTX-2.5 diffusion decoder or the convolutional one
     try:
         decoder = placement.build(spec, checkpoint, dtype=placement.dtype, device=placement.device)
-        if distributed and isinstance(decoder, DiffusionVideoDecoder):
-            # Its tiles are not spread over the ranks yet: rank 0 decodes them all, the others get none.
-            if torch.distributed.get_rank() == 0:
-                yield from decode_video_frames(decoder, latent, tiling, noise)
-            return
         if not distributed:
             yield from decode_video_frames(decoder, latent, tiling, noise)
             return
         from ltx_core.model.video_vae.decoder import to_rgb_frames
-        from ltx_core.multigpu.distributed_decode import decode_tiled_distributed
+        from ltx_core.multigpu import distributed_decode
         from ltx_core.no_grad_iteration import no_grad_items
 
-        # Every rank draws the same per-tile noise, in tile order, as the single-process decode does.
-        tile_noise = decoder_noise(decoder, latent, tiling, noise)
-        for chunk in no_grad_items(decode_tiled_distributed(decoder, latent, tiling, noise=tile_noise)):
+        if isinstance(decoder, DiffusionVideoDecoder):
+            # Every rank runs stages 1-3 and draws the canvas noise (`noise` is forked alike on every rank).
+            if tiling is None:
+                tiling = distributed_decode.agreed_diffusion_tiling(decoder, latent)
+            chunks = distributed_decode.decode_diffusion_tiled_distributed(decoder, latent, tiling, noise)
+        else:
+            # Every rank draws the same per-tile noise, in tile order, as the single-process decode does.
+            tile_noise = decoder_noise(decoder, latent, tiling, noise)
+            chunks = distributed_decode.decode_tiled_distributed(decoder, latent, tiling, noise=tile_noise)
+        for chunk in no_grad_items(chunks):
             yield to_rgb_frames(chunk)
     finally:
         release(decoder)

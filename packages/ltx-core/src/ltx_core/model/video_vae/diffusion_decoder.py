@@ -22,7 +22,8 @@ the same canvas noise, so tiles and the untiled decode see the same noise.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -70,6 +71,25 @@ def fit_axis(x: torch.Tensor, dim: int, size: int, *, symmetric: bool) -> torch.
     after = need - before
     parts.append(x.narrow(dim, length - 1, 1).expand(*x.shape[:dim], after, *x.shape[dim + 1 :]))
     return torch.cat(parts, dim=dim)
+
+
+@dataclass(frozen=True)
+class DiffusionTilePlan:
+    """A diffusion decode prepared up to its tiles: stages 1-3 are done and the canvas noise drawn.
+    `decode_tile` gives a tile's pixels on the padded canvas (`tile_pixel_shape`); the blended canvas
+    chunks go through `crop` to become the video's chunks."""
+
+    tiles: list[VideoTile]
+    decode_tile: Callable[[VideoTile], torch.Tensor]
+    batch_channels: tuple[int, int]
+    canvas_fhw: tuple[int, int, int]
+    dtype: torch.dtype
+    device: torch.device
+    crop: Callable[[Iterator[torch.Tensor]], Iterator[torch.Tensor]]
+
+    def tile_pixel_shape(self, tile: VideoTile) -> tuple[int, ...]:
+        extents = (len(range(*sl.indices(n))) for sl, n in zip(tile.target, self.canvas_fhw))
+        return (*self.batch_channels, *extents)
 
 
 class DiffusionVideoDecoder(nn.Module):
@@ -257,19 +277,42 @@ class DiffusionVideoDecoder(nn.Module):
         `NoiseSource` (draws `decoder.<i>`) or the draws themselves, one per `noise_shapes` entry.
         """
         self.check_latent(latent.shape)
-        tiles = self.tile_layout(latent.shape, tiling)
-        shapes = self.noise_shapes(latent.shape, tiling)
+        self._check_noise_count(latent.shape, tiling, noise)
+        return self._decode(latent, tiling, generator, noise)
+
+    def _check_noise_count(self, shape: Sequence[int], tiling: TilingConfig | None, noise: DecoderNoise | None) -> None:
+        shapes = self.noise_shapes(shape, tiling)
         if noise is not None and not callable(noise) and len(noise) != len(shapes):
             raise ValueError(f"the diffusion decoder makes {len(shapes)} noise draw(s), got {len(noise)}")
-        return self._decode(latent, tiles, generator, noise)
 
     def _decode(
         self,
         latent: torch.Tensor,
-        tiles: list[VideoTile],
+        tiling: TilingConfig | None,
         generator: torch.Generator | None,
         noise: DecoderNoise | None,
     ) -> Iterator[torch.Tensor]:
+        plan = self.plan_tiles(latent, tiling, generator, noise)
+        if len(plan.tiles) == 1:
+            chunks: Iterator[torch.Tensor] = iter([plan.decode_tile(plan.tiles[0])])
+        else:
+            chunks = blend_in_time_chunks(
+                plan.tiles, plan.decode_tile, plan.batch_channels, plan.canvas_fhw, plan.dtype, plan.device
+            )
+        yield from plan.crop(chunks)
+
+    def plan_tiles(
+        self,
+        latent: torch.Tensor,
+        tiling: TilingConfig | None,
+        generator: torch.Generator | None = None,
+        noise: DecoderNoise | None = None,
+    ) -> DiffusionTilePlan:
+        """Run stages 1-3 over the whole latent and draw the canvas noise; the plan decodes any tile (stages
+        4-5) on its own, so tiles may be decoded apart (on other ranks) and blended later."""
+        self.check_latent(latent.shape)
+        self._check_noise_count(latent.shape, tiling, noise)
+        tiles = self.tile_layout(latent.shape, tiling)
         na = choose_backend(latent.device, self.attention_backend)
         dtype = self.conv_in.weight.dtype
         x = latent.to(dtype)
@@ -302,12 +345,15 @@ class DiffusionVideoDecoder(nn.Module):
             pixels = fit_axis(pixels, 2, pf, symmetric=False)
             return fit_axis(fit_axis(pixels, 3, ph, symmetric=True), 4, pw, symmetric=True)
 
-        chunks: Iterator[torch.Tensor]
-        if len(tiles) == 1:
-            chunks = iter([decode_tile(tiles[0])])
-        else:
-            chunks = blend_in_time_chunks(tiles, decode_tile, tuple(canvas[:2]), tuple(canvas[2:]), dtype, x.device)
-        yield from _crop_frames(chunks, content, crop_h, crop_w, latent.dtype)
+        return DiffusionTilePlan(
+            tiles=tiles,
+            decode_tile=decode_tile,
+            batch_channels=(canvas[0], canvas[1]),
+            canvas_fhw=(canvas[2], canvas[3], canvas[4]),
+            dtype=dtype,
+            device=x.device,
+            crop=lambda chunks: _crop_frames(chunks, content, crop_h, crop_w, latent.dtype),
+        )
 
     def forward(
         self,
