@@ -345,7 +345,7 @@ class PipelineCommand(Generic[P]):
         output_path = None if output is None else output.path
         debug = run.log_level == "DEBUG"
         latents: Path | None = None
-        with stop_signals_interrupt():
+        with stop_signals_interrupt() as stop:
             try:
                 with gc_skips_loaded_modules():
                     pipeline = self.build(run)
@@ -363,7 +363,7 @@ class PipelineCommand(Generic[P]):
             except SystemExit:
                 raise
             except BaseException as error:
-                return report_error(error, debug=debug, output_path=output_path, latents=latents)
+                return report_error(error, debug=debug, output_path=output_path, latents=latents, stop=stop)
         self.settle_latents(run, latents, written)
         return 0
 
@@ -424,13 +424,13 @@ def check_fits_in_memory(run: Run) -> None:
 def run_reporting_errors(body: Callable[[], object], *, debug: bool, output_path: Path | None = None) -> int:
     """Run `body`; 0 when it returns, else the exit code of its error after printing the error's one line
     (SIGTERM included: it ends the run like Ctrl-C, `stop_signals_interrupt`)."""
-    with stop_signals_interrupt():
+    with stop_signals_interrupt() as stop:
         try:
             body()
         except SystemExit:
             raise
         except BaseException as error:
-            return report_error(error, debug=debug, output_path=output_path)
+            return report_error(error, debug=debug, output_path=output_path, stop=stop)
     return 0
 
 

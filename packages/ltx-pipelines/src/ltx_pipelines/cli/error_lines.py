@@ -45,20 +45,32 @@ class Terminated(KeyboardInterrupt):
     the latents kept) does the same for it."""
 
 
-def _raise_terminated(signum: int, frame: FrameType | None) -> None:
-    raise Terminated(f"stopped by signal {signal.Signals(signum).name}")
+@dataclass
+class StopSignal:
+    """Whether SIGTERM arrived in a `stop_signals_interrupt` block. A signal landing inside C code (a
+    safetensors read, a torch kernel) may come out as that code's own error, not as `Terminated`: the
+    error line then still says the run was terminated, not that a model file or an input is bad."""
+
+    received: bool = False
 
 
 @contextmanager
-def stop_signals_interrupt() -> Iterator[None]:
-    """Within the block SIGTERM raises `Terminated` (like Ctrl-C's KeyboardInterrupt); the previous
-    handler is restored after. Signal handlers belong to the main thread: elsewhere nothing changes."""
+def stop_signals_interrupt() -> Iterator[StopSignal]:
+    """Within the block SIGTERM raises `Terminated` (like Ctrl-C's KeyboardInterrupt) and is recorded in the
+    yielded `StopSignal`; the previous handler is restored after. Signal handlers belong to the main thread:
+    elsewhere nothing changes."""
+    state = StopSignal()
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield state
         return
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+
+    def terminate(signum: int, frame: FrameType | None) -> None:
+        state.received = True
+        raise Terminated(f"stopped by signal {signal.Signals(signum).name}")
+
+    previous = signal.signal(signal.SIGTERM, terminate)
     try:
-        yield
+        yield state
     finally:
         signal.signal(signal.SIGTERM, previous)
 
@@ -86,9 +98,12 @@ def _is_out_of_memory(error: BaseException) -> bool:
     return isinstance(error, RuntimeError) and "out of memory" in str(error).lower()
 
 
-def describe_error(error: BaseException, *, output_path: Path | None = None) -> ErrorLine:
-    """The line (without the `error:` prefix) and the exit code for `error`."""
-    if isinstance(error, Terminated):
+def describe_error(
+    error: BaseException, *, output_path: Path | None = None, terminated: bool = False
+) -> ErrorLine:
+    """The line (without the `error:` prefix) and the exit code for `error`; `terminated`: SIGTERM arrived
+    before it (`StopSignal.received`), so an ordinary error is the signal's doing."""
+    if isinstance(error, Terminated) or (terminated and isinstance(error, Exception)):
         return ErrorLine("terminated (SIGTERM)", EXIT_TERMINATED)
     if isinstance(error, KeyboardInterrupt):
         return ErrorLine("interrupted", EXIT_INTERRUPTED)
@@ -121,13 +136,15 @@ def report_error(
     output_path: Path | None = None,
     latents: Path | None = None,
     stream: TextIO | None = None,
+    stop: StopSignal | None = None,
 ) -> int:
     """Print the one line for `error` (after the traceback when `debug`) and return the exit code.
-    `latents`: where the run saved its denoised latents (the line then says how to finish the run)."""
+    `latents`: where the run saved its denoised latents (the line then says how to finish the run);
+    `stop`: the block's `StopSignal` (a SIGTERM before the error makes it a termination)."""
     stream = stream or sys.stderr
     if debug:
         traceback.print_exception(type(error), error, error.__traceback__, file=stream)
-    line = describe_error(error, output_path=output_path)
+    line = describe_error(error, output_path=output_path, terminated=stop is not None and stop.received)
     text = line.text
     if latents is not None:
         target = output_path if output_path is not None else latents.with_name("output.mp4")
