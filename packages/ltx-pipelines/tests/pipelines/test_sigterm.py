@@ -125,5 +125,16 @@ def test_sigterm_to_the_multi_gpu_controller_ends_every_rank_with_one_line(tmp_p
         if process.poll() is None:
             process.kill()
     assert process.returncode == 143, err
-    assert _last_line(err) == "error: terminated (SIGTERM)", err[-2000:]
+    # Python's multiprocessing resource tracker (its own process) may still warn, after our line, about a
+    # semaphore of the terminated ranks; that warning is not ours to word.
+    assert _last_line(_without_resource_tracker_warning(err)) == "error: terminated (SIGTERM)", err[-2000:]
     assert not output.parent.exists() or not list(output.parent.glob("*.partial*")), "no temporary file may remain"
+
+
+def _without_resource_tracker_warning(text: str) -> str:
+    lines = text.splitlines()
+    kept = [
+        line for i, line in enumerate(lines)
+        if "resource_tracker" not in line and not (i and "resource_tracker" in lines[i - 1])
+    ]  # fmt: skip
+    return "\n".join(kept)
