@@ -219,7 +219,7 @@ def run_denoising_stage(
         for item in conditionings:
             if isinstance(item, VideoGeneratedKeyframeSlots):
                 slot_start = video.latent.shape[1]  # its tokens are appended here
-            video = apply_conditionings(video, [item], video_tools)
+            video = item.apply_to(video, video_tools)
         video = add_noise(video, noise(f"{stage}.video", video.latent.shape, device=device, dtype=dtype), noise_scale)
     if audio_tools is not None:
         audio = audio_tools.create_initial_state(
