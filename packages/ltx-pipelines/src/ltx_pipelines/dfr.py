@@ -281,17 +281,21 @@ class DFRPipeline(PromptPipeline):
         sigmas = distilled_sigmas()[TEMPORAL_SIGMA_START:]
         carried: dict[int, torch.Tensor] = {p: keyframes[:, :, i : i + 1] for i, p in enumerate(canvas.positions)}
         fps = full.fps
-        frames = canvas.frames
         # The tiles run the base stage: the detailing LoRA belongs to the full-size pass only.
         with self.transformer(self.stage_loras()) as transformer:
             denoiser = SimpleDenoiser(X0Model(transformer), contexts.video, contexts.audio)
-            for round_index in range(1, rounds + 1):
+            for plan in dfr_layout.plan_rounds(canvas, rounds):
+                round_index, tiles = plan.index, plan.tiles
                 with loaded(LATENT_UPSAMPLER, self.temporal_upsampler_path, self.placement) as up, torch.no_grad():
                     video = upsample_video_latent(video, up, statistics)
                 latents[f"round_{round_index}.temporal_upsampled_latent"] = video
-                frames, fps = dfr_layout.round_frames(frames, 1), fps * 2
+                fps *= 2
                 carried = {2 * p: k for p, k in carried.items()}
-                tiles = dfr_layout.plan_tiles(sorted(carried), frames, dfr_layout.round_tile_count(round_index))
+                if tuple(sorted(carried)) != plan.seams:
+                    raise RuntimeError(
+                        f"temporal round {round_index}: carried keyframes at {sorted(carried)}, the layout's seams "
+                        f"are {list(plan.seams)}"
+                    )
                 stitched, new_slots = [], {}
                 for tile_index, tile in enumerate(tiles):
                     name = f"round_{round_index}.tile_{tile_index}"

@@ -1,9 +1,12 @@
 """The DFR keyframe layout: canvas padding and keyframe positions, seam tiles per temporal round, the
 stitch and the output length. The golden test replays the fixture's recorded `params.dfr.dfr_layout`;
-the behaviour tests check the rules on lengths the fixture does not cover."""
+`data/reference_dfr_rounds.json` holds the reference's own layout for lengths and round counts the fixture
+does not cover (its `source` says how it was recorded); the behaviour tests check the rules' edges."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,13 +19,42 @@ from ltx_pipelines.engine.dfr_layout import (
     output_frames,
     output_latent_frames,
     plan_canvas,
+    plan_rounds,
     plan_tiles,
     round_frames,
-    round_seams,
     round_tile_count,
     segment_length,
     stitch_tiles,
 )
+
+REFERENCE_ROUNDS = Path(__file__).parent / "data" / "reference_dfr_rounds.json"
+
+
+def _recorded_tiles(recorded: list[dict[str, Any]]) -> tuple[SeamTile, ...]:
+    """Tiles in the reference's recorded `TileRange` fields, as ours."""
+    return tuple(
+        SeamTile(
+            pixel_start=t["pixel_start"],
+            pixel_end=t["pixel_end"],
+            latent_start=t["latent_start"],
+            latent_stop=t["latent_end_exclusive"],
+            anchors=tuple(t["anchor_kf_global"]),
+            slots=tuple(t["slot_kf_global"]),
+            drop_prefix=t["drop_latent_prefix"],
+        )
+        for t in recorded
+    )
+
+
+def _assert_rounds_match(canvas: Canvas, recorded_rounds: list[dict[str, Any]]) -> None:
+    planned = plan_rounds(canvas, len(recorded_rounds))
+    assert len(planned) == len(recorded_rounds)
+    for plan, rec in zip(planned, recorded_rounds, strict=True):
+        where = f"round {plan.index} of a {canvas.requested_frames}-frame request"
+        assert plan.seams == tuple(rec["seam_positions"]), where
+        assert plan.frames == rec["num_frames"], where
+        assert round_tile_count(plan.index) == rec["num_tiles_requested"], where
+        assert plan.tiles == _recorded_tiles(rec["tiles"]), where
 
 
 @pytest.fixture(scope="module")
@@ -45,27 +77,11 @@ def test_layout_matches_recorded_dfr_layout(dfr_params, golden_ltx25_fixture):
         segment=recorded["segment"],
         positions=tuple(recorded["positions"]),
     )
-    for round_index, rec in enumerate(layout["tiles"], start=1):
-        assert round_seams(canvas.positions, round_index) == tuple(rec["seam_positions"])
-        assert round_frames(canvas.frames, round_index) == rec["num_frames"]
-        assert round_tile_count(round_index) == rec["num_tiles_requested"]
-        tiles = plan_tiles(rec["seam_positions"], rec["num_frames"], rec["num_tiles_requested"])
-        assert tiles == tuple(
-            SeamTile(
-                pixel_start=t["pixel_start"],
-                pixel_end=t["pixel_end"],
-                latent_start=t["latent_start"],
-                latent_stop=t["latent_end_exclusive"],
-                anchors=tuple(t["anchor_kf_global"]),
-                slots=tuple(t["slot_kf_global"]),
-                drop_prefix=t["drop_latent_prefix"],
-            )
-            for t in rec["tiles"]
-        )
+    _assert_rounds_match(canvas, layout["tiles"])
     # The recorded tensors agree with the layout: tile latents span their range, the decoded clip has the
     # output length and the decoder's latent is trimmed to it.
     fx = golden_ltx25_fixture("fx_pipeline_ltx25_more")
-    last = plan_tiles(layout["tiles"][-1]["seam_positions"], layout["tiles"][-1]["num_frames"], 2**rounds)
+    last = plan_rounds(canvas, rounds)[-1].tiles if rounds else ()
     for index, tile in enumerate(last):
         assert fx[f"dfr.round_{rounds}.tile_{index}.video_latent"].shape[2] == tile.latent_frames
         assert fx[f"dfr.round_{rounds}.tile_{index}.video_generated_keyframes"].shape[2] == len(tile.slots)
@@ -73,6 +89,33 @@ def test_layout_matches_recorded_dfr_layout(dfr_params, golden_ltx25_fixture):
     assert fx["dfr.video_frames"].shape[0] == frames
     assert fx["dfr.final_video_latent"].shape[2] == output_latent_frames(frames)
     assert fx["dfr.stage_1.video_generated_keyframes"].shape[2] == len(canvas.positions)
+
+
+def _reference_cases() -> list[dict[str, Any]]:
+    return json.loads(REFERENCE_ROUNDS.read_text())["cases"]
+
+
+@pytest.mark.parametrize("case", _reference_cases(), ids=lambda c: f"{c['requested_frames']}f-{c['rounds']}r")
+def test_rounds_match_the_reference_layout(case):
+    """Every round's seams (round 2 on: the previous round's seams and slots, doubled), tiles, anchors and
+    slots as the reference lays them out, for 1 to 3 rounds over several clip lengths."""
+    canvas = plan_canvas(case["requested_frames"])
+    recorded = case["canvas"]
+    assert (canvas.frames, canvas.segment, canvas.positions) == (
+        recorded["canvas_frames"],
+        recorded["segment"],
+        tuple(recorded["positions"]),
+    )
+    _assert_rounds_match(canvas, case["tiles"])
+
+
+def test_round_two_is_seamed_on_the_first_rounds_seams_and_slots():
+    """The issue's example: a 24-frame segment canvas; round 1 seams [48] and generates a slot at 24, so
+    round 2 is seamed on [48, 96], not only on the doubled canvas keyframe [96]."""
+    first, second = plan_rounds(plan_canvas(9), 2)
+    assert (first.seams, first.carried) == ((48,), (24, 48))
+    assert second.seams == (48, 96) and second.frames == 97
+    assert [(t.anchors, t.slots) for t in second.tiles] == [((48,), (24,)), ((48, 96), (24, 72))]
 
 
 @pytest.mark.parametrize(
@@ -98,10 +141,10 @@ def test_canvas_refuses_lengths_off_the_latent_grid(frames):
 
 
 def test_two_tiles_share_a_seam_and_the_stitch_covers_every_latent_frame_once():
-    canvas = plan_canvas(97)
-    seams, frames = round_seams(canvas.positions, 1), round_frames(canvas.frames, 1)
+    (plan,) = plan_rounds(plan_canvas(97), 1)
+    seams, frames = plan.seams, plan.frames
     assert seams == (64, 128, 192) and frames == 193
-    first, second = plan_tiles(seams, frames, 2)
+    first, second = plan.tiles
     assert (first.pixel_start, first.pixel_end, first.anchors, first.slots, first.drop_prefix) == (
         0,
         128,
@@ -122,9 +165,9 @@ def test_two_tiles_share_a_seam_and_the_stitch_covers_every_latent_frame_once():
 
 
 def test_tile_count_is_clamped_to_the_segments_and_split_largest_first():
-    seams = round_seams((24, 48, 72), 2)
-    tiles = plan_tiles(seams, round_frames(73, 2), round_tile_count(2))
-    assert len(tiles) == 3
+    (plan,) = plan_rounds(plan_canvas(25), 1)
+    assert round_tile_count(1) == 2 and len(plan.tiles) == 1
+    assert len(plan_tiles((48, 96, 144), round_frames(73, 1), round_tile_count(2))) == 3
     tiles = plan_tiles((48, 96, 144, 192, 240), 241, 2)
     assert [(t.pixel_start, t.pixel_end) for t in tiles] == [(0, 144), (96, 240)]
 

@@ -6,7 +6,8 @@ final stitch, so it can be checked against the fixture's recorded layout on its 
 Vocabulary:
 * canvas: the requested length padded so that ``frames - 1`` is a whole number of segments; a keyframe
   sits at the end of every segment (frame 0 is the causal image latent, never a keyframe).
-* seam: a keyframe position that two neighbouring tiles share in a temporal round.
+* seam: a keyframe a temporal round anchors its tiles on: the canvas keyframes in round 1, in every later
+  round also the slots the round before generated (``plan_rounds``). Neighbouring tiles share one.
 * tile: one window of segments denoised on its own in a temporal round. Every tile but the first reaches
   one segment back (the lead-in) so the seam it shares with the previous tile lies inside its window;
   the stitch then drops that lead-in and the seam latent the previous tile already owns.
@@ -101,13 +102,6 @@ def latent_index(pixel_frame: int, *, time_scale: int = DEFAULT_SCALE_FACTORS.ti
     return pixel_frame // time_scale
 
 
-def round_seams(positions: Sequence[int], round_index: int) -> tuple[int, ...]:
-    """The canvas keyframes in round ``round_index``'s coordinates: each x2 round doubles every position."""
-    if round_index < 1:
-        raise ValueError(f"temporal rounds count from 1, got {round_index}")
-    return tuple(int(p) << round_index for p in positions)
-
-
 def round_frames(canvas_frames: int, round_index: int) -> int:
     """Pixel frames after ``round_index`` x2 temporal rounds of a ``canvas_frames`` canvas."""
     if round_index < 0:
@@ -175,6 +169,45 @@ def plan_tiles(
             )
         )
         own_lo = own_hi
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class TemporalRound:
+    """Round ``index`` of the x2 temporal rounds, in its own (doubled) pixel coordinates: the ``seams``
+    its tiles are anchored on, the clip length ``frames`` and the ``tiles``."""
+
+    index: int
+    seams: tuple[int, ...]
+    frames: int
+    tiles: tuple[SeamTile, ...]
+
+    @property
+    def carried(self) -> tuple[int, ...]:
+        """The keyframe positions this round hands on (still in its coordinates): its seams and every slot
+        its tiles generate, a lead-in's repeated slot counted once."""
+        return tuple(sorted({*self.seams, *(slot for tile in self.tiles for slot in tile.slots)}))
+
+
+def plan_rounds(
+    canvas: Canvas, rounds: int, *, time_scale: int = DEFAULT_SCALE_FACTORS.time
+) -> tuple[TemporalRound, ...]:
+    """The layout of ``rounds`` x2 temporal rounds after the ``canvas`` stages.
+
+    Round 1 is seamed on the canvas keyframes; every later round on all the keyframes the round before it
+    carried (its seams and the slots it generated), each position doubled by the x2 upsampling. So the
+    segments halve from round 2 on, while the tile count doubles.
+    """
+    if rounds < 0:
+        raise ValueError(f"temporal rounds must be >= 0, got {rounds}")
+    out: list[TemporalRound] = []
+    carried, frames = canvas.positions, canvas.frames
+    for index in range(1, rounds + 1):
+        seams = tuple(2 * p for p in carried)
+        frames = round_frames(frames, 1)
+        tiles = plan_tiles(seams, frames, round_tile_count(index), time_scale=time_scale)
+        out.append(TemporalRound(index=index, seams=seams, frames=frames, tiles=tiles))
+        carried = out[-1].carried
     return tuple(out)
 
 
