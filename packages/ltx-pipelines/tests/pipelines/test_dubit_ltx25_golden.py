@@ -3,9 +3,10 @@ video encoded at both stage sizes (IC reference tokens), the reference waveform 
 (audio reference tokens at negative times), stage 1, the upsampling, stage 2 with the stage-1 audio frozen
 and referenced, the diffusion-decoder frames and the stage-1 audio.
 
-The stored per-stage reference videos and the waveform stand in for the media readers; the recorded draws
-are replayed by name. Sizes, timing, strengths and the LoRA come from the fixture; tolerances are the
-fixture README's.
+The stored per-stage reference videos and the waveform stand in for the media readers. The run is replayed
+twice: from its stored contexts with the recorded draws replayed by name, and end to end from its own prompt
+(`params.dubit.prompt`, not the i2v/dfr `params.prompt`) and seed through the set's text encoder. Sizes,
+timing, strengths and the LoRA come from the fixture; tolerances are the fixture README's.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ from ltx_core.loader import LoraSpec, ModelFiles, lora_metadata
 from ltx_core.model.video_vae import VIDEO_ENCODER
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_pipelines.dubit import DubItPipeline, DubItReference
+from ltx_pipelines.engine.final_latents import FinalLatents
 from ltx_pipelines.engine.ic_references import VideoReference, reference_conditionings
 from ltx_pipelines.engine.model_loading import loaded
-from ltx_pipelines.engine.noise import ReplayedNoise
+from ltx_pipelines.engine.noise import ReplayedNoise, SeededNoise
 from ltx_pipelines.lipdub import snap_to_frame_grid
 from ltx_pipelines.media import AudioClip
 
@@ -31,6 +33,7 @@ pytestmark = [pytest.mark.golden, pytest.mark.slow]
 
 RUN = "dubit"
 # The README's tolerances for `fx_pipeline_ltx25_more`.
+CONTEXT_ATOL = 1e-4
 LATENT_ATOL = 2e-3
 FRAMES_ATOL = 5e-3
 WAVEFORM_ATOL = 2e-3
@@ -122,20 +125,9 @@ def test_reference_video_latents_per_stage(fx, files, pipeline, assert_golden_cl
             assert_golden_close(item.latent, fx[name], atol=1e-4, name=name)
 
 
-def test_dubit_ltx25_replays_the_reference(fx, pipeline, assert_golden_close):
-    p, s = fx.params, fx.params[RUN]["settings"]
-    # The run's stored contexts are its input here: they are not what the same prompt gives on these files
-    # (the i2v and dfr runs' contexts are, and match ours; see the module's report note), so the seam starts
-    # from them.
-    video_context = fx[f"{RUN}.video_context"]
-    contexts = TextContexts(video_context, fx[f"{RUN}.audio_context"], torch.ones(video_context.shape[:2]))
-    names = draw_names(p[RUN]["draw_meaning"])
-    assert f"{RUN}.noise.{len(names)}" not in fx, f"{RUN}: more stored draws than draw_meaning lists"
-    noise = ReplayedNoise({name: fx[f"{RUN}.noise.{i}"] for i, name in enumerate(names)})
-    final = pipeline.latents_from_contexts(
-        contexts, height=s["height"], width=s["width"], num_frames=p[RUN]["num_frames"],
-        frame_rate=p[RUN]["frame_rate"], noise=noise, reference=stored_reference(fx),
-    )  # fmt: skip
+def assert_outputs_match(fx, pipeline: DubItPipeline, final: FinalLatents, assert_golden_close) -> None:
+    """The run's recorded latents, then its decoded frames and stage-1 audio."""
+    p = fx.params[RUN]
     for name in (
         "stage_1.video_latent",
         "stage_1.audio_latent",
@@ -145,8 +137,40 @@ def test_dubit_ltx25_replays_the_reference(fx, pipeline, assert_golden_close):
     ):
         assert_golden_close(final.stage_latents[name], fx[f"{RUN}.{name}"], atol=LATENT_ATOL, name=f"{RUN}.{name}")
     generation = pipeline.decode(final)
-    assert generation.audio_sample_rate == p[RUN]["audio_sampling_rate"]
+    assert generation.audio_sample_rate == p["audio_sampling_rate"]
     assert_golden_close(generation.audio, fx[f"{RUN}.audio_waveform"], atol=WAVEFORM_ATOL, name=f"{RUN}.audio")
     frames = torch.cat(list(generation.frames), dim=0)
     assert_golden_close(frames, fx[f"{RUN}.video_frames"], atol=FRAMES_ATOL, name=f"{RUN}.video_frames")
+
+
+def test_dubit_ltx25_replays_the_reference_from_stored_contexts(fx, pipeline, assert_golden_close):
+    p, s = fx.params, fx.params[RUN]["settings"]
+    video_context = fx[f"{RUN}.video_context"]
+    contexts = TextContexts(video_context, fx[f"{RUN}.audio_context"], torch.ones(video_context.shape[:2]))
+    names = draw_names(p[RUN]["draw_meaning"])
+    assert f"{RUN}.noise.{len(names)}" not in fx, f"{RUN}: more stored draws than draw_meaning lists"
+    noise = ReplayedNoise({name: fx[f"{RUN}.noise.{i}"] for i, name in enumerate(names)})
+    final = pipeline.latents_from_contexts(
+        contexts, height=s["height"], width=s["width"], num_frames=p[RUN]["num_frames"],
+        frame_rate=p[RUN]["frame_rate"], noise=noise, reference=stored_reference(fx),
+    )  # fmt: skip
+    assert_outputs_match(fx, pipeline, final, assert_golden_close)
     assert noise.drawn == names, f"{RUN}: drew {noise.drawn}, recorded {names}"
+
+
+def test_dubit_ltx25_replays_the_reference_from_its_prompt(fx, pipeline, assert_golden_close):
+    """The run's own prompt encodes to its stored contexts, and the pipeline from those contexts and the seed
+    (our seeded draws, not the recorded ones: what `generate` runs) gives the run's outputs."""
+    p, s = fx.params, fx.params[RUN]["settings"]
+    prompt = p[RUN].get("prompt")
+    if prompt is None:
+        pytest.skip(f"{fx.path.name} has no params.{RUN}.prompt (the prompt the {RUN} run encoded)")
+    (contexts,), _ = pipeline.encode_prompts([prompt], seed=p["seed"], images=(), enhance=False)
+    assert_golden_close(contexts.video, fx[f"{RUN}.video_context"], atol=CONTEXT_ATOL, name=f"{RUN}.video_context")
+    assert_golden_close(contexts.audio, fx[f"{RUN}.audio_context"], atol=CONTEXT_ATOL, name=f"{RUN}.audio_context")
+    # `generate` from here on: the seeded draws, no replayed ones.
+    final = pipeline.latents_from_contexts(
+        contexts, height=s["height"], width=s["width"], num_frames=p[RUN]["num_frames"],
+        frame_rate=p[RUN]["frame_rate"], noise=SeededNoise(p["seed"]), reference=stored_reference(fx),
+    )  # fmt: skip
+    assert_outputs_match(fx, pipeline, final, assert_golden_close)
