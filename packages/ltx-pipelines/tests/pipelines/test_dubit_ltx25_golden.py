@@ -158,13 +158,13 @@ def test_dubit_ltx25_replays_the_reference_from_stored_contexts(fx, pipeline, as
     assert noise.drawn == names, f"{RUN}: drew {noise.drawn}, recorded {names}"
 
 
-def test_dubit_ltx25_replays_the_reference_from_its_prompt(fx, pipeline, assert_golden_close):
+def test_dubit_ltx25_replays_the_reference_from_its_prompt(fx, pipeline, assert_golden_close, golden_lacks):
     """The run's own prompt encodes to its stored contexts, and the pipeline from those contexts and the seed
     (our seeded draws, not the recorded ones: what `generate` runs) gives the run's outputs."""
     p, s = fx.params, fx.params[RUN]["settings"]
     prompt = p[RUN].get("prompt")
     if prompt is None:
-        pytest.skip(f"{fx.path.name} has no params.{RUN}.prompt (the prompt the {RUN} run encoded)")
+        golden_lacks(f"{fx.path.name}'s params.{RUN}.prompt (the prompt the {RUN} run encoded)")
     (contexts,), _ = pipeline.encode_prompts([prompt], seed=p["seed"], images=(), enhance=False)
     assert_golden_close(contexts.video, fx[f"{RUN}.video_context"], atol=CONTEXT_ATOL, name=f"{RUN}.video_context")
     assert_golden_close(contexts.audio, fx[f"{RUN}.audio_context"], atol=CONTEXT_ATOL, name=f"{RUN}.audio_context")
