@@ -227,6 +227,51 @@ def golden_interop_dir(golden_dir: Path) -> Path:
     return d
 
 
+LTX25_DIFFUSERS_FOLDER = "diffusers-ltx-2.5"
+LTX25_DIFFUSERS_VERIFICATION = "verification_ltx25.json"
+
+
+@dataclass(frozen=True)
+class Ltx25DiffusersFolder:
+    """`interop/diffusers-ltx-2.5/` and what its `verification_ltx25.json` says diffusers' converter carried:
+    a component the converter could not write (or that did not load back) is absent from a set, by design."""
+
+    path: Path
+    directory: Path
+    verification: dict[str, Any]
+
+    def problem(self, component: str) -> str | None:
+        """Why `component` (a key of the verification's `conversion`) is not in the folder; None when it is."""
+        conversion = self.verification.get("conversion", {}).get(component)
+        if not isinstance(conversion, dict):
+            return f"{LTX25_DIFFUSERS_VERIFICATION} records no conversion of {component}"
+        if not conversion.get("ok"):
+            return f"diffusers' converter did not write {component}: {conversion.get('error')}"
+        loaded = self.verification.get("load", {}).get(component, "ok")
+        if loaded != "ok":
+            return f"{component} as diffusers wrote it does not load back: {loaded}"
+        if not (self.path / component / "config.json").is_file():
+            return f"{LTX25_DIFFUSERS_FOLDER}/{component}/config.json is missing"
+        return None
+
+    def require(self, *components: str) -> None:
+        """Skip (another set) or fail (the vendored set), naming why, unless the folder carries `components`."""
+        for component in components:
+            problem = self.problem(component)
+            if problem is not None:
+                lacking_in(self.directory, f"the diffusers-folder {component} ({problem})")
+
+
+@pytest.fixture(scope="session")
+def golden_ltx25_diffusers(golden_dir: Path, golden_interop_dir: Path) -> Ltx25DiffusersFolder:
+    """The LTX-2.5 diffusers folder of the interop set with its verification record; a set without them skips."""
+    verification = golden_interop_dir / LTX25_DIFFUSERS_VERIFICATION
+    folder = golden_interop_dir / LTX25_DIFFUSERS_FOLDER
+    if not verification.is_file() or not folder.is_dir():
+        lacking_in(golden_dir, f"{INTEROP_SUBSET}/{LTX25_DIFFUSERS_FOLDER} with its {LTX25_DIFFUSERS_VERIFICATION}")
+    return Ltx25DiffusersFolder(folder, golden_dir, json.loads(verification.read_text()))
+
+
 @pytest.fixture(scope="session", params=MODEL_SOURCES)
 def golden_model_source(request: pytest.FixtureRequest, golden_dir: Path) -> Any:
     """What the golden models are built from: the single file, or the same weights as diffusers wrote

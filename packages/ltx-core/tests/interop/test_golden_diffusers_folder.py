@@ -73,49 +73,83 @@ def test_export_writes_the_folder_diffusers_wrote(golden_dir, golden_interop_dir
             assert got[key].dtype == want[key].dtype and torch.equal(got[key], want[key]), f"{rel}: {key}"
 
 
+# The split file each folder component comes from (manifest `component_files` keys), where the verification
+# record names no single file (the connectors: transformer + the text encoder's projection).
+_LTX25_SPLIT_COMPONENT = {
+    "transformer": "transformer",
+    "audio_vae": "audio_vae",
+    "vocoder": "audio_vae",
+    "latent_upsampler": "spatial_upsampler",
+    "vae": "video_vae",
+    "diffusion_decoder": "video_vae",
+    "duration_head": "duration_head",
+}
+
+
+def _ltx25_split_file(golden_ltx25_dir, golden_ltx25_manifest, folder, component: str):
+    """The split file diffusers converted `component` from: the verification's `source` when it is a file of
+    the set, else the manifest's file for that component."""
+    source = folder.verification["conversion"][component].get("source", "")
+    if (golden_ltx25_dir / source).is_file():
+        return golden_ltx25_dir / source
+    return golden_ltx25_dir / golden_ltx25_manifest["component_files"][_LTX25_SPLIT_COMPONENT[component]]
+
+
 @pytest.mark.golden
-def test_ltx25_folder_components_read_exactly(golden_ltx25_dir, golden_ltx25_manifest, golden_interop_dir):
-    """The components diffusers carries for LTX-2.5 (transformer, text embeddings, video encoder, diffusion
-    decoder, duration head, audio VAE + vocoder, upsampler) give the split files' weights - the decoder's and
-    the head's q/k/v pieces joined, the decoder's gates folded as the reference folds them; the connectors'
-    FFN biases, which the reference's connectors lack, are the zeros diffusers fills in."""
+@pytest.mark.parametrize("component", [*_LTX25_SPLIT_COMPONENT, "connectors"])
+def test_ltx25_folder_component_reads_exactly(
+    component, golden_ltx25_dir, golden_ltx25_manifest, golden_ltx25_diffusers
+):
+    """Each component diffusers carries for LTX-2.5 gives the split file's weights - the decoder's and the
+    head's q/k/v pieces joined, the decoder's gates folded as the reference folds them; the connectors' FFN
+    biases, which the reference's connectors lack, are the zeros diffusers fills in. A component the set's
+    `verification_ltx25.json` says the converter did not carry is skipped with its reason."""
     from ltx_core.loader import CheckpointError
+    from ltx_core.loader.diffusers_folder import read_diffusers_folder
     from ltx_core.loader.model_files import Component
 
-    names = golden_ltx25_manifest["component_files"]
-    folder = golden_interop_dir / "diffusers-ltx-2.5"
+    golden_ltx25_diffusers.require(component)
+    folder = golden_ltx25_diffusers.path
     files = ModelFiles.from_diffusers(folder)
-    split = ModelFiles.split(
-        transformer=golden_ltx25_dir / names["transformer"], audio_vae=golden_ltx25_dir / names["audio_vae"]
-    )
-    for spec in (AV_TRANSFORMER, AUDIO_ENCODER, AUDIO_DECODER, VOCODER):
+    if component == "connectors":
+        names = golden_ltx25_manifest["component_files"]
+        split_text = ModelFiles.split(
+            transformer=golden_ltx25_dir / names["transformer"], text_encoder=golden_ltx25_dir / names["text_encoder"]
+        )
+        # The stored tensors the text embeddings are built from (their forward parity: test_golden_ltx25_text).
+        ops = text_embeddings_spec().ops
+        got, want = (load_files(f.source(Component.TEXT_EMBEDDINGS).reads(ops)) for f in (files, split_text))
+        placeholders = sorted(set(got) - set(want))
+        # Exactly the zero biases the verification says diffusers filled in (none for connectors with biases).
+        filled = golden_ltx25_diffusers.verification["conversion"][component].get("zero_ff_bias_fallback") or {}
+        assert len(placeholders) == len(filled.get("zero_bias_tensors", [])), placeholders
+        assert all(".ff.net." in k and k.endswith(".bias") for k in placeholders), placeholders
+        assert all(not got[k].any() for k in placeholders), "the connectors' extra FFN biases are not zero"
+        assert set(want) <= set(got)
+        assert not [k for k in want if not torch.equal(got[k], want[k])]
+        assert read_diffusers_folder(folder).has(Component.TEXT_EMBEDDINGS)
+        return
+    split_file = _ltx25_split_file(golden_ltx25_dir, golden_ltx25_manifest, golden_ltx25_diffusers, component)
+    if component == "latent_upsampler":
+        got = build_model(LATENT_UPSAMPLER, upsampler_source(folder / component), device="cpu")
+        _same_weights(got, build_model(LATENT_UPSAMPLER, split_file, device="cpu"), component)
+        return
+    split = ModelFiles.split(**{_LTX25_SPLIT_COMPONENT[component]: split_file})
+    specs = {
+        "transformer": (AV_TRANSFORMER,),
+        "audio_vae": (AUDIO_ENCODER, AUDIO_DECODER),
+        "vocoder": (VOCODER,),
+        "vae": (VIDEO_ENCODER,),
+        "diffusion_decoder": (DIFFUSION_VIDEO_DECODER,),
+        "duration_head": (DURATION_HEAD,),
+    }[component]
+    for spec in specs:
         _same_weights(build_model(spec, files, device="cpu"), build_model(spec, split, device="cpu"), spec.name)
-    got = build_model(LATENT_UPSAMPLER, upsampler_source(folder / "latent_upsampler"), device="cpu")
-    want = build_model(LATENT_UPSAMPLER, golden_ltx25_dir / names["spatial_upsampler"], device="cpu")
-    _same_weights(got, want, "latent_upsampler")
-    from ltx_core.loader.diffusers_folder import read_diffusers_folder
-
-    # The video VAE: its encoder and the diffusion decoder of `diffusion_decoder/` are exact; the zero
-    # placeholder conv decoder of `vae/` is never read (the conv decoder's configurator refuses the config).
-    split_vae = ModelFiles.split(
-        video_vae=golden_ltx25_dir / names["video_vae"], duration_head=golden_ltx25_dir / names["duration_head"]
-    )
-    for spec in (VIDEO_ENCODER, DIFFUSION_VIDEO_DECODER, DURATION_HEAD):
-        _same_weights(build_model(spec, files, device="cpu"), build_model(spec, split_vae, device="cpu"), spec.name)
-    with pytest.raises(CheckpointError, match="CausalDiffusionVAE"):
-        build_model(VIDEO_DECODER, files, device="cpu")
-    split_text = ModelFiles.split(
-        transformer=golden_ltx25_dir / names["transformer"], text_encoder=golden_ltx25_dir / names["text_encoder"]
-    )
-    # The stored tensors the text embeddings are built from (their forward parity: test_golden_ltx25_text).
-    ops = text_embeddings_spec().ops
-    got, want = (load_files(f.source(Component.TEXT_EMBEDDINGS).reads(ops)) for f in (files, split_text))
-    placeholders = sorted(set(got) - set(want))
-    assert placeholders and all(".ff.net." in k and k.endswith(".bias") for k in placeholders), placeholders
-    assert all(not got[k].any() for k in placeholders), "the connectors' extra FFN biases are not zero"
-    assert set(want) <= set(got)
-    assert not [k for k in want if not torch.equal(got[k], want[k])]
-    assert read_diffusers_folder(folder).has(Component.TEXT_EMBEDDINGS)
+    if component == "diffusion_decoder":
+        # With the diffusion decoder carried, the zero placeholder conv decoder of `vae/` is never read (the
+        # conv decoder's configurator refuses the config).
+        with pytest.raises(CheckpointError, match="CausalDiffusionVAE"):
+            build_model(VIDEO_DECODER, files, device="cpu")
 
 
 @pytest.mark.golden

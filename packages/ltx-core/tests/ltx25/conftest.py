@@ -32,11 +32,17 @@ def ltx25_component_file(golden_ltx25_dir: Path, golden_ltx25_manifest: dict[str
     return get
 
 
-@pytest.fixture(scope="session", params=("split", "diffusers"))
+@pytest.fixture(scope="module", params=("split", "diffusers"))
 def ltx25_model_source(request: pytest.FixtureRequest, ltx25_files: ModelFiles) -> ModelFiles:
-    """The LTX-2.5 files of the components diffusers carries exactly (transformer, video encoder, duration
-    head): the split set, or the diffusers folder diffusers' converter wrote from it (`interop/diffusers-ltx-2.5/`)."""
+    """The LTX-2.5 files: the split set, or the diffusers folder diffusers' converter wrote from it
+    (`interop/diffusers-ltx-2.5/`). A test module names the folder components it builds in
+    `DIFFUSERS_COMPONENTS` (keys of `verification_ltx25.json`'s `conversion`); the diffusers case skips, naming
+    the reason, where that record says the converter did not carry one."""
     if request.param == "split":
         return ltx25_files
-    interop = request.getfixturevalue("golden_interop_dir")
-    return ModelFiles.from_diffusers(interop / "diffusers-ltx-2.5")
+    components = getattr(request.module, "DIFFUSERS_COMPONENTS", None)
+    if not components:
+        pytest.fail(f"{request.module.__name__} uses ltx25_model_source without DIFFUSERS_COMPONENTS", pytrace=False)
+    folder = request.getfixturevalue("golden_ltx25_diffusers")
+    folder.require(*components)
+    return ModelFiles.from_diffusers(folder.path)

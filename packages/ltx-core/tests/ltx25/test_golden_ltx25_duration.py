@@ -9,6 +9,8 @@ from ltx_core.loader import build_model
 from ltx_core.model.duration_head import DURATION_HEAD, DurationRange, predict_num_frames
 
 pytestmark = pytest.mark.golden
+# The diffusers-folder component of `ltx25_model_source`: the duration head it builds.
+DIFFUSERS_COMPONENTS = ("duration_head",)
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,8 @@ from ltx_core.loader import Component
 from ltx_core.text_encoders.gemma import GemmaTextEncoder, build_text_embeddings, contexts_from_hidden_states
 
 pytestmark = pytest.mark.golden
+# The diffusers-folder component of `ltx25_model_source`: the text connectors and projection it builds.
+DIFFUSERS_COMPONENTS = ("connectors",)
 
 
 def test_ltx25_text_path_matches_reference(golden_ltx25_fixture, ltx25_files, ltx25_model_source, assert_golden_close):

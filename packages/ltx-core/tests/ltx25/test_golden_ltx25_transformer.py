@@ -10,6 +10,8 @@ from ltx_core.loader import build_model
 from ltx_core.model.transformer import AV_TRANSFORMER, Modality, X0Model
 
 pytestmark = pytest.mark.golden
+# The diffusers-folder component of `ltx25_model_source`: the transformer it builds.
+DIFFUSERS_COMPONENTS = ("transformer",)
 
 PREFIX = "transformer"
 

@@ -11,6 +11,8 @@ from ltx_core.model.video_vae.spec import VIDEO_ENCODER
 from ltx_core.model.video_vae.vae_class import video_scale_factors
 
 pytestmark = pytest.mark.golden
+# The diffusers-folder component of `ltx25_model_source`: the video VAE folder its encoder is read from.
+DIFFUSERS_COMPONENTS = ("vae",)
 
 
 def test_ltx25_video_encode_matches_reference(golden_ltx25_fixture, ltx25_model_source, assert_golden_close):
