@@ -187,6 +187,26 @@ def golden_ltx25_split_files(golden_ltx25_dir: Path, golden_ltx25_manifest: dict
 
 
 @pytest.fixture(scope="session")
+def golden_ltx25_dfr_files(
+    golden_ltx25_dir: Path, golden_ltx25_manifest: dict[str, Any], golden_ltx25_fixture: Callable[[str], GoldenFixture]
+) -> Any:
+    """The split files with the transformer the set's DFR run used (`params.dfr.transformer_file` of
+    `fx_pipeline_ltx25_more`): one with the keyframe embedding, which the set's base transformer (a 2.5.0
+    file) may lack. The tests of keyframe slots build this one."""
+    from ltx_core.loader import ModelFiles
+
+    dfr = golden_ltx25_fixture("fx_pipeline_ltx25_more").params.get("dfr", {})
+    if "transformer_file" not in dfr:
+        lacking_in(golden_ltx25_dir.parent, f"{LTX25_SUBSET}/fx_pipeline_ltx25_more's params.dfr.transformer_file")
+    names = golden_ltx25_manifest["component_files"]
+    return ModelFiles.split(
+        transformer=golden_ltx25_dir / dfr["transformer_file"],
+        **{c: golden_ltx25_dir / names[c] for c in ("text_encoder", "video_vae", "audio_vae")},
+        duration_head=golden_ltx25_dir / names["duration_head"],
+    )
+
+
+@pytest.fixture(scope="session")
 def golden_ltx25_upsampler(golden_ltx25_dir: Path, golden_ltx25_manifest: dict[str, Any]) -> Path:
     """The sub-set's x2 spatial latent upsampler file."""
     return golden_ltx25_dir / golden_ltx25_manifest["component_files"]["spatial_upsampler"]

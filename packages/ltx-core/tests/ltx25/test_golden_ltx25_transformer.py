@@ -25,7 +25,10 @@ def _modality(fx, case: str, stream: str) -> Modality:
         positions=fx[f"{PREFIX}.{stream}_positions"],
         context=fx[f"{PREFIX}.{stream}_context"],
         context_mask=fx[f"{PREFIX}.context_mask"] if cond else None,
-        keyframes_mask=fx[f"{PREFIX}.keyframes_mask"] if cond and stream == "video" else None,
+        # A set whose transformer has no keyframe embedding may record no mask.
+        keyframes_mask=fx[f"{PREFIX}.keyframes_mask"]
+        if cond and stream == "video" and f"{PREFIX}.keyframes_mask" in fx
+        else None,
     )
 
 

@@ -59,11 +59,20 @@ def _random_contexts(transformer: Path, tokens: int = 8) -> TextContexts:
 
 
 def test_distilled_lora_is_fused_into_every_dfr_stage(
-    golden_ltx25_dir, golden_ltx25_manifest, golden_ltx25_upsampler, write_tiny_lora, tmp_path, monkeypatch
+    golden_ltx25_dir,
+    golden_ltx25_manifest,
+    golden_ltx25_fixture,
+    golden_ltx25_upsampler,
+    write_tiny_lora,
+    tmp_path,
+    monkeypatch,
 ):
     names = golden_ltx25_manifest["component_files"]
     more = golden_ltx25_manifest["more_component_files"]
-    transformer = golden_ltx25_dir / names["transformer"]
+    # The transformer and clip size of the set's own DFR run (a transformer with the keyframe embedding, which
+    # the set's base transformer may lack), one temporal round (the tiles are a stage the LoRA must reach).
+    dfr = golden_ltx25_fixture("fx_pipeline_ltx25_more").params["dfr"]
+    transformer, settings = golden_ltx25_dir / dfr["transformer_file"], dfr["settings"]
     contexts = _random_contexts(transformer)
     # Not under test, and most of the time of these tiny runs: the audio is decoded only to cut it to the video's
     # length (no LoRA reaches it), and each freed stage model is followed by a full gc pass (~0.5 s here).
@@ -87,8 +96,8 @@ def test_distilled_lora_is_fused_into_every_dfr_stage(
             progress=False,
         )
         final = pipeline.latents_from_contexts(
-            contexts, height=64, width=128, num_frames=9, frame_rate=12.0, noise=SeededNoise(SEED), seed=SEED,
-            temporal_upsample_rounds=1,
+            contexts, height=settings["height"], width=settings["width"], num_frames=settings["num_frames"],
+            frame_rate=settings["fps"], noise=SeededNoise(SEED), seed=SEED, temporal_upsample_rounds=1,
         )  # fmt: skip
         return final.stage_latents
 
@@ -103,10 +112,10 @@ def test_distilled_lora_is_fused_into_every_dfr_stage(
         assert float((without[name] - expected).abs().max()) > MATTERS, f"{name}: the LoRA does not change it"
 
 
-def test_a_missing_distilled_lora_is_refused_before_loading(golden_ltx25_split_files, tmp_path):
+def test_a_missing_distilled_lora_is_refused_before_loading(golden_ltx25_dfr_files, tmp_path):
     with pytest.raises(ValueError, match=r"distilled_lora '.*nope\.safetensors': no such file"):
         DFRPipeline(
-            golden_ltx25_split_files,
+            golden_ltx25_dfr_files,
             tmp_path / "no-upsampler.safetensors",
             gemma_root=None,
             distilled_lora=LoraSpec(tmp_path / "nope.safetensors", 1.0),

@@ -14,6 +14,7 @@ import torch
 
 from ltx_core.loader import LoraSpec, ModelFiles
 from ltx_pipelines.dfr import TILE_SEED_STRIDE, DFRPipeline
+from ltx_pipelines.engine import dfr_layout
 from ltx_pipelines.engine.noise import ReplayedNoise, SeededNoise, offset_stream
 
 pytestmark = [pytest.mark.golden, pytest.mark.slow]
@@ -34,10 +35,21 @@ _MEANINGS = (
 )
 
 
-def draw_names(meanings: list[str], calls: list[dict[str, Any]]) -> list[str]:
+def tile_stage_names(settings: dict[str, Any]) -> list[str]:
+    """Our names of the temporal tiles, round by round, as the layout plans them for the run's settings."""
+    canvas = dfr_layout.plan_canvas(settings["num_frames"])
+    return [
+        f"round_{plan.index}.tile_{t}"
+        for plan in dfr_layout.plan_rounds(canvas, settings["temporal_upsample_rounds"])
+        for t in range(len(plan.tiles))
+    ]
+
+
+def draw_names(meanings: list[str], calls: list[dict[str, Any]], settings: dict[str, Any]) -> list[str]:
     """Our name of each recorded draw. Stage calls after the two spatial stages are the round tiles, in order."""
-    tiles = iter(f"round_{r}.tile_{t}" for r in range(1, 3) for t in range(8))
-    call_names = {index: _STAGES.get(index) or next(tiles) for index in range(len(calls))}
+    tiles = tile_stage_names(settings)
+    assert len(calls) == len(_STAGES) + len(tiles), f"{len(calls)} stage calls recorded for the tiles {tiles}"
+    call_names = {index: _STAGES.get(index) or tiles[index - len(_STAGES)] for index in range(len(calls))}
     names = []
     for i, meaning in enumerate(meanings):
         index, what = meaning.split(": ", 1)
@@ -59,17 +71,15 @@ def fx(golden_ltx25_fixture):
     return golden_ltx25_fixture("fx_pipeline_ltx25_more")
 
 
-def test_dfr_replays_the_reference(fx, golden_ltx25_dir: Path, golden_ltx25_manifest, assert_golden_close):
+def test_dfr_replays_the_reference(
+    fx, golden_ltx25_dir: Path, golden_ltx25_manifest, golden_ltx25_dfr_files: ModelFiles, assert_golden_close
+):
     p = fx.params[RUN]
     settings = p["settings"]
     names = golden_ltx25_manifest["component_files"]
-    files = ModelFiles.split(
-        transformer=golden_ltx25_dir / p["transformer_file"],
-        **{c: golden_ltx25_dir / names[c] for c in ("text_encoder", "video_vae", "audio_vae")},
-    )
     assert p["distilled_lora"] == [] and p["loras"] == [] and settings["tiling"] is None
     pipeline = DFRPipeline(
-        files,
+        golden_ltx25_dfr_files,
         golden_ltx25_dir / names["spatial_upsampler"],
         gemma_root=None,
         detailing_lora=[LoraSpec(golden_ltx25_dir / p["detailing_lora"]["file"], p["detailing_lora"]["strength"])],
@@ -83,7 +93,7 @@ def test_dfr_replays_the_reference(fx, golden_ltx25_dir: Path, golden_ltx25_mani
     (contexts,), _ = pipeline.encode_prompts([fx.params["prompt"]], seed=fx.params["seed"], images=(), enhance=False)
     assert_golden_close(contexts.video, fx[f"{RUN}.video_context"], atol=CONTEXT_ATOL, name="video_context")
     assert_golden_close(contexts.audio, fx[f"{RUN}.audio_context"], atol=CONTEXT_ATOL, name="audio_context")
-    draws = draw_names(p["draw_meaning"], p["stage_calls"])
+    draws = draw_names(p["draw_meaning"], p["stage_calls"], p["settings"])
     assert f"{RUN}.noise.{len(draws)}" not in fx
     noise = ReplayedNoise({name: fx[f"{RUN}.noise.{i}"] for i, name in enumerate(draws)})
     final = pipeline.latents_from_contexts(
@@ -104,7 +114,8 @@ def test_dfr_replays_the_reference(fx, golden_ltx25_dir: Path, golden_ltx25_mani
         assert short in final.stage_latents, f"the pipeline does not record {short}"
         assert_golden_close(final.stage_latents[short], expected, atol=LATENT_ATOL, name=name)
         compared += 1
-    assert compared >= 12, f"only {compared} latents compared"
+    # Every stage's latents, and each tile's (with its slots): none may go unchecked.
+    assert compared >= 6 + 2 * len(tile_stage_names(settings)), f"only {compared} latents compared"
     assert final.shape.frames == int(fx[f"{RUN}.num_frames"][0])
     assert final.shape.fps == p["dfr_layout"]["playback_fps"]
     generation = pipeline.decode(final)
@@ -122,7 +133,7 @@ def test_seeded_streams_give_the_recorded_draws(fx):
     seed = fx.params["seed"]
     main = SeededNoise(seed)
     tile_streams: dict[str, object] = {}
-    for i, name in enumerate(draw_names(p["draw_meaning"], p["stage_calls"])):
+    for i, name in enumerate(draw_names(p["draw_meaning"], p["stage_calls"], p["settings"])):
         stored = fx[f"{RUN}.noise.{i}"]
         if name.startswith("decoder."):
             continue

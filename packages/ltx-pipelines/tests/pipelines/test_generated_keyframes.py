@@ -14,7 +14,9 @@ import torch
 from safetensors.torch import save_file
 
 from ltx_core.conditioning import VideoConditionByKeyframeIndex, VideoGeneratedKeyframeSlots
-from ltx_core.loader import ModelFiles, read_checkpoint_config
+from ltx_core.loader import ModelFiles, checkpoint_config, read_checkpoint_config
+from ltx_core.model.video_vae.spec import VIDEO_ENCODER
+from ltx_core.model.video_vae.vae_class import video_scale_factors
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
 from ltx_pipelines import distilled, ti2vid_one_stage, ti2vid_two_stages
@@ -195,23 +197,57 @@ def _contexts(files: ModelFiles, seed: int) -> TextContexts:
     return TextContexts(video=video, audio=audio, mask=torch.ones(1, 16, dtype=torch.int64))
 
 
+@dataclass(frozen=True)
+class LatentGrid:
+    """The video latent of `frames` x `height` x `width` pixels under the files' VAE: (1, C, F, H, W), with one
+    token per latent cell (the patch size is 1) of the transformer's input width C."""
+
+    channels: int
+    frames: int
+    height: int
+    width: int
+
+    @classmethod
+    def of(cls, files: ModelFiles, frames: int, height: int, width: int) -> LatentGrid:
+        scale = video_scale_factors(checkpoint_config(VIDEO_ENCODER, files)["vae"])
+        channels = read_checkpoint_config(files, "transformer").get("in_channels", 128)
+        return cls(channels, (frames - 1) // scale.time + 1, height // scale.height, width // scale.width)
+
+    @property
+    def frame_tokens(self) -> int:
+        return self.height * self.width
+
+    @property
+    def tokens(self) -> int:
+        return self.frames * self.frame_tokens
+
+    def latent(self, frames: int | None = None) -> tuple[int, ...]:
+        return (1, self.channels, self.frames if frames is None else frames, self.height, self.width)
+
+
 CPU = {"device": "cpu", "dtype": torch.float32, "progress": False}
-# 128x128 output, 9 frames: stage 1 at 64x64 is a 2 x 2 x 2 latent grid (8 tokens, 4 per latent frame),
-# stage 2 at 128x128 a 2 x 4 x 4 grid (32 tokens). Two slots: linspace(0, 8, 4) -> frames 3 and 5.
+# 9 frames at 128x128 (stage 1 at half size); two slots: linspace(0, 8, 4) -> frames 3 and 5.
 CALL = {"height": 128, "width": 128, "num_frames": 9, "frame_rate": 24.0}
 
 
+def _two_stage_grids(files: ModelFiles) -> tuple[LatentGrid, LatentGrid]:
+    h, w, f = CALL["height"], CALL["width"], CALL["num_frames"]
+    return LatentGrid.of(files, f, h // 2, w // 2), LatentGrid.of(files, f, h, w)
+
+
 @pytest.mark.golden
-def test_distilled_slots_reach_stage_1_only(golden_ltx25_split_files, golden_ltx25_upsampler):
-    pipeline = DistilledPipeline(golden_ltx25_split_files, golden_ltx25_upsampler, None, **CPU)
-    contexts = _contexts(golden_ltx25_split_files, 3)
+def test_distilled_slots_reach_stage_1_only(golden_ltx25_dfr_files, golden_ltx25_upsampler):
+    files = golden_ltx25_dfr_files
+    half, full = _two_stage_grids(files)
+    pipeline = DistilledPipeline(files, golden_ltx25_upsampler, None, **CPU)
+    contexts = _contexts(files, 3)
     noise = RecordedNoise(5)
     final = pipeline.latents_from_contexts(contexts, noise=noise, generated_keyframes=2, **CALL)
-    assert noise.draws["stage_1.video"].shape == (1, 8 + 2 * 4, 128)
-    assert noise.draws["stage_2.video"].shape == (1, 32, 128)
-    assert final.stage_latents[STAGE_1_KEYFRAMES].shape == (1, 128, 2, 2, 2)
-    assert final.stage_latents["stage_1.video_latent"].shape == (1, 128, 2, 2, 2)
-    assert final.video is not None and final.video.shape == (1, 128, 2, 4, 4)
+    assert noise.draws["stage_1.video"].shape == (1, half.tokens + 2 * half.frame_tokens, half.channels)
+    assert noise.draws["stage_2.video"].shape == (1, full.tokens, full.channels)
+    assert final.stage_latents[STAGE_1_KEYFRAMES].shape == half.latent(2)
+    assert final.stage_latents["stage_1.video_latent"].shape == half.latent()
+    assert final.video is not None and final.video.shape == full.latent()
     assert not any(name.startswith("stage_2") and "keyframes" in name for name in final.stage_latents)
     plain = pipeline.latents_from_contexts(contexts, noise=RecordedNoise(5), **CALL)
     assert STAGE_1_KEYFRAMES not in plain.stage_latents
@@ -223,31 +259,35 @@ def test_distilled_slots_reach_stage_1_only(golden_ltx25_split_files, golden_ltx
 @pytest.mark.parametrize(
     "pipeline_class", [TI2VidTwoStagesPipeline, TI2VidTwoStagesHQPipeline], ids=["euler", "hq-res2s"]
 )
-def test_guided_two_stage_slots_reach_stage_1_only(golden_ltx25_split_files, golden_ltx25_upsampler, pipeline_class):
-    pipeline = pipeline_class(golden_ltx25_split_files, golden_ltx25_upsampler, None, distilled_lora=None, **CPU)
+def test_guided_two_stage_slots_reach_stage_1_only(golden_ltx25_dfr_files, golden_ltx25_upsampler, pipeline_class):
+    files = golden_ltx25_dfr_files
+    half, full = _two_stage_grids(files)
+    pipeline = pipeline_class(files, golden_ltx25_upsampler, None, distilled_lora=None, **CPU)
     noise = RecordedNoise(5)
     final = pipeline.latents_from_contexts(
-        _contexts(golden_ltx25_split_files, 3), _contexts(golden_ltx25_split_files, 4), noise=noise,
+        _contexts(files, 3), _contexts(files, 4), noise=noise,
         num_inference_steps=2, generated_keyframes=[2, 6], **CALL,
     )  # fmt: skip
-    assert noise.draws["stage_1.video"].shape == (1, 8 + 2 * 4, 128)
-    assert noise.draws["stage_2.video"].shape == (1, 32, 128)
-    assert final.stage_latents[STAGE_1_KEYFRAMES].shape == (1, 128, 2, 2, 2)
-    assert final.video is not None and final.video.shape == (1, 128, 2, 4, 4)
+    assert noise.draws["stage_1.video"].shape == (1, half.tokens + 2 * half.frame_tokens, half.channels)
+    assert noise.draws["stage_2.video"].shape == (1, full.tokens, full.channels)
+    assert final.stage_latents[STAGE_1_KEYFRAMES].shape == half.latent(2)
+    assert final.video is not None and final.video.shape == full.latent()
 
 
 @pytest.mark.golden
-def test_one_stage_slots_are_kept_as_stage_1_keyframes(golden_ltx25_split_files):
-    pipeline = TI2VidOneStagePipeline(golden_ltx25_split_files, None, **CPU)
+def test_one_stage_slots_are_kept_as_stage_1_keyframes(golden_ltx25_dfr_files):
+    files = golden_ltx25_dfr_files
+    # One stage at 64x64, 9 frames; one slot at frame 4 (linspace(0, 8, 3)).
+    grid = LatentGrid.of(files, 9, 64, 64)
+    pipeline = TI2VidOneStagePipeline(files, None, **CPU)
     noise = RecordedNoise(5)
-    # 64x64 at full size: a 2 x 2 x 2 grid, 8 tokens; one slot at frame 4 (linspace(0, 8, 3)).
     final = pipeline.latents_from_contexts(
-        _contexts(golden_ltx25_split_files, 3), _contexts(golden_ltx25_split_files, 4), noise=noise,
+        _contexts(files, 3), _contexts(files, 4), noise=noise,
         num_inference_steps=1, generated_keyframes=1, height=64, width=64, num_frames=9, frame_rate=24.0,
     )  # fmt: skip
-    assert noise.draws["stage_1.video"].shape == (1, 8 + 4, 128)
-    assert final.stage_latents[STAGE_1_KEYFRAMES].shape == (1, 128, 1, 2, 2)
-    assert final.video is not None and final.video.shape == (1, 128, 2, 2, 2)
+    assert noise.draws["stage_1.video"].shape == (1, grid.tokens + grid.frame_tokens, grid.channels)
+    assert final.stage_latents[STAGE_1_KEYFRAMES].shape == grid.latent(1)
+    assert final.video is not None and final.video.shape == grid.latent()
 
 
 # ---- the command lines ---------------------------------------------------------------------------------------
