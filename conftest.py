@@ -133,8 +133,9 @@ def golden_manifest(golden_dir: Path) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="session")
-def golden_checkpoint(golden_dir: Path) -> Path:
-    return golden_dir / "checkpoint.safetensors"
+def golden_checkpoint(golden_dir: Path, golden_manifest: dict[str, Any]) -> Path:
+    """The set's single-file checkpoint, as its manifest names it."""
+    return golden_dir / golden_manifest["checkpoint"]["file"]
 
 
 @pytest.fixture(scope="session")
@@ -293,12 +294,12 @@ def golden_ltx25_diffusers(golden_dir: Path, golden_interop_dir: Path) -> Ltx25D
 
 
 @pytest.fixture(scope="session", params=MODEL_SOURCES)
-def golden_model_source(request: pytest.FixtureRequest, golden_dir: Path) -> Any:
+def golden_model_source(request: pytest.FixtureRequest, golden_checkpoint: Path) -> Any:
     """What the golden models are built from: the single file, or the same weights as diffusers wrote
     them (`interop/diffusers/`, read through `ModelFiles.from_diffusers`). Parity tests that build from
     this run their checks, at their tolerances, once per source."""
     if request.param == "single-file":
-        return golden_dir / "checkpoint.safetensors"
+        return golden_checkpoint
     from ltx_core.loader import ModelFiles
 
     return ModelFiles.from_diffusers(request.getfixturevalue("golden_interop_dir") / "diffusers")

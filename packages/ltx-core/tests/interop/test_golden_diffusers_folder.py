@@ -28,9 +28,9 @@ def _same_weights(a: torch.nn.Module, b: torch.nn.Module, name: str) -> None:
 
 
 @pytest.mark.golden
-def test_every_component_has_the_single_file_weights(golden_dir, golden_interop_dir):
+def test_every_component_has_the_single_file_weights(golden_checkpoint, golden_interop_dir):
     files = ModelFiles.from_diffusers(golden_interop_dir / "diffusers")
-    checkpoint = golden_dir / "checkpoint.safetensors"
+    checkpoint = golden_checkpoint
     for spec in (AV_TRANSFORMER, VIDEO_ENCODER, VIDEO_DECODER, AUDIO_ENCODER, AUDIO_DECODER, VOCODER):
         _same_weights(build_model(spec, files, device="cpu"), build_model(spec, checkpoint, device="cpu"), spec.name)
 
@@ -48,7 +48,7 @@ def test_every_upsampler_folder_has_the_upsampler_file_weights(golden_dir, golde
 
 
 @pytest.mark.golden
-def test_export_writes_the_folder_diffusers_wrote(golden_dir, golden_interop_dir, tmp_path):
+def test_export_writes_the_folder_diffusers_wrote(golden_dir, golden_checkpoint, golden_interop_dir, tmp_path):
     """`to-diffusers` on the golden checkpoint and upsamplers gives the interop folder: same folders,
     key names, shapes, dtypes, values and config.json contents (`_diffusers_version` included)."""
     import json
@@ -60,7 +60,7 @@ def test_export_writes_the_folder_diffusers_wrote(golden_dir, golden_interop_dir
     want_root = golden_interop_dir / "diffusers"
     conversion = json.loads((golden_interop_dir / "verification.json").read_text())["conversion"]
     upsamplers = [golden_dir / v["source"] for v in conversion.values() if isinstance(v, dict) and "source" in v]
-    got_root = single_file_to_diffusers(golden_dir / "checkpoint.safetensors", tmp_path / "out", upsamplers=upsamplers)
+    got_root = single_file_to_diffusers(golden_checkpoint, tmp_path / "out", upsamplers=upsamplers)
     want_files = sorted(p.relative_to(want_root) for p in want_root.rglob("*") if p.is_file())
     assert sorted(p.relative_to(got_root) for p in got_root.rglob("*") if p.is_file()) == want_files
     for rel in want_files:

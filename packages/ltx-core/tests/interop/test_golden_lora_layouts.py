@@ -21,12 +21,18 @@ from ltx_core.model.transformer.spec import AV_TRANSFORMER
 EXPECTED = "expected_fused.safetensors"
 
 
+def _source_lora(golden_dir: Path) -> Path:
+    """The source LoRA (ComfyUI layout) the others and the expected weights were made from, as
+    `interop/verification.json` names it."""
+    verification = json.loads((golden_dir / "interop" / "verification.json").read_text())
+    return golden_dir / verification["lora"]["source"]
+
+
 def _lora_files(golden_dir: Path) -> list[Path]:
     folder = golden_dir / "interop" / "lora"
     files = sorted(p for p in folder.glob("*.safetensors") if p.name != EXPECTED)
     assert files, f"no LoRA files in {folder}"
-    # The source LoRA the expected weights were fused from, in the ComfyUI layout.
-    return [golden_dir / "distilled_lora.safetensors", *files]
+    return [_source_lora(golden_dir), *files]
 
 
 def _expected(golden_dir: Path) -> tuple[list[float], dict[str, torch.Tensor]]:
@@ -38,8 +44,8 @@ def _expected(golden_dir: Path) -> tuple[list[float], dict[str, torch.Tensor]]:
 
 
 @pytest.mark.golden
-def test_every_lora_layout_fuses_to_the_reference_weights(golden_dir):
-    checkpoint = golden_dir / "checkpoint.safetensors"
+def test_every_lora_layout_fuses_to_the_reference_weights(golden_dir, golden_checkpoint):
+    checkpoint = golden_checkpoint
     weights = load_state_dict(checkpoint, AV_TRANSFORMER.ops, dtype=torch.float32)
     stored = stored_float_dtypes(checkpoint, AV_TRANSFORMER.ops)
     strengths, expected = _expected(golden_dir)
@@ -64,7 +70,7 @@ def test_every_lora_layout_fuses_to_the_reference_weights(golden_dir):
 def test_kohya_and_diffusers_names_resolve_without_the_model(golden_dir):
     """Without the model's module names (e.g. converting a file), kohya and diffusers names still map to
     the source LoRA's module names."""
-    source = read_lora(golden_dir / "distilled_lora.safetensors")
+    source = read_lora(_source_lora(golden_dir))
     for lora in _lora_files(golden_dir)[1:]:
         read = read_lora(lora)
         assert set(read.modules) == set(source.modules), lora.name

@@ -18,9 +18,10 @@ def _gemma_sizes(text_config: dict) -> tuple[int, int]:
     return text_config["hidden_size"], text_config["num_hidden_layers"] + 1
 
 
-def test_matches_reference(golden_dir, golden_model_source, golden_fixture, assert_golden_close):
+def test_matches_reference(golden_dir, golden_manifest, golden_model_source, golden_fixture, assert_golden_close):
     fx = golden_fixture("fx_text_embeddings")
-    hidden, states = _gemma_sizes(json.loads((golden_dir / "gemma_config.json").read_text())["text_config"])
+    gemma_config = golden_dir / golden_manifest["gemma_config"]["file"]
+    hidden, states = _gemma_sizes(json.loads(gemma_config.read_text())["text_config"])
     assert (hidden, states) == (fx.params["gemma_hidden_size"], fx.params["gemma_num_hidden_states"])
     processor_spec = text_embeddings_spec(hidden, states)
     processor = build_model(processor_spec, golden_model_source, dtype=torch.float32, device="cpu")

@@ -128,6 +128,7 @@ def write_test_image() -> Callable[..., Path]:
 
 # ---- media for the conditioned pipelines (video references, mask videos, lip-dub sources) ---------------
 
+
 def _write_clip(
     path: Path,
     *,
@@ -189,8 +190,6 @@ def _read_output(path: Path) -> Written:
     return Written(frames, fps, audio.shape[0], audio.shape[1], json.loads(path.with_suffix(".json").read_text()))
 
 
-
-
 @pytest.fixture(scope="session")
 def write_clip() -> Callable[..., Path]:
     """write_clip(path, frames=, height=, width=, fps=24, audio_rate=16000, seed=0) -> path (H.264 + AAC)."""
@@ -232,11 +231,11 @@ def read_keys(monkeypatch) -> list[str]:
 
 
 @pytest.fixture(scope="session", params=("single-file", "diffusers"))
-def golden_pipeline_models(request: pytest.FixtureRequest, golden_dir: Path, golden_spatial_upsampler: Path):
+def golden_pipeline_models(request: pytest.FixtureRequest, golden_checkpoint: Path, golden_spatial_upsampler: Path):
     """(checkpoint, x2 spatial upsampler) as the pipelines take them: the golden files, or the diffusers
     model folder and `latent_upsampler*/` folder diffusers' converter wrote from them (`interop/`)."""
     if request.param == "single-file":
-        return golden_dir / "checkpoint.safetensors", golden_spatial_upsampler
+        return golden_checkpoint, golden_spatial_upsampler
     interop = request.getfixturevalue("golden_interop_dir")
     conversion = json.loads((interop / "verification.json").read_text())["conversion"]
     folders = {v["source"]: k for k, v in conversion.items() if isinstance(v, dict) and "source" in v}
