@@ -37,11 +37,15 @@ def test_ltx25_spatial_upsampler_matches_reference(
 
 
 def test_ltx25_temporal_upsampler_matches_reference(
-    golden_ltx25_fixture, ltx25_files, ltx25_component_file, assert_golden_close
+    golden_ltx25_fixture, golden_ltx25_dir, ltx25_files, golden_lacks, assert_golden_close
 ):
-    """The temporal x2 upsampler file (2F - 1 latent frames), checked on the DFR run's first temporal round."""
+    """The temporal x2 upsampler file the DFR run used (2F - 1 latent frames), checked on its first round."""
     fx = golden_ltx25_fixture("fx_pipeline_ltx25_more")
-    upsampler = build_model(LATENT_UPSAMPLER, ltx25_component_file("temporal_upsampler"), device="cpu")
+    if "dfr.round_1.temporal_upsampled_latent" not in fx:
+        golden_lacks("fx_pipeline_ltx25_more's dfr.round_1.temporal_upsampled_latent (a DFR run with a temporal round)")
+    upsampler = build_model(
+        LATENT_UPSAMPLER, golden_ltx25_dir / fx.params["dfr"]["temporal_upsampler_file"], device="cpu"
+    )
     encoder = build_model(VIDEO_ENCODER, ltx25_files, device="cpu")
     latent = fx["dfr.stage_2.video_latent"]
     with torch.inference_mode():
