@@ -117,3 +117,58 @@ def test_auto_duration_lets_the_head_pick_the_requested_length(demo_home, tmp_pa
     assert parameters["auto_duration"] == [0.3, 0.4]
     with av.open(str(output)) as container:
         assert sum(1 for _ in container.decode(video=0)) == 9
+
+
+def test_two_rounds_tile_and_anchor_as_the_layout_plans(ltx25_demo, monkeypatch):
+    """Two temporal rounds: each round's tiles are the layout's (`plan_rounds`), and round 2 is anchored on
+    round 1's seams and on the slots round 1 generated (each doubled), with those slots' latents."""
+    import torch
+
+    from ltx_core.loader import read_checkpoint_config
+    from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
+    from ltx_pipelines.dfr import DFRPipeline
+    from ltx_pipelines.engine import dfr_layout
+    from ltx_pipelines.engine.noise import SeededNoise
+
+    anchors: list[tuple[int, torch.Tensor]] = []
+
+    class RecordedAnchor(dfr.VideoConditionByKeyframeIndex):
+        def __init__(self, keyframes, frame_idx, strength):
+            anchors.append((frame_idx, keyframes))
+            super().__init__(keyframes, frame_idx, strength)
+
+    monkeypatch.setattr(dfr, "VideoConditionByKeyframeIndex", RecordedAnchor)
+    files = ltx25_demo.model_files()
+    widths = read_checkpoint_config(files, "transformer")
+    generator = torch.Generator().manual_seed(2)
+    contexts = TextContexts(
+        torch.randn(1, 8, widths["cross_attention_dim"], generator=generator),
+        torch.randn(1, 8, widths["audio_cross_attention_dim"], generator=generator),
+        torch.ones(1, 8, dtype=torch.int64),
+    )
+    pipeline = DFRPipeline(
+        files, ltx25_demo.spatial_upsampler, None, temporal_upsampler_path=ltx25_demo.temporal_upsampler,
+        device="cpu", dtype=torch.float32, progress=False,
+    )  # fmt: skip
+    monkeypatch.setattr(DFRPipeline, "_audio_cut_to_video", staticmethod(lambda final: final))
+    final = pipeline.latents_from_contexts(
+        contexts, height=64, width=64, num_frames=9, frame_rate=12.0, noise=SeededNoise(4), seed=4,
+        temporal_upsample_rounds=2,
+    )  # fmt: skip
+    latents = final.stage_latents
+    first, second = dfr_layout.plan_rounds(dfr_layout.plan_canvas(9), 2)
+    for plan in (first, second):
+        for t, tile in enumerate(plan.tiles):
+            assert latents[f"round_{plan.index}.tile_{t}.video_latent"].shape[2] == tile.latent_frames
+            assert latents[f"round_{plan.index}.tile_{t}.video_generated_keyframes"].shape[2] == len(tile.slots)
+        assert f"round_{plan.index}.tile_{len(plan.tiles)}.video_latent" not in latents
+    # Round 1 anchors its one tile on the doubled canvas keyframe; round 2 its tiles on the doubled seams and
+    # slots of round 1, the slot carried as round 1's tile generated it.
+    round_1 = [frame for frame, _ in anchors[: len(first.tiles[0].anchors)]]
+    assert round_1 == list(first.tiles[0].local(first.tiles[0].anchors))
+    round_2 = anchors[len(first.tiles[0].anchors) :]
+    want = [(t, p) for t in second.tiles for p in t.anchors]
+    assert [frame for frame, _ in round_2] == [t.local((p,))[0] for t, p in want]
+    slot = latents["round_1.tile_0.video_generated_keyframes"][:, :, :1]
+    carried = [k for (_, k), (_, p) in zip(round_2, want, strict=True) if p == 2 * first.tiles[0].slots[0]]
+    assert carried and all(torch.equal(k, slot) for k in carried)
