@@ -227,6 +227,22 @@ def golden_interop_dir(golden_dir: Path) -> Path:
     return d
 
 
+LTX20_SUBSET = "ltx-2.0"
+
+
+@pytest.fixture(scope="session")
+def golden_ltx20_dir(golden_interop_dir: Path) -> Path:
+    """The LTX-2.0 interop sub-set `<golden_dir>/interop/ltx-2.0/` (2.0 single file, the folder diffusers'
+    converter wrote from it, reference and diffusers outputs): skipped (by name) when an `LTX_GOLDEN_DIR`
+    set lacks it, a failure when the vendored set does."""
+    d = golden_interop_dir / LTX20_SUBSET
+    if not (d / "inputs.safetensors").is_file():
+        if os.environ.get("LTX_GOLDEN_DIR"):
+            pytest.skip(f"the golden set {golden_interop_dir.parent} has no {INTEROP_SUBSET}/{LTX20_SUBSET}/ sub-set")
+        pytest.fail(f"the vendored golden set lacks {INTEROP_SUBSET}/{LTX20_SUBSET}/", pytrace=False)
+    return d
+
+
 @pytest.fixture(scope="session", params=MODEL_SOURCES)
 def golden_model_source(request: pytest.FixtureRequest, golden_dir: Path) -> Any:
     """What the golden models are built from: the single file, or the same weights as diffusers wrote

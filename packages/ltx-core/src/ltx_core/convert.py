@@ -212,7 +212,11 @@ def single_file_to_diffusers(
         )
     t, vae = config["transformer"], config["vae"]
     stft = config["audio_vae"].get("preprocessing", {}).get("stft", {})
-    mel_bins = config["audio_vae"]["model"]["params"]["ddconfig"]["mel_bins"]
+    vocoder_roots = ("vocoder.vocoder.", "vocoder.") if "bwe" in config["vocoder"] else ("vocoder.",)
+    vocoder_in = header.tensors.get(f"{vocoder_roots[0]}conv_pre.weight")
+    bwe_in = header.tensors.get("vocoder.bwe_generator.conv_pre.weight")
+    if vocoder_in is None:
+        raise CheckpointError(f"{str(checkpoint)!r} has no {vocoder_roots[0]}conv_pre.weight for the vocoder")
     projection_name = next(
         (
             name
@@ -260,7 +264,14 @@ def single_file_to_diffusers(
         ),
         "vae": (dc.video_vae_to_diffusers(vae), lambda key: dn.video_vae_key_to_diffusers(key, pairs)),
         "audio_vae": (dc.audio_vae_to_diffusers(config["audio_vae"]), dn.audio_vae_key_to_diffusers),
-        "vocoder": (dc.vocoder_to_diffusers(config["vocoder"], mel_bins=mel_bins), dn.vocoder_key_to_diffusers),
+        "vocoder": (
+            dc.vocoder_to_diffusers(
+                config["vocoder"],
+                in_channels=vocoder_in.shape[1],
+                bwe_in_channels=None if bwe_in is None else bwe_in.shape[1],
+            ),
+            dn.vocoder_key_to_diffusers,
+        ),
     }
     index = {**MODEL_INDEX_CONTENT, "vocoder": ["ltx2", components["vocoder"][0]["_class_name"]]}
     distilled = is_distilled_name(checkpoint) if distilled is None else distilled

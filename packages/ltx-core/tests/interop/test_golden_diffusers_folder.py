@@ -163,8 +163,11 @@ def test_released_22b_names_and_configs_translate_both_ways(golden_dir):
         dc.audio_vae_from_diffusers(dc.audio_vae_to_diffusers(config["audio_vae"]))["model"]
         == config["audio_vae"]["model"]
     )
-    mel_bins = config["audio_vae"]["model"]["params"]["ddconfig"]["mel_bins"]
-    vocoder = dc.vocoder_from_diffusers(dc.vocoder_to_diffusers(config["vocoder"], mel_bins=mel_bins))
+    widths = {part: keys[f"vocoder.{part}.conv_pre.weight"][0][1] for part in ("vocoder", "bwe_generator")}
+    exported = dc.vocoder_to_diffusers(
+        config["vocoder"], in_channels=widths["vocoder"], bwe_in_channels=widths["bwe_generator"]
+    )
+    vocoder = dc.vocoder_from_diffusers(exported)
     for part in ("vocoder", "bwe"):
         for field, value in vocoder[part].items():
             assert config["vocoder"][part].get(field, value) == value, (part, field)

@@ -222,6 +222,7 @@ def connectors_to_diffusers(
     `text_proj_in_factor`: the text projection's input width over `caption_channels` (from its weight);
     `proj_bias`: whether the projection has a bias (LTX-2.3's do, LTX-2.0's does not)."""
     t = config
+    v2 = _uses_v2_text_path(t)
     gated = bool(t.get("connector_apply_gated_attention", False))
     layers = t.get("connector_num_layers", 2)
     registers = t.get("connector_num_learnable_registers", 128)
@@ -231,11 +232,12 @@ def connectors_to_diffusers(
         "audio_connector_num_layers": layers,
         "audio_connector_num_learnable_registers": registers,
         "audio_gated_attn": gated,
-        "audio_hidden_dim": t["audio_num_attention_heads"] * t["audio_attention_head_dim"],
+        # Read only by the per-modality (2.3) projections; for 2.0 diffusers' converter keeps the defaults.
+        "audio_hidden_dim": t["audio_num_attention_heads"] * t["audio_attention_head_dim"] if v2 else 2048,
         "caption_channels": t["caption_channels"],
         "causal_temporal_positioning": False,
         "connector_rope_base_seq_len": t.get("connector_positional_embedding_max_pos", [4096])[0],
-        "per_modality_projections": _uses_v2_text_path(t),
+        "per_modality_projections": v2,
         "proj_bias": proj_bias,
         "rope_double_precision": t.get("frequencies_precision", "float32") == "float64",
         "rope_theta": t.get("positional_embedding_theta", 10000.0),
@@ -246,7 +248,7 @@ def connectors_to_diffusers(
         "video_connector_num_layers": layers,
         "video_connector_num_learnable_registers": registers,
         "video_gated_attn": gated,
-        "video_hidden_dim": t["num_attention_heads"] * t["attention_head_dim"],
+        "video_hidden_dim": t["num_attention_heads"] * t["attention_head_dim"] if v2 else 4096,
     }
     return _stamp(CONNECTORS_CLASS, fields)
 
@@ -716,26 +718,31 @@ def _generator_to_diffusers(
     }
 
 
-def vocoder_to_diffusers(vocoder: Mapping[str, Any], *, mel_bins: int) -> dict[str, Any]:
+def vocoder_to_diffusers(
+    vocoder: Mapping[str, Any], *, in_channels: int, bwe_in_channels: int | None = None
+) -> dict[str, Any]:
     """diffusers' vocoder config.json from the reference's `vocoder` section: `LTX2VocoderWithBWE` for the
-    2.3 layout (with a bandwidth extension), `LTX2Vocoder` for the flat LTX-2.0 one."""
+    2.3 layout (with a bandwidth extension), `LTX2Vocoder` for the flat LTX-2.0 one.
+
+    `in_channels` / `bwe_in_channels`: the input widths of the generators' `conv_pre` (stereo x mel bins,
+    from their weights: the vocoder's mel bins need not be the audio VAE's)."""
     if "bwe" not in vocoder:
         g = vocoder
-        channels = 2 * mel_bins if g.get("stereo", True) else mel_bins
+        channels = in_channels
         fields = {
             **_generator_to_diffusers(g, "", channels, _final_act(True, bool(g.get("use_tanh_at_final", True)))),
             "output_sampling_rate": g.get("output_sampling_rate", 24000),
         }
         return _stamp(VOCODER_V1_CLASS, fields)
     base, bwe = vocoder["vocoder"], vocoder["bwe"]
-    channels = 2 * mel_bins if base.get("stereo", True) else mel_bins
+    channels = in_channels
     # The reference always applies stage 1's final activation (a clamp unless tanh): diffusers' converter
     # writes None there, under which diffusers does not clamp; "clamp" computes what the reference does.
     base_act = _final_act(True, bool(base.get("use_tanh_at_final", True)))
     bwe_act = _final_act(bool(bwe.get("apply_final_activation", False)), bool(bwe.get("use_tanh_at_final", True)))
     fields = {
         **_generator_to_diffusers(base, "", channels, base_act),
-        **_generator_to_diffusers(bwe, "bwe_", channels, bwe_act),
+        **_generator_to_diffusers(bwe, "bwe_", channels if bwe_in_channels is None else bwe_in_channels, bwe_act),
         "filter_length": bwe["n_fft"],
         "hop_length": bwe["hop_length"],
         "window_length": bwe["win_size"],
