@@ -1,13 +1,15 @@
 """Converting model files between the reference's single file and diffusers' model folder.
 
-    python -m ltx_core.convert to-diffusers CHECKPOINT OUT_DIR [--upsampler FILE ...]
+    python -m ltx_core.convert to-diffusers CHECKPOINT OUT_DIR [--upsampler FILE ...] [--[no-]distilled]
     python -m ltx_core.convert from-diffusers FOLDER OUT.safetensors
 
 `to-diffusers` writes the folder diffusers' own converter writes (`model_index.json`, `transformer/`,
 `connectors/`, `vae/`, `audio_vae/`, `vocoder/`, `scheduler/`, and `latent_upsampler*/` for each
 `--upsampler`): the same key names, the same `config.json` contents, every tensor copied as stored (no
-precision change). `from-diffusers` writes the single file back (or, given a `latent_upsampler*/` folder,
-the upsampler file), its `config` metadata translated from the folders' `config.json`.
+precision change), for LTX-2.3 and LTX-2.0 files alike; the scheduler is the distilled one for a distilled
+file. `from-diffusers` writes the single file back (or, given a `latent_upsampler*/` folder, the upsampler
+file), its `config` metadata translated from the folders' `config.json`; a folder of some components gives
+a file of those.
 
 Round trips are tensor-exact, with one exception diffusers imposes: its video VAE keeps only the latent
 mean and std of the reference's five per-channel statistics (`channel`, `mean-of-stds`,
