@@ -97,3 +97,33 @@ def test_ltx20_export_writes_the_folder_diffusers_wrote(golden_ltx20_dir, tmp_pa
         got, want = load_file(got_root / rel), load_file(want_root / rel)
         assert got.keys() == want.keys(), rel
         assert not [k for k in want if got[k].dtype != want[k].dtype or not torch.equal(got[k], want[k])], rel
+
+
+@pytest.mark.golden
+def test_ltx20_folder_converts_back_to_the_single_file(golden_ltx20_dir, tmp_path):
+    """`from-diffusers` on the converter's 2.0 folder: the single file's tensors (less the VAE statistics
+    diffusers does not keep) and a config whose sections build the same models (flat 2.0 vocoder)."""
+    from ltx_core.convert import diffusers_to_single_file
+
+    checkpoint = golden_ltx20_dir / "checkpoint.safetensors"
+    back = diffusers_to_single_file(golden_ltx20_dir / "diffusers", tmp_path / "back.safetensors")
+    got, want = load_file(back), load_file(checkpoint)
+    assert set(got) <= set(want) and not [k for k in got if not torch.equal(got[k], want[k])]
+    assert not [k for k in set(want) - set(got) if not k.startswith("vae.per_channel_statistics.")]
+    for spec in (AV_TRANSFORMER, VIDEO_DECODER, AUDIO_DECODER, VOCODER):
+        a, b = (build_model(spec, s, device="cpu").state_dict() for s in (back, checkpoint))
+        assert a.keys() == b.keys() and not [k for k in a if not torch.equal(a[k], b[k])], spec.name
+    from ltx_core.loader.safetensors_header import read_safetensors_header
+    from ltx_core.model.audio_vae.vocoder_config import vocoder_config_from_checkpoint
+    from ltx_core.model.transformer.config import ModelVariant, parse_transformer_config
+    from ltx_core.model.video_vae.config import VideoVAEConfig
+
+    got_config, want_config = (read_safetensors_header(p).metadata["config"] for p in (back, checkpoint))
+    assert vocoder_config_from_checkpoint(got_config) == vocoder_config_from_checkpoint(want_config)
+    assert VideoVAEConfig.from_checkpoint_config(got_config["vae"]) == VideoVAEConfig.from_checkpoint_config(
+        want_config["vae"]
+    )
+    got_t, want_t = (
+        parse_transformer_config(c["transformer"], ModelVariant.AUDIO_VIDEO) for c in (got_config, want_config)
+    )
+    assert got_t == want_t

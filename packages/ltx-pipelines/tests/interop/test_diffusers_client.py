@@ -131,6 +131,7 @@ def test_every_component_loads_strictly_and_the_distilled_scheduler_is_written(e
     _, folder = exported
     AutoencoderKLLTX2Audio.from_pretrained(folder / "audio_vae")
     LTX2TextConnectors.from_pretrained(folder / "connectors")
+    diffusers.LTX2Pipeline.from_pretrained(folder, text_encoder=None, tokenizer=None)
     scheduler = FlowMatchEulerDiscreteScheduler.from_pretrained(folder / "scheduler")
     assert scheduler.config.use_dynamic_shifting is False and scheduler.config.shift_terminal is None
 
