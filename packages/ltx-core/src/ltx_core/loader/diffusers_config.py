@@ -2,10 +2,11 @@
 
 The reference's single file describes every component in one `config` object (sections `transformer`,
 `vae`, `audio_vae`, `vocoder`; upsampler files a flat object). diffusers keeps one `config.json` per
-component folder with its own names. These functions translate both ways for the LTX-2.3 family
-(`LTX2VideoTransformer3DModel`, `LTX2TextConnectors`, `AutoencoderKLLTX2Video`, `AutoencoderKLLTX2Audio`,
-`LTX2VocoderWithBWE`, `LTX2LatentUpsamplerModel`); anything the reference's models cannot express is
-refused naming the field.
+component folder with its own names. These functions translate both ways for LTX-2 (19B, "2.0") and
+LTX-2.3 (`LTX2VideoTransformer3DModel`, `LTX2TextConnectors`, `AutoencoderKLLTX2Video`,
+`AutoencoderKLLTX2Audio`, `LTX2Vocoder` (2.0) / `LTX2VocoderWithBWE` (2.3), `LTX2LatentUpsamplerModel`);
+anything the reference's models cannot express is refused naming the field. A key a config.json lacks
+is read as diffusers' own default for it (`DIFFUSERS_DEFAULTS`), as diffusers reads it.
 
 Where the two disagree we follow the reference (see docs/interop.md): the transformer and the text
 connectors share the reference's `transformer` section; `perturbed_attn` (diffusers' STG switch) is written
