@@ -293,6 +293,20 @@ def golden_ltx25_diffusers(golden_dir: Path, golden_interop_dir: Path) -> Ltx25D
     return Ltx25DiffusersFolder(folder, golden_dir, json.loads(verification.read_text()))
 
 
+LTX20_SUBSET = "ltx-2.0"
+
+
+@pytest.fixture(scope="session")
+def golden_ltx20_dir(golden_dir: Path, golden_interop_dir: Path) -> Path:
+    """The LTX-2.0 interop sub-set `<golden_dir>/interop/ltx-2.0/` (2.0 single file, the folder diffusers'
+    converter wrote from it, reference and diffusers outputs): skipped (by name) when another set lacks it,
+    a failure when the vendored set does."""
+    d = golden_interop_dir / LTX20_SUBSET
+    if not (d / "inputs.safetensors").is_file():
+        lacking_in(golden_dir, f"{INTEROP_SUBSET}/{LTX20_SUBSET}/")
+    return d
+
+
 @pytest.fixture(scope="session", params=MODEL_SOURCES)
 def golden_model_source(request: pytest.FixtureRequest, golden_checkpoint: Path) -> Any:
     """What the golden models are built from: the single file, or the same weights as diffusers wrote

@@ -1,13 +1,15 @@
 """Converting model files between the reference's single file and diffusers' model folder.
 
-    python -m ltx_core.convert to-diffusers CHECKPOINT OUT_DIR [--upsampler FILE ...]
+    python -m ltx_core.convert to-diffusers CHECKPOINT OUT_DIR [--upsampler FILE ...] [--[no-]distilled]
     python -m ltx_core.convert from-diffusers FOLDER OUT.safetensors
 
 `to-diffusers` writes the folder diffusers' own converter writes (`model_index.json`, `transformer/`,
 `connectors/`, `vae/`, `audio_vae/`, `vocoder/`, `scheduler/`, and `latent_upsampler*/` for each
 `--upsampler`): the same key names, the same `config.json` contents, every tensor copied as stored (no
-precision change). `from-diffusers` writes the single file back (or, given a `latent_upsampler*/` folder,
-the upsampler file), its `config` metadata translated from the folders' `config.json`.
+precision change), for LTX-2.3 and LTX-2.0 files alike; the scheduler is the distilled one for a distilled
+file. `from-diffusers` writes the single file back (or, given a `latent_upsampler*/` folder, the upsampler
+file), its `config` metadata translated from the folders' `config.json`; a folder of some components gives
+a file of those.
 
 Round trips are tensor-exact, with one exception diffusers imposes: its video VAE keeps only the latent
 mean and std of the reference's five per-channel statistics (`channel`, `mean-of-stds`,
@@ -82,7 +84,37 @@ SCHEDULER_CONFIG: dict[str, Any] = {
     "use_exponential_sigmas": False,
     "use_karras_sigmas": False,
 }
+# A distilled checkpoint's scheduler: its sigmas are used as they are (diffusers' converter writes this for a
+# checkpoint whose file name says "distilled").
+DISTILLED_SCHEDULER_OVERRIDES: dict[str, Any] = {"use_dynamic_shifting": False, "shift_terminal": None}
 WEIGHTS_FILE = f"{WEIGHTS_STEM}.safetensors"
+
+
+def scheduler_config(*, distilled: bool) -> dict[str, Any]:
+    """The scheduler_config.json diffusers' converter writes for a distilled or a full checkpoint."""
+    return {**SCHEDULER_CONFIG, **(DISTILLED_SCHEDULER_OVERRIDES if distilled else {})}
+
+
+def is_distilled_name(path: str | Path) -> bool:
+    """diffusers' converter rule: a checkpoint is distilled when its file name says so (the single file
+    states it nowhere else)."""
+    return "distilled" in Path(path).name
+
+
+def diffusers_load_problems(config: Mapping[str, Any], tensors: Mapping[str, Any]) -> list[str]:
+    """Why diffusers' own classes would not load the folder written from this single file (empty: they
+    would). `tensors`: the file's header entries (name -> shape-bearing info)."""
+    problems = []
+    audio = config.get("audio_vae", {}).get("model", {}).get("params", {}).get("ddconfig", {})
+    stats = tensors.get("audio_vae.per_channel_statistics.mean-of-means")
+    if stats is not None and audio and list(stats.shape) != [audio.get("ch", 128)]:
+        # AutoencoderKLLTX2Audio sizes latents_mean / latents_std by base_channels; the reference by
+        # latent channels x latent mel bins. Only files where the two agree (every release) load there.
+        problems.append(
+            f"audio_vae: {stats.shape[0]} latent statistics but base_channels (ch) {audio.get('ch')}; diffusers' "
+            "AutoencoderKLLTX2Audio holds base_channels statistics and refuses these weights"
+        )
+    return problems
 
 
 def _umask() -> int:
@@ -158,9 +190,18 @@ def _upsampler_folder_name(config: Mapping[str, Any]) -> str:
 
 
 def single_file_to_diffusers(
-    checkpoint: str | Path, out_dir: str | Path, *, upsamplers: Sequence[str | Path] = ()
+    checkpoint: str | Path,
+    out_dir: str | Path,
+    *,
+    upsamplers: Sequence[str | Path] = (),
+    distilled: bool | None = None,
+    allow_unloadable: bool = True,
 ) -> Path:
-    """Write the diffusers folder of a single-file checkpoint (and of separate upsampler files)."""
+    """Write the diffusers folder of a single-file checkpoint (and of separate upsampler files).
+
+    `distilled`: the scheduler to write (None: diffusers' converter rule, "distilled" in the file name).
+    A file whose folder diffusers' classes would refuse (`diffusers_load_problems`) is written with a
+    warning naming why, or refused when `allow_unloadable` is False."""
     checkpoint, out_dir = Path(checkpoint), Path(out_dir)
     header = read_safetensors_header(checkpoint)
     config = header.metadata.get("config")
@@ -173,12 +214,27 @@ def single_file_to_diffusers(
         )
     t, vae = config["transformer"], config["vae"]
     stft = config["audio_vae"].get("preprocessing", {}).get("stft", {})
-    mel_bins = config["audio_vae"]["model"]["params"]["ddconfig"]["mel_bins"]
-    projection = header.tensors.get("text_embedding_projection.video_aggregate_embed.weight") or header.tensors.get(
-        "text_embedding_projection.aggregate_embed.weight"
+    vocoder_roots = ("vocoder.vocoder.", "vocoder.") if "bwe" in config["vocoder"] else ("vocoder.",)
+    vocoder_in = header.tensors.get(f"{vocoder_roots[0]}conv_pre.weight")
+    bwe_in = header.tensors.get("vocoder.bwe_generator.conv_pre.weight")
+    if vocoder_in is None:
+        raise CheckpointError(f"{str(checkpoint)!r} has no {vocoder_roots[0]}conv_pre.weight for the vocoder")
+    projection_name = next(
+        (
+            name
+            for name in ("text_embedding_projection.video_aggregate_embed", "text_embedding_projection.aggregate_embed")
+            if f"{name}.weight" in header.tensors
+        ),
+        None,
     )
-    if projection is None:
+    if projection_name is None:
         raise CheckpointError(f"{str(checkpoint)!r} has no text_embedding_projection weight for the connectors")
+    projection = header.tensors[f"{projection_name}.weight"]
+    problems = diffusers_load_problems(config, header.tensors)
+    if problems and not allow_unloadable:
+        raise CheckpointError(f"diffusers could not load the folder of {str(checkpoint)!r}: {'; '.join(problems)}")
+    for problem in problems:
+        logger.warning("diffusers will not load this export: %s", problem)
     upsampler_configs = []
     for path in upsamplers:
         up_config = read_safetensors_header(path).metadata.get("config")
@@ -201,13 +257,26 @@ def single_file_to_diffusers(
             dn.transformer_key_to_diffusers,
         ),
         "connectors": (
-            dc.connectors_to_diffusers(t, text_proj_in_factor=projection.shape[1] // t["caption_channels"]),
+            dc.connectors_to_diffusers(
+                t,
+                text_proj_in_factor=projection.shape[1] // t["caption_channels"],
+                proj_bias=f"{projection_name}.bias" in header.tensors,
+            ),
             dn.connectors_key_to_diffusers,
         ),
         "vae": (dc.video_vae_to_diffusers(vae), lambda key: dn.video_vae_key_to_diffusers(key, pairs)),
         "audio_vae": (dc.audio_vae_to_diffusers(config["audio_vae"]), dn.audio_vae_key_to_diffusers),
-        "vocoder": (dc.vocoder_to_diffusers(config["vocoder"], mel_bins=mel_bins), dn.vocoder_key_to_diffusers),
+        "vocoder": (
+            dc.vocoder_to_diffusers(
+                config["vocoder"],
+                in_channels=vocoder_in.shape[1],
+                bwe_in_channels=None if bwe_in is None else bwe_in.shape[1],
+            ),
+            dn.vocoder_key_to_diffusers,
+        ),
     }
+    index = {**MODEL_INDEX_CONTENT, "vocoder": ["ltx2", components["vocoder"][0]["_class_name"]]}
+    distilled = is_distilled_name(checkpoint) if distilled is None else distilled
     with _atomic_folder(out_dir) as tmp:
         for name, (component_config, rename) in components.items():
             (tmp / name).mkdir()
@@ -215,8 +284,8 @@ def single_file_to_diffusers(
             count = _copy_renamed([checkpoint], rename, tmp / name / WEIGHTS_FILE, {"format": "pt"})
             logger.info("%s: %d tensors", name, count)
         (tmp / "scheduler").mkdir()
-        _write_json(tmp / "scheduler" / "scheduler_config.json", SCHEDULER_CONFIG)
-        _write_json(tmp / MODEL_INDEX, MODEL_INDEX_CONTENT)
+        _write_json(tmp / "scheduler" / "scheduler_config.json", scheduler_config(distilled=distilled))
+        _write_json(tmp / MODEL_INDEX, index)
         for (path, up_config), name in zip(upsampler_configs, names, strict=True):
             (tmp / name).mkdir()
             _write_json(tmp / name / CONFIG, dc.upsampler_to_diffusers(up_config))
@@ -240,16 +309,20 @@ def diffusers_to_single_file(folder: str | Path, out_file: str | Path) -> Path:
             _copy_renamed(weight_files(folder), lambda key: key, tmp, metadata)
         return out_file
     found = read_diffusers_folder(folder)
-    needed = [c for c in COMPONENT_FOLDERS if not found.has(c)]
-    if needed:
-        missing = [f for c in needed for f in found.missing(c)]
+    present = [c for c in COMPONENT_FOLDERS if found.has(c)]
+    if not present:
         raise CheckpointError(
-            f"{str(folder)!r} lacks {', '.join(m + '/' for m in missing)}: a single file holds them all"
+            f"{str(folder)!r} holds none of {', '.join(f + '/' for fs in COMPONENT_FOLDERS.values() for f in fs)}"
         )
+    missing = [f for c in COMPONENT_FOLDERS if not found.has(c) for f in found.missing(c)]
+    if missing:
+        # A single file of some components is what the reference's own partial files are (its config names
+        # only the sections it holds); each loader names what it needs and does not find.
+        logger.warning("%s has no %s: the single file holds the other components only", folder, missing)
     metadata = {"config": json.dumps(dict(found.config)), "model_version": found.model_version}
     with _atomic_file(out_file) as tmp:
         tensors = {}
-        for component in COMPONENT_FOLDERS:
+        for component in present:
             source = found.source(component)
             ops = source.key_translation
             assert ops is not None
@@ -268,6 +341,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     to.add_argument("checkpoint", type=Path)
     to.add_argument("out_dir", type=Path)
     to.add_argument("--upsampler", type=Path, action="append", default=[], help="latent upsampler file (repeatable)")
+    to.add_argument(
+        "--distilled",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="write the distilled scheduler (default: when the file name says 'distilled', as diffusers' converter)",
+    )
     back = commands.add_parser("from-diffusers", help="diffusers model (or latent upsampler) folder -> single file")
     back.add_argument("folder", type=Path)
     back.add_argument("out_file", type=Path)
@@ -275,7 +354,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
         if args.command == "to-diffusers":
-            out = single_file_to_diffusers(args.checkpoint, args.out_dir, upsamplers=args.upsampler)
+            out = single_file_to_diffusers(
+                args.checkpoint, args.out_dir, upsamplers=args.upsampler, distilled=args.distilled
+            )
         else:
             out = diffusers_to_single_file(args.folder, args.out_file)
     except (CheckpointError, FileExistsError, FileNotFoundError) as e:

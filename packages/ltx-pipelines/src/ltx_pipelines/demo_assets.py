@@ -17,7 +17,7 @@ import logging
 import os
 import shutil
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -303,8 +303,17 @@ def _randomise_latent_statistics(tensors: dict[str, torch.Tensor], generator: to
 # ---- the three demo parts -------------------------------------------------------------------------
 
 
-def write_demo_checkpoint(path: Path, seed: int = 0) -> None:
-    """The single-file checkpoint: every component under its released key prefix, config metadata."""
+def write_demo_checkpoint(
+    path: Path,
+    seed: int = 0,
+    *,
+    config: Mapping[str, Any] | None = None,
+    model_version: str | None = DEMO_MODEL_VERSION,
+) -> None:
+    """The single-file checkpoint: every component under its released key prefix, config metadata.
+    `config`: another architecture of the same components (tests, fixtures; default DEMO_CONFIG);
+    `model_version` None: no version entry (as LTX-2.0 files)."""
+    config = DEMO_CONFIG if config is None else config
     from ltx_core.model.audio_vae import AUDIO_DECODER, AUDIO_ENCODER, VOCODER
     from ltx_core.model.transformer import AV_TRANSFORMER
     from ltx_core.model.video_vae import VIDEO_DECODER, VIDEO_ENCODER
@@ -327,12 +336,14 @@ def write_demo_checkpoint(path: Path, seed: int = 0) -> None:
         generator = torch.Generator().manual_seed(seed)
         for name, spec in components.items():
             with torch.device("cpu"):
-                module = spec.configurator(DEMO_CONFIG)
+                module = spec.configurator(config)
             for key, value in _file_keys_of(name, module).items():
                 # Encoder and decoder share the latent statistics; keep the first copy.
                 tensors.setdefault(key, value.detach().clone())
         _randomise_latent_statistics(tensors, generator)
-    metadata = {"config": json.dumps(DEMO_CONFIG), "model_version": DEMO_MODEL_VERSION}
+    metadata = {"config": json.dumps(config)}
+    if model_version is not None:
+        metadata["model_version"] = model_version
     _save_atomically(_to_storage_dtype(tensors), metadata, path)
 
 

@@ -90,8 +90,27 @@ def test_missing_component_is_named(converted, tmp_path):
     assert files.has(Component.TRANSFORMER) and not files.has(Component.AUDIO_VAE)
     with pytest.raises(CheckpointError, match=r"audio_vae.*vocoder/ in the diffusers folder"):
         files.require(Component.AUDIO_VAE, purpose="audio decoding")
-    with pytest.raises(CheckpointError, match=r"lacks vocoder/"):
-        diffusers_to_single_file(partial, tmp_path / "x.safetensors")
+
+
+def test_a_folder_of_some_components_converts_to_a_file_of_those(converted, tmp_path):
+    """transformer + connectors + VAE (no audio_vae/, vocoder/): the single file holds what the folder has."""
+    checkpoint, _, folder = converted
+    partial = tmp_path / "partial"
+    shutil.copytree(folder, partial)
+    for name in ("audio_vae", "vocoder"):
+        shutil.rmtree(partial / name)
+    back = load_file(diffusers_to_single_file(partial, tmp_path / "some.safetensors"))
+    full = load_file(checkpoint)
+    audio = {k for k in full if k.startswith(("audio_vae.", "vocoder."))}
+    assert audio and not audio & back.keys()
+    dropped = {k for k in full if k.startswith("vae.per_channel_statistics.")} - back.keys()  # diffusers keeps 2
+    _assert_same_tensors({k: v for k, v in full.items() if k not in audio | dropped}, back)
+    empty = tmp_path / "index_only"
+    empty.mkdir()
+    shutil.copy(folder / "model_index.json", empty)
+    with pytest.raises(CheckpointError, match="holds none of"):
+        diffusers_to_single_file(empty, tmp_path / "none.safetensors")
+    assert not (tmp_path / "none.safetensors").exists()
 
 
 def test_another_model_family_is_refused_before_loading(converted, tmp_path):

@@ -2,10 +2,11 @@
 
 The reference's single file describes every component in one `config` object (sections `transformer`,
 `vae`, `audio_vae`, `vocoder`; upsampler files a flat object). diffusers keeps one `config.json` per
-component folder with its own names. These functions translate both ways for the LTX-2.3 family
-(`LTX2VideoTransformer3DModel`, `LTX2TextConnectors`, `AutoencoderKLLTX2Video`, `AutoencoderKLLTX2Audio`,
-`LTX2VocoderWithBWE`, `LTX2LatentUpsamplerModel`); anything the reference's models cannot express is
-refused naming the field.
+component folder with its own names. These functions translate both ways for LTX-2 (19B, "2.0") and
+LTX-2.3 (`LTX2VideoTransformer3DModel`, `LTX2TextConnectors`, `AutoencoderKLLTX2Video`,
+`AutoencoderKLLTX2Audio`, `LTX2Vocoder` (2.0) / `LTX2VocoderWithBWE` (2.3), `LTX2LatentUpsamplerModel`);
+anything the reference's models cannot express is refused naming the field. A key a config.json lacks
+is read as diffusers' own default for it (`DIFFUSERS_DEFAULTS`), as diffusers reads it.
 
 Where the two disagree we follow the reference (see docs/interop.md): the transformer and the text
 connectors share the reference's `transformer` section; `perturbed_attn` (diffusers' STG switch) is written
@@ -47,6 +48,91 @@ def _require(config: Mapping[str, Any], key: str, where: str) -> Any:
     if key not in config:
         raise CheckpointError(f"{where}: config.json has no {key!r}")
     return config[key]
+
+
+# diffusers' own defaults (the `__init__` defaults of its LTX-2 classes, diffusers 0.42.1): a config.json
+# without a key means this value to diffusers, so it means the same here. The first diffusers release of
+# LTX-2 saved configs without the keys later releases added (`audio_connector_*`, ...).
+DIFFUSERS_DEFAULTS: Mapping[str, Mapping[str, Any]] = {
+    "LTX2VideoTransformer3DModel": {
+        "in_channels": 128, "out_channels": 128, "patch_size": 1, "patch_size_t": 1, "num_attention_heads": 32,
+        "attention_head_dim": 128, "cross_attention_dim": 4096, "pos_embed_max_pos": 20, "base_height": 2048,
+        "base_width": 2048, "gated_attn": False, "cross_attn_mod": False, "audio_in_channels": 128,
+        "audio_out_channels": 128, "audio_patch_size": 1, "audio_patch_size_t": 1, "audio_num_attention_heads": 32,
+        "audio_attention_head_dim": 64, "audio_cross_attention_dim": 2048, "audio_pos_embed_max_pos": 20,
+        "audio_gated_attn": False, "audio_cross_attn_mod": False, "num_layers": 48,
+        "activation_fn": "gelu-approximate", "qk_norm": "rms_norm_across_heads", "norm_elementwise_affine": False,
+        "norm_eps": 1e-6,
+        "caption_channels": 3840, "attention_bias": True, "rope_theta": 10000.0, "rope_double_precision": True,
+        "causal_offset": 1, "timestep_scale_multiplier": 1000, "cross_attn_timestep_scale_multiplier": 1000,
+        "rope_type": "interleaved", "use_prompt_embeddings": True, "ff_bias": True, "audio_ff_bias": True,
+        "use_prompt_adaln_single": True, "use_keyframes_abs_pos_embedding": False,
+    },
+    "LTX2TextConnectors": {
+        "caption_channels": 3840, "text_proj_in_factor": 49, "video_connector_num_attention_heads": 30,
+        "video_connector_attention_head_dim": 128, "video_connector_num_layers": 2,
+        "video_connector_num_learnable_registers": 128, "video_gated_attn": False,
+        "audio_connector_num_attention_heads": 30, "audio_connector_attention_head_dim": 128,
+        "audio_connector_num_layers": 2, "audio_connector_num_learnable_registers": 128, "audio_gated_attn": False,
+        "connector_rope_base_seq_len": 4096, "rope_theta": 10000.0, "rope_double_precision": True,
+        "causal_temporal_positioning": False, "rope_type": "interleaved", "per_modality_projections": False,
+        "video_hidden_dim": 4096, "audio_hidden_dim": 2048, "proj_bias": False,
+    },
+    "AutoencoderKLLTX2Video": {
+        "in_channels": 3, "out_channels": 3, "latent_channels": 128, "block_out_channels": [256, 512, 1024, 2048],
+        "decoder_block_out_channels": [256, 512, 1024], "layers_per_block": [4, 6, 6, 2, 2],
+        "decoder_layers_per_block": [5, 5, 5, 5], "decoder_inject_noise": [False, False, False, False],
+        "downsample_type": ["spatial", "temporal", "spatiotemporal", "spatiotemporal"],
+        "upsample_type": ["spatiotemporal", "spatiotemporal", "spatiotemporal"],
+        "upsample_residual": [True, True, True], "upsample_factor": [2, 2, 2], "timestep_conditioning": False,
+        "patch_size": 4, "patch_size_t": 1, "encoder_causal": True, "decoder_causal": True,
+        "encoder_spatial_padding_mode": "zeros", "decoder_spatial_padding_mode": "reflect",
+    },
+    "AutoencoderKLLTX2Audio": {
+        "base_channels": 128, "output_channels": 2, "ch_mult": [1, 2, 4], "num_res_blocks": 2,
+        "attn_resolutions": None, "in_channels": 2, "resolution": 256, "latent_channels": 8, "norm_type": "pixel",
+        "causality_axis": "height", "dropout": 0.0, "mid_block_add_attention": False, "sample_rate": 16000,
+        "mel_hop_length": 160, "is_causal": True, "mel_bins": 64, "double_z": True,
+    },
+    "LTX2Vocoder": {
+        "in_channels": 128, "hidden_channels": 1024, "out_channels": 2, "upsample_kernel_sizes": [16, 15, 8, 4, 4],
+        "upsample_factors": [6, 5, 2, 2, 2], "resnet_kernel_sizes": [3, 7, 11],
+        "resnet_dilations": [[1, 3, 5], [1, 3, 5], [1, 3, 5]], "act_fn": "leaky_relu",
+        "leaky_relu_negative_slope": 0.1, "antialias": False, "antialias_ratio": 2, "antialias_kernel_size": 12,
+        "final_act_fn": "tanh", "final_bias": True, "output_sampling_rate": 24000,
+    },
+    "LTX2VocoderWithBWE": {
+        "in_channels": 128, "hidden_channels": 1536, "out_channels": 2,
+        "upsample_kernel_sizes": [11, 4, 4, 4, 4, 4], "upsample_factors": [5, 2, 2, 2, 2, 2],
+        "resnet_kernel_sizes": [3, 7, 11], "resnet_dilations": [[1, 3, 5], [1, 3, 5], [1, 3, 5]],
+        "act_fn": "snakebeta", "leaky_relu_negative_slope": 0.1, "antialias": True, "antialias_ratio": 2,
+        "antialias_kernel_size": 12, "final_act_fn": None, "final_bias": False, "bwe_in_channels": 128,
+        "bwe_hidden_channels": 512, "bwe_out_channels": 2, "bwe_upsample_kernel_sizes": [12, 11, 4, 4, 4],
+        "bwe_upsample_factors": [6, 5, 2, 2, 2], "bwe_resnet_kernel_sizes": [3, 7, 11],
+        "bwe_resnet_dilations": [[1, 3, 5], [1, 3, 5], [1, 3, 5]], "bwe_act_fn": "snakebeta",
+        "bwe_leaky_relu_negative_slope": 0.1, "bwe_antialias": True, "bwe_antialias_ratio": 2,
+        "bwe_antialias_kernel_size": 12, "bwe_final_act_fn": None, "bwe_final_bias": False, "filter_length": 512,
+        "hop_length": 80, "window_length": 512, "num_mel_channels": 64, "input_sampling_rate": 16000,
+        "output_sampling_rate": 48000,
+    },
+    "LTX2LatentUpsamplerModel": {
+        "in_channels": 128, "mid_channels": 1024, "num_blocks_per_stage": 4, "dims": 3, "spatial_upsample": True,
+        "temporal_upsample": False, "rational_spatial_scale": 2.0, "use_rational_resampler": True,
+    },
+}  # fmt: skip
+
+
+class _Config:
+    """A component's config.json read the way diffusers reads it: an absent key is the class default."""
+
+    def __init__(self, config: Mapping[str, Any], class_name: str) -> None:
+        self._config, self._defaults = config, DIFFUSERS_DEFAULTS[class_name]
+
+    def __getitem__(self, key: str) -> Any:
+        return self._config[key] if key in self._config else self._defaults[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._config.get(key, self._defaults.get(key, default))
 
 
 def _stamp(class_name: str, fields: Mapping[str, Any]) -> dict[str, Any]:
@@ -129,11 +215,15 @@ def transformer_to_diffusers(
     return _stamp(TRANSFORMER_CLASS, fields)
 
 
-def connectors_to_diffusers(config: Mapping[str, Any], *, text_proj_in_factor: int) -> dict[str, Any]:
+def connectors_to_diffusers(
+    config: Mapping[str, Any], *, text_proj_in_factor: int, proj_bias: bool = True
+) -> dict[str, Any]:
     """diffusers' connectors config.json from the reference's `transformer` section.
 
-    `text_proj_in_factor`: the text projection's input width over `caption_channels` (from its weight)."""
+    `text_proj_in_factor`: the text projection's input width over `caption_channels` (from its weight);
+    `proj_bias`: whether the projection has a bias (LTX-2.3's do, LTX-2.0's does not)."""
     t = config
+    v2 = _uses_v2_text_path(t)
     gated = bool(t.get("connector_apply_gated_attention", False))
     layers = t.get("connector_num_layers", 2)
     registers = t.get("connector_num_learnable_registers", 128)
@@ -143,12 +233,13 @@ def connectors_to_diffusers(config: Mapping[str, Any], *, text_proj_in_factor: i
         "audio_connector_num_layers": layers,
         "audio_connector_num_learnable_registers": registers,
         "audio_gated_attn": gated,
-        "audio_hidden_dim": t["audio_num_attention_heads"] * t["audio_attention_head_dim"],
+        # Read only by the per-modality (2.3) projections; for 2.0 diffusers' converter keeps the defaults.
+        "audio_hidden_dim": t["audio_num_attention_heads"] * t["audio_attention_head_dim"] if v2 else 2048,
         "caption_channels": t["caption_channels"],
         "causal_temporal_positioning": False,
         "connector_rope_base_seq_len": t.get("connector_positional_embedding_max_pos", [4096])[0],
-        "per_modality_projections": _uses_v2_text_path(t),
-        "proj_bias": True,
+        "per_modality_projections": v2,
+        "proj_bias": proj_bias,
         "rope_double_precision": t.get("frequencies_precision", "float32") == "float64",
         "rope_theta": t.get("positional_embedding_theta", 10000.0),
         "rope_type": t.get("rope_type", "split"),
@@ -158,29 +249,40 @@ def connectors_to_diffusers(config: Mapping[str, Any], *, text_proj_in_factor: i
         "video_connector_num_layers": layers,
         "video_connector_num_learnable_registers": registers,
         "video_gated_attn": gated,
-        "video_hidden_dim": t["num_attention_heads"] * t["attention_head_dim"],
+        "video_hidden_dim": t["num_attention_heads"] * t["attention_head_dim"] if v2 else 4096,
     }
     return _stamp(CONNECTORS_CLASS, fields)
 
 
 def transformer_from_diffusers(transformer: Mapping[str, Any], connectors: Mapping[str, Any]) -> dict[str, Any]:
-    """The reference's `transformer` section (which also describes the text connectors)."""
+    """The reference's `transformer` section (which also describes the text connectors); an absent key is
+    diffusers' default for it."""
     where = "transformer"
     _check_class(transformer, TRANSFORMER_CLASS, where)
     _check_class(connectors, CONNECTORS_CLASS, "connectors")
-    t, c = transformer, connectors
-    for key, value in (("patch_size", 1), ("patch_size_t", 1), ("audio_patch_size", 1), ("audio_patch_size_t", 1)):
-        if t.get(key, value) != value:
+    t, c = _Config(transformer, TRANSFORMER_CLASS), _Config(connectors, CONNECTORS_CLASS)
+    for key in ("patch_size", "patch_size_t", "audio_patch_size", "audio_patch_size_t"):
+        if t[key] != 1:
             raise CheckpointError(f"{where}: {key}={t[key]!r} is not supported (the reference patchifies with 1)")
-    if t.get("gated_attn") != t.get("audio_gated_attn") or t.get("cross_attn_mod") != t.get("audio_cross_attn_mod"):
+    if t["gated_attn"] != t["audio_gated_attn"] or t["cross_attn_mod"] != t["audio_cross_attn_mod"]:
         raise CheckpointError(f"{where}: video and audio streams with different gated_attn / cross_attn_mod")
-    if c.get("video_connector_num_layers") != c.get("audio_connector_num_layers") or c.get("video_gated_attn") != c.get(
-        "audio_gated_attn"
+    if (
+        c["video_connector_num_layers"] != c["audio_connector_num_layers"]
+        or c["video_gated_attn"] != c["audio_gated_attn"]
     ):
         raise CheckpointError("connectors: video and audio connectors with different depth or gating")
-    if c.get("video_connector_num_learnable_registers") != c.get("audio_connector_num_learnable_registers"):
+    if c["video_connector_num_learnable_registers"] != c["audio_connector_num_learnable_registers"]:
         raise CheckpointError("connectors: video and audio connectors with different learnable register counts")
-    v2 = bool(c.get("per_modality_projections", False))
+    v2 = bool(c["per_modality_projections"])
+    # The two text paths: 2.0 projects the caption inside the transformer (`use_prompt_embeddings`) after
+    # one shared projection; 2.3 and later project per modality before the connectors, and not again.
+    if bool(t["use_prompt_embeddings"]) == v2:
+        raise CheckpointError(
+            f"{where}: use_prompt_embeddings={t['use_prompt_embeddings']!r} with connectors "
+            f"per_modality_projections={v2!r}; accepted: true/false (LTX-2.0) or false/true (LTX-2.3)"
+        )
+    if t["qk_norm"] != "rms_norm_across_heads":
+        raise CheckpointError(f"{where}: qk_norm={t['qk_norm']!r}; accepted: 'rms_norm_across_heads'")
     section: dict[str, Any] = {
         "_class_name": "AVTransformer3DModel",
         # The reference's fixed architecture fields (diffusers' config has no counterpart).
@@ -195,53 +297,49 @@ def transformer_from_diffusers(transformer: Mapping[str, Any], connectors: Mappi
         "upcast_attention": False,
         "use_linear_projection": False,
         "use_middle_indices_grid": True,
-        "activation_fn": t.get("activation_fn", "gelu-approximate"),
-        "attention_bias": t.get("attention_bias", True),
-        "norm_elementwise_affine": t.get("norm_elementwise_affine", False),
-        "norm_eps": t.get("norm_eps", 1e-6),
-        "positional_embedding_max_pos": [
-            _require(t, "pos_embed_max_pos", where),
-            _require(t, "base_height", where),
-            _require(t, "base_width", where),
-        ],
-        "positional_embedding_theta": t.get("rope_theta", 10000.0),
+        "activation_fn": t["activation_fn"],
+        "attention_bias": t["attention_bias"],
+        "norm_elementwise_affine": t["norm_elementwise_affine"],
+        "norm_eps": t["norm_eps"],
+        "positional_embedding_max_pos": [t["pos_embed_max_pos"], t["base_height"], t["base_width"]],
+        "positional_embedding_theta": t["rope_theta"],
         "positional_embedding_type": "rope",
         "qk_norm": "rms_norm",
-        "timestep_scale_multiplier": t.get("timestep_scale_multiplier", 1000),
+        "timestep_scale_multiplier": t["timestep_scale_multiplier"],
         "use_audio_video_cross_attention": True,
         "av_cross_ada_norm": True,
-        "audio_positional_embedding_max_pos": [_require(t, "audio_pos_embed_max_pos", where)],
-        "connector_positional_embedding_max_pos": [c.get("connector_rope_base_seq_len", 4096)],
-        "connector_num_learnable_registers": c.get("video_connector_num_learnable_registers", 128),
+        "audio_positional_embedding_max_pos": [t["audio_pos_embed_max_pos"]],
+        "connector_positional_embedding_max_pos": [c["connector_rope_base_seq_len"]],
+        "connector_num_learnable_registers": c["video_connector_num_learnable_registers"],
         "use_embeddings_connector": True,
-        "causal_temporal_positioning": bool(t.get("causal_offset", 1)),
-        "in_channels": _require(t, "in_channels", where),
-        "out_channels": _require(t, "out_channels", where),
-        "audio_in_channels": _require(t, "audio_in_channels", where),
-        "audio_out_channels": _require(t, "audio_out_channels", where),
-        "num_layers": _require(t, "num_layers", where),
-        "num_attention_heads": _require(t, "num_attention_heads", where),
-        "attention_head_dim": _require(t, "attention_head_dim", where),
-        "cross_attention_dim": _require(t, "cross_attention_dim", where),
-        "audio_num_attention_heads": _require(t, "audio_num_attention_heads", where),
-        "audio_attention_head_dim": _require(t, "audio_attention_head_dim", where),
-        "audio_cross_attention_dim": _require(t, "audio_cross_attention_dim", where),
-        "apply_gated_attention": bool(t.get("gated_attn", False)),
-        "cross_attention_adaln": bool(t.get("cross_attn_mod", False)),
-        "av_ca_timestep_scale_multiplier": t.get("cross_attn_timestep_scale_multiplier", 1),
-        "caption_channels": _require(c, "caption_channels", "connectors"),
-        "connector_apply_gated_attention": bool(c.get("video_gated_attn", False)),
-        "connector_num_layers": c.get("video_connector_num_layers", 2),
-        "connector_num_attention_heads": _require(c, "video_connector_num_attention_heads", "connectors"),
-        "connector_attention_head_dim": _require(c, "video_connector_attention_head_dim", "connectors"),
-        "audio_connector_num_attention_heads": _require(c, "audio_connector_num_attention_heads", "connectors"),
-        "audio_connector_attention_head_dim": _require(c, "audio_connector_attention_head_dim", "connectors"),
-        "frequencies_precision": "float64" if t.get("rope_double_precision", False) else "float32",
-        "rope_type": t.get("rope_type", "split"),
-        "ff_bias": bool(t.get("ff_bias", True)),
-        "audio_ff_bias": bool(t.get("audio_ff_bias", True)),
-        "use_prompt_adaln_single": bool(t.get("use_prompt_adaln_single", True)),
-        "use_keyframes_abs_pos_embedding": bool(t.get("use_keyframes_abs_pos_embedding", False)),
+        "causal_temporal_positioning": bool(t["causal_offset"]),
+        "in_channels": t["in_channels"],
+        "out_channels": t["out_channels"],
+        "audio_in_channels": t["audio_in_channels"],
+        "audio_out_channels": t["audio_out_channels"],
+        "num_layers": t["num_layers"],
+        "num_attention_heads": t["num_attention_heads"],
+        "attention_head_dim": t["attention_head_dim"],
+        "cross_attention_dim": t["cross_attention_dim"],
+        "audio_num_attention_heads": t["audio_num_attention_heads"],
+        "audio_attention_head_dim": t["audio_attention_head_dim"],
+        "audio_cross_attention_dim": t["audio_cross_attention_dim"],
+        "apply_gated_attention": bool(t["gated_attn"]),
+        "cross_attention_adaln": bool(t["cross_attn_mod"]),
+        "av_ca_timestep_scale_multiplier": t["cross_attn_timestep_scale_multiplier"],
+        "caption_channels": c["caption_channels"],
+        "connector_apply_gated_attention": bool(c["video_gated_attn"]),
+        "connector_num_layers": c["video_connector_num_layers"],
+        "connector_num_attention_heads": c["video_connector_num_attention_heads"],
+        "connector_attention_head_dim": c["video_connector_attention_head_dim"],
+        "audio_connector_num_attention_heads": c["audio_connector_num_attention_heads"],
+        "audio_connector_attention_head_dim": c["audio_connector_attention_head_dim"],
+        "frequencies_precision": "float64" if t["rope_double_precision"] else "float32",
+        "rope_type": t["rope_type"],
+        "ff_bias": bool(t["ff_bias"]),
+        "audio_ff_bias": bool(t["audio_ff_bias"]),
+        "use_prompt_adaln_single": bool(t["use_prompt_adaln_single"]),
+        "use_keyframes_abs_pos_embedding": bool(t["use_keyframes_abs_pos_embedding"]),
     }
     if v2:
         section.update(
@@ -374,6 +472,23 @@ def vae_scale_factors(vae: Mapping[str, Any]) -> tuple[int, int, int]:
     return (time, space, space)
 
 
+def _padding_fields(encoder: str, decoder: str) -> dict[str, str]:
+    """The reference's `vae` padding entries for diffusers' encoder / decoder padding modes.
+
+    The reference reads one `spatial_padding_mode` for both halves; without it, the encoder pads with
+    `encoder_spatial_padding_mode` (default zeros) and the decoder reflects (the LTX-2.0 file's layout,
+    `VideoVAEConfig.from_checkpoint_config`). A reflecting decoder beside another encoder mode is that
+    second form; any other pair has no reference config."""
+    if encoder == decoder:
+        return {"spatial_padding_mode": encoder}
+    if decoder == "reflect":
+        return {"encoder_spatial_padding_mode": encoder}
+    raise CheckpointError(
+        f"vae: encoder_spatial_padding_mode={encoder!r} with decoder_spatial_padding_mode={decoder!r} has no "
+        "reference config (accepted: equal modes, or any encoder mode with a 'reflect' decoder)"
+    )
+
+
 def video_vae_to_diffusers(vae: Mapping[str, Any]) -> dict[str, Any]:
     """diffusers' vae config.json from the reference's `vae` section (convolutional decoder)."""
     if vae.get("norm_layer", "pixel_norm") != "pixel_norm":
@@ -394,22 +509,25 @@ def video_vae_to_diffusers(vae: Mapping[str, Any]) -> dict[str, Any]:
     for m in multipliers:
         up_in.append(channels)
         channels //= m
-    padding = vae.get("spatial_padding_mode", "zeros")
+    from ltx_core.model.video_vae.config import VideoVAEConfig
+
+    # The padding modes this file is encoded / decoded with, read by the same rule as the model's.
+    ours = VideoVAEConfig.from_checkpoint_config(vae)
     time, space, _ = vae_scale_factors(vae)
     fields = {
         "block_out_channels": block_out,
         "decoder_block_out_channels": list(reversed(up_in)),
-        "decoder_causal": bool(vae.get("causal_decoder", False)),
+        "decoder_causal": ours.causal_decoder,
         "decoder_inject_noise": [False] * (len(up) + 1),
         # diffusers stores the decoder's per-stage lists in the reference's (not the build) order,
         # except upsample_type, which follows the build order.
         "decoder_layers_per_block": list(reversed([dmid.layers] + [s.layers for s in up])),
-        "decoder_spatial_padding_mode": padding,
+        "decoder_spatial_padding_mode": ours.decoder_padding,
         "decoder_spatio_temporal_scaling": [True] * len(up),
         "down_block_types": ["LTX2VideoDownBlock3D"] * len(down),
         "downsample_type": [_AXIS_TO_DIFFUSERS[s.resampler.axis] for s in down if s.resampler],
         "encoder_causal": True,
-        "encoder_spatial_padding_mode": padding,
+        "encoder_spatial_padding_mode": ours.encoder_padding,
         "in_channels": int(vae.get("in_channels", 3)),
         "latent_channels": latent,
         "layers_per_block": [s.layers for s in down] + [mid.layers],
@@ -421,7 +539,7 @@ def video_vae_to_diffusers(vae: Mapping[str, Any]) -> dict[str, Any]:
         "spatial_compression_ratio": space,
         "spatio_temporal_scaling": [True] * len(down),
         "temporal_compression_ratio": time,
-        "timestep_conditioning": bool(vae.get("timestep_conditioning", True)),
+        "timestep_conditioning": ours.timestep_conditioning,
         "upsample_factor": list(reversed(multipliers)),
         "upsample_residual": list(reversed([bool(s.resampler and s.resampler.residual) for s in up])),
         "upsample_type": [_AXIS_TO_DIFFUSERS[s.resampler.axis] for s in up if s.resampler],
@@ -433,18 +551,16 @@ def video_vae_from_diffusers(config: Mapping[str, Any]) -> dict[str, Any]:
     """The reference's `vae` section from diffusers' vae config.json."""
     where = "vae"
     _check_class(config, VIDEO_VAE_CLASS, where)
-    c = config
-    padding = c.get("encoder_spatial_padding_mode", "zeros")
-    if c.get("decoder_spatial_padding_mode", padding) != padding:
-        raise CheckpointError(f"{where}: different encoder / decoder padding modes cannot be expressed in one file")
-    if any(c.get("decoder_inject_noise", ())):
+    c = _Config(config, VIDEO_VAE_CLASS)
+    padding = _padding_fields(c["encoder_spatial_padding_mode"], c["decoder_spatial_padding_mode"])
+    if any(c["decoder_inject_noise"]):
         raise CheckpointError(f"{where}: decoder_inject_noise is not supported by the reference's decoder")
-    if c.get("patch_size_t", 1) != 1:
+    if c["patch_size_t"] != 1:
         raise CheckpointError(f"{where}: patch_size_t={c['patch_size_t']!r} is not supported (1 only)")
-    latent = int(_require(c, "latent_channels", where))
-    layers = list(_require(c, "layers_per_block", where))
-    down_types = list(_require(c, "downsample_type", where))
-    block_out = list(_require(c, "block_out_channels", where))
+    latent = int(c["latent_channels"])
+    layers = list(c["layers_per_block"])
+    down_types = list(c["downsample_type"])
+    block_out = list(c["block_out_channels"])
     if not (len(down_types) == len(block_out) == len(layers) - 1):
         raise CheckpointError(f"{where}: layers_per_block / downsample_type / block_out_channels lengths disagree")
     encoder: list[list[Any]] = []
@@ -463,12 +579,12 @@ def video_vae_from_diffusers(config: Mapping[str, Any]) -> dict[str, Any]:
     if layers[-1]:
         encoder.append(_Block("res_x", num_layers=layers[-1]).entry())
 
-    up_types = list(_require(c, "upsample_type", where))
-    factors = list(reversed(_require(c, "upsample_factor", where)))  # build order
-    residual = list(reversed(c.get("upsample_residual", [False] * len(up_types))))
-    dec_layers = list(reversed(_require(c, "decoder_layers_per_block", where)))  # build order: mid first
-    up_in = list(reversed(_require(c, "decoder_block_out_channels", where)))
-    if not (len(up_types) == len(factors) == len(up_in) == len(dec_layers) - 1):
+    up_types = list(c["upsample_type"])
+    factors = list(reversed(c["upsample_factor"]))  # build order
+    residual = list(reversed(c["upsample_residual"]))
+    dec_layers = list(reversed(c["decoder_layers_per_block"]))  # build order: mid first
+    up_in = list(reversed(c["decoder_block_out_channels"]))
+    if not (len(up_types) == len(factors) == len(residual) == len(up_in) == len(dec_layers) - 1):
         raise CheckpointError(f"{where}: decoder list lengths disagree")
     built: list[list[Any]] = []
     if dec_layers[0]:
@@ -487,15 +603,15 @@ def video_vae_from_diffusers(config: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "_class_name": "CausalVideoAutoencoder",
         "dims": 3,
-        "in_channels": int(c.get("in_channels", 3)),
-        "out_channels": int(c.get("out_channels", 3)),
+        "in_channels": int(c["in_channels"]),
+        "out_channels": int(c["out_channels"]),
         "latent_channels": latent,
-        "patch_size": int(c.get("patch_size", 4)),
+        "patch_size": int(c["patch_size"]),
         "norm_layer": "pixel_norm",
         "latent_log_var": "uniform",
-        "spatial_padding_mode": padding,
-        "timestep_conditioning": bool(c.get("timestep_conditioning", False)),
-        "causal_decoder": bool(c.get("decoder_causal", False)),
+        **padding,
+        "timestep_conditioning": bool(c["timestep_conditioning"]),
+        "causal_decoder": bool(c["decoder_causal"]),
         "decoder_base_channels": base,
         "encoder_blocks": encoder,
         "decoder_blocks": list(reversed(built)),
@@ -534,70 +650,100 @@ def audio_vae_to_diffusers(audio_vae: Mapping[str, Any]) -> dict[str, Any]:
 def audio_vae_from_diffusers(config: Mapping[str, Any]) -> dict[str, Any]:
     where = "audio_vae"
     _check_class(config, AUDIO_VAE_CLASS, where)
-    c = config
-    if not c.get("is_causal", True):
+    c = _Config(config, AUDIO_VAE_CLASS)
+    if not c["is_causal"]:
         raise CheckpointError(f"{where}: is_causal=false is not supported (the reference's audio VAE is causal)")
-    rate = c.get("sample_rate", 16000)
+    rate = c["sample_rate"]
     return {
         "model": {
             "params": {
                 "ddconfig": {
-                    "double_z": bool(c.get("double_z", True)),
-                    "mel_bins": _require(c, "mel_bins", where),
-                    "z_channels": _require(c, "latent_channels", where),
-                    "resolution": c.get("resolution", 256),
+                    "double_z": bool(c["double_z"]),
+                    "mel_bins": c["mel_bins"],
+                    "z_channels": c["latent_channels"],
+                    "resolution": c["resolution"],
                     "downsample_time": False,
-                    "in_channels": _require(c, "in_channels", where),
-                    "out_ch": _require(c, "output_channels", where),
-                    "ch": _require(c, "base_channels", where),
-                    "ch_mult": list(_require(c, "ch_mult", where)),
-                    "num_res_blocks": _require(c, "num_res_blocks", where),
-                    "attn_resolutions": list(c.get("attn_resolutions") or []),
-                    "dropout": c.get("dropout", 0.0),
-                    "mid_block_add_attention": bool(c.get("mid_block_add_attention", False)),
-                    "norm_type": c.get("norm_type", "pixel"),
-                    "causality_axis": c.get("causality_axis", "height"),
+                    "in_channels": c["in_channels"],
+                    "out_ch": c["output_channels"],
+                    "ch": c["base_channels"],
+                    "ch_mult": list(c["ch_mult"]),
+                    "num_res_blocks": c["num_res_blocks"],
+                    "attn_resolutions": list(c["attn_resolutions"] or []),
+                    "dropout": c["dropout"],
+                    "mid_block_add_attention": bool(c["mid_block_add_attention"]),
+                    "norm_type": c["norm_type"],
+                    "causality_axis": c["causality_axis"],
                 },
                 "sampling_rate": rate,
             }
         },
-        "preprocessing": {"audio": {"sampling_rate": rate}, "stft": {"hop_length": c.get("mel_hop_length", 160)}},
+        "preprocessing": {"audio": {"sampling_rate": rate}, "stft": {"hop_length": c["mel_hop_length"]}},
     }
 
 
-_ACT_TO_DIFFUSERS = {"snakebeta": "snakebeta", "snake": "snake"}
+VOCODER_V1_CLASS = "LTX2Vocoder"
+VOCODER_CLASSES = (VOCODER_CLASS, VOCODER_V1_CLASS)
 
 
-def _generator_to_diffusers(g: Mapping[str, Any], prefix: str, in_channels: int, final_act: bool) -> dict[str, Any]:
-    if g.get("resblock", "AMP1") != "AMP1":
-        raise CheckpointError(f"vocoder resblock {g['resblock']!r}: only the anti-aliased AMP1 blocks are supported")
+def _final_act(apply: bool, tanh: bool) -> str | None:
+    """diffusers' `final_act_fn` for a generator: the reference ends with tanh or a clamp to [-1, 1] when
+    the final activation applies (diffusers' None would leave the output unclamped)."""
+    if not apply:
+        return None
+    return "tanh" if tanh else "clamp"
+
+
+def _generator_to_diffusers(
+    g: Mapping[str, Any], prefix: str, in_channels: int, final_act: str | None
+) -> dict[str, Any]:
+    resblock = g.get("resblock", "1")
+    if resblock not in ("1", "AMP1"):
+        raise CheckpointError(f"vocoder resblock {resblock!r}: accepted '1' (HiFi-GAN) and 'AMP1' (BigVGAN)")
+    amp = resblock == "AMP1"
     return {
-        f"{prefix}act_fn": g.get("activation", "snakebeta"),
-        f"{prefix}antialias": True,
+        # HiFi-GAN blocks are diffusers' leaky-ReLU blocks without anti-aliasing; BigVGAN's are anti-aliased.
+        f"{prefix}act_fn": g.get("activation", "snake") if amp else "leaky_relu",
+        f"{prefix}antialias": amp,
         f"{prefix}antialias_kernel_size": 12,
         f"{prefix}antialias_ratio": 2,
-        f"{prefix}final_act_fn": "tanh" if final_act else None,
+        f"{prefix}final_act_fn": final_act,
         f"{prefix}final_bias": bool(g.get("use_bias_at_final", True)),
-        f"{prefix}hidden_channels": g["upsample_initial_channel"],
+        f"{prefix}hidden_channels": g.get("upsample_initial_channel", 1024),
         f"{prefix}in_channels": in_channels,
         f"{prefix}leaky_relu_negative_slope": 0.1,
         f"{prefix}out_channels": 2 if g.get("stereo", True) else 1,
-        f"{prefix}resnet_dilations": [list(d) for d in g["resblock_dilation_sizes"]],
-        f"{prefix}resnet_kernel_sizes": list(g["resblock_kernel_sizes"]),
-        f"{prefix}upsample_factors": list(g["upsample_rates"]),
-        f"{prefix}upsample_kernel_sizes": list(g["upsample_kernel_sizes"]),
+        f"{prefix}resnet_dilations": [list(d) for d in g.get("resblock_dilation_sizes", [[1, 3, 5]] * 3)],
+        f"{prefix}resnet_kernel_sizes": list(g.get("resblock_kernel_sizes", [3, 7, 11])),
+        f"{prefix}upsample_factors": list(g.get("upsample_rates", [6, 5, 2, 2, 2])),
+        f"{prefix}upsample_kernel_sizes": list(g.get("upsample_kernel_sizes", [16, 15, 8, 4, 4])),
     }
 
 
-def vocoder_to_diffusers(vocoder: Mapping[str, Any], *, mel_bins: int) -> dict[str, Any]:
-    """diffusers' LTX2VocoderWithBWE config.json from the reference's `vocoder` section (2.3: with BWE)."""
+def vocoder_to_diffusers(
+    vocoder: Mapping[str, Any], *, in_channels: int, bwe_in_channels: int | None = None
+) -> dict[str, Any]:
+    """diffusers' vocoder config.json from the reference's `vocoder` section: `LTX2VocoderWithBWE` for the
+    2.3 layout (with a bandwidth extension), `LTX2Vocoder` for the flat LTX-2.0 one.
+
+    `in_channels` / `bwe_in_channels`: the input widths of the generators' `conv_pre` (stereo x mel bins,
+    from their weights: the vocoder's mel bins need not be the audio VAE's)."""
     if "bwe" not in vocoder:
-        raise CheckpointError("vocoder without a bandwidth extension (LTX-2.0) has no LTX2VocoderWithBWE config")
+        g = vocoder
+        channels = in_channels
+        fields = {
+            **_generator_to_diffusers(g, "", channels, _final_act(True, bool(g.get("use_tanh_at_final", True)))),
+            "output_sampling_rate": g.get("output_sampling_rate", 24000),
+        }
+        return _stamp(VOCODER_V1_CLASS, fields)
     base, bwe = vocoder["vocoder"], vocoder["bwe"]
-    channels = 2 * mel_bins if base.get("stereo", True) else mel_bins
+    channels = in_channels
+    # The reference always applies stage 1's final activation (a clamp unless tanh): diffusers' converter
+    # writes None there, under which diffusers does not clamp; "clamp" computes what the reference does.
+    base_act = _final_act(True, bool(base.get("use_tanh_at_final", True)))
+    bwe_act = _final_act(bool(bwe.get("apply_final_activation", False)), bool(bwe.get("use_tanh_at_final", True)))
     fields = {
-        **_generator_to_diffusers(base, "", channels, bool(base.get("use_tanh_at_final", False))),
-        **_generator_to_diffusers(bwe, "bwe_", channels, bool(bwe.get("apply_final_activation", False))),
+        **_generator_to_diffusers(base, "", channels, base_act),
+        **_generator_to_diffusers(bwe, "bwe_", channels if bwe_in_channels is None else bwe_in_channels, bwe_act),
         "filter_length": bwe["n_fft"],
         "hop_length": bwe["hop_length"],
         "window_length": bwe["win_size"],
@@ -608,38 +754,72 @@ def vocoder_to_diffusers(vocoder: Mapping[str, Any], *, mel_bins: int) -> dict[s
     return _stamp(VOCODER_CLASS, fields)
 
 
-def _generator_from_diffusers(c: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+_LEAKY = "leaky_relu"
+
+
+def _generator_from_diffusers(c: _Config, prefix: str) -> dict[str, Any]:
     where = "vocoder"
-    if not c.get(f"{prefix}antialias", True):
-        raise CheckpointError(f"{where}: {prefix}antialias=false is not supported (AMP1 blocks are anti-aliased)")
+    act = c[f"{prefix}act_fn"]
+    antialias = bool(c[f"{prefix}antialias"])
+    # diffusers' leaky-ReLU generator without anti-aliasing is the HiFi-GAN one ("1"); Snake activations
+    # with anti-aliasing are BigVGAN's ("AMP1"). The other pairings have no reference generator.
+    if act == _LEAKY and not antialias:
+        resblock, activation = "1", "snake"
+    elif act in ("snake", "snakebeta") and antialias:
+        resblock, activation = "AMP1", act
+    else:
+        raise CheckpointError(
+            f"{where}: {prefix}act_fn={act!r} with {prefix}antialias={antialias!r}; accepted: 'leaky_relu' without "
+            "antialias (HiFi-GAN) or 'snake'/'snakebeta' with antialias (BigVGAN)"
+        )
+    if c[f"{prefix}leaky_relu_negative_slope"] != 0.1:
+        raise CheckpointError(f"{where}: {prefix}leaky_relu_negative_slope must be 0.1 (the reference's)")
+    if (c[f"{prefix}antialias_ratio"], c[f"{prefix}antialias_kernel_size"]) != (2, 12):
+        raise CheckpointError(f"{where}: {prefix}antialias_ratio / _kernel_size must be 2 / 12 (the reference's)")
     return {
-        "resblock": "AMP1",
-        "resblock_kernel_sizes": list(_require(c, f"{prefix}resnet_kernel_sizes", where)),
-        "resblock_dilation_sizes": [list(d) for d in _require(c, f"{prefix}resnet_dilations", where)],
-        "stereo": c.get(f"{prefix}out_channels", 2) == 2,
-        "activation": c.get(f"{prefix}act_fn", "snakebeta"),
-        "use_bias_at_final": bool(c.get(f"{prefix}final_bias", True)),
-        "upsample_initial_channel": _require(c, f"{prefix}hidden_channels", where),
-        "upsample_rates": list(_require(c, f"{prefix}upsample_factors", where)),
-        "upsample_kernel_sizes": list(_require(c, f"{prefix}upsample_kernel_sizes", where)),
+        "resblock": resblock,
+        "resblock_kernel_sizes": list(c[f"{prefix}resnet_kernel_sizes"]),
+        "resblock_dilation_sizes": [list(d) for d in c[f"{prefix}resnet_dilations"]],
+        "stereo": c[f"{prefix}out_channels"] == 2,
+        "activation": activation,
+        "use_bias_at_final": bool(c[f"{prefix}final_bias"]),
+        "upsample_initial_channel": c[f"{prefix}hidden_channels"],
+        "upsample_rates": list(c[f"{prefix}upsample_factors"]),
+        "upsample_kernel_sizes": list(c[f"{prefix}upsample_kernel_sizes"]),
     }
 
 
 def vocoder_from_diffusers(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The reference's `vocoder` section: nested with `bwe` from `LTX2VocoderWithBWE`, flat (LTX-2.0) from
+    `LTX2Vocoder`. Stage 1's final activation is tanh for "tanh", otherwise the reference's clamp (it has no
+    unclamped stage 1; see docs/interop.md)."""
     where = "vocoder"
-    _check_class(config, VOCODER_CLASS, where)
-    c = config
-    base = {**_generator_from_diffusers(c, ""), "use_tanh_at_final": c.get("final_act_fn") == "tanh"}
+    found = config.get("_class_name")
+    if found not in VOCODER_CLASSES:
+        raise CheckpointError(f"{where}: config.json _class_name is {found!r}; expected one of {list(VOCODER_CLASSES)}")
+    c = _Config(config, found)
+    if found == VOCODER_V1_CLASS:
+        if c["final_act_fn"] not in ("tanh", "clamp"):
+            raise CheckpointError(
+                f"{where}: final_act_fn={c['final_act_fn']!r}; the reference's LTX-2.0 vocoder ends with 'tanh' or "
+                "'clamp'"
+            )
+        return {
+            **_generator_from_diffusers(c, ""),
+            "use_tanh_at_final": c["final_act_fn"] == "tanh",
+            "output_sampling_rate": c["output_sampling_rate"],
+        }
+    base = {**_generator_from_diffusers(c, ""), "use_tanh_at_final": c["final_act_fn"] == "tanh"}
     bwe = {
         **_generator_from_diffusers(c, "bwe_"),
-        "use_tanh_at_final": False,
-        "apply_final_activation": c.get("bwe_final_act_fn") is not None,
-        "input_sampling_rate": _require(c, "input_sampling_rate", where),
-        "output_sampling_rate": _require(c, "output_sampling_rate", where),
-        "hop_length": _require(c, "hop_length", where),
-        "n_fft": _require(c, "filter_length", where),
-        "win_size": _require(c, "window_length", where),
-        "num_mels": _require(c, "num_mel_channels", where),
+        "use_tanh_at_final": c["bwe_final_act_fn"] == "tanh",
+        "apply_final_activation": c["bwe_final_act_fn"] is not None,
+        "input_sampling_rate": c["input_sampling_rate"],
+        "output_sampling_rate": c["output_sampling_rate"],
+        "hop_length": c["hop_length"],
+        "n_fft": c["filter_length"],
+        "win_size": c["window_length"],
+        "num_mels": c["num_mel_channels"],
     }
     return {"vocoder": base, "bwe": bwe}
 
@@ -664,16 +844,17 @@ def upsampler_to_diffusers(config: Mapping[str, Any]) -> dict[str, Any]:
 def upsampler_from_diffusers(config: Mapping[str, Any]) -> dict[str, Any]:
     where = "latent_upsampler"
     _check_class(config, UPSAMPLER_CLASS, where)
+    c = _Config(config, UPSAMPLER_CLASS)
     return {
         "_class_name": "LatentUpsampler",
-        "in_channels": _require(config, "in_channels", where),
-        "mid_channels": _require(config, "mid_channels", where),
-        "num_blocks_per_stage": _require(config, "num_blocks_per_stage", where),
-        "dims": config.get("dims", 3),
-        "spatial_upsample": bool(config.get("spatial_upsample", True)),
-        "temporal_upsample": bool(config.get("temporal_upsample", False)),
-        "spatial_scale": config.get("rational_spatial_scale", 2.0),
-        "rational_resampler": bool(config.get("use_rational_resampler", False)),
+        "in_channels": c["in_channels"],
+        "mid_channels": c["mid_channels"],
+        "num_blocks_per_stage": c["num_blocks_per_stage"],
+        "dims": c["dims"],
+        "spatial_upsample": bool(c["spatial_upsample"]),
+        "temporal_upsample": bool(c["temporal_upsample"]),
+        "spatial_scale": c["rational_spatial_scale"],
+        "rational_resampler": bool(c["use_rational_resampler"]),
     }
 
 

@@ -291,7 +291,7 @@ def _ltx25_encoder_section(flat: Mapping[str, Any]) -> dict[str, Any]:
     encoder = {k: flat[k] for k in ("dims", "in_channels", "patch_size", "norm_layer", "latent_log_var")}
     encoder.update(
         out_channels=flat["latent_channels"],
-        spatial_padding_mode=flat["spatial_padding_mode"],
+        spatial_padding_mode=flat.get("spatial_padding_mode", flat.get("encoder_spatial_padding_mode", "zeros")),
         blocks=flat["encoder_blocks"],
     )
     return {"_class_name": DIFFUSION_VAE_CLASS, "latent_channels": flat["latent_channels"], "encoder": encoder}

@@ -201,7 +201,7 @@ class LTXModel(nn.Module):
         return sigma
 
     def _add_cross_modal(
-        self, s: StreamState, m: Modality, other: Modality, prefix: str, gate_name: str
+        self, s: StreamState, m: Modality, stream: StreamConfig, other: Modality, prefix: str, gate_name: str
     ) -> StreamState:
         c = self.config
         audio = c.audio
@@ -216,8 +216,9 @@ class LTXModel(nn.Module):
         cross_gate_mod, _ = self._adaln(
             getattr(self, gate_name), other_sigma * c.timestep_scale_multiplier * gate_scale, batch, dtype
         )
-        # Both cross-modal directions attend through the audio heads, over the time axis only.
-        cross_pe = self._rope(m.positions[:, 0:1], audio.dim, audio.heads, [c.cross_modal_max_pos], dtype)
+        # Both cross-modal directions rotate the audio width over the time axis only, split into the heads
+        # of the stream the queries (or keys) come from: the video side uses the video head count.
+        cross_pe = self._rope(m.positions[:, 0:1], audio.dim, stream.heads, [c.cross_modal_max_pos], dtype)
         return replace(s, cross_pe=cross_pe, cross_mod=cross_mod, cross_gate_mod=cross_gate_mod)
 
     # -- output -----------------------------------------------------------------------------------
@@ -254,8 +255,8 @@ class LTXModel(nn.Module):
         vs = self._prepare(video, c.video, "") if video is not None else None
         aus = self._prepare(audio, c.audio, "audio_") if audio is not None else None
         if vs is not None and aus is not None:
-            vs = self._add_cross_modal(vs, video, audio, "video", "av_ca_a2v_gate_adaln_single")
-            aus = self._add_cross_modal(aus, audio, video, "audio", "av_ca_v2a_gate_adaln_single")
+            vs = self._add_cross_modal(vs, video, c.video, audio, "video", "av_ca_a2v_gate_adaln_single")
+            aus = self._add_cross_modal(aus, audio, c.audio, video, "audio", "av_ca_v2a_gate_adaln_single")
 
         for index, block in enumerate(self.transformer_blocks):
             if self.gradient_checkpointing and self.training and torch.is_grad_enabled():
