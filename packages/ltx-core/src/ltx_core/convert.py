@@ -2,6 +2,7 @@
 
     python -m ltx_core.convert to-diffusers CHECKPOINT OUT_DIR [--upsampler FILE ...] [--[no-]distilled]
     python -m ltx_core.convert from-diffusers FOLDER OUT.safetensors
+    python -m ltx_core.convert to-gguf CHECKPOINT OUT.gguf [--qtype Q8_0|F16|BF16]
 
 `to-diffusers` writes the folder diffusers' own converter writes (`model_index.json`, `transformer/`,
 `connectors/`, `vae/`, `audio_vae/`, `vocoder/`, `scheduler/`, and `latent_upsampler*/` for each
@@ -14,6 +15,11 @@ a file of those.
 Round trips are tensor-exact, with one exception diffusers imposes: its video VAE keeps only the latent
 mean and std of the reference's five per-channel statistics (`channel`, `mean-of-stds`,
 `mean-of-stds_over_std-of-means` are read by no model and are not carried).
+
+`to-gguf` writes the transformer's tensors (every `model.diffusion_model.*` key, names unchanged, as
+ComfyUI-GGUF's files name them) to a GGUF file: 2-D weights of at least 1024 values whose rows fill whole
+blocks in `--qtype`, the rest as stored; the checkpoint's metadata (`config`, `model_version`) becomes
+string fields of the same names, so the file builds the transformer on its own (`ltx_core.loader.gguf_file`).
 
 Nothing existing is overwritten; the output appears (renamed into place) only once complete.
 """
@@ -46,6 +52,8 @@ from ltx_core.loader.diffusers_folder import (
     weight_files,
 )
 from ltx_core.loader.errors import CheckpointError
+from ltx_core.loader.gguf_file import MIN_QUANTIZED_NUMEL, write_gguf
+from ltx_core.loader.key_rules import TRANSFORMER_PREFIX
 from ltx_core.loader.safetensors_header import read_safetensors_header
 
 logger = logging.getLogger(__name__)
@@ -334,6 +342,32 @@ def diffusers_to_single_file(folder: str | Path, out_file: str | Path) -> Path:
     return out_file
 
 
+def single_file_to_gguf(
+    checkpoint: str | Path,
+    out_file: str | Path,
+    *,
+    qtype: str = "Q8_0",
+    min_quantized_numel: int = MIN_QUANTIZED_NUMEL,
+) -> Path:
+    """The transformer of a single-file checkpoint as a GGUF file (see the module docstring)."""
+    from ltx_core.quantization.gguf import WRITABLE_QTYPES
+
+    if qtype not in WRITABLE_QTYPES:
+        raise CheckpointError(f"--qtype {qtype!r} cannot be written; writable: {list(WRITABLE_QTYPES)}")
+    header = read_safetensors_header(checkpoint)
+    keys = [k for k in header.tensors if k.startswith(TRANSFORMER_PREFIX)]
+    if not keys:
+        raise CheckpointError(f"{str(checkpoint)!r} holds no transformer tensors ({TRANSFORMER_PREFIX}*)")
+    out = Path(out_file)
+    with _atomic_file(out) as tmp:
+        with safe_open(str(header.path), framework="pt", device="cpu") as f:
+            tensors = {k: f.get_tensor(k) for k in keys}
+        tmp.unlink()  # GGUFWriter creates the file itself
+        stored = write_gguf(tmp, tensors, header.metadata, qtype, min_quantized_numel=min_quantized_numel)
+    logger.info("%d of %d tensors stored as %s", sum(v == qtype for v in stored.values()), len(stored), qtype)
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ltx_core.convert", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -350,6 +384,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     back = commands.add_parser("from-diffusers", help="diffusers model (or latent upsampler) folder -> single file")
     back.add_argument("folder", type=Path)
     back.add_argument("out_file", type=Path)
+    gg = commands.add_parser("to-gguf", help="single-file checkpoint -> GGUF transformer file")
+    gg.add_argument("checkpoint", type=Path)
+    gg.add_argument("out_file", type=Path)
+    gg.add_argument("--qtype", default="Q8_0", help="ggml type of the large weights: Q8_0 (default), F16, BF16")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
@@ -357,6 +395,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             out = single_file_to_diffusers(
                 args.checkpoint, args.out_dir, upsamplers=args.upsampler, distilled=args.distilled
             )
+        elif args.command == "to-gguf":
+            out = single_file_to_gguf(args.checkpoint, args.out_file, qtype=args.qtype)
         else:
             out = diffusers_to_single_file(args.folder, args.out_file)
     except (CheckpointError, FileExistsError, FileNotFoundError) as e:

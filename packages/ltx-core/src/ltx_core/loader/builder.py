@@ -18,6 +18,7 @@ from ltx_core.loader.lora import DEFAULT_LORA_FUSION, LoraFusionPrecision, LoraS
 from ltx_core.loader.model_files import Component, ComponentSource, ModelFiles, model_files_of, names_a_model_folder
 from ltx_core.loader.sd_ops import SDOps
 from ltx_core.loader.state_dict import StateDict, load_files, stored_float_dtypes_of
+from ltx_core.quantization.gguf import prepare_gguf
 
 logger = logging.getLogger(__name__)
 
@@ -170,6 +171,8 @@ def build_model(
             stored_dtypes=stored_float_dtypes_of(reads),
             device=device,
         )
+    # GGUF block-quantized weights stay quantized: their Linears dequantize per call.
+    prepare_gguf(module, state_dict, dtype)
     module.load_state_dict(state_dict, strict=True, assign=True)
     leftover = [n for n, t in (*module.named_parameters(), *module.named_buffers()) if t.is_meta]
     if leftover:

@@ -32,6 +32,7 @@ from ltx_core.loader.errors import CheckpointError
 from ltx_core.loader.lora_layouts import read_lora
 from ltx_core.loader.safetensors_header import read_metadata
 from ltx_core.loader.state_dict import StateDict
+from ltx_core.quantization.gguf import refuse_quantized_target
 
 logger = logging.getLogger(__name__)
 
@@ -159,6 +160,7 @@ def fuse_loras(
             if key not in state_dict:
                 continue
             weight = state_dict[key]
+            refuse_quantized_target(key, weight)
             if (pair.b.shape[0], pair.a.shape[1]) != tuple(weight.shape):
                 raise CheckpointError(
                     f"LoRA {str(spec.path)!r}: delta for {key!r} has shape {(pair.b.shape[0], pair.a.shape[1])}, "

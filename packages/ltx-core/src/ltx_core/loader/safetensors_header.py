@@ -56,11 +56,16 @@ def check_checkpoint_path(path: str | Path) -> Path:
 
 
 def read_safetensors_header(path: str | Path) -> SafetensorsHeader:
-    """Parse the JSON header of a safetensors file, validating its framing.
+    """Parse the JSON header of a safetensors file (or the tensor index of a GGUF file), validating its framing.
 
     Only the first 8 + header-length bytes are read, so this is cheap for a 46 GB file.
     """
     p = check_checkpoint_path(path)
+    from ltx_core.loader.gguf_file import is_gguf, read_gguf_header
+
+    if is_gguf(p):
+        # GGUF is one more weight-file kind, indexed in the same shape (see `gguf_file`).
+        return read_gguf_header(p)
     file_size = p.stat().st_size
     with p.open("rb") as f:
         prefix = f.read(8)

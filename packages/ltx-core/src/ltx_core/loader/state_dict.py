@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import torch
 from safetensors import safe_open
 
 from ltx_core.loader.errors import CheckpointError
+from ltx_core.loader.gguf_file import is_gguf, read_gguf_tensors
 from ltx_core.loader.safetensors_header import read_safetensors_header
 from ltx_core.loader.sd_ops import SDOps
 
@@ -114,6 +115,18 @@ def load_state_dict(
     return load_files([(p, ops) for p in _as_paths(paths)], dtype=dtype)
 
 
+def _add_translated(
+    state_dict: StateDict, items: Iterable[tuple[str, torch.Tensor]], dtype: torch.dtype | None, path: Path, ops: SDOps
+) -> None:
+    # GGUF block-quantized tensors are uint8, so they stay quantized here (see `quantization.gguf`).
+    for key, value in items:
+        if dtype is not None and value.is_floating_point():
+            value = value.to(dtype)
+        if key in state_dict:
+            raise CheckpointError(f"{str(path)!r}: two tensors map to the module key {key!r} ({ops.name})")
+        state_dict[key] = value
+
+
 def load_files(reads: FileReads, *, dtype: torch.dtype | None = None) -> StateDict:
     """`load_state_dict` over files read with rules of their own (one component spread over files)."""
     state_dict: StateDict = {}
@@ -123,14 +136,13 @@ def load_files(reads: FileReads, *, dtype: torch.dtype | None = None) -> StateDi
         wanted = [(k, m) for k, m in wanted if m is not None]
         if not wanted:
             continue
+        if is_gguf(header.path):
+            gguf_tensors = read_gguf_tensors(header.path, {k for k, _ in wanted})
+            for file_key, _ in wanted:
+                _add_translated(state_dict, ops.translate(file_key, gguf_tensors.pop(file_key)), dtype, path, ops)
+            continue
         with safe_open(str(header.path), framework="pt", device="cpu") as f:
             for file_key, _ in wanted:
-                tensor = f.get_tensor(file_key)
-                for key, value in ops.translate(file_key, tensor):
-                    if dtype is not None and value.is_floating_point():
-                        value = value.to(dtype)
-                    if key in state_dict:
-                        raise CheckpointError(f"{str(path)!r}: two tensors map to the module key {key!r} ({ops.name})")
-                    state_dict[key] = value
+                _add_translated(state_dict, ops.translate(file_key, f.get_tensor(file_key)), dtype, path, ops)
     logger.debug("loaded %d tensors with rules %s", len(state_dict), sorted({ops.name for _, ops in reads}))
     return join_pieces(state_dict)
