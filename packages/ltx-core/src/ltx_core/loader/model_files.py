@@ -123,6 +123,31 @@ class ComponentSource:
         return read_safetensors_header(self.path).metadata
 
 
+def _has_transformer_config(path: Path) -> bool:
+    config = read_safetensors_header(path).metadata.get("config")
+    return isinstance(config, dict) and isinstance(config.get("transformer"), dict)
+
+
+def _gguf_config_companion(paths: Mapping[Component, Path]) -> Path | None:
+    """The file a GGUF transformer without a config of its own takes its config from: the first other
+    given file whose config has a `transformer` section (the single file, or a VAE file, that the
+    user already has); None when the transformer file carries its config (or is no GGUF)."""
+    from ltx_core.loader.gguf_file import is_gguf
+
+    transformer = paths[Component.TRANSFORMER]
+    if not is_gguf(transformer) or _has_transformer_config(transformer):
+        return None
+    for component, path in paths.items():
+        if component is not Component.TRANSFORMER and path.is_file() and _has_transformer_config(path):
+            return path
+    others = ", ".join(f for c, f in COMPONENT_FLAGS.items() if c is not Component.TRANSFORMER)
+    raise CheckpointError(
+        f"{COMPONENT_FLAGS[Component.TRANSFORMER]}: the GGUF file {str(transformer)!r} carries no LTX config "
+        f"(no 'config' field with a 'transformer' section); give a file that has one with {others} "
+        "(the single-file checkpoint or a component file), or convert with `python -m ltx_core.convert to-gguf`"
+    )
+
+
 def _file(path: str | Path, component: Component, layout: Layout) -> Path:
     try:
         return check_checkpoint_path(path)
@@ -260,9 +285,21 @@ class ModelFiles:
                 paths[component] = _file(value, component, layout)
             sources.append(ComponentSource(component, (paths[component],)))
         if Component.TRANSFORMER in paths:
+            companion = _gguf_config_companion(paths)
+            if companion is not None:
+                sources = [
+                    ComponentSource(Component.TRANSFORMER, (paths[Component.TRANSFORMER],), config_file=companion)
+                    if s.component is Component.TRANSFORMER
+                    else s
+                    for s in sources
+                ]
             te = paths.get(Component.TEXT_ENCODER)
             extra = (te,) if te is not None and te.is_file() else ()
-            sources.append(ComponentSource(Component.TEXT_EMBEDDINGS, (paths[Component.TRANSFORMER], *extra)))
+            sources.append(
+                ComponentSource(
+                    Component.TEXT_EMBEDDINGS, (paths[Component.TRANSFORMER], *extra), config_file=companion
+                )
+            )
         files = cls(layout, tuple(sources))
         files.check_text_encoder_match()
         return files
