@@ -47,11 +47,14 @@ from ltx_core.loader import (
 )
 from ltx_core.loader.builder import component_source
 from ltx_core.loader.errors import CheckpointError
+from ltx_core.loader.gguf_file import is_gguf
 from ltx_core.loader.lora import DEFAULT_LORA_FUSION, LoraDeltas, LoraFusionPrecision
 from ltx_core.loader.safetensors_header import read_safetensors_header
+from ltx_core.loader.state_dict import FileReads
 from ltx_core.loader.tensorwise import WeightConversion, load_tensorwise_files
 from ltx_core.model.transformer.attention_backends import ACCEPTED_BACKEND_NAMES, check_backend, set_attention_backend
 from ltx_core.quantization import Fp8CastPolicy, Fp8ScaledMMPolicy, require_scaled_mm
+from ltx_core.quantization.gguf import is_block_qtype, prepare_gguf, refuse_quantized_target
 
 logger = logging.getLogger(__name__)
 
@@ -177,6 +180,11 @@ def build_transformer(
             f"(a sharded diffusers folder): write it as one file with `python -m ltx_core.convert from-diffusers`"
         )
     path = src.files[0]
+    if options.quantization is not None and any(is_gguf(f) for f in src.files):
+        raise ValueError(
+            f"--quantization {options.quantization} cannot re-quantize the GGUF file {str(path)!r} "
+            "(its weights are already quantized); leave --quantization unset"
+        )
     reads = src.reads(spec.ops)
     config = checkpoint_config(spec, src)
     spec = replace(spec, ops=spec.ops.after(src.key_translation))
@@ -191,6 +199,7 @@ def build_transformer(
     lora = LoraDeltas(active, component=spec.name, weight_keys=weight_keys) if active else None
     if lora is not None:
         lora.check_targets(weight_keys)
+        _refuse_lora_into_gguf(reads, lora)
     conversion = WeightConversion(dtype=dtype, storage_dtypes=storage, lora=lora, lora_rule=_lora_rule(lora_fusion))
 
     prefix = f"{BLOCKS_ATTR}."
@@ -208,6 +217,7 @@ def build_transformer(
             raise CheckpointError(
                 f"{str(path)!r} does not fit the {spec.name}: missing {missing[:20]}, unexpected {unexpected[:20]}"
             )
+        prepare_gguf(model, state_dict, dtype)
         model.load_state_dict(state_dict, strict=False, assign=True)
         model.block_streamer = attach_block_streaming(
             model, path, spec.ops, conversion, device=device, source="ram" if options.offload == "cpu" else "disk",
@@ -216,6 +226,7 @@ def build_transformer(
         )  # fmt: skip
     else:
         check_state_dict_fits(model, state_dict, component=spec.name, path=path)
+        prepare_gguf(model, state_dict, dtype)
         model.load_state_dict(state_dict, strict=True, assign=True)
     model.eval().requires_grad_(False)
     model.dedup_timesteps = options.dedup_timesteps
@@ -228,6 +239,18 @@ def build_transformer(
         spec.name, Path(path).name, dtype, device, options.quantization, options.offload, len(quantized),
     )  # fmt: skip
     return model
+
+
+def _refuse_lora_into_gguf(reads: FileReads, lora: LoraDeltas) -> None:
+    """Before any tensor is read: a LoRA targeting a GGUF-quantized weight is refused (see
+    `ltx_core.quantization.gguf`), streamed blocks included."""
+    for path, ops in reads:
+        if not is_gguf(path):
+            continue
+        for file_key, info in read_safetensors_header(path).tensors.items():
+            key = ops.rename(file_key)
+            if key is not None and key in lora and is_block_qtype(info.dtype):
+                refuse_quantized_target(key, info.dtype)
 
 
 def _lora_rule(lora_fusion: LoraFusionPrecision | str) -> torch.dtype | None:

@@ -10,11 +10,12 @@ import torch
 from safetensors import safe_open
 
 from ltx_core.convert import single_file_to_gguf
-from ltx_core.loader import build_model
+from ltx_core.loader import LoraSpec, build_model
 from ltx_core.loader.gguf_file import read_gguf_tensors
 from ltx_core.loader.key_rules import TRANSFORMER_PREFIX
 from ltx_core.model.transformer import AV_TRANSFORMER, Modality
 from ltx_core.quantization.gguf import GGUFLinear, GGUFTensor, dequantize
+from ltx_core.runtime import RuntimeOptions, build_transformer, release_transformer
 
 pytestmark = pytest.mark.golden
 
@@ -90,3 +91,34 @@ def test_q8_0_transformer_is_within_the_stated_bound_of_the_checkpoint(golden_fi
             relative = ((got - want).norm() / want.norm()).item()
             assert relative <= Q8_0_RELATIVE_BOUND, f"{case}.{stream}: Q8_0 is {relative:.3e} from the checkpoint"
             assert relative > 0, f"{case}.{stream}: identical outputs, the Q8_0 weights were not used"
+
+
+def test_q8_0_through_the_pipeline_loader_streams_and_refuses_loras(
+    golden_fixture, golden_dir, golden_manifest, gguf_files
+):
+    """`build_transformer` (what the pipelines call) gives the `build_model` outputs, with the blocks
+    resident or streamed from RAM or disk (the quantized blocks packed as stored); a LoRA aimed at a
+    quantized weight is refused before any tensor is read."""
+    fx = golden_fixture("fx_transformer")
+    case = next(c for c in fx.params["cases"] if c in _UNPERTURBED_CASES and f"{c}.video_sigma" in fx)
+    video, audio = (_modality(fx, case, s, _UNPERTURBED_CASES[case]) for s in ("video", "audio"))
+    path = gguf_files["Q8_0"]
+    want = build_model(AV_TRANSFORMER, path, dtype=torch.float32, device="cpu")(video, audio)
+    for offload in ("none", "cpu", "disk"):
+        model = build_transformer(
+            AV_TRANSFORMER, path, RuntimeOptions(offload=offload), device="cpu", dtype=torch.float32
+        )
+        if offload != "none":
+            assert any(isinstance(m, GGUFLinear) for m in model.transformer_blocks.modules())
+        for stream, w, g in zip(("video", "audio"), want, model(video, audio)):
+            assert torch.equal(g, w), f"offload {offload}: {stream} differs from the resident build"
+        release_transformer(model)
+    lora = next(iter(golden_manifest["loras"].values()))
+    with pytest.raises(ValueError, match=r"a LoRA cannot be fused into '.*': it is stored Q8_0-quantized"):
+        build_transformer(
+            AV_TRANSFORMER,
+            path,
+            RuntimeOptions(offload="cpu"),
+            device="cpu",
+            loras=[LoraSpec(golden_dir / lora["file"], 1.0)],
+        )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -16,6 +17,7 @@ from ltx_core.block_streaming.streamer import BlockStreamer
 from ltx_core.loader.sd_ops import SDOps
 from ltx_core.loader.tensor_reader import TensorReader
 from ltx_core.loader.tensorwise import WeightConversion
+from ltx_core.quantization.gguf import is_block_qtype, use_gguf_linears
 
 logger = logging.getLogger(__name__)
 
@@ -23,8 +25,11 @@ BlockSourceKind = Literal["ram", "disk"]
 MAX_DEVICE_SLOTS = 3
 
 
-def block_layout(blocks: nn.ModuleList, blocks_prefix: str, conversion: WeightConversion) -> BlockLayout:
-    """The packed layout of block 0 under `conversion`'s dtypes; every block must share it."""
+def block_layout(
+    blocks: nn.ModuleList, blocks_prefix: str, conversion: WeightConversion, qtypes: Mapping[str, str] | None = None
+) -> BlockLayout:
+    """The packed layout of block 0 under `conversion`'s dtypes (and, for a GGUF file, the ggml block
+    types `qtypes` of block 0's quantized tensors, by name in the block); every block must share it."""
 
     def dtype_of(name: str, tensor: torch.Tensor) -> torch.dtype:
         storage = conversion.storage_dtypes.get(f"{blocks_prefix}0.{name}")
@@ -32,12 +37,22 @@ def block_layout(blocks: nn.ModuleList, blocks_prefix: str, conversion: WeightCo
             return storage
         return conversion.dtype if tensor.is_floating_point() else tensor.dtype
 
-    layout = BlockLayout.of(blocks[0], dtype_of)
+    layout = BlockLayout.of(blocks[0], dtype_of, qtypes)
     for index, block in enumerate(blocks):
         names = {n for n, _ in (*block.named_parameters(), *block.named_buffers())}
         if names != layout.names:
             raise ValueError(f"block {index} has other tensors than block 0; blocks must share one layout to stream")
     return layout
+
+
+def _block_qtypes(reader: TensorReader, ops: SDOps, block_prefix: str) -> dict[str, str]:
+    """Name in the block -> ggml block type, for block 0's tensors a GGUF file stores quantized."""
+    out: dict[str, str] = {}
+    for file_key, info in reader.header.tensors.items():
+        module_key = ops.rename(file_key)
+        if module_key is not None and module_key.startswith(block_prefix) and is_block_qtype(info.dtype):
+            out[module_key[len(block_prefix) :]] = info.dtype
+    return out
 
 
 def attach_block_streaming(
@@ -62,9 +77,13 @@ def attach_block_streaming(
         raise ValueError(f"device_slots must be 1..{MAX_DEVICE_SLOTS}, got {device_slots}")
     blocks = getattr(model, blocks_attr)
     prefix = f"{blocks_attr}."
-    layout = block_layout(blocks, prefix, conversion)
     with TensorReader(path) as reader:
+        qtypes = _block_qtypes(reader, ops, f"{prefix}0.")
+        layout = block_layout(blocks, prefix, conversion, qtypes)
         keys = BlockKeys.scan(reader, ops, prefix, layout)
+    if qtypes:
+        for block in blocks:
+            use_gguf_linears(block, qtypes)
     if len(keys.per_block) != len(blocks):
         raise ValueError(f"{str(path)!r} holds {len(keys.per_block)} blocks, the model has {len(blocks)}")
     pin = device.type == "cuda"

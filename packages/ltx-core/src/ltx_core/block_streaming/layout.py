@@ -7,11 +7,14 @@ views are carved out of the buffer at fixed offsets.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import torch
 from torch import nn
+
+from ltx_core.quantization.gguf import byte_shape, qtype_named, quantized
 
 _ALIGN = 64  # bytes; keeps every view aligned for any dtype and for vectorised kernels
 
@@ -27,6 +30,7 @@ class TensorPlace:
     dtype: torch.dtype
     offset: int
     nbytes: int
+    qtype: str | None = None  # a ggml block type (GGUF file): the place holds its raw blocks
 
 
 @dataclass(frozen=True)
@@ -35,11 +39,23 @@ class BlockLayout:
     nbytes: int
 
     @classmethod
-    def of(cls, block: nn.Module, dtype_of: Callable[[str, torch.Tensor], torch.dtype]) -> BlockLayout:
-        """The layout of `block` (meta tensors are fine); `dtype_of(name, tensor)` gives each stored dtype."""
+    def of(
+        cls,
+        block: nn.Module,
+        dtype_of: Callable[[str, torch.Tensor], torch.dtype],
+        qtypes: Mapping[str, str] | None = None,
+    ) -> BlockLayout:
+        """The layout of `block` (meta tensors are fine); `dtype_of(name, tensor)` gives each stored dtype,
+        `qtypes` the ggml block type of the tensors a GGUF file keeps quantized (by name in the block)."""
         places = []
         offset = 0
         for name, tensor in (*block.named_parameters(), *block.named_buffers()):
+            qtype = (qtypes or {}).get(name)
+            if qtype is not None:
+                raw = byte_shape(qtype_named(qtype), tuple(tensor.shape))
+                places.append(TensorPlace(name, tuple(tensor.shape), torch.uint8, offset, math.prod(raw), qtype))
+                offset = _aligned(offset + places[-1].nbytes)
+                continue
             dtype = dtype_of(name, tensor)
             nbytes = tensor.numel() * torch.empty((), dtype=dtype).element_size()
             places.append(TensorPlace(name, tuple(tensor.shape), dtype, offset, nbytes))
@@ -60,7 +76,14 @@ class BlockLayout:
         """Typed views of a uint8 buffer of at least `nbytes` bytes."""
         if buffer.dtype != torch.uint8 or buffer.numel() < self.nbytes:
             raise ValueError(f"block buffer must hold {self.nbytes} uint8 bytes, got {buffer.numel()} {buffer.dtype}")
-        return {p.name: buffer[p.offset : p.offset + p.nbytes].view(p.dtype).view(p.shape) for p in self.places}
+        return {p.name: _view(buffer[p.offset : p.offset + p.nbytes], p) for p in self.places}
 
     def allocate(self, device: torch.device, *, pin: bool = False) -> torch.Tensor:
         return torch.empty(self.nbytes, dtype=torch.uint8, device=device, pin_memory=pin)
+
+
+def _view(data: torch.Tensor, place: TensorPlace) -> torch.Tensor:
+    if place.qtype is None:
+        return data.view(place.dtype).view(place.shape)
+    qtype = qtype_named(place.qtype)
+    return quantized(data.view(byte_shape(qtype, place.shape)), qtype, place.shape)

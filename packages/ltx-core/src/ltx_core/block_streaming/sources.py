@@ -99,6 +99,19 @@ def fill_block(
     filled = 0
     for file_key, module_key in keys.per_block[index]:
         local = module_key[len(block_prefix) :]
+        qtype = layout.place(local).qtype if local in views else None
+        if qtype is not None:
+            # GGUF blocks are packed as stored (dequantized per call); LoRAs were refused at build.
+            found = reader.info(file_key).dtype
+            if found != qtype:
+                raise CheckpointError(
+                    f"{str(reader.path)!r}: {module_key!r} is stored as {found}, block 0's as {qtype}; "
+                    "streaming needs every block stored in the same GGUF types"
+                )
+            place = layout.place(local)
+            reader.read_raw_into(file_key, buffer[place.offset : place.offset + place.nbytes])
+            filled += 1
+            continue
         stored = torch_dtype(reader.info(file_key), path=reader.path, key=file_key)
         if (
             not ops.value_ops

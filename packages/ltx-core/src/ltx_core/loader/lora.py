@@ -32,7 +32,7 @@ from ltx_core.loader.errors import CheckpointError
 from ltx_core.loader.lora_layouts import read_lora
 from ltx_core.loader.safetensors_header import read_metadata
 from ltx_core.loader.state_dict import StateDict
-from ltx_core.quantization.gguf import refuse_quantized_target
+from ltx_core.quantization.gguf import GGUFTensor, refuse_quantized_target
 
 logger = logging.getLogger(__name__)
 
@@ -160,7 +160,8 @@ def fuse_loras(
             if key not in state_dict:
                 continue
             weight = state_dict[key]
-            refuse_quantized_target(key, weight)
+            if isinstance(weight, GGUFTensor):
+                refuse_quantized_target(key, weight.qtype.name)
             if (pair.b.shape[0], pair.a.shape[1]) != tuple(weight.shape):
                 raise CheckpointError(
                     f"LoRA {str(spec.path)!r}: delta for {key!r} has shape {(pair.b.shape[0], pair.a.shape[1])}, "

@@ -15,7 +15,9 @@ from pathlib import Path
 import torch
 
 from ltx_core.loader.errors import CheckpointError
+from ltx_core.loader.gguf_file import is_gguf
 from ltx_core.loader.safetensors_header import SafetensorsHeader, TensorInfo, read_safetensors_header
+from ltx_core.quantization.gguf import is_block_qtype, quantized
 
 SAFETENSORS_DTYPES: dict[str, torch.dtype] = {
     "F64": torch.float64,
@@ -49,8 +51,12 @@ class TensorReader:
         self.header = header if header is not None else read_safetensors_header(path)
         self.path = Path(self.header.path)
         self._fd = os.open(self.path, os.O_RDONLY)
-        (header_len,) = struct.unpack("<Q", os.pread(self._fd, 8, 0))
-        self._data_start = 8 + header_len
+        if is_gguf(self.path):
+            # A GGUF index (`gguf_file`) holds absolute offsets and ggml type names.
+            self._data_start = 0
+        else:
+            (header_len,) = struct.unpack("<Q", os.pread(self._fd, 8, 0))
+            self._data_start = 8 + header_len
 
     def info(self, key: str) -> TensorInfo:
         return self.header.tensors[key]
@@ -62,6 +68,12 @@ class TensorReader:
     def read_into(self, key: str, out: torch.Tensor) -> torch.Tensor:
         """Read the raw bytes of `key` into the contiguous CPU uint8 tensor `out`; returns a typed view."""
         info = self.info(key)
+        self.read_raw_into(key, out)
+        return out.view(torch_dtype(info, path=self.path, key=key)).reshape(info.shape)
+
+    def read_raw_into(self, key: str, out: torch.Tensor) -> torch.Tensor:
+        """Read the raw bytes of `key` into the contiguous CPU uint8 tensor `out`; returns `out`."""
+        info = self.info(key)
         start, end = info.data_offsets
         if out.numel() != end - start or out.dtype != torch.uint8 or not out.is_contiguous():
             raise ValueError(f"buffer for {key!r} must be {end - start} contiguous uint8 bytes, got {tuple(out.shape)}")
@@ -72,10 +84,14 @@ class TensorReader:
             if n <= 0:
                 raise CheckpointError(f"{str(self.path)!r}: unexpected end of file while reading {key!r}")
             done += n
-        return out.view(torch_dtype(info, path=self.path, key=key)).reshape(info.shape)
+        return out
 
     def read(self, key: str) -> torch.Tensor:
-        """A freshly allocated CPU tensor holding `key`."""
+        """A freshly allocated CPU tensor holding `key` (a `GGUFTensor` for a ggml block type)."""
+        info = self.info(key)
+        if info.dtype not in SAFETENSORS_DTYPES and is_block_qtype(info.dtype):
+            raw = self.read_raw_into(key, torch.empty(self.nbytes(key), dtype=torch.uint8))
+            return quantized(raw.reshape(*info.shape[:-1], -1), info.dtype, info.shape)
         return self.read_into(key, torch.empty(self.nbytes(key), dtype=torch.uint8))
 
     def close(self) -> None:

@@ -21,6 +21,7 @@ from ltx_core.loader.lora import LoraDeltas
 from ltx_core.loader.sd_ops import SDOps
 from ltx_core.loader.state_dict import FileReads, StateDict, whole_key
 from ltx_core.loader.tensor_reader import TensorReader
+from ltx_core.quantization.gguf import GGUFTensor, refuse_quantized_target
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +44,16 @@ class WeightConversion:
 
     def __call__(self, key: str, value: torch.Tensor, device: torch.device | None = None) -> torch.Tensor:
         device = value.device if device is None else device
+        if isinstance(value, GGUFTensor):
+            # GGUF blocks stay as stored (dequantized per call by GGUFLinear); a LoRA cannot be fused in.
+            if self.lora is not None and key in self.lora:
+                refuse_quantized_target(key, value.qtype.name)
+            if key in self.storage_dtypes:
+                raise ValueError(
+                    f"{key!r} is GGUF-quantized ({value.qtype.name}); it cannot be stored again as "
+                    f"{self.storage_dtypes[key]}: use --quantization none with a GGUF file"
+                )
+            return value.to(device)
         if not value.is_floating_point():
             return value.to(device)
         storage = self.storage_dtypes.get(key)

@@ -20,6 +20,7 @@ fuse into a bf16 file or convert the fused model instead.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -52,6 +53,12 @@ def qtype_named(name: str) -> GGMLQuantizationType:
     except KeyError:
         known = sorted(t.name for t in GGMLQuantizationType)
         raise ValueError(f"unknown GGUF tensor type {name!r}; known: {known}") from None
+
+
+def is_block_qtype(name: str) -> bool:
+    """True for the name of a ggml block type (Q8_0, Q4_K, ...), False for plain and unknown types."""
+    qtype = GGMLQuantizationType.__members__.get(name)
+    return qtype is not None and qtype not in PLAIN_QTYPES
 
 
 def byte_shape(qtype: GGMLQuantizationType, shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -185,10 +192,19 @@ def prepare_gguf(module: nn.Module, state_dict: dict[str, torch.Tensor], dtype: 
     else (not a Linear weight) is dequantized to `dtype` in `state_dict` now. Returns the names of
     the Linears that keep quantized weights.
     """
+    quantized_keys = {k: v.qtype.name for k, v in state_dict.items() if isinstance(v, GGUFTensor)}
+    kept = use_gguf_linears(module, quantized_keys)
+    for key in quantized_keys:
+        if key.rpartition(".")[0] not in kept:
+            state_dict[key] = dequantize(state_dict[key], dtype)
+    return kept
+
+
+def use_gguf_linears(module: nn.Module, qtypes: Mapping[str, str]) -> list[str]:
+    """Turn every Linear of `module` whose `weight` is among the quantized keys `qtypes` into a
+    `GGUFLinear` (class swap only, as fp8-cast does); returns their names."""
     kept: list[str] = []
-    for key, value in list(state_dict.items()):
-        if not isinstance(value, GGUFTensor):
-            continue
+    for key in qtypes:
         owner_name, _, leaf = key.rpartition(".")
         owner = module.get_submodule(owner_name) if owner_name else module
         if leaf == "weight" and isinstance(owner, nn.Linear):
@@ -197,15 +213,12 @@ def prepare_gguf(module: nn.Module, state_dict: dict[str, torch.Tensor], dtype: 
             # requires_grad, and integer tensors cannot require gradients.
             owner.weight.requires_grad_(False)
             kept.append(owner_name)
-        else:
-            state_dict[key] = dequantize(value, dtype)
     return sorted(kept)
 
 
-def refuse_quantized_target(key: str, weight: torch.Tensor) -> None:
-    """LoRA fusion target check: a quantized weight is refused (see the module docstring)."""
-    if isinstance(weight, GGUFTensor):
-        raise ValueError(
-            f"a LoRA cannot be fused into {key!r}: it is stored {weight.qtype.name}-quantized in a GGUF file; "
-            "use the bf16 checkpoint with the LoRA, or convert the LoRA-fused model to GGUF"
-        )
+def refuse_quantized_target(key: str, qtype: str) -> None:
+    """LoRA fusion into a weight stored in the ggml block type `qtype` is refused (see the module docstring)."""
+    raise ValueError(
+        f"a LoRA cannot be fused into {key!r}: it is stored {qtype}-quantized in a GGUF file; "
+        "use the bf16 checkpoint with the LoRA, or convert the LoRA-fused model to GGUF"
+    )
