@@ -222,3 +222,27 @@ def test_gguf_without_config_takes_it_from_a_companion_file(tmp_path):
     assert files.source("transformer").path == checkpoint
     model = build_model(AV_TRANSFORMER, files, device="cpu")
     assert isinstance(model.transformer_blocks[0].attn1.to_q.weight, GGUFTensor)
+
+
+def test_bare_diffusion_model_names_read_as_the_released_ones(tmp_path):
+    """ComfyUI-GGUF's converter strips `model.diffusion_model.`; such a file builds the same model."""
+    from safetensors import safe_open
+
+    from ltx_core.runtime import RuntimeOptions, build_transformer
+
+    checkpoint = _tiny_checkpoint(tmp_path)
+    prefixed, bare = tmp_path / "prefixed.gguf", tmp_path / "bare.gguf"
+    metadata = read_safetensors_header(checkpoint).metadata
+    with safe_open(str(checkpoint), "pt") as f:
+        tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118
+    write_gguf(prefixed, tensors, metadata, "Q8_0")
+    write_gguf(bare, {k.removeprefix("model.diffusion_model."): v for k, v in tensors.items()}, metadata, "Q8_0")
+    assert sorted(read_safetensors_header(bare).tensors) == sorted(tensors)
+    want = build_model(AV_TRANSFORMER, prefixed, device="cpu").state_dict()
+    for got in (
+        build_model(AV_TRANSFORMER, bare, device="cpu").state_dict(),
+        build_transformer(AV_TRANSFORMER, bare, RuntimeOptions(), device="cpu", dtype=torch.float32).state_dict(),
+    ):
+        assert sorted(got) == sorted(want)
+        for key, value in want.items():
+            assert torch.equal(dequantize(got[key]), dequantize(value)), key

@@ -2,7 +2,9 @@
 as plain tensors (F32/F16/BF16) or `GGUFTensor`s (block-quantized types, kept quantized).
 
 Names: the tensors keep the reference's key layout (`model.diffusion_model.transformer_blocks.0...`),
-so the component rules select them as they select a safetensors file's keys.
+so the component rules select them as they select a safetensors file's keys. A file whose keys carry
+no prefix (`transformer_blocks.0...`: ComfyUI-GGUF's converter strips `model.diffusion_model.` from
+diffusion models) is read as if they had it.
 
 Config: GGUF has no safetensors `__metadata__`; its string key-value fields outside the GGUF
 namespaces (`general.*`, `gguf.*`, `tokenizer.*`) are read as that metadata (so a `config` field
@@ -56,12 +58,25 @@ def _decode(value: Any) -> Any:
         return value
 
 
+_TRANSFORMER_PREFIX = "model.diffusion_model."
+_BARE_TRANSFORMER_MARK = "transformer_blocks."
+
+
+def _released_names(names: list[str]) -> dict[str, str]:
+    """File name -> the released key name (the transformer prefix restored on bare diffusion-model files)."""
+    bare = not any(n.startswith(_TRANSFORMER_PREFIX) for n in names) and any(
+        n.startswith(_BARE_TRANSFORMER_MARK) for n in names
+    )
+    return {n: f"{_TRANSFORMER_PREFIX}{n}" if bare else n for n in names}
+
+
 def read_gguf_header(path: Path) -> SafetensorsHeader:
     """The tensor index (ggml type names as dtypes, logical shapes, absolute byte ranges) and the
     LTX metadata fields of a GGUF file."""
     reader = _reader(path)
+    names = _released_names([t.name for t in reader.tensors])
     tensors = {
-        t.name: TensorInfo(
+        names[t.name]: TensorInfo(
             dtype=t.tensor_type.name,
             shape=tuple(int(d) for d in reversed(t.shape.tolist())),
             data_offsets=(int(t.data_offset), int(t.data_offset) + int(t.n_bytes)),
@@ -82,16 +97,19 @@ def read_gguf_tensors(path: Path, keys: set[str] | None = None) -> dict[str, tor
     from ltx_core.quantization.gguf import PLAIN_QTYPES, GGUFTensor
 
     out: dict[str, torch.Tensor] = {}
-    for t in _reader(path).tensors:
-        if keys is not None and t.name not in keys:
+    reader = _reader(path)
+    names = _released_names([t.name for t in reader.tensors])
+    for t in reader.tensors:
+        name = names[t.name]
+        if keys is not None and name not in keys:
             continue
         shape = tuple(int(d) for d in reversed(t.shape.tolist()))
         raw = torch.from_numpy(np.array(t.data, copy=True).view(np.uint8))
         if t.tensor_type in PLAIN_QTYPES:
-            out[t.name] = raw.reshape(-1).view(PLAIN_QTYPES[t.tensor_type]).reshape(shape)
+            out[name] = raw.reshape(-1).view(PLAIN_QTYPES[t.tensor_type]).reshape(shape)
         else:
             try:
-                out[t.name] = GGUFTensor(raw.reshape(*shape[:-1], -1), t.tensor_type, shape)
+                out[name] = GGUFTensor(raw.reshape(*shape[:-1], -1), t.tensor_type, shape)
             except ValueError as e:
                 raise CheckpointError(f"{str(path)!r}: tensor {t.name!r}: {e}") from None
     return out
