@@ -19,7 +19,7 @@ from ltx_core.loader.errors import CheckpointError
 from ltx_core.loader.gguf_file import read_gguf_tensors, write_gguf
 from ltx_core.loader.safetensors_header import read_safetensors_header
 from ltx_core.model.transformer import AV_TRANSFORMER
-from ltx_core.quantization.gguf import GGUFLinear, GGUFTensor, dequantize, prepare_gguf, quantize
+from ltx_core.quantization.gguf import GGUFLinear, GGUFTensor, dequantize, prepare_gguf, quantize, torch_dequantize
 
 
 def _blocks_of(x: torch.Tensor, size: int) -> torch.Tensor:
@@ -76,6 +76,23 @@ def _q4_k_expected(d: float, dmin: float, sc: list[int], m: list[int], qs: bytes
     return out
 
 
+def _q5_k_block(d: float, dmin: float, sc: list[int], m: list[int], qh: bytes, qs: bytes) -> bytes:
+    # Q5_K: as Q4_K, with 32 bytes of fifth bits between the scales and the nibbles.
+    return _q4_k_block(d, dmin, sc, m, b"")[:16] + qh + qs
+
+
+def _q5_k_expected(d: float, dmin: float, sc: list[int], m: list[int], qh: bytes, qs: bytes) -> list[float]:
+    # Value p: as Q4_K, plus 16 times bit j (its sub-block) of qh[p % 32].
+    out = []
+    for p in range(256):
+        c, r = divmod(p, 64)
+        byte = qs[c * 32 + r % 32]
+        j, q = (2 * c, byte & 0xF) if r < 32 else (2 * c + 1, byte >> 4)
+        q |= ((qh[r % 32] >> j) & 1) << 4
+        out.append(d * sc[j] * q - dmin * m[j])
+    return out
+
+
 def _q6_k_block(d: float, scales: list[int], ql: bytes, qh: bytes) -> bytes:
     # Q6_K: 128 bytes low nibbles, 64 bytes high 2-bit pairs, 16 int8 sub-block scales, f16 d.
     return ql + qh + struct.pack("<16b", *scales) + struct.pack("<e", d)
@@ -106,7 +123,7 @@ def _write_raw_gguf(path: Path, name: str, qtype: str, raw: bytes, shape: tuple[
     writer.close()
 
 
-@pytest.mark.parametrize("qtype", ["Q4_K", "Q6_K"])
+@pytest.mark.parametrize("qtype", ["Q4_K", "Q5_K", "Q6_K"])
 def test_k_quant_blocks_read_from_a_file_dequantize_to_their_spec_values(tmp_path, qtype):
     """The gguf package cannot write K-quants; blocks built by hand from the format spec, with
     values known by construction, are read back through the file reader (two rows of two blocks)."""
@@ -118,6 +135,11 @@ def test_k_quant_blocks_read_from_a_file_dequantize_to_their_spec_values(tmp_pat
             qs = bytes(rng.integers(0, 256, 128, dtype=np.uint8))
             raw += _q4_k_block(0.25, 0.5, sc, m, qs)
             want += _q4_k_expected(0.25, 0.5, sc, m, qs)
+        elif qtype == "Q5_K":
+            sc, m = [int(v) for v in rng.integers(0, 64, 8)], [int(v) for v in rng.integers(0, 64, 8)]
+            qh, qs = bytes(rng.integers(0, 256, 32, dtype=np.uint8)), bytes(rng.integers(0, 256, 128, dtype=np.uint8))
+            raw += _q5_k_block(0.25, 0.5, sc, m, qh, qs)
+            want += _q5_k_expected(0.25, 0.5, sc, m, qh, qs)
         else:
             scales = [int(v) for v in rng.integers(-128, 128, 16)]
             ql, qh = bytes(rng.integers(0, 256, 128, dtype=np.uint8)), bytes(rng.integers(0, 256, 64, dtype=np.uint8))
@@ -128,7 +150,9 @@ def test_k_quant_blocks_read_from_a_file_dequantize_to_their_spec_values(tmp_pat
     assert read_safetensors_header(path).tensors["w.weight"].shape == (2, 512)
     (weight,) = read_gguf_tensors(path).values()
     assert isinstance(weight, GGUFTensor) and weight.qtype.name == qtype and weight.shape == (2, 512)
-    assert torch.equal(dequantize(weight), torch.tensor(want, dtype=torch.float32).reshape(2, 512))
+    want_values = torch.tensor(want, dtype=torch.float32).reshape(2, 512)
+    assert torch.equal(dequantize(weight), want_values)
+    assert torch.equal(torch_dequantize(weight), want_values)  # the path CUDA weights take
 
 
 def test_quantized_linear_keeps_its_blocks_through_loading_and_moves():

@@ -8,9 +8,10 @@ logical shape so that key/shape checks, `load_state_dict` and block bookkeeping 
 weight it stands for. `GGUFLinear` dequantizes its weight to the activation dtype in `forward`, so
 only one block's weights exist in full precision at a time.
 
-Dequantization: Q8_0 (blocks of 32 int8 with one float16 scale) and BF16 run in torch, on the
-weight's device; every other ggml type goes through the `gguf` package's numpy reference
-dequantizer on the CPU (correct for all of them, slow: a CUDA run pays a host round trip per use).
+Dequantization: Q8_0 (blocks of 32 int8 with one float16 scale) and BF16 run in torch on the
+weight's device. The K-quants Q4_K, Q5_K and Q6_K (what Q4_K_M / Q5_K_M / Q6_K files are made of) run
+in torch off the CPU and through the `gguf` package's numpy code on the CPU (faster there); every
+other ggml type goes through that numpy code (a CUDA run then pays a host round trip per use).
 
 LoRA (see `refuse_quantized_target`): a LoRA delta fused into a quantized weight is refused. Re-quantizing
 the sum would round the delta away at 4-6 bits, and ComfyUI-GGUF's alternative (keep the patch and
@@ -145,6 +146,66 @@ def _dequantize_q8_0(raw: torch.Tensor, shape: torch.Size, dtype: torch.dtype) -
     return (values * scale).reshape(shape)
 
 
+def _f16(blocks: torch.Tensor, start: int) -> torch.Tensor:
+    return blocks[:, start : start + 2].contiguous().view(torch.float16).float().reshape(-1)
+
+
+def _k4_scales_mins(packed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    # 12 bytes -> 8 six-bit scales and 8 six-bit mins (Q4_K / Q5_K): the first four of each in the low
+    # 6 bits of bytes 0-3 / 4-7, the last four split over the low/high nibbles of bytes 8-11 and the
+    # top two bits of bytes 0-3 / 4-7.
+    s = packed.to(torch.int32)
+    scales = torch.cat([s[:, 0:4] & 63, (s[:, 8:12] & 0xF) | ((s[:, 0:4] >> 6) << 4)], dim=1)
+    mins = torch.cat([s[:, 4:8] & 63, (s[:, 8:12] >> 4) | ((s[:, 4:8] >> 6) << 4)], dim=1)
+    return scales.float(), mins.float()
+
+
+def _nibbles(qs: torch.Tensor) -> torch.Tensor:
+    # 128 bytes -> 8 sub-blocks of 32: each 32-byte chunk gives its low nibbles, then its high ones.
+    chunks = qs.to(torch.int32).reshape(-1, 4, 1, 32)
+    return torch.cat([chunks & 0xF, chunks >> 4], dim=2).reshape(-1, 8, 32)
+
+
+def _dequantize_q4_k(blocks: torch.Tensor) -> torch.Tensor:
+    # 144 bytes: f16 d, f16 dmin, 12 bytes of scales/mins, 128 bytes of nibbles; d*sc*q - dmin*m.
+    scales, mins = _k4_scales_mins(blocks[:, 4:16])
+    q = _nibbles(blocks[:, 16:144]).float()
+    d, dmin = _f16(blocks, 0)[:, None, None], _f16(blocks, 2)[:, None, None]
+    return (d * scales[..., None] * q - dmin * mins[..., None]).reshape(-1, 256)
+
+
+def _dequantize_q5_k(blocks: torch.Tensor) -> torch.Tensor:
+    # 176 bytes: as Q4_K, with 32 bytes of fifth bits before the nibbles (bit j of byte l: sub-block j).
+    scales, mins = _k4_scales_mins(blocks[:, 4:16])
+    qh = blocks[:, 16:48].to(torch.int32)[:, None, :]
+    fifth = (qh >> torch.arange(8, device=blocks.device)[None, :, None]) & 1
+    q = (_nibbles(blocks[:, 48:176]) | (fifth << 4)).float()
+    d, dmin = _f16(blocks, 0)[:, None, None], _f16(blocks, 2)[:, None, None]
+    return (d * scales[..., None] * q - dmin * mins[..., None]).reshape(-1, 256)
+
+
+def _dequantize_q6_k(blocks: torch.Tensor) -> torch.Tensor:
+    # 210 bytes: 128 bytes of low nibbles, 64 of 2-bit highs, 16 int8 scales (one per 16 values), f16 d.
+    # Per 128-value half h and quarter k: low nibble of byte [h, k % 2, l] (high nibble for k >= 2),
+    # bits 2k..2k+1 of qh[h, l]; value d * scale[h, 2k + l // 16] * (q - 32).
+    ql = blocks[:, 0:128].to(torch.int32).reshape(-1, 2, 2, 32)
+    qh = blocks[:, 128:192].to(torch.int32).reshape(-1, 2, 1, 32)
+    low = torch.cat([ql & 0xF, ql >> 4], dim=2)
+    high = (qh >> (2 * torch.arange(4, device=blocks.device))[None, None, :, None]) & 3
+    q = ((low | (high << 4)) - 32).float()
+    scales = blocks[:, 192:208].contiguous().view(torch.int8).float().reshape(-1, 2, 4, 2)
+    scales = scales.repeat_interleave(16, dim=3)
+    return (_f16(blocks, 208)[:, None, None, None] * scales * q).reshape(-1, 256)
+
+
+# ggml block types dequantized in torch on the weight's device: block bytes -> (blocks, values) float32.
+_TORCH_DEQUANTIZERS = {
+    GGMLQuantizationType.Q4_K: _dequantize_q4_k,
+    GGMLQuantizationType.Q5_K: _dequantize_q5_k,
+    GGMLQuantizationType.Q6_K: _dequantize_q6_k,
+}
+
+
 def dequantize(weight: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """The full-precision value of `weight` in `dtype` (a plain tensor is only cast)."""
     if not isinstance(weight, GGUFTensor):
@@ -154,8 +215,18 @@ def dequantize(weight: torch.Tensor, dtype: torch.dtype = torch.float32) -> torc
         return _dequantize_q8_0(raw, weight.logical_shape, dtype)
     if weight.qtype in PLAIN_QTYPES:
         return raw.view(PLAIN_QTYPES[weight.qtype]).reshape(weight.logical_shape).to(dtype)
+    if weight.qtype in _TORCH_DEQUANTIZERS and raw.device.type != "cpu":
+        return torch_dequantize(weight, dtype)
     values = gguf_quants.dequantize(raw.cpu().numpy(), weight.qtype)
     return torch.from_numpy(np.ascontiguousarray(values)).to(raw.device, dtype).reshape(weight.logical_shape)
+
+
+def torch_dequantize(weight: GGUFTensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """A K-quant weight dequantized in torch on its own device (what `dequantize` uses off the CPU;
+    on the CPU the gguf package's numpy code is several times faster, measured on 4096x4096)."""
+    _, type_size = GGML_QUANT_SIZES[weight.qtype]
+    values = _TORCH_DEQUANTIZERS[weight.qtype](weight.raw.reshape(-1, type_size))
+    return values.to(dtype).reshape(weight.logical_shape)
 
 
 def quantize(value: torch.Tensor, qtype: GGMLQuantizationType | str) -> torch.Tensor:
