@@ -7,6 +7,9 @@
 - blockwise float8 (`ltx_core.quantization.blockwise`): 128x128 weight blocks and 1x128 activation
   blocks with float32 scales, a Triton GEMM and its pure-PyTorch reference (Python API only).
 
+- GGUF (`ltx_core.quantization.gguf`): weights already quantized in a GGUF file (Q8_0, K-quants, ...),
+  kept as the file's blocks and dequantized per call by `GGUFLinear`; chosen by the file, not here.
+
 Choose one through `ltx_core.runtime.RuntimeOptions(quantization=...)`.
 """
 
