@@ -270,3 +270,12 @@ def test_bare_diffusion_model_names_read_as_the_released_ones(tmp_path):
         assert sorted(got) == sorted(want)
         for key, value in want.items():
             assert torch.equal(dequantize(got[key]), dequantize(value)), key
+
+
+def test_fp8_quantization_of_a_gguf_file_is_refused_before_loading(tmp_path):
+    from ltx_core.runtime import RuntimeOptions, build_transformer
+
+    gguf_file = tmp_path / "tiny.gguf"
+    assert convert_main(["to-gguf", str(_tiny_checkpoint(tmp_path)), str(gguf_file)]) == 0
+    with pytest.raises(ValueError, match=r"--quantization fp8-cast cannot re-quantize the GGUF file"):
+        build_transformer(AV_TRANSFORMER, gguf_file, RuntimeOptions(quantization="fp8-cast"), device="cpu")
