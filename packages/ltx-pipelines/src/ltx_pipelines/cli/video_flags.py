@@ -22,6 +22,7 @@ from ltx_pipelines.cli.model_flags import RunModels
 from ltx_pipelines.engine.defaults import PipelineDefaults, default_image_crf, spatial_multiple
 from ltx_pipelines.engine.duration import has_duration_head
 from ltx_pipelines.engine.stages import ImageCondition
+from ltx_pipelines.media.image import image_too_large
 
 _MAX_CRF = 51
 
@@ -254,6 +255,8 @@ def _checked_image(image: ImageCondition, num_frames: int) -> ImageCondition:
     try:
         with Image.open(image.path) as im:
             im.size  # noqa: B018 - opening reads the header; a non-image raises here
+    except Image.DecompressionBombError as e:
+        raise FlagError(f"--image {image_too_large(image.path, e)}") from None
     except (UnidentifiedImageError, OSError) as e:
         raise FlagError(f"{where} is not an image Pillow can read (PNG, JPEG, WebP, ...): {e}") from None
     if image.frame_idx < 0:
