@@ -99,6 +99,9 @@ class ComponentSource:
     file_translations: tuple[tuple[Path, SDOps], ...] = ()
     """Translations that replace `key_translation` for single files, for components read from files whose
     key names overlap (diffusers' LTX-2.5 `vae/` and `diffusion_decoder/` both hold `latents_mean`)."""
+    config_files: tuple[Path, ...] = ()
+    """The files `metadata` was translated from (a diffusers folder's `config.json`s), named in errors about
+    the config; empty: the config is the metadata of `path`."""
 
     def __post_init__(self) -> None:
         if not self.files:
@@ -116,6 +119,11 @@ class ComponentSource:
     def path(self) -> Path:
         """The main file (where the metadata is read by default)."""
         return self.config_file or self.files[0]
+
+    @property
+    def config_origin(self) -> str:
+        """Where the component's config comes from, for messages: the translated files, else `path`."""
+        return " + ".join(repr(str(p)) for p in self.config_files) or repr(str(self.path))
 
     def read_metadata(self) -> Mapping[str, Any]:
         if self.metadata is not None:
