@@ -18,7 +18,7 @@ Latent upsamplers are separate files in every layout and stay plain paths.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -168,15 +168,28 @@ class ModelFiles:
         }
 
     @classmethod
-    def from_dict(cls, record: Mapping[str, Any]) -> ModelFiles:
+    def from_dict(cls, record: Mapping[str, Any], *, only: Collection[Component] | None = None) -> ModelFiles:
         """The set `as_dict` described (a run record read back): split sets and single files (with a
-        replaced video VAE or a Gemma folder); a diffusers folder is recorded by its path instead."""
+        replaced video VAE or a Gemma folder); a diffusers folder is recorded by its path instead.
+        `only`: just these components (each from its recorded file, which alone must still exist), e.g.
+        the decoders of a run whose transformer has since moved."""
         try:
             layout = Layout(record["layout"])
             components = {str(c): [str(f) for f in fs] for c, fs in record["components"].items()}
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise CheckpointError(f"not a recorded set of model files ({e!r}): {record!r}") from None
         first = {c: fs[0] for c, fs in components.items() if fs}
+        if only is not None and layout in (Layout.SPLIT, Layout.SINGLE_FILE):
+            checkpoint = first.get(Component.TRANSFORMER.value)
+            sources = []
+            for component in only:
+                path = first.get(component.value)
+                if path is None:
+                    continue
+                # A single file's own components are named by its flag; a replaced video VAE by its own.
+                named = layout if path == checkpoint else Layout.SPLIT
+                sources.append(ComponentSource(component, (_file(path, component, named),)))
+            return cls(layout, tuple(sources))
         if layout is Layout.SPLIT:
             return cls.split(**{c.value: first[c.value] for c in COMPONENT_FLAGS if c.value in first})
         if layout is Layout.SINGLE_FILE and Component.TRANSFORMER.value in first:
@@ -343,6 +356,20 @@ class ModelFiles:
             audio_vae=audio_vae,
             duration_head=duration_head,
         )
+
+    def subset(self, *components: Component) -> ModelFiles:
+        """The set reduced to `components` (those it provides), e.g. the decoders alone."""
+        return ModelFiles(self.layout, tuple(s for s in self.sources if s.component in components))
+
+    def replacing(self, files: Mapping[Component, str | Path]) -> ModelFiles:
+        """The set with each component of `files` read from that file instead (one file per component,
+        released key names, as `--video-vae-path` replaces a single file's video VAE)."""
+        replaced = tuple(
+            ComponentSource(c, (_file(path, c, Layout.SPLIT),)) for c, path in files.items() if path is not None
+        )
+        kept = tuple(s for s in self.sources if s.component not in files)
+        layout = self.layout if not replaced else Layout.SPLIT if not kept else self.layout
+        return ModelFiles(layout, kept + replaced)
 
     # -- access -------------------------------------------------------------------------------
     def has(self, component: Component | str) -> bool:
