@@ -4,6 +4,7 @@ as the single file, and bad folders are refused before loading (tiny demo models
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import pytest
@@ -111,6 +112,39 @@ def test_a_folder_of_some_components_converts_to_a_file_of_those(converted, tmp_
     with pytest.raises(CheckpointError, match="holds none of"):
         diffusers_to_single_file(empty, tmp_path / "none.safetensors")
     assert not (tmp_path / "none.safetensors").exists()
+
+
+def _with_config_field(folder, tmp_path, component: str, field: str, value):
+    """A copy of `folder` whose `<component>/config.json` has `field` set to `value`."""
+    copy = tmp_path / f"{component}-{field}"
+    shutil.copytree(folder, copy)
+    path = copy / component / "config.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), field: value}))
+    return copy
+
+
+def test_a_config_json_with_wrong_sizes_is_named_before_loading(converted, tmp_path):
+    """Sizes a model cannot be built from are refused naming the config.json (not only the field), when the
+    folder is read or, for what only the model's own config checks, when the command line resolves the files."""
+    from ltx_pipelines.cli.flag_group import FlagError
+    from ltx_pipelines.cli.model_flags import ModelChoice, ModelFlags
+    from ltx_pipelines.engine.model_loading import check_model_configs
+
+    _, _, folder = converted
+    vae = _with_config_field(folder, tmp_path, "vae", "block_out_channels", [7, 7, 7, 7])
+    with pytest.raises(CheckpointError, match=re.escape(repr(str(vae / "vae" / "config.json"))) + ".*block_out"):
+        ModelFiles.from_diffusers(vae)
+    transformer = _with_config_field(folder, tmp_path, "transformer", "cross_attention_dim", 33)
+    named = re.escape(repr(str(transformer / "transformer" / "config.json"))) + ".*'cross_attention_dim' is 33"
+    with pytest.raises(CheckpointError, match=named):
+        check_model_configs(transformer)
+    vocoder = _with_config_field(folder, tmp_path, "vocoder", "hidden_channels", 7)
+    with pytest.raises(CheckpointError, match=re.escape(repr(str(vocoder / "vocoder" / "config.json")))):
+        build_model(VOCODER, vocoder, device="cpu")
+    flags = ModelFlags(distilled=False, gemma=False)
+    with pytest.raises(FlagError, match="--checkpoint-path: " + named):
+        flags.resolve(ModelChoice(checkpoint=str(transformer), gemma_root=None))
+    flags.resolve(ModelChoice(checkpoint=str(folder), gemma_root=None))  # the intact folder passes
 
 
 def test_another_model_family_is_refused_before_loading(converted, tmp_path):

@@ -97,6 +97,20 @@ def checkpoint_config(spec: ComponentSpec, source: Source) -> dict[str, Any]:
     return config
 
 
+def configure_on_meta(spec: ComponentSpec, source: Source) -> nn.Module:
+    """`spec` built on the meta device from the config of `source` (no weight read): what the config
+    describes. A config the model cannot be built from (sizes that do not divide, a missing field) is a
+    `CheckpointError` naming where the config comes from (a file, or a diffusers folder's `config.json`s)."""
+    src = component_source(spec, source)
+    config = checkpoint_config(spec, src)
+    try:
+        with torch.device("meta"):
+            return spec.configurator(config)
+    except (ValueError, KeyError, TypeError) as e:  # CheckpointError is a ValueError
+        detail = str(e) if not isinstance(e, KeyError) else f"no {e} entry"
+        raise CheckpointError(f"{src.config_origin} does not describe a buildable {spec.name}: {detail}") from None
+
+
 def check_state_dict_fits(module: nn.Module, state_dict: StateDict, *, component: str, path: str | Path) -> None:
     """Strict key and shape check, raising one error that lists every problem."""
     expected = module.state_dict()
@@ -139,9 +153,7 @@ def build_model(
     in float32 (see `ltx_core.loader.lora`)."""
     device = resolve_device(device)
     src = component_source(spec, source)
-    config = checkpoint_config(spec, src)
-    with torch.device("meta"):
-        module = spec.configurator(config)
+    module = configure_on_meta(spec, src)
     ops = spec.ops.after(src.key_translation)
     reads = src.reads(spec.ops)
     files = list(src.files)

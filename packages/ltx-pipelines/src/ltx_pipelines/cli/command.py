@@ -381,6 +381,10 @@ class PipelineCommand(Generic[P]):
         return self.run(run)
 
 
+AUDIO_OUTPUT_RATE = 48_000
+"""Samples a second of the released vocoders' output (bandwidth-extended; older ones give 24 kHz)."""
+
+
 def check_fits_in_memory(run: Run) -> None:
     """Stop before loading anything when the run's estimated peak memory exceeds what is free on its device
     (on the CPU and MPS: the host's available RAM), naming the estimate and the flags that would fit."""
@@ -404,19 +408,29 @@ def check_fits_in_memory(run: Run) -> None:
             min(width, layout.width.tile_size or width),
         )
     batch: int | None = run.values.get(MaxBatchSizeFlags)
+    audio_tokens = int(video.seconds * 25) + 1  # 25 audio latents per second
+    picture = video.height is not None and video.width is not None
     workload = WorkloadShape(
         video_tokens=video_tokens,
-        audio_tokens=int(video.seconds * 25) + 1,  # 25 audio latents per second
+        audio_tokens=audio_tokens,
         batch=batch or 1,
         vae_tile_frames=tile[0],
         vae_tile_height=tile[1],
         vae_tile_width=tile[2],
+        output_frames=frames if picture else 0,
+        output_height=video.height or 0,
+        output_width=video.width or 0,
+        audio_samples=round(video.seconds * AUDIO_OUTPUT_RATE),
+        # 128 channels per video token, 8 x 16 per audio latent step.
+        latent_values=128 * video_tokens + 128 * audio_tokens,
     )
     options = run.runtime.options or RuntimeOptions()
+    host = device.type != "cuda"
     try:
         check_fits(
-            run.models.metadata["config"], options, workload, free, run.runtime.dtype, host=device.type != "cuda"
-        )
+            run.models.metadata["config"], options, workload, free, run.runtime.dtype, host=host,
+            free_host_bytes=None if host else available_memory(torch.device("cpu")),
+        )  # fmt: skip
     except InsufficientMemoryError as e:
         raise FlagError(str(e)) from None
 

@@ -23,7 +23,7 @@ from ltx_core.loader import (
     LoraSpec,
     read_safetensors_header,
 )
-from ltx_core.loader.model_files import COMPONENT_FLAGS, Component, ModelFiles, names_a_model_folder
+from ltx_core.loader.model_files import COMPONENT_FLAGS, Component, Layout, ModelFiles, names_a_model_folder
 from ltx_core.text_encoders.gemma.folder import locate_gemma_folder
 from ltx_pipelines.cli.arg_types import LoraAction
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext, finite
@@ -38,6 +38,7 @@ from ltx_pipelines.engine.defaults import (
     defaults_for_version,
     normalize_model_version,
 )
+from ltx_pipelines.engine.model_loading import check_model_configs
 
 logger = logging.getLogger(__name__)
 
@@ -466,6 +467,7 @@ class ModelFlags(FlagGroup[ModelChoice]):
             checkpoint, metadata = self._resolve_components(choice)
         else:
             checkpoint, metadata = self._resolve_single_file(choice)
+        self._check_configs(checkpoint, single_file_flag=None if choice.split else self.checkpoint_flag)
         gemma_root = None
         if choice.gemma_root is not None:
             gemma_root = self._resolve("--gemma-root", choice.gemma_root, folder=True)
@@ -547,6 +549,21 @@ class ModelFlags(FlagGroup[ModelChoice]):
         if metadata:
             metadata = {**metadata, "config": files.config()}
         return files, metadata
+
+    def _check_configs(self, checkpoint: Path | ModelFiles, *, single_file_flag: str | None) -> None:
+        """A diffusers folder's translated configs describe buildable models (meta-device builds, no weight
+        read). Released files carry the configs their weights were saved with and are checked when loaded."""
+        if isinstance(checkpoint, ModelFiles):
+            diffusers = checkpoint.layout is Layout.DIFFUSERS
+        else:
+            diffusers = names_a_model_folder(checkpoint)
+        if not self.check_kinds or not diffusers:
+            return
+        try:
+            check_model_configs(checkpoint, self.needed_components())
+        except CheckpointError as e:
+            # The message names the file (or a diffusers folder's config.json); the flag says which was given.
+            raise FlagError(f"{single_file_flag}: {e}" if single_file_flag else str(e)) from None
 
     def _component_kind(self, flag: str, path: Path) -> None:
         """A component file is not a LoRA, an upsampler or a whole checkpoint given to the wrong flag."""

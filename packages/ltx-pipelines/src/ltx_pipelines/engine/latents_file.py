@@ -197,6 +197,12 @@ def _metadata_json(path: Path, metadata: dict[str, str], key: str) -> Any:
         raise LatentsFileError(f"latents file {str(path)!r} has no readable {key!r} entry ({e})") from None
 
 
+def decodes_audio(keys: set[str]) -> bool:
+    """Whether a latents file (its tensor names) holds an audio latent that decoding turns into sound with
+    the audio VAE and vocoder (not when the run ships a waveform of its own instead)."""
+    return _AUDIO_KEY in keys and _SHIPPED_AUDIO_KEY not in keys
+
+
 def read_latents_header(path: str | Path) -> tuple[dict[str, str], set[str]]:
     """The metadata and tensor names of a latents file; LatentsFileError for any other file."""
     p = Path(path).expanduser()

@@ -96,6 +96,20 @@ class PrecomputedTrainingData(Dataset):
             item[source] = tensors
         return item
 
+    def sample_files(self, index: int) -> dict[str, Path]:
+        """Sample `index`'s file in each source folder, by folder."""
+        return {source: self._paths[(source, self.keys[index])] for source in self.sources}
+
+    def non_finite_tensors(self, index: int) -> dict[Path, list[str]]:
+        """The files of sample `index` holding NaN or infinite values, with the names of those tensors."""
+        found: dict[Path, list[str]] = {}
+        for path in self.sample_files(index).values():
+            tensors = load_sample(path).tensors
+            bad = [n for n, t in tensors.items() if t.is_floating_point() and not bool(torch.isfinite(t).all())]
+            if bad:
+                found[path] = sorted(bad)
+        return found
+
     def text_features(self, index: int) -> dict[str, torch.Tensor]:
         """Sample `index`'s conditions/ tensors alone (the prompt features), without its latents."""
         if CONDITIONS not in self.sources:
