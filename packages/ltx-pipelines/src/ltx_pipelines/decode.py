@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ltx_core.loader import CheckpointError, ModelFiles
+from ltx_core.loader.model_files import Component, model_files_of
 from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_pipelines.cli.arg_types import HelpFormatter
 from ltx_pipelines.cli.command import LOG_LEVELS, configure_logging, gc_skips_loaded_modules, run_reporting_errors
@@ -27,7 +28,7 @@ from ltx_pipelines.cli.tiling_flags import add_tiling_args, tiling_from_args
 from ltx_pipelines.engine.checkpoint_kind import check_checkpoint_kind
 from ltx_pipelines.engine.decoding import decode_video_generation
 from ltx_pipelines.engine.generation import write_generation
-from ltx_pipelines.engine.latents_file import LatentsFileError, load_latents, read_latents_header
+from ltx_pipelines.engine.latents_file import AUDIO_LATENT_KEY, LatentsFileError, load_latents, read_latents_header
 from ltx_pipelines.media.atomic_files import check_output_path, sidecar_path
 
 logger = logging.getLogger(__name__)
@@ -74,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Checks before anything is loaded (exit code 2, like the pipelines' validation).
     latents_path = Path(args.latents).expanduser()
     try:
-        metadata, _ = read_latents_header(latents_path)
+        metadata, keys = read_latents_header(latents_path)
     except LatentsFileError as e:
         parser.error(f"--latents: {e}")
     output = Path(args.output_path).expanduser()
@@ -96,6 +97,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             checkpoint = resolve_model_path(checkpoint_value)
         check_checkpoint_kind(checkpoint, "ltx_checkpoint")
+        # What decoding builds, from configs and headers: a folder without vocoder/ is refused here, not
+        # after the video is decoded.
+        needed = [Component.VIDEO_VAE]
+        if AUDIO_LATENT_KEY in keys:
+            needed.append(Component.AUDIO_VAE)
+        model_files_of(checkpoint).check_components(*needed, purpose="decoding these latents")
     except (HfPathError, CheckpointError) as e:
         hint = "" if args.checkpoint_path else " (recorded in the latents file; pass --checkpoint-path if it moved)"
         parser.error(f"--checkpoint-path: {e}{hint}")

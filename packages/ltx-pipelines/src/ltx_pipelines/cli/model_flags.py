@@ -23,7 +23,8 @@ from ltx_core.loader import (
     LoraSpec,
     read_safetensors_header,
 )
-from ltx_core.loader.model_files import COMPONENT_FLAGS, Component, ModelFiles, names_a_model_folder
+from ltx_core.loader.lora import check_lora_fits
+from ltx_core.loader.model_files import COMPONENT_FLAGS, Component, ModelFiles, model_files_of, names_a_model_folder
 from ltx_core.text_encoders.gemma.folder import locate_gemma_folder
 from ltx_pipelines.cli.arg_types import LoraAction
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext, finite
@@ -483,10 +484,11 @@ class ModelFlags(FlagGroup[ModelChoice]):
                 raise FlagError(
                     f"--spatial-upsampler-path {str(upsampler)!r} is a temporal-only upsampler; pass a spatial one"
                 )
-        loras = tuple(self._lora_file("--lora", lora) for lora in choice.loras)
+        shapes = self._transformer_shapes(checkpoint) if choice.loras or choice.distilled_lora else {}
+        loras = tuple(self._lora_file("--lora", lora, shapes) for lora in choice.loras)
         distilled = choice.distilled_lora
         if distilled is not None:
-            distilled = self._lora_file("--distilled-lora", distilled)
+            distilled = self._lora_file("--distilled-lora", distilled, shapes)
         return RunModels(
             checkpoint=checkpoint,
             gemma_root=gemma_root,
@@ -506,6 +508,8 @@ class ModelFlags(FlagGroup[ModelChoice]):
         )
         metadata = self._kind(self.checkpoint_flag, checkpoint, "ltx_checkpoint")
         if choice.video_vae is None:
+            if self.check_kinds:
+                self._check_components(model_files_of(checkpoint), single=True)
             return checkpoint, metadata
         # The single file with another video VAE (e.g. LTX-2.5's diffusion decoder): a set of model files.
         flag = COMPONENT_FLAGS[Component.VIDEO_VAE]
@@ -515,6 +519,8 @@ class ModelFlags(FlagGroup[ModelChoice]):
             files = ModelFiles.single_file(checkpoint, video_vae=vae)
         except CheckpointError as e:
             raise FlagError(str(e)) from None
+        if self.check_kinds:
+            self._check_components(files, single=True)
         if not metadata:
             return files, metadata
         vae_config = (read_safetensors_header(vae).metadata.get("config") or {}).get("vae")
@@ -541,12 +547,29 @@ class ModelFlags(FlagGroup[ModelChoice]):
                 self._component_kind(COMPONENT_FLAGS[component], paths[component.value])
         try:
             files = ModelFiles.split(**paths)
-            files.require(*self.needed_components(), purpose="this pipeline")
         except CheckpointError as e:
             raise FlagError(str(e)) from None
+        if self.check_kinds:
+            self._check_components(files, single=False)
+        else:
+            try:
+                files.require(*self.needed_components(), purpose="this pipeline")
+            except CheckpointError as e:
+                raise FlagError(str(e)) from None
         if metadata:
             metadata = {**metadata, "config": files.config()}
         return files, metadata
+
+    def _check_components(self, files: ModelFiles, *, single: bool) -> None:
+        """Every component this pipeline builds is in `files`, each from a file that carries its config section
+        (headers only); a single file or folder's text encoder is the Gemma folder, checked on its own."""
+        needed = self.needed_components()
+        if single:
+            needed = tuple(c for c in needed if c is not Component.TEXT_ENCODER)
+        try:
+            files.check_components(*needed, purpose="this pipeline")
+        except CheckpointError as e:
+            raise FlagError(str(e)) from None
 
     def _component_kind(self, flag: str, path: Path) -> None:
         """A component file is not a LoRA, an upsampler or a whole checkpoint given to the wrong flag."""
@@ -567,9 +590,28 @@ class ModelFlags(FlagGroup[ModelChoice]):
         except HfPathError as e:
             raise FlagError(f"{flag}: {e}") from None
 
-    def _lora_file(self, flag: str, lora: LoraSpec) -> LoraSpec:
+    def _transformer_shapes(self, checkpoint: Path | ModelFiles) -> dict[str, tuple[int, ...]]:
+        """The transformer's weight shapes from the model's headers (what LoRAs are checked against)."""
+        if not self.check_kinds:
+            return {}
+        from ltx_core.loader.builder import header_weight_shapes
+        from ltx_core.model.transformer.spec import AV_TRANSFORMER
+
+        try:
+            return header_weight_shapes(AV_TRANSFORMER, checkpoint)
+        except CheckpointError as e:
+            raise FlagError(f"{self.checkpoint_flag}: {e}") from None
+
+    def _lora_file(self, flag: str, lora: LoraSpec, transformer_shapes: dict[str, tuple[int, ...]]) -> LoraSpec:
+        """The LoRA file, local, checked to be a LoRA whose every key, target and shape fits the transformer
+        (headers only: a LoRA fusion would fail only after the prompt encoder and the transformer are built)."""
         path = self._resolve(flag, lora.path)
         self._kind(flag, path, "lora")
+        if self.check_kinds and transformer_shapes:
+            try:
+                check_lora_fits(path, transformer_shapes, "transformer")
+            except CheckpointError as e:
+                raise FlagError(f"{flag}: {e}") from None
         return LoraSpec(path, lora.strength)
 
     def _kind(self, flag: str, path: Path, expected: ExpectedKind) -> dict[str, Any]:
