@@ -195,8 +195,16 @@ def build_model(
     if leftover:
         raise CheckpointError(f"{spec.name}: tensors left without values after loading: {_listing(leftover)}")
     module = module.to(device).eval().requires_grad_(False)
-    logger.info("built %s from %s (%s, %s)", spec.name, ", ".join(f.name for f in src.files), dtype, device)
+    logger.info("built %s from %s (%s, %s)", spec.name, _file_names(src.files), dtype, device)
     return module
+
+
+def _file_names(files: Sequence[Path]) -> str:
+    """The files a model was built from, for the log: a diffusers weights file with its component folder
+    (every folder's file has the same name, `vocoder/diffusion_pytorch_model.safetensors`)."""
+    from ltx_core.loader.diffusers_folder import WEIGHTS_STEM
+
+    return ", ".join(f"{f.parent.name}/{f.name}" if f.name.startswith(WEIGHTS_STEM) else f.name for f in files)
 
 
 def free_model_weights(module: nn.Module) -> None:

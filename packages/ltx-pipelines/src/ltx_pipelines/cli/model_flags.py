@@ -322,8 +322,11 @@ class ModelFlags(FlagGroup[ModelChoice]):
                 required.append(("--gemma-root", gemma_root))
             if Component.VIDEO_VAE in components:
                 _local_file(COMPONENT_FLAGS[Component.VIDEO_VAE], components[Component.VIDEO_VAE])
+        spatial_upsampler = args.spatial_upsampler_path if self.two_stage else None
+        if self.two_stage and spatial_upsampler is None and not split and checkpoint is not None:
+            spatial_upsampler = _folder_upsampler(checkpoint)
         if self.two_stage:
-            required.append(("--spatial-upsampler-path", args.spatial_upsampler_path))
+            required.append(("--spatial-upsampler-path", spatial_upsampler))
         text_encoder_flag = COMPONENT_FLAGS[Component.TEXT_ENCODER]
         for flag, value in required:
             if value is None:
@@ -339,7 +342,7 @@ class ModelFlags(FlagGroup[ModelChoice]):
         return ModelChoice(
             checkpoint=checkpoint,
             gemma_root=gemma_root,
-            spatial_upsampler=args.spatial_upsampler_path if self.two_stage else None,
+            spatial_upsampler=spatial_upsampler,
             loras=loras,
             distilled_lora=distilled_lora,
             lora_fusion=LoraFusionPrecision.parse(args.lora_fusion_precision) if self.loras else DEFAULT_LORA_FUSION,
@@ -430,7 +433,8 @@ class ModelFlags(FlagGroup[ModelChoice]):
         """`choice` with the demo model files wherever the user gave none (built on first use)."""
         from ltx_pipelines.demo_assets import ensure_demo_assets
 
-        logger.warning(self.real_weights_help(choice.demo_family or DEFAULT_DEMO_FAMILY))
+        # One line here; how to get the released files is said once, with the output (`write_decoded`).
+        logger.warning("--demo: the models are tiny and random, so the output is noise")
         if choice.demo_family == "ltx-2.5":
             return self._with_ltx25_demo_files(choice)
         assets = ensure_demo_assets()
@@ -657,8 +661,8 @@ class ModelFlags(FlagGroup[ModelChoice]):
         names = " \\\n      ".join(files)
         return (
             "Demo weights are random: the output is noise. For real videos, download the released files, e.g.\n"
-            f"  hf download Lightricks/LTX-2.3 {names} --local-dir models/ltx-2.3\n"
-            "  hf download google/gemma-3-12b-it-qat-q4_0-unquantized --local-dir models/gemma-3-12b\n"
+            f"  uv run hf download Lightricks/LTX-2.3 {names} --local-dir models/ltx-2.3\n"
+            "  uv run hf download google/gemma-3-12b-it-qat-q4_0-unquantized --local-dir models/gemma-3-12b\n"
             f"and pass them with {', '.join(flags[:-1])} and {flags[-1]}\n"
             "(hf://<org>/<repo>/<file> paths work too)."
         )
@@ -684,7 +688,7 @@ def ltx25_weights_help(*, distilled: bool, two_stage: bool) -> str:
     flags = " \\\n      ".join(f"{flag} models/ltx-2.5/{name}" for flag, name in files.items())
     return (
         "Demo weights are random: the output is noise. For real videos, download the released files, e.g.\n"
-        f"  hf download {LTX25_REPO} {names} --local-dir models/ltx-2.5\n"
+        f"  uv run hf download {LTX25_REPO} {names} --local-dir models/ltx-2.5\n"
         f"and pass them with\n      {flags}\n"
         "(hf://<org>/<repo>/<file> paths work too)."
     )
@@ -699,6 +703,20 @@ def _local_file(flag: str, value: str | Path) -> None:
         raise FlagError(f"{flag} {str(value)!r}: no such file")
     if not path.is_file():
         raise FlagError(f"{flag} {str(value)!r} is not a file")
+
+
+def _folder_upsampler(checkpoint: str) -> str | None:
+    """A local diffusers folder's x2 `latent_upsampler/`, the default `--spatial-upsampler-path` of a folder
+    (its kind is checked when resolved like any other); None for a file or a folder without one."""
+    from ltx_core.loader.diffusers_folder import UPSAMPLER_FOLDERS, is_diffusers_folder
+
+    if is_hf_path(checkpoint) or not is_diffusers_folder(Path(checkpoint).expanduser()):
+        return None
+    upsampler = Path(checkpoint).expanduser() / UPSAMPLER_FOLDERS[0]
+    if not upsampler.is_dir():
+        return None
+    logger.info("--spatial-upsampler-path: the model folder's %s/", UPSAMPLER_FOLDERS[0])
+    return str(upsampler)
 
 
 def _gemma_folder(flag: str, root: Path) -> Path:
