@@ -211,7 +211,11 @@ class PromptPipeline:
         as the sidecar records them."""
         bound = inspect.signature(self.generate).bind(*args, **kwargs)
         bound.apply_defaults()
-        parameters: dict[str, Any] = dict(bound.arguments)
+        # A tensor argument (a waveform, a mask) is recorded by its shape, not its values.
+        parameters: dict[str, Any] = {
+            name: f"tensor{tuple(value.shape)} {value.dtype}" if isinstance(value, torch.Tensor) else value
+            for name, value in bound.arguments.items()
+        }
         if parameters.get("num_frames") is None and "num_frames" in parameters:
             parameters["num_frames"] = final.shape.frames  # the length the duration head picked
         parameters.update(
