@@ -16,8 +16,9 @@ from ltx_core.loader.cache import StateDictCache
 from ltx_core.loader.errors import CheckpointError
 from ltx_core.loader.lora import DEFAULT_LORA_FUSION, LoraFusionPrecision, LoraSpec, fuse_loras
 from ltx_core.loader.model_files import Component, ComponentSource, ModelFiles, model_files_of, names_a_model_folder
+from ltx_core.loader.safetensors_header import read_safetensors_header
 from ltx_core.loader.sd_ops import SDOps
-from ltx_core.loader.state_dict import StateDict, load_files, stored_float_dtypes_of
+from ltx_core.loader.state_dict import StateDict, load_files, stored_float_dtypes_of, whole_key
 
 logger = logging.getLogger(__name__)
 
@@ -111,6 +112,25 @@ def configure_on_meta(spec: ComponentSpec, source: Source) -> nn.Module:
         raise CheckpointError(f"{src.config_origin} does not describe a buildable {spec.name}: {detail}") from None
 
 
+def header_weight_shapes(spec: ComponentSpec, source: Source) -> dict[str, tuple[int, ...]]:
+    """Module key -> stored shape of every weight `spec` reads from `source`, from the headers alone (what a
+    LoRA is checked against before the model is built). A weight stored in pieces (`piece_key`) has them
+    joined along dim 0, as loading does."""
+    src = component_source(spec, source)
+    shapes: dict[str, tuple[int, ...]] = {}
+    for path, ops in src.reads(spec.ops):
+        for key, info in read_safetensors_header(path).tensors.items():
+            module_key = ops.rename(key)
+            if module_key is None:
+                continue
+            whole = whole_key(module_key)
+            if whole != module_key and whole in shapes and info.shape:
+                shapes[whole] = (shapes[whole][0] + info.shape[0], *info.shape[1:])
+            else:
+                shapes[whole] = info.shape
+    return shapes
+
+
 def check_state_dict_fits(module: nn.Module, state_dict: StateDict, *, component: str, path: str | Path) -> None:
     """Strict key and shape check, raising one error that lists every problem."""
     expected = module.state_dict()
@@ -187,8 +207,16 @@ def build_model(
     if leftover:
         raise CheckpointError(f"{spec.name}: tensors left without values after loading: {_listing(leftover)}")
     module = module.to(device).eval().requires_grad_(False)
-    logger.info("built %s from %s (%s, %s)", spec.name, ", ".join(f.name for f in src.files), dtype, device)
+    logger.info("built %s from %s (%s, %s)", spec.name, _file_names(src.files), dtype, device)
     return module
+
+
+def _file_names(files: Sequence[Path]) -> str:
+    """The files a model was built from, for the log: a diffusers weights file with its component folder
+    (every folder's file has the same name, `vocoder/diffusion_pytorch_model.safetensors`)."""
+    from ltx_core.loader.diffusers_folder import WEIGHTS_STEM
+
+    return ", ".join(f"{f.parent.name}/{f.name}" if f.name.startswith(WEIGHTS_STEM) else f.name for f in files)
 
 
 def free_model_weights(module: nn.Module) -> None:

@@ -63,6 +63,14 @@ COMPONENT_FLAGS: Mapping[Component, str] = {
 
 DURATION_HEAD_PREFIX = "duration_head."
 
+# The `config` sections each component is built from: a file given for a component must carry them.
+COMPONENT_SECTIONS: Mapping[Component, tuple[str, ...]] = {
+    Component.TRANSFORMER: ("transformer",),
+    Component.VIDEO_VAE: ("vae",),
+    Component.AUDIO_VAE: ("audio_vae", "vocoder"),
+    Component.DURATION_HEAD: ("duration_head",),
+}
+
 
 def component_flag(component: Component, layout: Layout) -> str:
     if layout is Layout.DIFFUSERS:
@@ -390,11 +398,40 @@ class ModelFiles:
         if missing:
             raise CheckpointError(self._missing_message(missing, purpose))
 
+    def check_components(self, *needed: Component | str, purpose: str = "this pipeline") -> None:
+        """Refuse, from configs and headers alone, a set that lacks a component `purpose` needs or whose
+        file for a component lacks the config sections that component is built from (an audio VAE file
+        given as the video VAE, a transformer file as the duration head, a folder without `vocoder/`)."""
+        self.require(*needed, purpose=purpose)
+        for source in self.sources:
+            sections = COMPONENT_SECTIONS.get(source.component) if source.component is not None else None
+            if not sections:
+                continue
+            config = source.read_metadata().get("config")
+            sections_found = config.items() if isinstance(config, Mapping) else ()
+            present = sorted(k for k, v in sections_found if isinstance(v, Mapping))
+            lacking = [section for section in sections if section not in present]
+            if lacking:
+                assert source.component is not None
+                raise CheckpointError(
+                    f"{self._flag_of(source)}: {str(source.path)!r} cannot provide the {source.component.value}: its "
+                    f"config has no {' or '.join(map(repr, lacking))} section (sections present: {present})"
+                )
+
+    def _flag_of(self, source: ComponentSource) -> str:
+        """The option (or folder) that supplied `source`: a single file's replaced video VAE is its own flag."""
+        assert source.component is not None
+        replaced_vae = self.layout is Layout.SINGLE_FILE and source.component is Component.VIDEO_VAE
+        if replaced_vae and self.has(Component.TRANSFORMER) and source.path != self.main_path:
+            return COMPONENT_FLAGS[Component.VIDEO_VAE]
+        return component_flag(source.component, self.layout)
+
     def _missing_message(self, missing: list[Component], purpose: str = "this run") -> str:
         names = ", ".join(f"{c.value} ({component_flag(c, self.layout)})" for c in missing)
         have = ", ".join(str(s.component.value) for s in self.sources if s.component) or "nothing"
         return (
-            f"{purpose} needs {names}, which the {self.layout.value} model files do not provide (they provide: {have})"
+            f"{purpose} needs {names}, which the {self.layout.value} model files {str(self.location)!r} do not "
+            f"provide (they provide: {have})"
         )
 
     @property

@@ -40,7 +40,7 @@ from ltx_pipelines.cli.tiling_flags import TilingChoice, TilingFlags
 from ltx_pipelines.cli.video_flags import VideoChoice, VideoFlags
 from ltx_pipelines.engine.audio_output import AudioGeneration, write_audio_generation
 from ltx_pipelines.engine.defaults import PipelineDefaults
-from ltx_pipelines.engine.final_latents import FinalLatents
+from ltx_pipelines.engine.final_latents import FinalLatents, check_finite_latents
 from ltx_pipelines.engine.generation import Generation, describe_model_files, write_generation
 from ltx_pipelines.engine.latents_file import RunRecord, follow_video_name, save_latents_safely
 from ltx_pipelines.media.atomic_files import remove_stale_partials
@@ -357,6 +357,8 @@ class PipelineCommand(Generic[P]):
                     if "num_frames" in run.parameters and run.parameters["num_frames"] is None:
                         # The length the duration head picked: the sidecar records it.
                         run = replace(run, parameters={**run.parameters, "num_frames": final.shape.frames})
+                    # Before saving: NaN latents decode to nothing, so no decode command is offered for them.
+                    check_finite_latents(final, (*run.models.loras, *filter(None, [run.models.distilled_lora])))
                     remove_stale_partials(run.output.path.parent)
                     latents = self.save_latents(run, final)
                     written = self.write_decoded(run, pipeline.decode(final))

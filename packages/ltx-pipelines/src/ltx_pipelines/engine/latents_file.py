@@ -43,6 +43,8 @@ LATENTS_SUFFIX = ".latents.safetensors"
 LATENTS_FORMAT = "ltx-pipelines/latents"
 LATENTS_FORMAT_VERSION = "1"
 _VIDEO_KEY, _AUDIO_KEY, _NOISE_STATE_KEY = "video_latent", "audio_latent", "decoder_noise_state"
+AUDIO_LATENT_KEY = _AUDIO_KEY
+"""The tensor of a latents file holding the audio latent (a file without it decodes no sound)."""
 # The waveform a run ships instead of decoding its audio latent (a2vid's input track, DFR's cut audio).
 _SHIPPED_AUDIO_KEY = "shipped_audio"
 _MAX_NUMBERED = 10_000
