@@ -329,3 +329,79 @@ def test_a_full_disk_is_recognised_through_safetensors_too():
     assert hooks._is_disk_full(OSError(errno.ENOSPC, "No space left on device"))
     assert not hooks._is_disk_full(OSError(errno.EACCES, "Permission denied"))
     assert not hooks._is_disk_full(SafetensorError("Error while serializing: header too large"))
+
+
+# -- resume is bit-exact whatever draws random numbers -----------------------------------------------------
+# Every random option a config can switch on: LoRA dropout (torch's global generator, inside peft), condition
+# and reference probabilities, both sigma samplers, gradient checkpointing (its recompute replays dropout),
+# gradient accumulation. (Every DataLoader iterator draws its workers' base seed, with or without workers;
+# the workers themselves draw nothing.)
+RANDOM_OPTIONS = {
+    "dropout, conditions, reference, checkpointing": {
+        "training_strategy": {
+            "name": "flexible",
+            "video": {
+                "latents_dir": "latents",
+                "conditions": [
+                    {"type": "reference", "latents_dir": "reference_latents", "probability": 0.5},
+                    {"type": "first_frame", "probability": 0.5},
+                ],
+            },
+        },
+        "optimization": {"enable_gradient_checkpointing": True},
+    },
+    "dropout, audio prefix, uniform sigmas, accumulation": {
+        "training_strategy": {
+            "name": "flexible",
+            "audio": {
+                "latents_dir": "audio_latents",
+                "conditions": [{"type": "prefix", "temporal_boundary": 2, "probability": 0.5}],
+            },
+        },
+        "flow_matching": {"timestep_sampling_mode": "uniform"},
+        "optimization": {"gradient_accumulation_steps": 2, "batch_size": 1},
+    },
+}
+
+
+def _random_config(checkpoint: Path, data_root: Path, out: Path, options: str, steps: int) -> dict:
+    raw = training_config(
+        checkpoint, data_root, out, optimization={"steps": steps}, **RESUMABLE,
+        lora={"rank": 4, "alpha": 8, "dropout": 0.1, "target_modules": ["to_q", "to_k", "to_v", "to_out.0"]},
+    )  # fmt: skip
+    for section, values in RANDOM_OPTIONS[options].items():
+        raw[section] = values if section == "training_strategy" else {**raw.get(section, {}), **values}
+    return raw
+
+
+def _lora_tensors(path: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(str(path))
+
+
+def _differing(a: Path, b: Path) -> list[str]:
+    ta, tb = _lora_tensors(a), _lora_tensors(b)
+    assert ta.keys() == tb.keys()
+    return [k for k in ta if not torch.equal(ta[k], tb[k])]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("options", sorted(RANDOM_OPTIONS))
+def test_resume_from_every_step_is_bit_exact_with_every_random_option(options, checkpoint, data_root, tmp_path):
+    """The uninterrupted run also draws from torch's global generator between steps (as validation or any
+    other library may): no training draw may depend on it. Every checkpoint is then resumed to the end,
+    and every tensor of the final LoRA must equal the uninterrupted run's, bit for bit."""
+    steps = 3
+    straight = _random_config(checkpoint, data_root, tmp_path / "straight", options, steps)
+    Trainer(parse_config(straight), disable_progress_bars=True).train(on_step=lambda _: torch.rand(3))
+    saved = tmp_path / "straight" / "checkpoints"
+    final = saved / ckpt.weights_name("lora", steps)
+    for stop in range(1, steps):
+        raw = _random_config(checkpoint, data_root, tmp_path / f"resumed{stop}", options, steps)
+        raw["model"]["load_checkpoint"] = str(saved / ckpt.weights_name("lora", stop))
+        torch.rand(stop)  # the global generator in another state than at any save
+        history = Trainer(parse_config(raw), disable_progress_bars=True).train().history
+        assert [r.step for r in history] == list(range(stop + 1, steps + 1))
+        resumed = tmp_path / f"resumed{stop}" / "checkpoints" / ckpt.weights_name("lora", steps)
+        assert _differing(final, resumed) == [], f"resumed from step {stop}"
