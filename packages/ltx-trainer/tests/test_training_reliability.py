@@ -138,6 +138,27 @@ def test_an_error_without_a_signal_is_not_reported_as_one(checkpoint, data_root,
         trainer.train()
 
 
+def _snapshot(folder: Path) -> dict[str, tuple[bytes, int, int]]:
+    """Every entry under `folder`: its bytes (None for folders), mode and mtime."""
+    return {
+        str(p.relative_to(folder)): (p.read_bytes() if p.is_file() else b"", p.stat().st_mode, p.stat().st_mtime_ns)
+        for p in sorted(folder.rglob("*"))
+    }
+
+
+def test_a_refused_resume_changes_nothing_in_the_output_dir(checkpoint, data_root, tmp_path):
+    raw = training_config(checkpoint, data_root, tmp_path / "out", optimization={"steps": 3}, **RESUMABLE)
+    Trainer(parse_config(raw), disable_progress_bars=True).train(stop_at=1)
+    # What an interrupted save leaves: cleaned up by a run that starts, not by one that is refused.
+    (tmp_path / "out" / "checkpoints" / ".lora_weights_step_00002.safetensors.abcd1234.partial.safetensors").touch()
+    before = _snapshot(tmp_path / "out")
+    raw["model"]["load_checkpoint"] = str(tmp_path / "out")
+    raw["optimization"]["learning_rate"] = 5e-3
+    with pytest.raises(ckpt.ResumeError, match="different settings"):
+        Trainer(parse_config(raw), disable_progress_bars=True).train()
+    assert _snapshot(tmp_path / "out") == before
+
+
 # -- SIGTERM and the output_dir lock, through real processes ---------------------------------------------
 def _start(config: Path) -> subprocess.Popen:
     return subprocess.Popen(
