@@ -234,6 +234,64 @@ def test_a_live_lock_is_refused_before_any_model_is_built(checkpoint, data_root,
         Trainer(parse_config(training_config(checkpoint, data_root, out)))
 
 
+def _race_for_the_lock(folder: Path, trials: int, gate, results) -> None:
+    """One racer: each trial, try to take the lock when the gate opens, report, hold it until every racer
+    has tried, then release it."""
+    from ltx_trainer.training.run_lock import RunLock
+
+    for _ in range(trials):
+        lock = RunLock(folder)
+        gate.wait()
+        with contextlib.suppress(OutputDirLocked):
+            lock.acquire()
+        results.put(lock.held)
+        gate.wait()  # everyone has tried
+        lock.release()
+        gate.wait()  # everyone has released
+
+
+def test_runs_started_together_over_a_stale_lock_take_it_once(tmp_path):
+    """A lock left by a killed run (kill -9), and several runs starting at once: exactly one takes it over,
+    in every trial (the old read-unlink-create takeover let two win in 7 of 100 trials)."""
+    import multiprocessing
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = f'{{"pid": {dead.pid}, "host": "{os.uname().nodename}", "started": "?"}}'
+    folder, racers, trials = tmp_path / "out", 4, 300
+    folder.mkdir()
+    ctx = multiprocessing.get_context("fork")
+    gate, results = ctx.Barrier(racers + 1, timeout=60), ctx.Queue()
+    procs = [ctx.Process(target=_race_for_the_lock, args=(folder, trials, gate, results)) for _ in range(racers)]
+    for p in procs:
+        p.start()
+    winners = []
+    try:
+        for _ in range(trials):
+            (folder / LOCK_NAME).write_text(stale)
+            gate.wait()
+            gate.wait()
+            winners.append(sum(results.get(timeout=60) for _ in range(racers)))
+            gate.wait()
+            assert not (folder / LOCK_NAME).exists(), "the winner removes the lock when it releases it"
+    finally:
+        for p in procs:
+            p.join(timeout=60)
+            p.kill()
+    assert winners == [1] * trials, f"{sum(w > 1 for w in winners)} of {trials} trials had several winners"
+
+
+def test_a_held_lock_is_refused_even_while_its_record_is_rewritten(tmp_path):
+    from ltx_trainer.training.run_lock import RunLock
+
+    with RunLock(tmp_path) as held:
+        (tmp_path / LOCK_NAME).write_text("")  # the record as a racing run may see it mid-write
+        with pytest.raises(OutputDirLocked, match="in use by another training"):
+            RunLock(tmp_path).acquire()
+        assert held.held
+    assert not (tmp_path / LOCK_NAME).exists()
+
+
 # -- damaged data and a full disk: one line, exit 1 --------------------------------------------------------
 def _copy_data(data_root: Path, tmp_path: Path) -> Path:
     import shutil
