@@ -340,6 +340,37 @@ def test_a_full_disk_during_a_save_is_one_line_and_keeps_nothing_partial(
     assert _leftovers(tmp_path / "out") == []
 
 
+# What torch.save raises when the disk fills during a write (its stream writer checks positions, not errno).
+TORCH_SHORT_WRITE = "[enforce fail at inline_container.cc:671] . unexpected pos 704 vs 598"
+
+
+def test_torch_s_own_full_disk_error_during_a_save_is_one_line_and_resume_works(
+    checkpoint, data_root, tmp_path, monkeypatch, capsys
+):
+    raw = training_config(checkpoint, data_root, tmp_path / "out", optimization={"steps": 3}, **RESUMABLE)
+    real_save = torch.save
+
+    def full_disk_at_step_2(state, path, *a, **k):
+        if isinstance(state, dict) and state.get("global_step") == 2:
+            Path(path).write_bytes(b"PK\x03\x04 half a state")  # what the writer got out before the disk filled
+            raise RuntimeError(TORCH_SHORT_WRITE)
+        return real_save(state, path, *a, **k)
+
+    monkeypatch.setattr(ckpt.torch, "save", full_disk_at_step_2)
+    config = _write_yaml(raw, tmp_path / "config.yaml")
+    assert train_cli.main([str(config), "--disable-progress-bars"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "no space left" in err and "lora_weights_step_00001" in err, err
+    folder = tmp_path / "out" / "checkpoints"
+    assert sorted(p.name for p in folder.iterdir()) == [ckpt.weights_name("lora", 1), ckpt.state_name(1)]
+    assert _leftovers(tmp_path / "out") == []
+
+    monkeypatch.setattr(ckpt.torch, "save", real_save)
+    raw["model"]["load_checkpoint"] = str(folder)
+    history = Trainer(parse_config(raw), disable_progress_bars=True).train().history
+    assert [r.step for r in history] == [2, 3]
+
+
 # -- small ones -----------------------------------------------------------------------------------------
 def test_the_audio_vae_path_field_is_refused_by_name(checkpoint, data_root, tmp_path):
     # model.video_vae_path is read (the VAE's compression factors); with a single file, model.audio_vae_path
@@ -408,6 +439,10 @@ def test_a_full_disk_is_recognised_through_safetensors_too():
     assert hooks._is_disk_full(OSError(errno.ENOSPC, "No space left on device"))
     assert not hooks._is_disk_full(OSError(errno.EACCES, "Permission denied"))
     assert not hooks._is_disk_full(SafetensorError("Error while serializing: header too large"))
+    assert hooks._is_disk_full(RuntimeError(TORCH_SHORT_WRITE))
+    assert hooks._is_disk_full(RuntimeError(f"{TORCH_SHORT_WRITE[:42]} PytorchStreamWriter failed writing file "
+                                            "data/0: file write failed"))  # fmt: skip
+    assert not hooks._is_disk_full(RuntimeError("[enforce fail at inline_container.cc:300] . file not found"))
 
 
 # -- resume is bit-exact whatever draws random numbers -----------------------------------------------------

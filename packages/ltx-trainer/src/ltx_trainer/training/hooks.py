@@ -148,10 +148,14 @@ def save_checkpoint(parts: TrainingParts, step: int) -> Path | None:
 
 
 def _is_disk_full(exc: BaseException) -> bool:
-    """ENOSPC / EDQUOT from Python, or safetensors' error wrapping Rust's (`StorageFull`, os error 28)."""
+    """ENOSPC / EDQUOT from Python, safetensors' error wrapping Rust's (`StorageFull`, os error 28), or
+    torch.save's short write, which carries no errno (`[enforce fail at inline_container.cc:N] . unexpected
+    pos 704 vs 598`; newer torch: `... file write failed`): a full disk is what cuts a write short."""
     if isinstance(exc, OSError):
         return exc.errno in _DISK_FULL
     text = str(exc)
+    if "inline_container.cc" in text and ("unexpected pos" in text or "file write failed" in text):
+        return True
     return "StorageFull" in text or "No space left on device" in text or "QuotaExceeded" in text
 
 
