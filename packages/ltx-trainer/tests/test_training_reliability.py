@@ -434,15 +434,17 @@ def test_the_skill_resumes_into_the_same_log_and_says_how_to_stop():
 def test_a_full_disk_is_recognised_through_safetensors_too():
     from safetensors import SafetensorError
 
+    from ltx_core.write_errors import is_disk_full
+
     rust = 'Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No space left on device" })'
-    assert hooks._is_disk_full(SafetensorError(rust))
-    assert hooks._is_disk_full(OSError(errno.ENOSPC, "No space left on device"))
-    assert not hooks._is_disk_full(OSError(errno.EACCES, "Permission denied"))
-    assert not hooks._is_disk_full(SafetensorError("Error while serializing: header too large"))
-    assert hooks._is_disk_full(RuntimeError(TORCH_SHORT_WRITE))
-    assert hooks._is_disk_full(RuntimeError(f"{TORCH_SHORT_WRITE[:42]} PytorchStreamWriter failed writing file "
+    assert is_disk_full(SafetensorError(rust))
+    assert is_disk_full(OSError(errno.ENOSPC, "No space left on device"))
+    assert not is_disk_full(OSError(errno.EACCES, "Permission denied"))
+    assert not is_disk_full(SafetensorError("Error while serializing: header too large"))
+    assert is_disk_full(RuntimeError(TORCH_SHORT_WRITE))
+    assert is_disk_full(RuntimeError(f"{TORCH_SHORT_WRITE[:42]} PytorchStreamWriter failed writing file "
                                             "data/0: file write failed"))  # fmt: skip
-    assert not hooks._is_disk_full(RuntimeError("[enforce fail at inline_container.cc:300] . file not found"))
+    assert not is_disk_full(RuntimeError("[enforce fail at inline_container.cc:300] . file not found"))
 
 
 # -- resume is bit-exact whatever draws random numbers -----------------------------------------------------
