@@ -610,3 +610,19 @@ def test_fifteen_stops_at_random_moments_each_end_as_the_signal(checkpoint, data
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
+
+
+def test_keyed_global_draws_depend_on_the_key_only_and_leave_the_generator_as_it_was():
+    from ltx_trainer.training.draws import keyed_global_rng
+
+    cpu = torch.device("cpu")
+    before = torch.get_rng_state()
+    with keyed_global_rng(7, 3, 0, cpu):
+        first = torch.nn.functional.dropout(torch.ones(64), 0.5)
+    assert torch.equal(torch.get_rng_state(), before)
+    torch.rand(5)  # whatever drew in between
+    with keyed_global_rng(7, 3, 0, cpu):
+        assert torch.equal(torch.nn.functional.dropout(torch.ones(64), 0.5), first)
+    for other in ((7, 4, 0), (7, 3, 1), (8, 3, 0)):  # another micro-step, process or seed
+        with keyed_global_rng(*other, cpu):
+            assert not torch.equal(torch.nn.functional.dropout(torch.ones(64), 0.5), first), other
