@@ -15,7 +15,9 @@ Round trips are tensor-exact, with one exception diffusers imposes: its video VA
 mean and std of the reference's five per-channel statistics (`channel`, `mean-of-stds`,
 `mean-of-stds_over_std-of-means` are read by no model and are not carried).
 
-Nothing existing is overwritten; the output appears (renamed into place) only once complete.
+Nothing existing is overwritten; the output appears (renamed into place) only once complete. Exit status:
+0 written; 2 a bad input or an existing output; 1 the output could not be written (a full disk, a folder
+that is not writable), with nothing left behind.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from ltx_core.loader import diffusers_config as dc
@@ -47,6 +49,7 @@ from ltx_core.loader.diffusers_folder import (
 )
 from ltx_core.loader.errors import CheckpointError
 from ltx_core.loader.safetensors_header import read_safetensors_header
+from ltx_core.write_errors import write_failure
 
 logger = logging.getLogger(__name__)
 
@@ -362,6 +365,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CheckpointError, FileExistsError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except (OSError, SafetensorError) as e:
+        failure = write_failure(e, args.out_dir if args.command == "to-diffusers" else args.out_file)
+        if failure is None:
+            raise
+        print(f"error: {failure}", file=sys.stderr)
+        return 1
     logger.info("wrote %s", out)
     return 0
 

@@ -141,7 +141,7 @@ def decoding_files(
         flags = {}
     files = base.replacing(local)
     try:
-        files.require(*needed, purpose="decoding")
+        files.require(*needed, purpose="decoding these latents")
     except CheckpointError as e:
         where = "--checkpoint-path" if checkpoint is not None else _MOVED_HINT
         raise CheckpointError(f"{e} ({where})") from None

@@ -228,3 +228,46 @@ def test_runtime_builds_the_transformer_of_a_sharded_folder(converted, tmp_path)
         _assert_same_tensors(got.state_dict(), want.state_dict())
     with pytest.raises(CheckpointError, match=r"block streaming.*one file.*2.*convert from-diffusers"):
         build_transformer(AV_TRANSFORMER, sharded, RuntimeOptions(offload="cpu"), device="cpu")
+
+
+RUST_FULL_DISK = (
+    'Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No space left on device" })'
+)
+
+
+@pytest.mark.parametrize("direction", ["to-diffusers", "from-diffusers"])
+def test_a_full_disk_or_a_read_only_folder_is_one_line_and_leaves_nothing(
+    direction, converted, tmp_path, monkeypatch, capsys
+):
+    import errno
+    import tempfile
+
+    from safetensors import SafetensorError
+
+    from ltx_core import convert
+
+    checkpoint, _, folder = converted
+    args = [direction, str(checkpoint if direction == "to-diffusers" else folder), str(tmp_path / "out")]
+
+    def full(tensors, path, metadata=None):
+        with open(path, "wb") as f:
+            f.write(b"half a file")
+        raise SafetensorError(RUST_FULL_DISK)
+
+    with monkeypatch.context() as m:
+        m.setattr(convert, "save_file", full)
+        assert main(args) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "no space left" in err and str(tmp_path / "out") in err, err
+    assert list(tmp_path.iterdir()) == []
+
+    def read_only(*a, dir=None, **k):  # as root a chmod'ed folder stays writable
+        raise PermissionError(errno.EACCES, "Permission denied", str(dir))
+
+    with monkeypatch.context() as m:
+        m.setattr(tempfile, "mkdtemp", read_only)
+        m.setattr(tempfile, "mkstemp", read_only)
+        assert main(args) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Permission denied" in err and "writable folder" in err, err
+    assert list(tmp_path.iterdir()) == []

@@ -43,6 +43,7 @@ from ltx_core.loader.diffusers_names import (
 )
 from ltx_core.loader.errors import CheckpointError
 from ltx_core.loader.key_rules import COMFY_LORA_PREFIX
+from ltx_core.loader.safetensors_header import read_safetensors_header
 
 
 class LoraLayout(str, enum.Enum):
@@ -272,6 +273,7 @@ def read_lora(
     source = str(path)
     if not path.is_file():
         raise CheckpointError(f"LoRA file {source!r} does not exist")
+    read_safetensors_header(path)  # an empty, truncated or foreign file: a CheckpointError naming it
     with safe_open(source, framework="pt", device="cpu") as f:
         metadata = dict(f.metadata() or {})
         if header_only:

@@ -220,4 +220,7 @@ def batch_loader(
         collate_fn=collate,
         num_workers=num_workers,
         persistent_workers=False,
+        # Each iterator draws its workers' base seed from this generator: without one it would take a draw
+        # from torch's global generator, which a resumed run starts in another state.
+        generator=torch.Generator().manual_seed(order.seed + start_micro_step),
     )
