@@ -103,3 +103,26 @@ def test_generation_save_writes_the_seed_and_every_parameter(demo_model_files, t
     assert parameters["frame_rate"] == 24.0 and parameters["dtype"] == "float32"
     assert sidecar["model_files"]["checkpoint"]["path"] == str(files.checkpoint)
     assert sidecar["model_files"]["gemma_root"]["path"] == str(files.gemma_root)
+
+
+@pytest.mark.slow
+def test_generate_left_without_size_length_and_rate_takes_the_defaults(demo_model_files, monkeypatch):
+    """`generate` itself (not only `__call__`) fills what a call leaves out, from the same defaults the command
+    line reads; they are shrunk here so the run stays tiny."""
+    import dataclasses
+
+    from ltx_pipelines.engine import defaults
+
+    small = dataclasses.replace(
+        defaults.defaults_for_checkpoint(demo_model_files.checkpoint),
+        height=64, width=64, num_frames=9, frame_rate=12.0,
+    )  # fmt: skip
+    monkeypatch.setattr(defaults, "defaults_for_checkpoint", lambda path: small)
+    files = demo_model_files
+    pipeline = ltx_pipelines.DistilledPipeline(
+        files.checkpoint, files.spatial_upsampler, files.gemma_root, device="cpu", dtype=torch.float32, progress=False
+    )
+    final = pipeline.generate("a fox", seed=3)
+    shape = final.shape
+    # The distilled pipeline is two-stage: its default output is twice the stage-1 size.
+    assert (shape.height, shape.width, shape.frames, shape.fps) == (128, 128, 9, 12.0)

@@ -11,6 +11,7 @@ the pipeline's own, with its own signature; what runs on several devices is the 
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 from collections.abc import Iterator, Mapping, Sequence
@@ -95,6 +96,21 @@ class PromptPipeline:
     """Output height and width must be multiples of this (64 when stage 1 runs at half size)."""
     transformer_spec: ClassVar[ComponentSpec] = AV_TRANSFORMER
     """What the stages build from the checkpoint (the audio-only pipeline reads only audio weights)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A pipeline's own `generate` takes the command line's defaults for what a call leaves out of size,
+        length and frame rate (see `with_default_video`): a notebook call needs only the prompt and seed."""
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("generate")
+        if own is None or getattr(own, "fills_default_video", False):
+            return
+
+        @functools.wraps(own)
+        def generate(self: PromptPipeline, *args: Any, **call: Any) -> FinalLatents:
+            return own(self, *args, **self.with_default_video(call))
+
+        generate.fills_default_video = True  # type: ignore[attr-defined]
+        cls.generate = generate  # type: ignore[method-assign]
 
     def __init__(
         self,
