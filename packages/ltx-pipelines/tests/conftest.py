@@ -48,6 +48,8 @@ def write_ltx_checkpoint(path: Path, version: str | None = "2.3.0") -> Path:
         metadata["model_version"] = version
     tensors = {
         "model.diffusion_model.patchify_proj.weight": torch.zeros(4, 4),
+        # What the stand-in LoRA targets (LoRAs are checked against the checkpoint's header).
+        "model.diffusion_model.transformer_blocks.0.attn1.to_q.weight": torch.zeros(4, 4),
         "vae.decoder.conv_in.conv.weight": torch.zeros(2, 2),
     }
     return _write_safetensors(path, tensors, metadata)

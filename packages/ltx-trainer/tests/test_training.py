@@ -3,6 +3,7 @@ loss going down, bit-exact resume, NaN handling and configuration errors."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from ltx_trainer.training.checkpoints import ResumeError
 from ltx_trainer.training.trainer import Trainer, TrainingDiverged
 
 sys.path.insert(0, str(Path(__file__).parent))
-from training_data import MODES, training_config
+from training_data import MODES, training_config, write_dataset
 
 
 def _read(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
@@ -147,6 +148,22 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(checkpoint, data_root
     good = trainer.checkpoint_dir / "lora_weights_step_00002.safetensors"
     tensors, _ = _read(good)
     assert all(torch.isfinite(t).all() for t in tensors.values())
+
+
+def test_nan_in_the_training_data_names_the_sample_and_its_file(checkpoint, tmp_path):
+    """A NaN in one sample's latents stops the run naming that sample, its file and the tensor."""
+    from ltx_trainer.precomputed import load_sample, sample_path, save_sample
+
+    root = write_dataset(tmp_path / "data")
+    poisoned = sample_path(root, "latents", Path("videos/clip02.mp4"))
+    sample = load_sample(poisoned)
+    latents = sample.tensors["latents"].clone()
+    latents[0, 0] = float("nan")
+    save_sample(poisoned, {**sample.tensors, "latents": latents}, metadata=sample.metadata)
+    cfg = parse_config(training_config(checkpoint, root, tmp_path / "out", optimization={"steps": 4}))
+    named = rf"loss is nan at step \d on sample 'videos/clip02.*{re.escape(str(poisoned))}' holds NaN/inf in latents"
+    with pytest.raises(TrainingDiverged, match=named):
+        Trainer(cfg, disable_progress_bars=True).train()
 
 
 def test_progress_lines_are_parseable(checkpoint, data_root, tmp_path, caplog):

@@ -21,7 +21,9 @@ ComfyUI-GGUF's files name them) to a GGUF file: 2-D weights of at least 1024 val
 blocks in `--qtype`, the rest as stored; the checkpoint's metadata (`config`, `model_version`) becomes
 string fields of the same names, so the file builds the transformer on its own (`ltx_core.loader.gguf_file`).
 
-Nothing existing is overwritten; the output appears (renamed into place) only once complete.
+Nothing existing is overwritten; the output appears (renamed into place) only once complete. Exit status:
+0 written; 2 a bad input or an existing output; 1 the output could not be written (a full disk, a folder
+that is not writable), with nothing left behind.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from ltx_core.loader import diffusers_config as dc
@@ -55,6 +57,7 @@ from ltx_core.loader.errors import CheckpointError
 from ltx_core.loader.gguf_file import MIN_QUANTIZED_NUMEL, write_gguf
 from ltx_core.loader.key_rules import TRANSFORMER_PREFIX
 from ltx_core.loader.safetensors_header import read_safetensors_header
+from ltx_core.write_errors import write_failure
 
 logger = logging.getLogger(__name__)
 
@@ -402,6 +405,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CheckpointError, FileExistsError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except (OSError, SafetensorError) as e:
+        failure = write_failure(e, args.out_dir if args.command == "to-diffusers" else args.out_file)
+        if failure is None:
+            raise
+        print(f"error: {failure}", file=sys.stderr)
+        return 1
     logger.info("wrote %s", out)
     return 0
 

@@ -191,3 +191,73 @@ def test_unknown_fusion_precision_names_the_accepted_values(write_safetensors):
     lora = write_safetensors("l.safetensors", _lora_tensors(rank=2, seed=9))
     with pytest.raises(ValueError, match="'weight-dtype', 'float32'"):
         fuse_loras({"proj.weight": torch.zeros(4, 4)}, [LoraSpec(lora)], precision="fp16")
+
+
+# ---- checks before building (headers only) and non-finite factors --------------------------------------------
+
+
+def _shapes(spec, path):
+    from ltx_core.loader.builder import header_weight_shapes
+
+    return header_weight_shapes(spec, path)
+
+
+def test_header_shapes_are_the_built_models(spec, tiny_checkpoint):
+    path, _ = tiny_checkpoint
+    model = build_model(spec, path)
+    assert _shapes(spec, path) == {k: tuple(v.shape) for k, v in model.state_dict().items()}
+
+
+def test_a_fitting_lora_passes_the_check_before_building(spec, tiny_checkpoint, write_safetensors):
+    from ltx_core.loader.lora import check_lora_fits
+    from ltx_core.loader.lora_layouts import read_lora
+
+    path, _ = tiny_checkpoint
+    tensors = _lora_tensors(rank=2, seed=1, alpha=2.0)
+    tensors["diffusion_model.proj.lora_A.weight"][0, 0] = float("nan")
+    lora = write_safetensors("l.safetensors", tensors)
+    # Headers only: the factors' values are not read (their NaN is found when they are, for fusion).
+    check_lora_fits(lora, _shapes(spec, path), "tiny net")
+    header = read_lora(lora, header_only=True).modules["proj"]
+    assert header.down.is_meta and header.up.shape == (4, 2) and header.alpha == 2.0
+    with pytest.raises(CheckpointError, match="holds NaN"):
+        read_lora(lora)
+
+
+@pytest.mark.parametrize(
+    ("tensors", "message"),
+    [
+        ({**_lora_tensors(rank=2, seed=1), "stray.bias": torch.zeros(2)}, r"key 'stray.bias' is no LoRA factor.*kohya"),
+        (
+            {
+                "diffusion_model.proj.lora_A.weight": torch.zeros(2, 5),
+                "diffusion_model.proj.lora_B.weight": torch.zeros(4, 2),
+            },
+            r"delta for 'proj.weight' has shape \(4, 5\), the weight has \(4, 4\)",
+        ),
+        (
+            _lora_tensors(rank=2, seed=1, target="blocks.9.nothing"),
+            r"matches no weight of the tiny net.*'blocks.9.nothing",
+        ),
+    ],
+    ids=["stray_key", "wrong_shape", "unknown_module"],
+)
+def test_a_lora_that_does_not_fit_is_refused_from_headers(spec, tiny_checkpoint, write_safetensors, tensors, message):
+    """What fusion would refuse after the models are built is refused from the two headers."""
+    from ltx_core.loader.lora import check_lora_fits
+
+    path, _ = tiny_checkpoint
+    lora = write_safetensors("l.safetensors", tensors)
+    with pytest.raises(CheckpointError, match=message):
+        check_lora_fits(lora, _shapes(spec, path), "tiny net")
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_a_lora_holding_nan_or_inf_is_refused_when_read(spec, tiny_checkpoint, write_safetensors, value):
+    path, _ = tiny_checkpoint
+    tensors = _lora_tensors(rank=2, seed=1)
+    tensors["diffusion_model.proj.lora_B.weight"][1, 0] = value
+    lora = write_safetensors("l.safetensors", tensors)
+    what = "NaN" if value != value else "Inf"
+    with pytest.raises(CheckpointError, match=rf"'diffusion_model.proj.lora_B.weight' holds {what} values"):
+        build_model(spec, path, loras=[LoraSpec(lora, 1.0)])

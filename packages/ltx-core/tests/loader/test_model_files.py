@@ -186,3 +186,36 @@ def test_a_set_names_each_component_once_and_describes_itself(tiny_checkpoint):
         "layout": "split",
         "components": {"transformer": [str(path)], "text_embeddings": [str(path)]},
     }
+
+
+def test_check_components_refuses_a_file_without_the_components_section(write_safetensors):
+    """Each component's file must carry the config section it is built from: found from headers, before
+    anything is loaded (an audio VAE file given as the video VAE, a transformer file as the duration head)."""
+    audio = write_safetensors(
+        "audio.safetensors", {"audio_vae.x": torch.zeros(1)}, {"config": {"audio_vae": {}, "vocoder": {}}}
+    )
+    transformer = write_safetensors(
+        "t.safetensors", {"model.diffusion_model.x": torch.zeros(1)}, {"config": {"transformer": {}}}
+    )
+    video = write_safetensors("v.safetensors", {"vae.x": torch.zeros(1)}, {"config": {"vae": {}}})
+    good = ModelFiles.split(transformer=transformer, video_vae=video, audio_vae=audio)
+    good.check_components(Component.TRANSFORMER, Component.VIDEO_VAE, Component.AUDIO_VAE)
+    wrong_vae = ModelFiles.split(transformer=transformer, video_vae=audio, audio_vae=audio)
+    with pytest.raises(
+        CheckpointError,
+        match=r"--video-vae-path: .*audio.safetensors' cannot provide the video_vae: "
+        r"its config has no 'vae' section \(sections present: \['audio_vae', 'vocoder'\]\)",
+    ):
+        wrong_vae.check_components(Component.VIDEO_VAE)
+    wrong_head = ModelFiles.split(transformer=transformer, duration_head=transformer)
+    with pytest.raises(CheckpointError, match=r"--duration-head-path: .*no 'duration_head' section"):
+        wrong_head.check_components(Component.TRANSFORMER)
+    single = ModelFiles.single_file(transformer, video_vae=audio)
+    with pytest.raises(CheckpointError, match=r"--video-vae-path: .*no 'vae' section"):
+        single.check_components()
+    # A single file without the audio sections cannot provide the audio VAE.
+    no_audio = write_safetensors("s.safetensors", {"vae.x": torch.zeros(1)}, {"config": {"transformer": {}, "vae": {}}})
+    with pytest.raises(CheckpointError, match=r"--checkpoint-path: .*no 'audio_vae' or 'vocoder' section"):
+        ModelFiles.single_file(no_audio).check_components()
+    with pytest.raises(CheckpointError, match=r"needs audio_vae \(--audio-vae-path\)"):
+        ModelFiles.split(transformer=transformer).check_components(Component.AUDIO_VAE)

@@ -72,3 +72,30 @@ def test_in_host_ram_offloading_to_the_cpu_saves_nothing_and_is_not_suggested(ti
     with pytest.raises(InsufficientMemoryError) as info:
         check_fits(tiny_config, RuntimeOptions(offload="cpu", device_slots=2), work, free, host=True)
     assert "--offload cpu (" not in str(info.value) and "RAM is available" in str(info.value)
+
+
+def _clip(frames: int, height: int = 128, width: int = 192) -> WorkloadShape:
+    """A workload whose decoded clip is `frames` long (tokens and the VAE tile as the CLI gives them)."""
+    tokens = ((frames - 1) // 8 + 1) * (height // 32) * (width // 32)
+    seconds = frames / 24
+    return WorkloadShape(
+        video_tokens=tokens, audio_tokens=int(seconds * 25) + 1, text_tokens=8,
+        vae_tile_frames=min(frames, 65), vae_tile_height=height, vae_tile_width=width,
+        output_frames=frames, output_height=height, output_width=width,
+        audio_samples=round(seconds * 48_000), latent_values=128 * tokens,
+    )  # fmt: skip
+
+
+def test_the_host_memory_grows_with_the_clip(tiny_config):
+    """The decoded frames are held as float32 RGB on the host until written: at least 12 bytes a pixel more
+    for every frame, counted on the CPU's peak (and on its own against the host RAM of a CUDA run)."""
+    short, long = (estimate_peak_memory(tiny_config, RuntimeOptions(), _clip(n)) for n in (2401, 7201))
+    frames_bytes = (7201 - 2401) * 128 * 192 * 3 * 4
+    assert long.host_peak - short.host_peak >= frames_bytes
+    assert long.host_output - short.host_output >= frames_bytes
+    huge = _clip(2_400_001)  # 100 000 s at 24 fps: its uint8 frames alone are ~177 GB
+    assert huge.output_frames * 128 * 192 * 3 > 170e9
+    with pytest.raises(InsufficientMemoryError, match="decoded output on the host"):
+        check_fits(tiny_config, RuntimeOptions(), huge, free_bytes=128 * 2**30, host=True)
+    with pytest.raises(InsufficientMemoryError, match="the decoded clip needs about .* GiB of host RAM"):
+        check_fits(tiny_config, RuntimeOptions(), huge, free_bytes=128 * 2**30, free_host_bytes=128 * 2**30)

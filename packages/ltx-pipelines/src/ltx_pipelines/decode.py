@@ -3,9 +3,12 @@
 A run saves its denoised latents in `<output stem>.latents.safetensors` before decoding them; they stay
 when decoding or writing fails or the run is interrupted (and on success with `--save-latents`). This
 finishes such a run through the same decode step the pipelines use: it decodes the latents with
-the VAE and vocoder of the checkpoint the run used (recorded in the file; `--checkpoint-path`
-points elsewhere, e.g. after moving the models), with the run's tiling, dtype and decoder noise,
-so the frames are the ones the uninterrupted run would have written.
+the video VAE, audio VAE and vocoder of the model files the run used (recorded in the file), with the
+run's tiling, dtype and decoder noise, so the frames are the ones the uninterrupted run would have written.
+
+Only those decoders are read. After the model files moved, name them again: `--checkpoint-path` (a single
+file or a diffusers folder holding them) and/or the component files `--video-vae-path` and
+`--audio-vae-path` (LTX-2.5's files; each replaces that decoder of the recorded files or of the checkpoint).
 """
 
 from __future__ import annotations
@@ -18,16 +21,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ltx_core.loader import CheckpointError, ModelFiles
+from ltx_core.loader.model_files import COMPONENT_FLAGS, Component, Layout, model_files_of, names_a_model_folder
 from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_pipelines.cli.arg_types import HelpFormatter
 from ltx_pipelines.cli.command import LOG_LEVELS, configure_logging, gc_skips_loaded_modules, run_reporting_errors
 from ltx_pipelines.cli.hf_paths import HfPathError, resolve_model_path
 from ltx_pipelines.cli.runtime_flags import DTYPE_CHOICES
 from ltx_pipelines.cli.tiling_flags import add_tiling_args, tiling_from_args
-from ltx_pipelines.engine.checkpoint_kind import check_checkpoint_kind
 from ltx_pipelines.engine.decoding import decode_video_generation
 from ltx_pipelines.engine.generation import write_generation
-from ltx_pipelines.engine.latents_file import LatentsFileError, load_latents, read_latents_header
+from ltx_pipelines.engine.latents_file import LatentsFileError, decodes_audio, load_latents, read_latents_header
 from ltx_pipelines.media.atomic_files import check_output_path, sidecar_path
 
 logger = logging.getLogger(__name__)
@@ -46,8 +49,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--checkpoint-path",
         default=None,
-        help="The LTX checkpoint with the VAE and vocoder, a path or hf:// file (default: the one the run used).",
+        help="A single-file LTX checkpoint or a diffusers model folder holding the video VAE, audio VAE and "
+        "vocoder, a path or hf:// file or folder (default: the model files the run used).",
     )
+    for component, what in _DECODER_FILES.items():
+        parser.add_argument(
+            COMPONENT_FLAGS[component],
+            default=None,
+            help=f"The {what} file (e.g. LTX-2.5's {_EXAMPLES[component]}), a path or hf:// file; replaces the "
+            "recorded one (or --checkpoint-path's).",
+        )
     parser.add_argument("--device", default=None, help="cpu, cuda, cuda:N or mps (default: CUDA, then MPS, then CPU).")
     parser.add_argument(
         "--dtype",
@@ -59,6 +70,83 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--overwrite", action="store_true", help="Replace the output video and sidecar if they exist.")
     parser.add_argument("--log-level", type=str.upper, choices=LOG_LEVELS, default="INFO", help="Logging verbosity.")
     return parser
+
+
+_DECODER_FILES: dict[Component, str] = {
+    Component.VIDEO_VAE: "video VAE",
+    Component.AUDIO_VAE: "audio VAE + vocoder",
+}
+_EXAMPLES = {
+    Component.VIDEO_VAE: "ltx-2.5-video-vae-bf16.safetensors",
+    Component.AUDIO_VAE: "ltx-2.5-audio-vae-bf16.safetensors",
+}
+# The `config` sections each decoder is built from (what a file given for it must describe).
+_SECTIONS: dict[Component, tuple[str, ...]] = {
+    Component.VIDEO_VAE: ("vae",),
+    Component.AUDIO_VAE: ("audio_vae", "vocoder"),
+}
+_MOVED_HINT = (
+    "recorded in the latents file; if the model files moved, pass --video-vae-path and --audio-vae-path "
+    "(or --checkpoint-path: a single file or diffusers folder)"
+)
+
+
+def _check_sections(files: ModelFiles, flags: dict[Component, str]) -> None:
+    """Each decoder's source describes it: its config has the sections the decoder is built from (a VAE
+    file given as the checkpoint, or the transformer given as the VAE, is named here, before loading)."""
+    for component, flag in flags.items():
+        source = files.source(component)
+        config = source.read_metadata().get("config")
+        present = sorted(k for k, v in config.items() if isinstance(v, dict)) if isinstance(config, dict) else []
+        missing = [section for section in _SECTIONS[component] if section not in present]
+        if missing:
+            raise CheckpointError(
+                f"{flag}: {source.config_origin} cannot provide the {_DECODER_FILES[component]}: its config has no "
+                f"{' / '.join(repr(m) for m in missing)} section (sections present: {present or 'none'}); "
+                f"{COMPONENT_FLAGS[component]} takes the {_DECODER_FILES[component]} file "
+                f"(e.g. {_EXAMPLES[component]})"
+            )
+
+
+def decoding_files(
+    metadata: dict[str, str], checkpoint: str | None, given: dict[Component, str], *, audio: bool
+) -> ModelFiles:
+    """The files the decoders are read from: the user's component files (`given`), else `checkpoint` (a
+    single file or a diffusers folder), else the model files the latents record; only the decoders
+    (`audio`: the latents hold an audio latent to decode) are looked for, so a moved transformer or text
+    encoder does not matter. Raises `CheckpointError` / `HfPathError` naming the flag."""
+    needed = [Component.VIDEO_VAE, *([Component.AUDIO_VAE] if audio else [])]
+    local = {}
+    for component, value in given.items():
+        local[component] = resolve_model_path(value)
+    rest = [c for c in needed if c not in local]
+    base = ModelFiles(Layout.SPLIT, ())
+    if rest and checkpoint is not None:
+        folder = names_a_model_folder(checkpoint)
+        base = model_files_of(resolve_model_path(checkpoint, folder=folder)).subset(*rest)
+        flags = dict.fromkeys(rest, "--checkpoint-path")
+    elif rest:
+        recorded_files = json.loads(metadata.get("checkpoint_files", "null"))
+        try:
+            if recorded_files is not None:
+                base = ModelFiles.from_dict(recorded_files, only=rest)
+            elif metadata.get("checkpoint"):
+                base = model_files_of(Path(metadata["checkpoint"])).subset(*rest)
+            else:
+                raise CheckpointError("the latents file records no model files")
+        except CheckpointError as e:
+            raise CheckpointError(f"{e} ({_MOVED_HINT})") from None
+        flags = {c: f"the recorded {_DECODER_FILES[c]}" for c in rest}
+    else:
+        flags = {}
+    files = base.replacing(local)
+    try:
+        files.require(*needed, purpose="decoding these latents")
+    except CheckpointError as e:
+        where = "--checkpoint-path" if checkpoint is not None else _MOVED_HINT
+        raise CheckpointError(f"{e} ({where})") from None
+    _check_sections(files, {**flags, **{c: COMPONENT_FLAGS[c] for c in local}})
+    return files
 
 
 def _recorded_tiling(metadata: dict[str, str]) -> TilingConfig | None:
@@ -74,7 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Checks before anything is loaded (exit code 2, like the pipelines' validation).
     latents_path = Path(args.latents).expanduser()
     try:
-        metadata, _ = read_latents_header(latents_path)
+        metadata, keys = read_latents_header(latents_path)
     except LatentsFileError as e:
         parser.error(f"--latents: {e}")
     output = Path(args.output_path).expanduser()
@@ -85,20 +173,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_output_path(sidecar_path(output), overwrite=args.overwrite)
     except OSError as e:
         parser.error(f"--output-path: {e}")
-    checkpoint_value = args.checkpoint_path or metadata.get("checkpoint")
-    if not checkpoint_value:
-        parser.error("--checkpoint-path is required: the latents file records no checkpoint")
-    checkpoint: Path | ModelFiles
+    given = {c: getattr(args, COMPONENT_FLAGS[c].lstrip("-").replace("-", "_")) for c in _DECODER_FILES}
     try:
-        if args.checkpoint_path is None and json.loads(metadata.get("checkpoint_files", "null")) is not None:
-            # A run on component files (LTX-2.5): the recorded set, each file checked where it was.
-            checkpoint = ModelFiles.from_dict(json.loads(metadata["checkpoint_files"]))
-        else:
-            checkpoint = resolve_model_path(checkpoint_value)
-        check_checkpoint_kind(checkpoint, "ltx_checkpoint")
+        checkpoint = decoding_files(
+            metadata,
+            args.checkpoint_path,
+            {c: v for c, v in given.items() if v is not None},
+            audio=decodes_audio(keys),
+        )
     except (HfPathError, CheckpointError) as e:
-        hint = "" if args.checkpoint_path else " (recorded in the latents file; pass --checkpoint-path if it moved)"
-        parser.error(f"--checkpoint-path: {e}{hint}")
+        parser.error(str(e))
     from ltx_core.devices import parse_dtype, resolve_device
 
     try:

@@ -117,6 +117,29 @@ def test_component_files_must_exist_and_be_components(capsys, argv, ltx25_demo, 
     fails(capsys, DISTILLED, bad, "--transformer-path", "not an LTX-2")
 
 
+def test_a_component_file_of_another_component_is_refused_up_front(capsys, argv, ltx25_demo, tmp_path):
+    """A video VAE or duration head flag given another component's file (it has no section of its own) exits 2
+    while the flags are read, not after the prompt encoder ran."""
+    bad = list(argv)
+    bad[bad.index("--video-vae-path") + 1] = str(ltx25_demo.audio_vae)
+    fails(capsys, DISTILLED, bad, "--video-vae-path", "cannot provide the video_vae", "no 'vae' section", "audio_vae")
+    bad = [*argv, "--duration-head-path", str(ltx25_demo.transformer)]
+    fails(capsys, DISTILLED, bad, "--duration-head-path", "no 'duration_head' section", "['transformer']")
+    bad = [*argv, "--duration-head-path", str(ltx25_demo.video_vae)]
+    fails(capsys, DISTILLED, bad, "--duration-head-path", "no 'duration_head' section", "['vae']")
+
+
+def test_a_single_file_with_a_wrong_video_vae_file_is_refused_up_front(capsys, ltx25_demo, demo_model_files, tmp_path):
+    demo = demo_model_files
+    argv = [
+        "--distilled-checkpoint-path", str(demo.checkpoint), "--gemma-root", str(demo.gemma_root),
+        "--spatial-upsampler-path", str(demo.spatial_upsampler), "--video-vae-path", str(ltx25_demo.audio_vae),
+        "--prompt", "a fox", "--output-path", str(tmp_path / "fox.mp4"), "--device", "cpu",
+        "--height", "128", "--width", "192", "--num-frames", "9",
+    ]  # fmt: skip
+    fails(capsys, DISTILLED, argv, "--video-vae-path", "ltx-2.5-demo-audio-vae", "no 'vae' section")
+
+
 def test_a_text_encoder_of_another_gemma_version_is_refused(capsys, argv, ltx25_demo, tmp_path):
     header = read_safetensors_header(ltx25_demo.text_encoder)
     metadata = {k: v if isinstance(v, str) else json.dumps(v) for k, v in header.metadata.items()}

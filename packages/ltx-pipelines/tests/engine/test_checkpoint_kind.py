@@ -74,3 +74,14 @@ def test_released_layout_files(golden_dir, golden_checkpoint, golden_manifest):
         assert "spatial" in info.description
     with pytest.raises(CheckpointError, match="single-file model checkpoint"):
         check_checkpoint_kind(golden_checkpoint, "upsampler")
+
+
+def test_a_file_without_lora_keys_names_a_key_and_the_accepted_layouts(tmp_path):
+    plain = tmp_path / "plain.safetensors"
+    save_file({"encoder.proj.weight": torch.zeros(2, 2), "encoder.proj.bias": torch.zeros(2)}, str(plain))
+    with pytest.raises(CheckpointError) as info:
+        check_checkpoint_kind(plain, "lora")
+    message = str(info.value)
+    assert "its key 'encoder.proj.bias' is no LoRA factor" in message
+    for layout in ("comfyui/ltx-trainer", "bare", "peft", "diffusers", "kohya (lora_unet_"):
+        assert layout in message, layout

@@ -52,3 +52,31 @@ def test_without_a_head_the_prediction_is_refused_naming_the_flag(ltx25_demo, co
         predict_frame_count(
             ltx25_demo.model_files(duration_head=False), CPU, contexts, frame_rate=24.0, duration_range=DurationRange()
         )
+
+
+def test_a_range_beyond_the_models_temporal_positions_is_refused(ltx25_demo):
+    """The limit is the transformer's temporal RoPE extent, read from its config (20 s when it states none)."""
+    from dataclasses import replace
+
+    from ltx_pipelines.cli.flag_group import FlagError, ReadContext
+    from ltx_pipelines.cli.model_flags import RunModels
+    from ltx_pipelines.cli.video_flags import VideoChoice, VideoFlags
+    from ltx_pipelines.engine.defaults import LTX_2_3_DEFAULTS
+    from ltx_pipelines.engine.duration import check_duration_range, check_length_request
+
+    check_duration_range(DurationRange(1.0, 20.0), {})
+    with pytest.raises(ValueError, match=r"beyond the 20 s .*accepted: 0 < MIN_SECONDS <= MAX_SECONDS <= 20"):
+        check_duration_range(DurationRange(1000.0, 100000.0), {})
+    with pytest.raises(ValueError, match=r"beyond the 10 s"):
+        check_duration_range(DurationRange(1.0, 12.0), {"positional_embedding_max_pos": [10, 2048, 2048]})
+    # The library call and the command line refuse it before anything is loaded.
+    files = ltx25_demo.model_files()
+    with pytest.raises(ValueError, match="beyond the"):
+        check_length_request(files, None, DurationRange(1000.0, 100000.0))
+    models = RunModels(checkpoint=files, gemma_root=None, metadata={"config": files.config()})
+    choice = VideoChoice(num_frames=9, frame_rate=24.0, height=64, width=64, frames_given=False)
+    context = ReadContext(defaults=LTX_2_3_DEFAULTS, demo=False, values={})
+    flags = VideoFlags(two_stage=True, auto_duration=True)
+    with pytest.raises(FlagError, match=r"--auto-duration 1000 100000 is not accepted: .*<= 20"):
+        flags.settle(replace(choice, duration=DurationRange(1000.0, 100000.0)), models, context)
+    assert flags.settle(replace(choice, duration=DurationRange(1.0, 2.0)), models, context).duration is not None

@@ -69,3 +69,57 @@ def test_moved_component_files_are_named(ltx25_demo, tmp_path):
     assert loaded.final.checkpoint == ltx25_demo.model_files()
     with pytest.raises(CheckpointError, match="not a recorded set"):
         ModelFiles.from_dict({"components": {}})
+
+
+def _moved_run(ltx25_demo, tmp_path):
+    """A latents file recording component files that have since moved (the originals are gone)."""
+    old, moved = tmp_path / "old", tmp_path / "moved"
+    old.mkdir()
+    moved.mkdir()
+    copies = {}
+    for name in ("transformer", "text_encoder", "video_vae", "audio_vae"):
+        source = getattr(ltx25_demo, name)
+        copies[name] = old / source.name
+        copies[name].write_bytes(source.read_bytes())
+    path = save_latents(tmp_path / "clip.latents.safetensors", final_on(ModelFiles.split(**copies)), RECORD)
+    for name, copy in copies.items():
+        copies[name] = copy.rename(moved / copy.name)
+    return path, copies
+
+
+def test_decoding_reads_only_the_decoders_and_takes_their_moved_files(ltx25_demo, tmp_path):
+    from ltx_pipelines.decode import decoding_files
+    from ltx_pipelines.engine.latents_file import decodes_audio, read_latents_header
+
+    path, moved = _moved_run(ltx25_demo, tmp_path)
+    metadata, keys = read_latents_header(path)
+    assert decodes_audio(keys)
+    with pytest.raises(CheckpointError, match=r"--video-vae-path: .*not found.*if the model files moved, pass"):
+        decoding_files(metadata, None, {}, audio=True)
+    given = {Component.VIDEO_VAE: str(moved["video_vae"]), Component.AUDIO_VAE: str(moved["audio_vae"])}
+    files = decoding_files(metadata, None, given, audio=True)
+    # The decoders alone, from the files given (the moved transformer and text encoder are not looked for).
+    assert {s.component for s in files.sources} == {Component.VIDEO_VAE, Component.AUDIO_VAE}
+    assert files.source(Component.AUDIO_VAE).path == moved["audio_vae"]
+    # A video-only run needs no audio VAE; a file of another kind is named with the flag it was given to.
+    only_video = decoding_files(metadata, None, {Component.VIDEO_VAE: str(moved["video_vae"])}, audio=False)
+    assert {s.component for s in only_video.sources} == {Component.VIDEO_VAE}
+    with pytest.raises(CheckpointError, match=r"--checkpoint-path: .*cannot provide the audio VAE \+ vocoder"):
+        decoding_files(metadata, str(moved["video_vae"]), {}, audio=True)
+    with pytest.raises(CheckpointError, match=r"--video-vae-path: .*no 'vae' section"):
+        decoding_files(metadata, None, {**given, Component.VIDEO_VAE: str(moved["transformer"])}, audio=True)
+
+
+def test_the_decode_command_takes_the_component_flags(ltx25_demo, tmp_path, capsys):
+    """Wrong files end with exit 2 before anything is built; the moved decoders decode the latents."""
+    from ltx_pipelines import decode
+
+    path, moved = _moved_run(ltx25_demo, tmp_path)
+    argv = ["--latents", str(path), "--output-path", str(tmp_path / "out.mp4"), "--device", "cpu"]
+    with pytest.raises(SystemExit) as stopped:
+        decode.main([*argv, "--checkpoint-path", str(moved["transformer"])])
+    assert stopped.value.code == 2
+    assert "cannot provide the video VAE" in capsys.readouterr().err
+    flags = ["--video-vae-path", str(moved["video_vae"]), "--audio-vae-path", str(moved["audio_vae"])]
+    assert decode.main([*argv, *flags]) == 0
+    assert (tmp_path / "out.mp4").stat().st_size > 0

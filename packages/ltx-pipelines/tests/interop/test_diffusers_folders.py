@@ -4,6 +4,7 @@ as the single file, and bad folders are refused before loading (tiny demo models
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import pytest
@@ -113,6 +114,39 @@ def test_a_folder_of_some_components_converts_to_a_file_of_those(converted, tmp_
     assert not (tmp_path / "none.safetensors").exists()
 
 
+def _with_config_field(folder, tmp_path, component: str, field: str, value):
+    """A copy of `folder` whose `<component>/config.json` has `field` set to `value`."""
+    copy = tmp_path / f"{component}-{field}"
+    shutil.copytree(folder, copy)
+    path = copy / component / "config.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), field: value}))
+    return copy
+
+
+def test_a_config_json_with_wrong_sizes_is_named_before_loading(converted, tmp_path):
+    """Sizes a model cannot be built from are refused naming the config.json (not only the field), when the
+    folder is read or, for what only the model's own config checks, when the command line resolves the files."""
+    from ltx_pipelines.cli.flag_group import FlagError
+    from ltx_pipelines.cli.model_flags import ModelChoice, ModelFlags
+    from ltx_pipelines.engine.model_loading import check_model_configs
+
+    _, _, folder = converted
+    vae = _with_config_field(folder, tmp_path, "vae", "block_out_channels", [7, 7, 7, 7])
+    with pytest.raises(CheckpointError, match=re.escape(repr(str(vae / "vae" / "config.json"))) + ".*block_out"):
+        ModelFiles.from_diffusers(vae)
+    transformer = _with_config_field(folder, tmp_path, "transformer", "cross_attention_dim", 33)
+    named = re.escape(repr(str(transformer / "transformer" / "config.json"))) + ".*'cross_attention_dim' is 33"
+    with pytest.raises(CheckpointError, match=named):
+        check_model_configs(transformer)
+    vocoder = _with_config_field(folder, tmp_path, "vocoder", "hidden_channels", 7)
+    with pytest.raises(CheckpointError, match=re.escape(repr(str(vocoder / "vocoder" / "config.json")))):
+        build_model(VOCODER, vocoder, device="cpu")
+    flags = ModelFlags(distilled=False, gemma=False)
+    with pytest.raises(FlagError, match="--checkpoint-path: " + named):
+        flags.resolve(ModelChoice(checkpoint=str(transformer), gemma_root=None))
+    flags.resolve(ModelChoice(checkpoint=str(folder), gemma_root=None))  # the intact folder passes
+
+
 def test_another_model_family_is_refused_before_loading(converted, tmp_path):
     _, _, folder = converted
     other = tmp_path / "flux"
@@ -194,3 +228,46 @@ def test_runtime_builds_the_transformer_of_a_sharded_folder(converted, tmp_path)
         _assert_same_tensors(got.state_dict(), want.state_dict())
     with pytest.raises(CheckpointError, match=r"block streaming.*one file.*2.*convert from-diffusers"):
         build_transformer(AV_TRANSFORMER, sharded, RuntimeOptions(offload="cpu"), device="cpu")
+
+
+RUST_FULL_DISK = (
+    'Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No space left on device" })'
+)
+
+
+@pytest.mark.parametrize("direction", ["to-diffusers", "from-diffusers"])
+def test_a_full_disk_or_a_read_only_folder_is_one_line_and_leaves_nothing(
+    direction, converted, tmp_path, monkeypatch, capsys
+):
+    import errno
+    import tempfile
+
+    from safetensors import SafetensorError
+
+    from ltx_core import convert
+
+    checkpoint, _, folder = converted
+    args = [direction, str(checkpoint if direction == "to-diffusers" else folder), str(tmp_path / "out")]
+
+    def full(tensors, path, metadata=None):
+        with open(path, "wb") as f:
+            f.write(b"half a file")
+        raise SafetensorError(RUST_FULL_DISK)
+
+    with monkeypatch.context() as m:
+        m.setattr(convert, "save_file", full)
+        assert main(args) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "no space left" in err and str(tmp_path / "out") in err, err
+    assert list(tmp_path.iterdir()) == []
+
+    def read_only(*a, dir=None, **k):  # as root a chmod'ed folder stays writable
+        raise PermissionError(errno.EACCES, "Permission denied", str(dir))
+
+    with monkeypatch.context() as m:
+        m.setattr(tempfile, "mkdtemp", read_only)
+        m.setattr(tempfile, "mkstemp", read_only)
+        assert main(args) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Permission denied" in err and "writable folder" in err, err
+    assert list(tmp_path.iterdir()) == []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -132,3 +134,31 @@ def test_crf_changes_the_conditioning(tmp_path):
     pristine = load_image_conditioning(path, 64, 64, crf=0)
     compressed = load_image_conditioning(path, 64, 64, crf=33)
     assert (pristine - compressed).abs().mean() > 0.02
+
+
+def _huge_png(path, side: int = 20000):
+    """A PNG whose header declares side x side pixels (no pixel data is needed: Pillow checks the size on open)."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    header = struct.pack(">IIBBBBB", side, side, 8, 0, 0, 0, 0)  # 8-bit greyscale
+    path.write_bytes(
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\0")) + chunk(b"IEND", b"")
+    )
+    return path
+
+
+def test_an_image_over_the_decompression_bomb_limit_is_named(tmp_path):
+    """Pillow's DecompressionBombError names no file; the image readers and the --image check do."""
+    from ltx_pipelines.cli.flag_group import FlagError
+    from ltx_pipelines.cli.video_flags import _checked_image
+    from ltx_pipelines.engine.stages import ImageCondition
+
+    huge = _huge_png(tmp_path / "huge.png")
+    with pytest.raises(MediaError, match=re.escape(repr(str(huge))) + " is too large to decode"):
+        read_image_rgb(huge)
+    with pytest.raises(FlagError, match=re.escape(f"--image {str(huge)!r} is too large")):
+        _checked_image(ImageCondition(0, 1.0, path=huge), num_frames=9)

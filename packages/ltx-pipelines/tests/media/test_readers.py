@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
 from ltx_pipelines.media import (
     MediaError,
+    check_decodes,
     frames_to_model_input,
     iter_video_frames,
     probe_video,
@@ -92,3 +95,65 @@ def test_reader_errors(tmp_path, clip, make_frames):
         read_video(wav)
     with pytest.raises(MediaError, match="no audio at start_time"):
         read_audio(clip, start_time=5.0)
+
+
+def _damage_media_data(path, start: int, length: int, fill: int | None = None) -> None:
+    """Overwrite `length` bytes of the file's media data (after the `mdat` box header, from `start`), leaving the
+    container's header intact: it opens and probes, and fails only when the damaged packets are decoded."""
+    data = bytearray(path.read_bytes())
+    begin = data.find(b"mdat") + 4 + start
+    for i in range(begin, begin + length):
+        data[i] = fill if fill is not None else (data[i] * 7 + 13) % 256
+    path.write_bytes(bytes(data))
+
+
+@pytest.fixture
+def damaged_video(tmp_path, stereo_tone):
+    """Noise frames (large packets) with a tone; the video packets are damaged, the header is not."""
+    frames = torch.randint(0, 256, (17, 64, 64, 3), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
+    path = tmp_path / "damaged.mp4"
+    write_video(path, frames, fps=24, audio=stereo_tone(48000, 48000), audio_sample_rate=48000)
+    _damage_media_data(path, 200, 4000)
+    return path
+
+
+@pytest.fixture
+def damaged_audio(tmp_path, stereo_tone):
+    """Two seconds of AAC in an .m4a whose packets after the first few are overwritten."""
+    import av
+
+    path = tmp_path / "damaged.m4a"
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream("aac", rate=48000)
+        stream.layout = "stereo"
+        frame = av.AudioFrame.from_ndarray(stereo_tone(96000, 48000).numpy(), format="fltp", layout="stereo")
+        frame.sample_rate = 48000
+        for packet in [*stream.encode(frame), *stream.encode(None)]:
+            out.mux(packet)
+    _damage_media_data(path, 3000, 6000, fill=0xFF)
+    return path
+
+
+def test_a_damaged_file_is_named_where_it_is_decoded(damaged_video, damaged_audio):
+    assert probe_video(damaged_video).frames == 17  # the header alone does not show the damage
+    named = re.escape(f"{str(damaged_video)!r}: its video stream") + ".*damaged or truncated"
+    with pytest.raises(MediaError, match=named):
+        read_video(damaged_video)
+    with pytest.raises(MediaError, match=named):
+        check_decodes(damaged_video)
+    with pytest.raises(
+        MediaError, match=re.escape(f"{str(damaged_audio)!r}: its audio track") + ".*damaged or truncated"
+    ):
+        read_audio(damaged_audio)
+
+
+def test_damaged_inputs_are_refused_while_the_flags_are_read(damaged_video, damaged_audio):
+    """retake's --video-path and a2vid's --audio-path decode the whole stream at parse time (exit 2)."""
+    import argparse
+
+    from ltx_pipelines.cli.media_inputs import audio_file, video_file
+
+    with pytest.raises(argparse.ArgumentTypeError, match=re.escape(f"{str(damaged_video)!r}: its video stream")):
+        video_file(str(damaged_video))
+    with pytest.raises(argparse.ArgumentTypeError, match=re.escape(f"{str(damaged_audio)!r}: its audio track")):
+        audio_file(str(damaged_audio))

@@ -216,3 +216,26 @@ def test_the_same_frames_always_encode_to_the_same_file(tmp_path):
         write_video(path, iter([frames[:9], frames[9:]]), fps=24, audio=audio, audio_sample_rate=24_000)
         written.append(path.read_bytes())
     assert all(data == written[0] for data in written[1:])
+
+
+@pytest.mark.parametrize(("num_frames", "decoded_seconds"), [(17, 0.69), (25, 1.01)])
+def test_audio_shorter_than_the_video_is_padded_with_silence_to_its_duration(
+    tmp_path, make_frames, stereo_tone, num_frames, decoded_seconds
+):
+    """The audio decoder gives (latent frames - 1) * 4 + 1 mel frames: 0.69 s for 17 frames at 24 fps (0.708 s),
+    1.01 s for 25 (1.042 s), as in the reference. The written audio lasts as long as the video."""
+    rate = 48000
+    tone = stereo_tone(round(decoded_seconds * rate), rate)
+    out = tmp_path / "clip.mp4"
+    written = write_video(out, make_frames(num_frames, 64, 96), fps=24.0, audio=tone, audio_sample_rate=rate)
+    video_samples = -(-num_frames * rate // 24)  # ceil(frames / fps * rate)
+    assert written.audio_samples == video_samples
+    samples, _ = _decoded_audio_samples(out)
+    assert samples >= video_samples
+    with av.open(str(out)) as container:
+        decoded = np.concatenate([f.to_ndarray() for f in container.decode(container.streams.audio[0])], axis=1)
+    # The tone is kept; what follows it is silence (AAC leaves only small ringing there).
+    tail = decoded[:, tone.shape[1] + 2 * AAC_FRAME : video_samples]
+    assert tail.size == 0 or float(np.abs(tail).max()) < 0.05
+    longer = write_video(tmp_path / "long.mp4", make_frames(9, 64, 96), fps=24.0, audio=tone, audio_sample_rate=rate)
+    assert longer.audio_samples == tone.shape[1]  # longer audio is not cut

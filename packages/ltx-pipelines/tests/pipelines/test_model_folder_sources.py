@@ -181,3 +181,23 @@ def test_the_distilled_command_line_takes_the_folder_and_its_latent_upsampler(fo
     assert run.parameters["spatial_upsampler_path"] == str(folder / "latent_upsampler")
     assert distilled.main([*argv, "--dtype", "float32", "--num-frames", "9", "--log-level", "WARNING"]) == 0
     assert (tmp_path / "o.mp4").stat().st_size > 0
+
+
+def test_the_folders_latent_upsampler_is_the_default_spatial_upsampler(folder, tiny_gemma_root, tmp_path):
+    from ltx_pipelines import distilled
+
+    argv = ["--distilled-checkpoint-path", str(folder), "--gemma-root", str(tiny_gemma_root), "--prompt", "p",
+            "--output-path", str(tmp_path / "o.mp4"), "--device", "cpu", "--height", "64", "--width", "64"]  # fmt: skip
+    run = distilled.COMMAND.parse(argv)
+    assert run.models.spatial_upsampler == folder / "latent_upsampler"
+    assert run.parameters["spatial_upsampler_path"] == str(folder / "latent_upsampler")
+
+
+def test_the_build_log_names_each_component_folder(folder, caplog):
+    """Every diffusers folder's weights file has the same name: the log says which folders a model came from."""
+    with caplog.at_level("INFO", logger="ltx_core.loader.builder"), loaded(VOCODER, folder, PLACEMENT):
+        pass
+    built = (
+        "built vocoder from audio_vae/diffusion_pytorch_model.safetensors, vocoder/diffusion_pytorch_model.safetensors"
+    )
+    assert built in caplog.text

@@ -1,8 +1,9 @@
 """What every preprocessing command shares: logging set-up and turning bad input into one clear line.
 
-Exit status: 2 for input that is wrong before any work (`USER_ERRORS`); 1 when the work failed on a
-file (`DataFileError`) or did nothing at all (`NothingDone`); 0 otherwise, partial success included
-(the drop report lists what was left out).
+Exit status: 2 for input that is wrong before any work (`USER_ERRORS`, an output folder that is not
+writable among them); 1 when the work failed on a file (`DataFileError`), an output could not be written
+(`OutputWriteError`: a full disk) or nothing was done at all (`NothingDone`); 0 otherwise, partial
+success included (the drop report lists what was left out).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import typer
 
 from ltx_core.loader import CheckpointError
 from ltx_core.text_encoders.gemma.eight_bit import Gemma8bitUnavailable
+from ltx_core.write_errors import OutputWriteError
 from ltx_pipelines.media import MediaError
 from ltx_trainer.buckets import BucketError
 from ltx_trainer.cli_basics import configure_logging, new_app
@@ -37,6 +39,9 @@ USER_ERRORS = (
     MediaError,
     FileNotFoundError,
     FileExistsError,
+    PermissionError,  # check_output_path: an output folder that is not writable
+    IsADirectoryError,
+    NotADirectoryError,
     Gemma8bitUnavailable,
 )
 
@@ -48,7 +53,7 @@ def run_or_exit(work: Callable[[], T]) -> T:
     except USER_ERRORS as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
-    except (DataFileError, NothingDone) as e:
+    except (DataFileError, NothingDone, OutputWriteError) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(1) from None
 

@@ -16,8 +16,9 @@ from ltx_core.loader.cache import StateDictCache
 from ltx_core.loader.errors import CheckpointError
 from ltx_core.loader.lora import DEFAULT_LORA_FUSION, LoraFusionPrecision, LoraSpec, fuse_loras
 from ltx_core.loader.model_files import Component, ComponentSource, ModelFiles, model_files_of, names_a_model_folder
+from ltx_core.loader.safetensors_header import read_safetensors_header
 from ltx_core.loader.sd_ops import SDOps
-from ltx_core.loader.state_dict import StateDict, load_files, stored_float_dtypes_of
+from ltx_core.loader.state_dict import StateDict, load_files, stored_float_dtypes_of, whole_key
 from ltx_core.quantization.gguf import prepare_gguf
 
 logger = logging.getLogger(__name__)
@@ -98,6 +99,39 @@ def checkpoint_config(spec: ComponentSpec, source: Source) -> dict[str, Any]:
     return config
 
 
+def configure_on_meta(spec: ComponentSpec, source: Source) -> nn.Module:
+    """`spec` built on the meta device from the config of `source` (no weight read): what the config
+    describes. A config the model cannot be built from (sizes that do not divide, a missing field) is a
+    `CheckpointError` naming where the config comes from (a file, or a diffusers folder's `config.json`s)."""
+    src = component_source(spec, source)
+    config = checkpoint_config(spec, src)
+    try:
+        with torch.device("meta"):
+            return spec.configurator(config)
+    except (ValueError, KeyError, TypeError) as e:  # CheckpointError is a ValueError
+        detail = str(e) if not isinstance(e, KeyError) else f"no {e} entry"
+        raise CheckpointError(f"{src.config_origin} does not describe a buildable {spec.name}: {detail}") from None
+
+
+def header_weight_shapes(spec: ComponentSpec, source: Source) -> dict[str, tuple[int, ...]]:
+    """Module key -> stored shape of every weight `spec` reads from `source`, from the headers alone (what a
+    LoRA is checked against before the model is built). A weight stored in pieces (`piece_key`) has them
+    joined along dim 0, as loading does."""
+    src = component_source(spec, source)
+    shapes: dict[str, tuple[int, ...]] = {}
+    for path, ops in src.reads(spec.ops):
+        for key, info in read_safetensors_header(path).tensors.items():
+            module_key = ops.rename(key)
+            if module_key is None:
+                continue
+            whole = whole_key(module_key)
+            if whole != module_key and whole in shapes and info.shape:
+                shapes[whole] = (shapes[whole][0] + info.shape[0], *info.shape[1:])
+            else:
+                shapes[whole] = info.shape
+    return shapes
+
+
 def check_state_dict_fits(module: nn.Module, state_dict: StateDict, *, component: str, path: str | Path) -> None:
     """Strict key and shape check, raising one error that lists every problem."""
     expected = module.state_dict()
@@ -140,9 +174,7 @@ def build_model(
     in float32 (see `ltx_core.loader.lora`)."""
     device = resolve_device(device)
     src = component_source(spec, source)
-    config = checkpoint_config(spec, src)
-    with torch.device("meta"):
-        module = spec.configurator(config)
+    module = configure_on_meta(spec, src)
     ops = spec.ops.after(src.key_translation)
     reads = src.reads(spec.ops)
     files = list(src.files)
@@ -178,8 +210,16 @@ def build_model(
     if leftover:
         raise CheckpointError(f"{spec.name}: tensors left without values after loading: {_listing(leftover)}")
     module = module.to(device).eval().requires_grad_(False)
-    logger.info("built %s from %s (%s, %s)", spec.name, ", ".join(f.name for f in src.files), dtype, device)
+    logger.info("built %s from %s (%s, %s)", spec.name, _file_names(src.files), dtype, device)
     return module
+
+
+def _file_names(files: Sequence[Path]) -> str:
+    """The files a model was built from, for the log: a diffusers weights file with its component folder
+    (every folder's file has the same name, `vocoder/diffusion_pytorch_model.safetensors`)."""
+    from ltx_core.loader.diffusers_folder import WEIGHTS_STEM
+
+    return ", ".join(f"{f.parent.name}/{f.name}" if f.name.startswith(WEIGHTS_STEM) else f.name for f in files)
 
 
 def free_model_weights(module: nn.Module) -> None:

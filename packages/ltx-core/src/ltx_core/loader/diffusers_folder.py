@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -158,6 +159,13 @@ class DiffusersFolder:
             return present or ("vae",)
         return READ_COMPONENT_FOLDERS.get(component, ())
 
+    def config_folders(self, component: Component) -> tuple[str, ...]:
+        """The folders whose `config.json` the component's config is translated from (the transformer's
+        includes the text connectors', whose sizes are part of its description)."""
+        if component in (Component.TRANSFORMER, Component.TEXT_EMBEDDINGS):
+            return ("transformer", "connectors")
+        return self.component_folders(component)
+
     def has(self, component: Component) -> bool:
         wanted = self.component_folders(component)
         if not wanted:
@@ -183,18 +191,21 @@ class DiffusersFolder:
         config = self.own_configs.get(component, self.config)
         metadata = {"config": dict(config), "model_version": self.model_version}
         files = tuple(path for path, _ in tables)
+        configs = tuple(
+            self.root / f / CONFIG for f in self.config_folders(component) if (self.root / f / CONFIG).is_file()
+        )
         name = f"diffusers_{component.value}"
         keys = [key for _, table in tables for key in table]
         if len(keys) == len(set(keys)):
             combined = {key: target for _, table in tables for key, target in table.items()}
             ops = SDOps(name).keeping().renaming_keys(combined)
-            return ComponentSource(component, files, metadata=metadata, key_translation=ops)
+            return ComponentSource(component, files, metadata=metadata, key_translation=ops, config_files=configs)
         # Folders whose key names overlap (LTX-2.5 `vae/` and `diffusion_decoder/` both hold the latent
         # statistics): each file is translated by its own table.
         per_file = tuple(
             (path, SDOps(f"{name}_{path.parent.name}").keeping().renaming_keys(table)) for path, table in tables
         )
-        return ComponentSource(component, files, metadata=metadata, file_translations=per_file)
+        return ComponentSource(component, files, metadata=metadata, file_translations=per_file, config_files=configs)
 
     def _key_function(self, folder: str) -> Callable[[str], str]:
         if folder == "transformer":
@@ -226,6 +237,18 @@ def _folder_config(root: Path, name: str) -> dict[str, Any] | None:
     return _read_json(path) if path.is_file() else None
 
 
+@contextmanager
+def _translating(*paths: Path) -> Iterator[None]:
+    """A config.json the reference's models cannot express (a refused value, a missing or mistyped field)
+    is refused naming the file(s) it was read from."""
+    try:
+        yield
+    except (CheckpointError, ValueError, KeyError, TypeError) as e:
+        detail = f"no {e} entry" if isinstance(e, KeyError) else str(e)
+        where = " + ".join(repr(str(p)) for p in paths)
+        raise CheckpointError(f"{where}: {detail}") from None
+
+
 def read_diffusers_folder(folder: str | Path) -> DiffusersFolder:
     """Check a local diffusers folder and translate its component configs (no weight is read)."""
     root = fetch_diffusers_folder(str(folder))
@@ -250,32 +273,38 @@ def read_diffusers_folder(folder: str | Path) -> DiffusersFolder:
                 f"the diffusers folder {str(root)!r} has transformer/ but no connectors/ folder: the text "
                 "connectors' sizes are part of the transformer's description"
             )
-        config["transformer"] = dc.transformer_from_diffusers(transformer, connectors)
+        with _translating(root / "transformer" / CONFIG, root / "connectors" / CONFIG):
+            config["transformer"] = dc.transformer_from_diffusers(transformer, connectors)
     ltx25 = bool(present & LTX25_FOLDERS)
     vae = _folder_config(root, "vae")
     pairs: tuple[tuple[str, str], ...] = ()
     if vae is not None:
-        flat = dc.video_vae_from_diffusers(vae)
-        pairs = tuple(dc.vae_block_renames(flat))
+        with _translating(root / "vae" / CONFIG):
+            flat = dc.video_vae_from_diffusers(vae)
+            pairs = tuple(dc.vae_block_renames(flat))
         # LTX-2.5: only the encoder of `vae/` is real; the reference describes it inside its diffusion
         # VAE's section, beside the diffusion decoder of `diffusion_decoder/`.
         config["vae"] = _ltx25_encoder_section(flat) if ltx25 else flat
     diffusion_decoder = _folder_config(root, DIFFUSION_DECODER_FOLDER)
     if diffusion_decoder is not None:
-        decoder = dc.diffusion_decoder_from_diffusers(diffusion_decoder)
+        with _translating(root / DIFFUSION_DECODER_FOLDER / CONFIG):
+            decoder = dc.diffusion_decoder_from_diffusers(diffusion_decoder)
         section = config.setdefault("vae", {"_class_name": DIFFUSION_VAE_CLASS})
         section.update(decoder, latent_channels=section.get("latent_channels", decoder["decoder"]["in_channels"]))
     own_configs: dict[Component, Mapping[str, Any]] = {}
     duration_head = _folder_config(root, DURATION_HEAD_FOLDER)
     if duration_head is not None:
-        own_configs[Component.DURATION_HEAD] = dc.duration_head_from_diffusers(duration_head)
+        with _translating(root / DURATION_HEAD_FOLDER / CONFIG):
+            own_configs[Component.DURATION_HEAD] = dc.duration_head_from_diffusers(duration_head)
         config["duration_head"] = own_configs[Component.DURATION_HEAD]["duration_head"]
     audio = _folder_config(root, "audio_vae")
     if audio is not None:
-        config["audio_vae"] = dc.audio_vae_from_diffusers(audio)
+        with _translating(root / "audio_vae" / CONFIG):
+            config["audio_vae"] = dc.audio_vae_from_diffusers(audio)
     vocoder = _folder_config(root, "vocoder")
     if vocoder is not None:
-        config["vocoder"] = dc.vocoder_from_diffusers(vocoder)
+        with _translating(root / "vocoder" / CONFIG):
+            config["vocoder"] = dc.vocoder_from_diffusers(vocoder)
     # The reference's version string is not in a diffusers folder; the 2.3 text path (per-modality
     # projections) marks LTX-2.3, its absence LTX-2.0.
     v2 = connectors is not None and bool(connectors.get("per_modality_projections"))

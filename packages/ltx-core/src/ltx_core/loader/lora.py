@@ -95,15 +95,41 @@ def _rounding_dtype(stored: torch.dtype | None, loaded: torch.dtype) -> torch.dt
     return loaded
 
 
+def check_delta_shape(
+    path: str | Path, key: str, down: torch.Tensor, up: torch.Tensor, weight_shape: tuple[int, ...]
+) -> None:
+    """Refuse a low-rank pair whose update (up @ down: out x in) is not the shape of the weight it targets."""
+    delta = (int(up.shape[0]), int(down.shape[1]))
+    if delta != tuple(weight_shape):
+        raise CheckpointError(
+            f"LoRA {str(path)!r}: delta for {key!r} has shape {delta}, the weight has {tuple(weight_shape)}; "
+            "was it made for another model?"
+        )
+
+
+def check_lora_fits(path: str | Path, weight_shapes: Mapping[str, tuple[int, ...]], component: str = "model") -> None:
+    """Every check fusion makes, from the LoRA file's header and the model's weight shapes (read from its
+    header), before anything is built: the layout of every key, the pairs and ranks, a target among the
+    component's weights and the shape of each update. Nothing but the LoRA's alphas is read."""
+    module_names = [k[: -len(_WEIGHT)] for k in weight_shapes if k.endswith(_WEIGHT)]
+    weights = read_lora(path, module_names=module_names, header_only=True)
+    targets = {name + _WEIGHT: factors for name, factors in weights.modules.items()}
+    check_lora_targets(path, component, targets.keys(), weight_shapes.keys(), warn=False)
+    for key, factors in targets.items():
+        if key in weight_shapes:
+            check_delta_shape(path, key, factors.down, factors.up, weight_shapes[key])
+
+
 def check_lora_targets(
-    path: str | Path, component: str, lora_keys: Collection[str], weight_keys: Collection[str]
+    path: str | Path, component: str, lora_keys: Collection[str], weight_keys: Collection[str], *, warn: bool = True
 ) -> None:
     """Refuse a LoRA none of whose factors targets a weight of `component` (made for another model);
     warn listing the keys that match nothing.
 
     Text-connector factors (diffusers' `connectors.*`, the single file's `*_embeddings_connector.*`) are
     read but fused nowhere, as in the reference: it fuses LoRAs into the diffusion transformer only and
-    builds its text embeddings without them. They are reported as such, not as unmatched keys."""
+    builds its text embeddings without them. They are reported as such, not as unmatched keys. `warn=False`
+    only refuses (the check before building; fusion reports the unmatched keys once)."""
     unmatched = [k for k in lora_keys if k not in weight_keys]
     connector = [k for k in unmatched if k.startswith(CONNECTOR_REFERENCE_ROOTS)]
     if unmatched and len(unmatched) == len(lora_keys):
@@ -113,6 +139,8 @@ def check_lora_targets(
             else "; was it made for another model?"
         )
         raise CheckpointError(f"LoRA {str(path)!r} matches no weight of the {component} (e.g. {unmatched[0]!r}){why}")
+    if not warn:
+        return
     if connector:
         logger.info(
             "LoRA %s: %d text-connector factors left unfused, as the reference does (it fuses LoRAs into the "
@@ -162,11 +190,7 @@ def fuse_loras(
             weight = state_dict[key]
             if isinstance(weight, GGUFTensor):
                 refuse_quantized_target(key, weight.qtype.name)
-            if (pair.b.shape[0], pair.a.shape[1]) != tuple(weight.shape):
-                raise CheckpointError(
-                    f"LoRA {str(spec.path)!r}: delta for {key!r} has shape {(pair.b.shape[0], pair.a.shape[1])}, "
-                    f"the weight has {tuple(weight.shape)}"
-                )
+            check_delta_shape(spec.path, key, pair.a, pair.b, tuple(weight.shape))
             compute_device = device if device is not None else weight.device
             factor = spec.strength * pair.scale
             if precision is LoraFusionPrecision.FLOAT32:
@@ -256,11 +280,7 @@ class LoraDeltas:
             return None
         acc: torch.Tensor | None = None
         for spec, pair in entries:
-            if (pair.b.shape[0], pair.a.shape[1]) != tuple(shape):
-                raise CheckpointError(
-                    f"LoRA {str(spec.path)!r}: delta for {key!r} has shape {(pair.b.shape[0], pair.a.shape[1])}, "
-                    f"the weight has {tuple(shape)}"
-                )
+            check_delta_shape(spec.path, key, pair.a, pair.b, tuple(shape))
             factor = spec.strength * pair.scale
             if rule == torch.bfloat16:
                 b = (pair.b.to(device, torch.bfloat16) * factor).float()

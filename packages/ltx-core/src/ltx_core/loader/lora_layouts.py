@@ -43,6 +43,7 @@ from ltx_core.loader.diffusers_names import (
 )
 from ltx_core.loader.errors import CheckpointError
 from ltx_core.loader.key_rules import COMFY_LORA_PREFIX
+from ltx_core.loader.safetensors_header import read_safetensors_header
 
 
 class LoraLayout(str, enum.Enum):
@@ -256,23 +257,55 @@ def _diffusers_adapter_configs(metadata: Mapping[str, str], source: str) -> dict
     return {c: _adapter_config(raw, f"{c}.") for c in ("transformer", "connectors") if f"{c}.lora_alpha" in raw}
 
 
-def read_lora(path: str | Path, *, module_names: Collection[str] | None = None) -> LoraWeights:
+def read_lora(
+    path: str | Path, *, module_names: Collection[str] | None = None, header_only: bool = False
+) -> LoraWeights:
     """Read a LoRA file of any accepted layout into reference module names.
 
     `module_names` (the model's module names, without `.weight`) resolve kohya names; without them the
-    LTX-2 segment table is used. A peft file takes its alpha from `adapter_config.json` beside it."""
+    LTX-2 segment table is used. A peft file takes its alpha from `adapter_config.json` beside it.
+    A factor holding NaN or Inf is refused, naming its key: fused, it would turn every output into NaN.
+
+    `header_only`: the factors are meta tensors of the stored shapes (only the header and the alphas are
+    read), so layout, pairing, ranks and target shapes are checked in milliseconds before any model is built.
+    """
     path = Path(path)
     source = str(path)
     if not path.is_file():
         raise CheckpointError(f"LoRA file {source!r} does not exist")
+    read_safetensors_header(path)  # an empty, truncated or foreign file: a CheckpointError naming it
     with safe_open(source, framework="pt", device="cpu") as f:
         metadata = dict(f.metadata() or {})
-        tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 - safe_open is not a mapping
+        if header_only:
+            tensors = {
+                k: f.get_tensor(k) if k.endswith(_ALPHA_SUFFIX) else _meta_like(f.get_slice(k))
+                for k in f.keys()  # noqa: SIM118 - safe_open is not a mapping
+            }
+        else:
+            tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 - safe_open is not a mapping
+            check_finite_factors(tensors, source=source)
     peft_config = path.parent / "adapter_config.json"
     peft_raw = json.loads(peft_config.read_text()) if peft_config.is_file() else None
     return lora_weights_from_tensors(
         tensors, metadata, source=source, module_names=module_names, peft_adapter_config=peft_raw
     )
+
+
+def _meta_like(stored: Any) -> torch.Tensor:
+    """A meta tensor with the shape of a stored tensor (a safetensors slice: nothing is read)."""
+    return torch.empty(tuple(stored.get_shape()), device="meta")
+
+
+def check_finite_factors(tensors: Mapping[str, torch.Tensor], *, source: str) -> None:
+    """Refuse a LoRA with a NaN or Inf value, naming the first such key (a diverged or damaged training
+    output would otherwise be fused silently and only show as a failed video encode after denoising)."""
+    for key, tensor in tensors.items():
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            what = "NaN" if bool(torch.isnan(tensor).any()) else "Inf"
+            raise CheckpointError(
+                f"LoRA {source!r}: {key!r} holds {what} values; the file is damaged or comes from a diverged "
+                "training - fused, it would make every output NaN"
+            )
 
 
 def lora_weights_from_tensors(

@@ -18,7 +18,7 @@ Latent upsamplers are separate files in every layout and stay plain paths.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -63,6 +63,14 @@ COMPONENT_FLAGS: Mapping[Component, str] = {
 
 DURATION_HEAD_PREFIX = "duration_head."
 
+# The `config` sections each component is built from: a file given for a component must carry them.
+COMPONENT_SECTIONS: Mapping[Component, tuple[str, ...]] = {
+    Component.TRANSFORMER: ("transformer",),
+    Component.VIDEO_VAE: ("vae",),
+    Component.AUDIO_VAE: ("audio_vae", "vocoder"),
+    Component.DURATION_HEAD: ("duration_head",),
+}
+
 
 def component_flag(component: Component, layout: Layout) -> str:
     if layout is Layout.DIFFUSERS:
@@ -99,6 +107,9 @@ class ComponentSource:
     file_translations: tuple[tuple[Path, SDOps], ...] = ()
     """Translations that replace `key_translation` for single files, for components read from files whose
     key names overlap (diffusers' LTX-2.5 `vae/` and `diffusion_decoder/` both hold `latents_mean`)."""
+    config_files: tuple[Path, ...] = ()
+    """The files `metadata` was translated from (a diffusers folder's `config.json`s), named in errors about
+    the config; empty: the config is the metadata of `path`."""
 
     def __post_init__(self) -> None:
         if not self.files:
@@ -116,6 +127,11 @@ class ComponentSource:
     def path(self) -> Path:
         """The main file (where the metadata is read by default)."""
         return self.config_file or self.files[0]
+
+    @property
+    def config_origin(self) -> str:
+        """Where the component's config comes from, for messages: the translated files, else `path`."""
+        return " + ".join(repr(str(p)) for p in self.config_files) or repr(str(self.path))
 
     def read_metadata(self) -> Mapping[str, Any]:
         if self.metadata is not None:
@@ -185,15 +201,28 @@ class ModelFiles:
         }
 
     @classmethod
-    def from_dict(cls, record: Mapping[str, Any]) -> ModelFiles:
+    def from_dict(cls, record: Mapping[str, Any], *, only: Collection[Component] | None = None) -> ModelFiles:
         """The set `as_dict` described (a run record read back): split sets and single files (with a
-        replaced video VAE or a Gemma folder); a diffusers folder is recorded by its path instead."""
+        replaced video VAE or a Gemma folder); a diffusers folder is recorded by its path instead.
+        `only`: just these components (each from its recorded file, which alone must still exist), e.g.
+        the decoders of a run whose transformer has since moved."""
         try:
             layout = Layout(record["layout"])
             components = {str(c): [str(f) for f in fs] for c, fs in record["components"].items()}
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise CheckpointError(f"not a recorded set of model files ({e!r}): {record!r}") from None
         first = {c: fs[0] for c, fs in components.items() if fs}
+        if only is not None and layout in (Layout.SPLIT, Layout.SINGLE_FILE):
+            checkpoint = first.get(Component.TRANSFORMER.value)
+            sources = []
+            for component in only:
+                path = first.get(component.value)
+                if path is None:
+                    continue
+                # A single file's own components are named by its flag; a replaced video VAE by its own.
+                named = layout if path == checkpoint else Layout.SPLIT
+                sources.append(ComponentSource(component, (_file(path, component, named),)))
+            return cls(layout, tuple(sources))
         if layout is Layout.SPLIT:
             return cls.split(**{c.value: first[c.value] for c in COMPONENT_FLAGS if c.value in first})
         if layout is Layout.SINGLE_FILE and Component.TRANSFORMER.value in first:
@@ -373,6 +402,20 @@ class ModelFiles:
             duration_head=duration_head,
         )
 
+    def subset(self, *components: Component) -> ModelFiles:
+        """The set reduced to `components` (those it provides), e.g. the decoders alone."""
+        return ModelFiles(self.layout, tuple(s for s in self.sources if s.component in components))
+
+    def replacing(self, files: Mapping[Component, str | Path]) -> ModelFiles:
+        """The set with each component of `files` read from that file instead (one file per component,
+        released key names, as `--video-vae-path` replaces a single file's video VAE)."""
+        replaced = tuple(
+            ComponentSource(c, (_file(path, c, Layout.SPLIT),)) for c, path in files.items() if path is not None
+        )
+        kept = tuple(s for s in self.sources if s.component not in files)
+        layout = self.layout if not replaced else Layout.SPLIT if not kept else self.layout
+        return ModelFiles(layout, kept + replaced)
+
     # -- access -------------------------------------------------------------------------------
     def has(self, component: Component | str) -> bool:
         component = Component(component)
@@ -392,11 +435,40 @@ class ModelFiles:
         if missing:
             raise CheckpointError(self._missing_message(missing, purpose))
 
+    def check_components(self, *needed: Component | str, purpose: str = "this pipeline") -> None:
+        """Refuse, from configs and headers alone, a set that lacks a component `purpose` needs or whose
+        file for a component lacks the config sections that component is built from (an audio VAE file
+        given as the video VAE, a transformer file as the duration head, a folder without `vocoder/`)."""
+        self.require(*needed, purpose=purpose)
+        for source in self.sources:
+            sections = COMPONENT_SECTIONS.get(source.component) if source.component is not None else None
+            if not sections:
+                continue
+            config = source.read_metadata().get("config")
+            sections_found = config.items() if isinstance(config, Mapping) else ()
+            present = sorted(k for k, v in sections_found if isinstance(v, Mapping))
+            lacking = [section for section in sections if section not in present]
+            if lacking:
+                assert source.component is not None
+                raise CheckpointError(
+                    f"{self._flag_of(source)}: {str(source.path)!r} cannot provide the {source.component.value}: its "
+                    f"config has no {' or '.join(map(repr, lacking))} section (sections present: {present})"
+                )
+
+    def _flag_of(self, source: ComponentSource) -> str:
+        """The option (or folder) that supplied `source`: a single file's replaced video VAE is its own flag."""
+        assert source.component is not None
+        replaced_vae = self.layout is Layout.SINGLE_FILE and source.component is Component.VIDEO_VAE
+        if replaced_vae and self.has(Component.TRANSFORMER) and source.path != self.main_path:
+            return COMPONENT_FLAGS[Component.VIDEO_VAE]
+        return component_flag(source.component, self.layout)
+
     def _missing_message(self, missing: list[Component], purpose: str = "this run") -> str:
         names = ", ".join(f"{c.value} ({component_flag(c, self.layout)})" for c in missing)
         have = ", ".join(str(s.component.value) for s in self.sources if s.component) or "nothing"
         return (
-            f"{purpose} needs {names}, which the {self.layout.value} model files do not provide (they provide: {have})"
+            f"{purpose} needs {names}, which the {self.layout.value} model files {str(self.location)!r} do not "
+            f"provide (they provide: {have})"
         )
 
     @property

@@ -40,7 +40,7 @@ from ltx_pipelines.cli.tiling_flags import TilingChoice, TilingFlags
 from ltx_pipelines.cli.video_flags import VideoChoice, VideoFlags
 from ltx_pipelines.engine.audio_output import AudioGeneration, write_audio_generation
 from ltx_pipelines.engine.defaults import PipelineDefaults
-from ltx_pipelines.engine.final_latents import FinalLatents
+from ltx_pipelines.engine.final_latents import FinalLatents, check_finite_latents
 from ltx_pipelines.engine.generation import Generation, describe_model_files, write_generation
 from ltx_pipelines.engine.latents_file import RunRecord, follow_video_name, save_latents_safely
 from ltx_pipelines.media.atomic_files import remove_stale_partials
@@ -357,6 +357,8 @@ class PipelineCommand(Generic[P]):
                     if "num_frames" in run.parameters and run.parameters["num_frames"] is None:
                         # The length the duration head picked: the sidecar records it.
                         run = replace(run, parameters={**run.parameters, "num_frames": final.shape.frames})
+                    # Before saving: NaN latents decode to nothing, so no decode command is offered for them.
+                    check_finite_latents(final, (*run.models.loras, *filter(None, [run.models.distilled_lora])))
                     remove_stale_partials(run.output.path.parent)
                     latents = self.save_latents(run, final)
                     written = self.write_decoded(run, pipeline.decode(final))
@@ -379,6 +381,10 @@ class PipelineCommand(Generic[P]):
         except BaseException as error:  # e.g. building the demo models failed
             return report_error(error, debug=args.log_level == "DEBUG")
         return self.run(run)
+
+
+AUDIO_OUTPUT_RATE = 48_000
+"""Samples a second of the released vocoders' output (bandwidth-extended; older ones give 24 kHz)."""
 
 
 def check_fits_in_memory(run: Run) -> None:
@@ -404,19 +410,29 @@ def check_fits_in_memory(run: Run) -> None:
             min(width, layout.width.tile_size or width),
         )
     batch: int | None = run.values.get(MaxBatchSizeFlags)
+    audio_tokens = int(video.seconds * 25) + 1  # 25 audio latents per second
+    picture = video.height is not None and video.width is not None
     workload = WorkloadShape(
         video_tokens=video_tokens,
-        audio_tokens=int(video.seconds * 25) + 1,  # 25 audio latents per second
+        audio_tokens=audio_tokens,
         batch=batch or 1,
         vae_tile_frames=tile[0],
         vae_tile_height=tile[1],
         vae_tile_width=tile[2],
+        output_frames=frames if picture else 0,
+        output_height=video.height or 0,
+        output_width=video.width or 0,
+        audio_samples=round(video.seconds * AUDIO_OUTPUT_RATE),
+        # 128 channels per video token, 8 x 16 per audio latent step.
+        latent_values=128 * video_tokens + 128 * audio_tokens,
     )
     options = run.runtime.options or RuntimeOptions()
+    host = device.type != "cuda"
     try:
         check_fits(
-            run.models.metadata["config"], options, workload, free, run.runtime.dtype, host=device.type != "cuda"
-        )
+            run.models.metadata["config"], options, workload, free, run.runtime.dtype, host=host,
+            free_host_bytes=None if host else available_memory(torch.device("cpu")),
+        )  # fmt: skip
     except InsufficientMemoryError as e:
         raise FlagError(str(e)) from None
 

@@ -26,6 +26,7 @@ import torch
 from ltx_core.conditioning import ConditioningError
 from ltx_core.loader import CheckpointError
 from ltx_pipelines.cli.hf_paths import HfPathError
+from ltx_pipelines.engine.final_latents import NonFiniteLatentsError
 from ltx_pipelines.engine.latents_file import LatentsFileError
 from ltx_pipelines.media.atomic_files import OutputExistsError
 from ltx_pipelines.media.errors import MediaError
@@ -98,9 +99,7 @@ def _is_out_of_memory(error: BaseException) -> bool:
     return isinstance(error, RuntimeError) and "out of memory" in str(error).lower()
 
 
-def describe_error(
-    error: BaseException, *, output_path: Path | None = None, terminated: bool = False
-) -> ErrorLine:
+def describe_error(error: BaseException, *, output_path: Path | None = None, terminated: bool = False) -> ErrorLine:
     """The line (without the `error:` prefix) and the exit code for `error`; `terminated`: SIGTERM arrived
     before it (`StopSignal.received`), so an ordinary error is the signal's doing."""
     if isinstance(error, Terminated) or (terminated and isinstance(error, Exception)):
@@ -122,7 +121,10 @@ def describe_error(
         return ErrorLine(f"permission denied for {str(error.filename)!r} ({_detail(error)}); check its permissions")
     if isinstance(error, CheckpointError):
         return ErrorLine(f"{_detail(error)} (check that each model file is the one its flag expects)")
-    if isinstance(error, (MediaError, HfPathError, ConditioningError, OutputExistsError, LatentsFileError)):
+    if isinstance(
+        error,
+        (MediaError, HfPathError, ConditioningError, OutputExistsError, LatentsFileError, NonFiniteLatentsError),
+    ):
         return ErrorLine(_detail(error))
     return ErrorLine(
         f"{type(error).__name__}: {_detail(error)} (run again with --log-level DEBUG to see where it happened)"

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import av
 
-from ltx_pipelines.media import MediaError, probe_video
+from ltx_pipelines.media import MediaError, check_decodes, probe_video
 
-_OPEN_ERRORS = (av.error.FFmpegError, MediaError, OSError, ValueError)
+# MediaError names the file itself and is passed on as it is.
+_OPEN_ERRORS = (av.error.FFmpegError, OSError, ValueError)
 
 
 def _existing_file(raw: str) -> Path:
@@ -43,8 +44,11 @@ def audio_file(raw: str) -> Path:
             if not container.streams.audio:
                 raise argparse.ArgumentTypeError(f"{raw!r} has no audio track")
             next(container.decode(container.streams.audio[0]))
+        check_decodes(path, video=False)  # a damaged packet further on fails here, not mid-run
     except StopIteration:
         raise argparse.ArgumentTypeError(f"{raw!r}: its audio track holds no decodable audio") from None
+    except MediaError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
     except _OPEN_ERRORS as e:
         raise argparse.ArgumentTypeError(f"{raw!r} is not an audio or video file FFmpeg can decode: {e}") from None
     return path
@@ -55,6 +59,9 @@ def video_file(raw: str) -> Path:
     path = _existing_file(raw)
     try:
         info = probe_video(path)
+        check_decodes(path, audio=False)  # the run reads every frame: a damaged one fails here, not mid-run
+    except MediaError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
     except _OPEN_ERRORS as e:
         raise argparse.ArgumentTypeError(f"{raw!r} is not a video file FFmpeg can decode: {e}") from None
     if info.frames < 1:

@@ -23,7 +23,15 @@ from ltx_core.loader import (
     LoraSpec,
     read_safetensors_header,
 )
-from ltx_core.loader.model_files import COMPONENT_FLAGS, Component, ModelFiles, names_a_model_folder
+from ltx_core.loader.lora import check_lora_fits
+from ltx_core.loader.model_files import (
+    COMPONENT_FLAGS,
+    Component,
+    Layout,
+    ModelFiles,
+    model_files_of,
+    names_a_model_folder,
+)
 from ltx_core.text_encoders.gemma.folder import locate_gemma_folder
 from ltx_pipelines.cli.arg_types import LoraAction
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext, finite
@@ -38,6 +46,7 @@ from ltx_pipelines.engine.defaults import (
     defaults_for_version,
     normalize_model_version,
 )
+from ltx_pipelines.engine.model_loading import check_model_configs
 
 logger = logging.getLogger(__name__)
 
@@ -321,8 +330,11 @@ class ModelFlags(FlagGroup[ModelChoice]):
                 required.append(("--gemma-root", gemma_root))
             if Component.VIDEO_VAE in components:
                 _local_file(COMPONENT_FLAGS[Component.VIDEO_VAE], components[Component.VIDEO_VAE])
+        spatial_upsampler = args.spatial_upsampler_path if self.two_stage else None
+        if self.two_stage and spatial_upsampler is None and not split and checkpoint is not None:
+            spatial_upsampler = _folder_upsampler(checkpoint)
         if self.two_stage:
-            required.append(("--spatial-upsampler-path", args.spatial_upsampler_path))
+            required.append(("--spatial-upsampler-path", spatial_upsampler))
         text_encoder_flag = COMPONENT_FLAGS[Component.TEXT_ENCODER]
         for flag, value in required:
             if value is None:
@@ -338,7 +350,7 @@ class ModelFlags(FlagGroup[ModelChoice]):
         return ModelChoice(
             checkpoint=checkpoint,
             gemma_root=gemma_root,
-            spatial_upsampler=args.spatial_upsampler_path if self.two_stage else None,
+            spatial_upsampler=spatial_upsampler,
             loras=loras,
             distilled_lora=distilled_lora,
             lora_fusion=LoraFusionPrecision.parse(args.lora_fusion_precision) if self.loras else DEFAULT_LORA_FUSION,
@@ -429,7 +441,8 @@ class ModelFlags(FlagGroup[ModelChoice]):
         """`choice` with the demo model files wherever the user gave none (built on first use)."""
         from ltx_pipelines.demo_assets import ensure_demo_assets
 
-        logger.warning(self.real_weights_help(choice.demo_family or DEFAULT_DEMO_FAMILY))
+        # One line here; how to get the released files is said once, with the output (`write_decoded`).
+        logger.warning("--demo: the models are tiny and random, so the output is noise")
         if choice.demo_family == "ltx-2.5":
             return self._with_ltx25_demo_files(choice)
         assets = ensure_demo_assets()
@@ -466,6 +479,7 @@ class ModelFlags(FlagGroup[ModelChoice]):
             checkpoint, metadata = self._resolve_components(choice)
         else:
             checkpoint, metadata = self._resolve_single_file(choice)
+        self._check_configs(checkpoint, single_file_flag=None if choice.split else self.checkpoint_flag)
         gemma_root = None
         if choice.gemma_root is not None:
             gemma_root = self._resolve("--gemma-root", choice.gemma_root, folder=True)
@@ -483,10 +497,11 @@ class ModelFlags(FlagGroup[ModelChoice]):
                 raise FlagError(
                     f"--spatial-upsampler-path {str(upsampler)!r} is a temporal-only upsampler; pass a spatial one"
                 )
-        loras = tuple(self._lora_file("--lora", lora) for lora in choice.loras)
+        shapes = self._transformer_shapes(checkpoint) if choice.loras or choice.distilled_lora else {}
+        loras = tuple(self._lora_file("--lora", lora, shapes) for lora in choice.loras)
         distilled = choice.distilled_lora
         if distilled is not None:
-            distilled = self._lora_file("--distilled-lora", distilled)
+            distilled = self._lora_file("--distilled-lora", distilled, shapes)
         return RunModels(
             checkpoint=checkpoint,
             gemma_root=gemma_root,
@@ -506,6 +521,8 @@ class ModelFlags(FlagGroup[ModelChoice]):
         )
         metadata = self._kind(self.checkpoint_flag, checkpoint, "ltx_checkpoint")
         if choice.video_vae is None:
+            if self.check_kinds:
+                self._check_components(model_files_of(checkpoint), single=True)
             return checkpoint, metadata
         # The single file with another video VAE (e.g. LTX-2.5's diffusion decoder): a set of model files.
         flag = COMPONENT_FLAGS[Component.VIDEO_VAE]
@@ -515,6 +532,8 @@ class ModelFlags(FlagGroup[ModelChoice]):
             files = ModelFiles.single_file(checkpoint, video_vae=vae)
         except CheckpointError as e:
             raise FlagError(str(e)) from None
+        if self.check_kinds:
+            self._check_components(files, single=True)
         if not metadata:
             return files, metadata
         vae_config = (read_safetensors_header(vae).metadata.get("config") or {}).get("vae")
@@ -541,12 +560,44 @@ class ModelFlags(FlagGroup[ModelChoice]):
                 self._component_kind(COMPONENT_FLAGS[component], paths[component.value])
         try:
             files = ModelFiles.split(**paths)
-            files.require(*self.needed_components(), purpose="this pipeline")
         except CheckpointError as e:
             raise FlagError(str(e)) from None
+        if self.check_kinds:
+            self._check_components(files, single=False)
+        else:
+            try:
+                files.require(*self.needed_components(), purpose="this pipeline")
+            except CheckpointError as e:
+                raise FlagError(str(e)) from None
         if metadata:
             metadata = {**metadata, "config": files.config()}
         return files, metadata
+
+    def _check_configs(self, checkpoint: Path | ModelFiles, *, single_file_flag: str | None) -> None:
+        """A diffusers folder's translated configs describe buildable models (meta-device builds, no weight
+        read). Released files carry the configs their weights were saved with and are checked when loaded."""
+        if isinstance(checkpoint, ModelFiles):
+            diffusers = checkpoint.layout is Layout.DIFFUSERS
+        else:
+            diffusers = names_a_model_folder(checkpoint)
+        if not self.check_kinds or not diffusers:
+            return
+        try:
+            check_model_configs(checkpoint, self.needed_components())
+        except CheckpointError as e:
+            # The message names the file (or a diffusers folder's config.json); the flag says which was given.
+            raise FlagError(f"{single_file_flag}: {e}" if single_file_flag else str(e)) from None
+
+    def _check_components(self, files: ModelFiles, *, single: bool) -> None:
+        """Every component this pipeline builds is in `files`, each from a file that carries its config section
+        (headers only); a single file or folder's text encoder is the Gemma folder, checked on its own."""
+        needed = self.needed_components()
+        if single:
+            needed = tuple(c for c in needed if c is not Component.TEXT_ENCODER)
+        try:
+            files.check_components(*needed, purpose="this pipeline")
+        except CheckpointError as e:
+            raise FlagError(str(e)) from None
 
     def _component_kind(self, flag: str, path: Path) -> None:
         """A component file is not a LoRA, an upsampler or a whole checkpoint given to the wrong flag."""
@@ -567,9 +618,28 @@ class ModelFlags(FlagGroup[ModelChoice]):
         except HfPathError as e:
             raise FlagError(f"{flag}: {e}") from None
 
-    def _lora_file(self, flag: str, lora: LoraSpec) -> LoraSpec:
+    def _transformer_shapes(self, checkpoint: Path | ModelFiles) -> dict[str, tuple[int, ...]]:
+        """The transformer's weight shapes from the model's headers (what LoRAs are checked against)."""
+        if not self.check_kinds:
+            return {}
+        from ltx_core.loader.builder import header_weight_shapes
+        from ltx_core.model.transformer.spec import AV_TRANSFORMER
+
+        try:
+            return header_weight_shapes(AV_TRANSFORMER, checkpoint)
+        except CheckpointError as e:
+            raise FlagError(f"{self.checkpoint_flag}: {e}") from None
+
+    def _lora_file(self, flag: str, lora: LoraSpec, transformer_shapes: dict[str, tuple[int, ...]]) -> LoraSpec:
+        """The LoRA file, local, checked to be a LoRA whose every key, target and shape fits the transformer
+        (headers only: a LoRA fusion would fail only after the prompt encoder and the transformer are built)."""
         path = self._resolve(flag, lora.path)
         self._kind(flag, path, "lora")
+        if self.check_kinds and transformer_shapes:
+            try:
+                check_lora_fits(path, transformer_shapes, "transformer")
+            except CheckpointError as e:
+                raise FlagError(f"{flag}: {e}") from None
         return LoraSpec(path, lora.strength)
 
     def _kind(self, flag: str, path: Path, expected: ExpectedKind) -> dict[str, Any]:
@@ -615,8 +685,8 @@ class ModelFlags(FlagGroup[ModelChoice]):
         names = " \\\n      ".join(files)
         return (
             "Demo weights are random: the output is noise. For real videos, download the released files, e.g.\n"
-            f"  hf download Lightricks/LTX-2.3 {names} --local-dir models/ltx-2.3\n"
-            "  hf download google/gemma-3-12b-it-qat-q4_0-unquantized --local-dir models/gemma-3-12b\n"
+            f"  uv run hf download Lightricks/LTX-2.3 {names} --local-dir models/ltx-2.3\n"
+            "  uv run hf download google/gemma-3-12b-it-qat-q4_0-unquantized --local-dir models/gemma-3-12b\n"
             f"and pass them with {', '.join(flags[:-1])} and {flags[-1]}\n"
             "(hf://<org>/<repo>/<file> paths work too)."
         )
@@ -642,7 +712,7 @@ def ltx25_weights_help(*, distilled: bool, two_stage: bool) -> str:
     flags = " \\\n      ".join(f"{flag} models/ltx-2.5/{name}" for flag, name in files.items())
     return (
         "Demo weights are random: the output is noise. For real videos, download the released files, e.g.\n"
-        f"  hf download {LTX25_REPO} {names} --local-dir models/ltx-2.5\n"
+        f"  uv run hf download {LTX25_REPO} {names} --local-dir models/ltx-2.5\n"
         f"and pass them with\n      {flags}\n"
         "(hf://<org>/<repo>/<file> paths work too)."
     )
@@ -657,6 +727,20 @@ def _local_file(flag: str, value: str | Path) -> None:
         raise FlagError(f"{flag} {str(value)!r}: no such file")
     if not path.is_file():
         raise FlagError(f"{flag} {str(value)!r} is not a file")
+
+
+def _folder_upsampler(checkpoint: str) -> str | None:
+    """A local diffusers folder's x2 `latent_upsampler/`, the default `--spatial-upsampler-path` of a folder
+    (its kind is checked when resolved like any other); None for a file or a folder without one."""
+    from ltx_core.loader.diffusers_folder import UPSAMPLER_FOLDERS, is_diffusers_folder
+
+    if is_hf_path(checkpoint) or not is_diffusers_folder(Path(checkpoint).expanduser()):
+        return None
+    upsampler = Path(checkpoint).expanduser() / UPSAMPLER_FOLDERS[0]
+    if not upsampler.is_dir():
+        return None
+    logger.info("--spatial-upsampler-path: the model folder's %s/", UPSAMPLER_FOLDERS[0])
+    return str(upsampler)
 
 
 def _gemma_folder(flag: str, root: Path) -> Path:

@@ -20,8 +20,9 @@ from ltx_pipelines.cli.arg_types import ImageAction
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
 from ltx_pipelines.cli.model_flags import RunModels
 from ltx_pipelines.engine.defaults import PipelineDefaults, default_image_crf, spatial_multiple
-from ltx_pipelines.engine.duration import has_duration_head
+from ltx_pipelines.engine.duration import check_duration_range, has_duration_head
 from ltx_pipelines.engine.stages import ImageCondition
+from ltx_pipelines.media.image import image_too_large
 
 _MAX_CRF = 51
 
@@ -206,6 +207,11 @@ class VideoFlags(FlagGroup[VideoChoice]):
                     "--auto-duration needs a duration head, which the model files do not have: pass "
                     "--duration-head-path (e.g. ltx-2.5-duration-head-bf16.safetensors), or --num-frames instead"
                 )
+            try:
+                check_duration_range(value.duration, models.transformer_config)
+            except ValueError as e:
+                low, high = value.duration.min_seconds, value.duration.max_seconds
+                raise FlagError(f"--auto-duration {low:g} {high:g} is not accepted: {e}") from None
             return value
         if context.demo:
             return value  # the demo keeps its short fixed length
@@ -254,6 +260,8 @@ def _checked_image(image: ImageCondition, num_frames: int) -> ImageCondition:
     try:
         with Image.open(image.path) as im:
             im.size  # noqa: B018 - opening reads the header; a non-image raises here
+    except Image.DecompressionBombError as e:
+        raise FlagError(f"--image {image_too_large(image.path, e)}") from None
     except (UnidentifiedImageError, OSError) as e:
         raise FlagError(f"{where} is not an image Pillow can read (PNG, JPEG, WebP, ...): {e}") from None
     if image.frame_idx < 0:

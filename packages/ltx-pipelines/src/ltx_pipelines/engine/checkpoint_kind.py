@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 from ltx_core.loader import CheckpointError, Component, Layout, ModelFiles, SafetensorsHeader, read_safetensors_header
+from ltx_core.loader.lora_layouts import ACCEPTED_LAYOUTS
 from ltx_core.loader.model_files import ModelSource, model_files_of, names_a_model_folder
 
 CheckpointKind = Literal["ltx_checkpoint", "upsampler", "lora", "gemma_text_encoder", "ltx_component", "unknown"]
@@ -28,7 +29,7 @@ _EXPECTED_DESCRIPTIONS: dict[str, str] = {
         "or an LTX-2 diffusers model folder"
     ),
     "upsampler": "a latent upsampler (metadata 'config' with _class_name 'LatentUpsampler')",
-    "lora": "a LoRA (tensors named '<module>.lora_A.weight' / '.lora_B.weight', or kohya's '.lora_down.weight')",
+    "lora": f"a LoRA in one of the accepted layouts: {ACCEPTED_LAYOUTS}",
 }
 _FLAG_HINTS: dict[str, str] = {
     "ltx_checkpoint": "--checkpoint-path / --distilled-checkpoint-path",
@@ -140,6 +141,9 @@ def check_checkpoint_kind(path: ModelSource, expected: ExpectedKind) -> Checkpoi
     if info.kind != expected:
         hint = _FLAG_HINTS.get(info.kind)
         where = f"; it belongs to {hint}" if hint else ""
+        if expected == "lora" and info.header.tensors and not hint:
+            # Name a key, so a user whose trainer wrote another naming sees which spelling was not recognised.
+            where = f"; its key {min(info.header.tensors)!r} is no LoRA factor"
         raise CheckpointError(
             f"{str(info.header.path)!r} is {info.description}, not {_EXPECTED_DESCRIPTIONS[expected]}{where}"
         )

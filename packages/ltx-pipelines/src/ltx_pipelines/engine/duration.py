@@ -9,17 +9,27 @@ length (a `DurationRange`) instead of a frame count. Whether a set of model file
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from typing import Any
 
 from ltx_core.loader import CheckpointError, Component
 from ltx_core.loader.model_files import ModelSource, model_files_of
 from ltx_core.model.duration_head import DURATION_HEAD, DurationRange, predict_num_frames
+from ltx_core.model.transformer.config import time_position_limit_seconds
 from ltx_core.model.video_vae.vae_class import video_scale_factors
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_pipelines.engine.model_loading import Placement, loaded
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DurationRange", "check_length_request", "has_duration_head", "predict_frame_count", "requested_frames"]
+__all__ = [
+    "DurationRange",
+    "check_duration_range",
+    "check_length_request",
+    "has_duration_head",
+    "predict_frame_count",
+    "requested_frames",
+]
 
 
 def has_duration_head(checkpoint: ModelSource) -> bool:
@@ -55,13 +65,29 @@ def predict_frame_count(
     return frames
 
 
+def check_duration_range(duration: DurationRange, transformer_config: Mapping[str, Any]) -> None:
+    """Refuse a range the model cannot produce: the transformer places frames in time only up to its
+    temporal RoPE extent (`time_position_limit_seconds`, 20 s in the released models), so a predicted length
+    beyond it would be clamped into a clip longer than the positions the model was trained on."""
+    limit = time_position_limit_seconds(transformer_config)
+    if duration.max_seconds > limit:
+        raise ValueError(
+            f"the range [{duration.min_seconds:g}, {duration.max_seconds:g}] s goes beyond the {limit:g} s the model's "
+            f"temporal positions span (positional_embedding_max_pos); accepted: 0 < MIN_SECONDS <= MAX_SECONDS <= "
+            f"{limit:g}"
+        )
+
+
 def check_length_request(checkpoint: ModelSource, num_frames: int | None, duration: DurationRange | None) -> None:
     """A pipeline call asks for its length one way: a frame count, or a `duration` range for the duration
-    head (then the model files must carry one). Checked before the prompt is encoded."""
+    head (then the model files must carry one, and the range must be one the model can produce). Checked
+    before the prompt is encoded."""
     if (num_frames is None) == (duration is None):
         raise ValueError(f"give num_frames or duration, not both or neither (got {num_frames}, {duration})")
     if duration is not None and not has_duration_head(checkpoint):
         raise ValueError("duration needs model files with a duration head (ModelFiles.split(duration_head=...))")
+    if duration is not None:
+        check_duration_range(duration, model_files_of(checkpoint).config().get("transformer") or {})
 
 
 def requested_frames(

@@ -9,11 +9,12 @@ before decoding, and decoding it again gives the same frames.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import torch
 
+from ltx_core.loader.lora import LoraSpec
 from ltx_core.loader.model_files import ModelSource
 from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.types import VideoPixelShape
@@ -54,3 +55,29 @@ class FinalLatents:
     """A waveform shipped as the output's sound instead of decoding `audio` (audio-to-video ships its input
     track, DFR its stage-1 audio cut to the video); a saved latents file keeps it, so decoding that file
     writes the same sound."""
+
+
+class NonFiniteLatentsError(RuntimeError):
+    """The final latents hold NaN or Inf: decoding them cannot give a video, so they are neither saved nor
+    decoded."""
+
+
+def check_finite_latents(final: FinalLatents, loras: Sequence[LoraSpec] = ()) -> None:
+    """Refuse final latents holding NaN or Inf, naming which latent and the likely cause: the transformer's
+    output (LoRA files are checked for non-finite values when they are read, so a LoRA fused here can only
+    be the cause through its strength or size, and is named)."""
+    bad = [
+        name
+        for name, latent in (("video", final.video), ("audio", final.audio))
+        if latent is not None and not bool(torch.isfinite(latent).all())
+    ]
+    if not bad:
+        return
+    fused = [lora for lora in loras if lora.strength != 0.0]
+    cause = "the transformer produced non-finite latents"
+    if fused:
+        named = ", ".join(f"{str(lora.path)!r} at strength {lora.strength:g}" for lora in fused)
+        cause += f" with the LoRA(s) {named} fused (run without them, or at a lower strength, to tell)"
+    raise NonFiniteLatentsError(
+        f"the final {' and '.join(bad)} latents hold NaN or Inf values: {cause}; nothing was saved or decoded"
+    )

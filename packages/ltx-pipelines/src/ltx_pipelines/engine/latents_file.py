@@ -43,6 +43,8 @@ LATENTS_SUFFIX = ".latents.safetensors"
 LATENTS_FORMAT = "ltx-pipelines/latents"
 LATENTS_FORMAT_VERSION = "1"
 _VIDEO_KEY, _AUDIO_KEY, _NOISE_STATE_KEY = "video_latent", "audio_latent", "decoder_noise_state"
+AUDIO_LATENT_KEY = _AUDIO_KEY
+"""The tensor of a latents file holding the audio latent (a file without it decodes no sound)."""
 # The waveform a run ships instead of decoding its audio latent (a2vid's input track, DFR's cut audio).
 _SHIPPED_AUDIO_KEY = "shipped_audio"
 _MAX_NUMBERED = 10_000
@@ -195,6 +197,12 @@ def _metadata_json(path: Path, metadata: dict[str, str], key: str) -> Any:
         return json.loads(metadata[key])
     except (KeyError, json.JSONDecodeError) as e:
         raise LatentsFileError(f"latents file {str(path)!r} has no readable {key!r} entry ({e})") from None
+
+
+def decodes_audio(keys: set[str]) -> bool:
+    """Whether a latents file (its tensor names) holds an audio latent that decoding turns into sound with
+    the audio VAE and vocoder (not when the run ships a waveform of its own instead)."""
+    return _AUDIO_KEY in keys and _SHIPPED_AUDIO_KEY not in keys
 
 
 def read_latents_header(path: str | Path) -> tuple[dict[str, str], set[str]]:

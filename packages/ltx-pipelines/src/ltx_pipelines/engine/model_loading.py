@@ -22,7 +22,7 @@ from ltx_core.loader import (
     build_model,
     free_model_weights,
 )
-from ltx_core.loader.model_files import ModelSource
+from ltx_core.loader.model_files import Component, ModelSource
 
 logger = logging.getLogger(__name__)
 
@@ -90,3 +90,24 @@ def video_decoder_spec_of(checkpoint: ModelSource) -> ComponentSpec:
 
     config = model_files_of(checkpoint).source(Component.VIDEO_VAE).read_metadata().get("config") or {}
     return video_decoder_spec(config)
+
+
+def check_model_configs(checkpoint: ModelSource, components: Sequence[Component] | None = None) -> None:
+    """Build on the meta device (no weight read) each model of `components` (default: every one the files
+    provide) that a run builds from the model files: the transformer, the video decoder, the audio decoder
+    and the vocoder. A config they cannot be built from is refused now, naming where it comes from, instead
+    of when the model is loaded (after the prompt encoding, or after denoising for the decoders)."""
+    from ltx_core.loader.builder import configure_on_meta
+    from ltx_core.loader.model_files import model_files_of
+    from ltx_core.model.audio_vae import AUDIO_DECODER, VOCODER
+    from ltx_core.model.transformer import AV_TRANSFORMER
+
+    files = model_files_of(checkpoint)
+    wanted = set(components) if components is not None else {s.component for s in files.sources}
+    if Component.TRANSFORMER in wanted and files.has(Component.TRANSFORMER):
+        configure_on_meta(AV_TRANSFORMER, files)
+    if Component.VIDEO_VAE in wanted and files.has(Component.VIDEO_VAE):
+        configure_on_meta(video_decoder_spec_of(files), files)
+    if Component.AUDIO_VAE in wanted and files.has(Component.AUDIO_VAE):
+        configure_on_meta(AUDIO_DECODER, files)
+        configure_on_meta(VOCODER, files)

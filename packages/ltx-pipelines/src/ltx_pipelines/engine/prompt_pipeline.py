@@ -11,8 +11,10 @@ the pipeline's own, with its own signature; what runs on several devices is the 
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
@@ -22,6 +24,7 @@ from torch import nn
 
 from ltx_core.loader import (
     DEFAULT_LORA_FUSION,
+    CheckpointError,
     ComponentSpec,
     LoraFusionPrecision,
     LoraSpec,
@@ -94,6 +97,21 @@ class PromptPipeline:
     transformer_spec: ClassVar[ComponentSpec] = AV_TRANSFORMER
     """What the stages build from the checkpoint (the audio-only pipeline reads only audio weights)."""
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A pipeline's own `generate` takes the command line's defaults for what a call leaves out of size,
+        length and frame rate (see `with_default_video`): a notebook call needs only the prompt and seed."""
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("generate")
+        if own is None or getattr(own, "fills_default_video", False):
+            return
+
+        @functools.wraps(own)
+        def generate(self: PromptPipeline, *args: Any, **call: Any) -> FinalLatents:
+            return own(self, *args, **self.with_default_video(call))
+
+        generate.fills_default_video = True  # type: ignore[attr-defined]
+        cls.generate = generate  # type: ignore[method-assign]
+
     def __init__(
         self,
         checkpoint_path: str | Path | ModelFiles,
@@ -117,7 +135,15 @@ class PromptPipeline:
         from ltx_core.devices import resolve_device
 
         self.checkpoint_path = checkpoint_path if isinstance(checkpoint_path, ModelFiles) else Path(checkpoint_path)
-        self.gemma_root = Path(gemma_root) if gemma_root is not None else text_encoder_of(self.checkpoint_path)
+        if gemma_root is not None and not Path(gemma_root).expanduser().exists():
+            # Refused here, not when the first prompt is encoded (after the pipeline is set up and called).
+            raise CheckpointError(
+                f"gemma_root {str(gemma_root)!r} does not exist; pass the Gemma folder (Hugging Face layout, with "
+                "config.json and the tokenizer) or, for LTX-2.5, the packed text encoder file"
+            )
+        self.gemma_root = (
+            Path(gemma_root).expanduser() if gemma_root is not None else text_encoder_of(self.checkpoint_path)
+        )
         self.loras = tuple(loras)
         self.placement = Placement(resolve_device(device), dtype, model_builder)
         if built_transformer is not None and (self.loras or runtime is not None):
@@ -153,8 +179,78 @@ class PromptPipeline:
         raise NotImplementedError(f"{type(self).__name__} defines no latents_from_contexts")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Generation | AudioGeneration:
-        """`generate` then `decode`: the decoded frames and waveform (an audio-only pipeline: the waveform)."""
-        return self.decode(self.generate(*args, **kwargs))
+        """`generate` then `decode`: the decoded frames and waveform (an audio-only pipeline: the waveform).
+        A `Generation` carries the call's parameters and the model files, so `save` writes the sidecar the
+        command line writes (seed, size, length - the one the duration head picked -, every argument)."""
+        kwargs = self.with_default_video(kwargs)
+        final = self.generate(*args, **kwargs)
+        decoded = self.decode(final)
+        if isinstance(decoded, Generation):
+            decoded.parameters = {**self.call_parameters(args, kwargs, final), **decoded.parameters}
+            decoded.model_files = {**self.model_files(), **decoded.model_files}
+        return decoded
+
+    def with_default_video(self, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        """`kwargs` with what a call left out of size, length and frame rate taken as the command line takes
+        it: the defaults of the checkpoint's model generation (two-stage pipelines: twice the stage-1 size),
+        and, for a pipeline that takes a `duration` on model files with a duration head, the head's choice in
+        its default range when `num_frames` is left out."""
+        from ltx_core.model.duration_head import DEFAULT_MAX_SECONDS, DEFAULT_MIN_SECONDS, DurationRange
+        from ltx_pipelines.engine.defaults import TWO_STAGE_SPATIAL_MULTIPLE, defaults_for_checkpoint
+        from ltx_pipelines.engine.duration import has_duration_head
+
+        accepted = inspect.signature(self.generate).parameters
+        wanted = [name for name in ("height", "width", "num_frames", "frame_rate") if name in accepted]
+        missing = [name for name in wanted if name not in kwargs]
+        if not missing:
+            return dict(kwargs)
+        defaults = defaults_for_checkpoint(self.checkpoint_path)
+        two_stage = self.spatial_multiple == TWO_STAGE_SPATIAL_MULTIPLE
+        filled: dict[str, Any] = {
+            "height": defaults.two_stage_height if two_stage else defaults.height,
+            "width": defaults.two_stage_width if two_stage else defaults.width,
+            "num_frames": defaults.num_frames,
+            "frame_rate": defaults.frame_rate,
+        }
+        out = dict(kwargs)
+        predicts = "duration" in accepted and has_duration_head(self.checkpoint_path)
+        for name in missing:
+            if name == "num_frames" and predicts:
+                out["num_frames"] = None
+                out.setdefault("duration", DurationRange(DEFAULT_MIN_SECONDS, DEFAULT_MAX_SECONDS))
+            else:
+                out[name] = filled[name]
+        return out
+
+    def call_parameters(self, args: Sequence[Any], kwargs: Mapping[str, Any], final: FinalLatents) -> dict[str, Any]:
+        """Every argument of a `generate` call (defaults included) and the options the pipeline was built with,
+        as the sidecar records them."""
+        bound = inspect.signature(self.generate).bind(*args, **kwargs)
+        bound.apply_defaults()
+        # A tensor argument (a waveform, a mask) is recorded by its shape, not its values.
+        parameters: dict[str, Any] = {
+            name: f"tensor{tuple(value.shape)} {value.dtype}" if isinstance(value, torch.Tensor) else value
+            for name, value in bound.arguments.items()
+        }
+        if parameters.get("num_frames") is None and "num_frames" in parameters:
+            parameters["num_frames"] = final.shape.frames  # the length the duration head picked
+        parameters.update(
+            device=str(self.placement.device),
+            dtype=str(self.placement.dtype).removeprefix("torch."),
+            lora=[{"path": str(lora.path), "strength": lora.strength} for lora in self.loras],
+            lora_fusion_precision=self.lora_fusion.value,
+        )
+        return parameters
+
+    def model_files(self) -> dict[str, Any]:
+        """The model files by role, for the sidecar (as the command line names them)."""
+        files: dict[str, Any] = {"checkpoint": self.checkpoint_path, "gemma_root": self.gemma_root}
+        upsampler = getattr(self, "spatial_upsampler_path", None)
+        if upsampler is not None:
+            files["spatial_upsampler"] = upsampler
+        for i, lora in enumerate(self.loras):
+            files[f"lora_{i}"] = Path(lora.path)
+        return {role: value for role, value in files.items() if value is not None}
 
     def generate_from_contexts(self, *args: Any, **kwargs: Any) -> Generation | AudioGeneration:
         """`latents_from_contexts` then `decode` (the seam parity replays drive)."""

@@ -47,6 +47,11 @@ def _to_srgb(image: Image.Image) -> Image.Image:
     return image.convert("RGB")
 
 
+def image_too_large(path: Path, error: Image.DecompressionBombError) -> str:
+    """The line for an image over Pillow's decompression-bomb limit (its pixel count is in `error`)."""
+    return f"{str(path)!r} is too large to decode ({error}); downscale it to about the video's size first"
+
+
 def read_image_rgb(path: str | Path) -> np.ndarray:
     """Decode an image file to (H, W, 3) uint8 sRGB, turned upright per its EXIF orientation."""
     p = Path(path).expanduser()
@@ -56,6 +61,8 @@ def read_image_rgb(path: str | Path) -> np.ndarray:
         with Image.open(p) as source:
             upright = ImageOps.exif_transpose(source) or source
             return np.asarray(_to_srgb(upright), dtype=np.uint8).copy()
+    except Image.DecompressionBombError as e:
+        raise MediaError(image_too_large(p, e)) from None
     except UnidentifiedImageError:
         raise MediaError(
             f"{str(p)!r} is not an image Pillow can read (accepted: PNG, JPEG, WebP, BMP, TIFF, GIF...)"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,6 +60,18 @@ def _open(path: str | Path) -> av.container.InputContainer:
         raise MediaError(f"{str(p)!r} is not a media file FFmpeg can read: {e}") from None
 
 
+@contextmanager
+def _decoding(path: str | Path, what: str) -> Iterator[None]:
+    """FFmpeg's decode errors (a damaged or truncated file passes the container's header checks and fails
+    only when its packets are decoded) as a `MediaError` naming the file and the stream."""
+    try:
+        yield
+    except av.error.FFmpegError as e:
+        raise MediaError(
+            f"{str(Path(path).expanduser())!r}: its {what} cannot be decoded, the file is damaged or truncated ({e})"
+        ) from None
+
+
 def _video_stream(container: av.container.InputContainer, path: str | Path) -> av.VideoStream:
     if not container.streams.video:
         raise MediaError(f"{str(path)!r} has no video stream")
@@ -69,7 +82,8 @@ def probe_video(path: str | Path) -> VideoInfo:
     with _open(path) as container:
         stream = _video_stream(container, path)
         rate = stream.average_rate or stream.guessed_rate or stream.base_rate
-        frames = stream.frames or sum(1 for _ in container.decode(stream))
+        with _decoding(path, "video stream"):
+            frames = stream.frames or sum(1 for _ in container.decode(stream))
         audio = container.streams.audio[0] if container.streams.audio else None
         return VideoInfo(
             path=Path(path).expanduser().absolute(),
@@ -83,6 +97,21 @@ def probe_video(path: str | Path) -> VideoInfo:
         )
 
 
+def check_decodes(path: str | Path, *, video: bool = True, audio: bool = True) -> None:
+    """Decode every packet of the first video stream and/or audio track (no pixel conversion), so a damaged
+    file is refused with a `MediaError` before a run starts rather than when the run reads it."""
+    for what, wanted in (("video stream", video), ("audio track", audio)):
+        if not wanted:
+            continue
+        with _open(path) as container:
+            streams = container.streams.video if what == "video stream" else container.streams.audio
+            if not streams:
+                continue
+            with _decoding(path, what):
+                for _ in container.decode(streams[0]):
+                    pass
+
+
 def iter_video_frames(
     path: str | Path, *, start_frame: int = 0, max_frames: int | None = None
 ) -> Iterator[torch.Tensor]:
@@ -94,9 +123,15 @@ def iter_video_frames(
     with _open(path) as container:
         stream = _video_stream(container, path)
         stream.thread_type = "AUTO"
-        produced = 0
-        for index, frame in enumerate(container.decode(stream)):
-            if index < start_frame:
+        produced = index = 0
+        frames = container.decode(stream)
+        while True:
+            with _decoding(path, f"video stream (after {index} frames)"):
+                frame = next(frames, None)
+            if frame is None:
+                return
+            index += 1
+            if index <= start_frame:
                 continue
             yield torch.from_numpy(frame.to_ndarray(format="rgb24"))
             produced += 1
@@ -167,11 +202,12 @@ def read_audio(
         resampler = av.AudioResampler(format="fltp", layout=stream.layout.name, rate=rate)
         chunks: list[np.ndarray] = []
         first_time: float | None = None
-        for frame in container.decode(stream):
-            if first_time is None and frame.pts is not None and frame.time_base is not None:
-                first_time = float(frame.pts * frame.time_base)
-            chunks.extend(out.to_ndarray() for out in resampler.resample(frame))
-        chunks.extend(out.to_ndarray() for out in resampler.resample(None))
+        with _decoding(path, "audio track"):
+            for frame in container.decode(stream):
+                if first_time is None and frame.pts is not None and frame.time_base is not None:
+                    first_time = float(frame.pts * frame.time_base)
+                chunks.extend(out.to_ndarray() for out in resampler.resample(frame))
+            chunks.extend(out.to_ndarray() for out in resampler.resample(None))
     if not chunks:
         raise MediaError(f"no audio decoded from {str(path)!r}")
     samples = np.concatenate(chunks, axis=-1).astype(np.float32, copy=False)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -102,17 +103,32 @@ class _AudioFeeder:
     def feed_until(self, seconds: float | None) -> None:
         total = self.waveform.shape[1]
         end = total if seconds is None else min(total, round(seconds * self.sample_rate))
+        self._feed(end)
+
+    def _feed(self, end: int) -> None:
+        """Encode samples up to `end`; past the waveform's last sample, silence."""
+        total = self.waveform.shape[1]
         while self.position < end:
             stop = min(end, self.position + _AUDIO_BLOCK)
-            frame = av.AudioFrame.from_ndarray(self.waveform[:, self.position : stop], format="fltp", layout="stereo")
+            if self.position < total:
+                stop = min(stop, total)
+                block = self.waveform[:, self.position : stop]
+            else:
+                block = np.zeros((2, stop - self.position), dtype=np.float32)
+            frame = av.AudioFrame.from_ndarray(block, format="fltp", layout="stereo")
             frame.sample_rate = self.sample_rate
             frame.pts = self.position
             frame.time_base = Fraction(1, self.sample_rate)
             self.container.mux(self.stream.encode(frame))
             self.position = stop
 
-    def finish(self) -> None:
+    def finish(self, video_seconds: Fraction | None = None) -> None:
+        """Encode the rest of the waveform, padded with silence to `video_seconds` when it is shorter: the
+        audio decoder gives (latent frames - 1) * 4 + 1 mel frames, 20-30 ms short of the video (the
+        reference's output is as short; its writer muxes the waveform as it is)."""
         self.feed_until(None)
+        if video_seconds is not None:
+            self._feed(math.ceil(video_seconds * self.sample_rate))
         self.container.mux(self.stream.encode(None))
 
 
@@ -174,7 +190,7 @@ class _BackgroundVideoEncoder:
         self._raise_if_failed()
         self.container.mux(self.stream.encode(None))
         if self.audio is not None:
-            self.audio.finish()
+            self.audio.finish(Fraction(self.frames) / Fraction(self.fps))
 
 
 def _check_chunk(chunk: torch.Tensor, size: tuple[int, int] | None) -> tuple[int, int]:
@@ -315,7 +331,7 @@ def encode_video(
         raise
     container.close()
 
-    audio_samples = 0 if waveform is None else int(waveform.shape[1])
+    audio_samples = 0 if feeder is None else feeder.position
     return WrittenVideo(
         path=path.expanduser().absolute(),
         frames=encoder.frames,

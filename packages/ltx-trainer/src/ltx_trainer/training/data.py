@@ -96,6 +96,20 @@ class PrecomputedTrainingData(Dataset):
             item[source] = tensors
         return item
 
+    def sample_files(self, index: int) -> dict[str, Path]:
+        """Sample `index`'s file in each source folder, by folder."""
+        return {source: self._paths[(source, self.keys[index])] for source in self.sources}
+
+    def non_finite_tensors(self, index: int) -> dict[Path, list[str]]:
+        """The files of sample `index` holding NaN or infinite values, with the names of those tensors."""
+        found: dict[Path, list[str]] = {}
+        for path in self.sample_files(index).values():
+            tensors = load_sample(path).tensors
+            bad = [n for n, t in tensors.items() if t.is_floating_point() and not bool(torch.isfinite(t).all())]
+            if bad:
+                found[path] = sorted(bad)
+        return found
+
     def text_features(self, index: int) -> dict[str, torch.Tensor]:
         """Sample `index`'s conditions/ tensors alone (the prompt features), without its latents."""
         if CONDITIONS not in self.sources:
@@ -206,4 +220,7 @@ def batch_loader(
         collate_fn=collate,
         num_workers=num_workers,
         persistent_workers=False,
+        # Each iterator draws its workers' base seed from this generator: without one it would take a draw
+        # from torch's global generator, which a resumed run starts in another state.
+        generator=torch.Generator().manual_seed(order.seed + start_micro_step),
     )

@@ -8,8 +8,10 @@ recorded draws in order and fails if the strategy asks for a different name or s
 
 from __future__ import annotations
 
+import contextlib
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Protocol
 
 import torch
@@ -99,3 +101,28 @@ class PerSampleDraws:
 
     def rand(self, name: str, shape: Sequence[int], device: torch.device, dtype: torch.dtype) -> torch.Tensor:
         return self._draw(torch.rand, name, shape, device, dtype)
+
+
+@contextmanager
+def keyed_global_rng(seed: int, step: int, rank: int, device: torch.device) -> Iterator[None]:
+    """Inside the block, torch's global generators (CPU and `device`'s) start from a state keyed by
+    (seed, micro-step, rank); outside it they are as they were.
+
+    For what draws from the global generator and cannot be given one of its own: peft's LoRA dropout
+    (`nn.Dropout`). Its masks then depend on the micro-step and process only, not on what else drew before
+    (a DataLoader iterator, validation, a resumed run's start), so a resumed run draws the masks the
+    uninterrupted run drew, without any generator state saved. Gradient checkpointing's recompute
+    restores the state it stashed during the forward, so it replays the same masks.
+    """
+    key = _stream_seed(seed, step, rank, "global")
+    if device.type == "cpu":
+        forked: list[int] = []
+    else:
+        forked = [device.index if device.index is not None else torch.get_device_module(device.type).current_device()]
+    with torch.random.fork_rng(devices=forked, device_type=None if device.type == "cpu" else device.type):
+        torch.default_generator.manual_seed(key)
+        if forked:
+            module = torch.get_device_module(device.type)
+            with module.device(forked[0]) if hasattr(module, "device") else contextlib.nullcontext():
+                module.manual_seed(key)  # the current device's generator only
+        yield

@@ -5,7 +5,6 @@ Each hook is a function of the run's parts; the loop in `Trainer.train` decides 
 
 from __future__ import annotations
 
-import errno
 import json
 import logging
 import random
@@ -18,6 +17,7 @@ from tqdm import tqdm
 
 from ltx_core.loader import read_checkpoint_config, read_safetensors_header
 from ltx_core.loader.key_rules import TRANSFORMER_PREFIX
+from ltx_core.write_errors import is_disk_full
 from ltx_pipelines.media.atomic_files import apply_umask
 from ltx_trainer.training import checkpoints as ckpt
 from ltx_trainer.training.lora_files import adapter_state, save_lora_file
@@ -28,9 +28,6 @@ from ltx_trainer.training.validation import ValidationRunner
 logger = logging.getLogger(__name__)
 # The progress lines keep the loop's logger name: log filters (and the tests) select them by it.
 progress_logger = logging.getLogger("ltx_trainer.training.trainer")
-
-_DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
-
 
 class CheckpointWriteError(RuntimeError):
     """A checkpoint could not be written (a full disk); nothing of that step was kept."""
@@ -134,7 +131,7 @@ def save_checkpoint(parts: TrainingParts, step: int) -> Path | None:
     try:
         ckpt.write_checkpoint(path, write, _training_state(parts, step))
     except Exception as exc:
-        if not _is_disk_full(exc):
+        if not is_disk_full(exc):
             raise
         kept = ckpt.latest_complete(folder)
         raise CheckpointWriteError(
@@ -145,14 +142,6 @@ def save_checkpoint(parts: TrainingParts, step: int) -> Path | None:
     ckpt.prune(folder, cfg.checkpoints.keep_last_n)
     logger.info("saved %s", path)
     return path
-
-
-def _is_disk_full(exc: BaseException) -> bool:
-    """ENOSPC / EDQUOT from Python, or safetensors' error wrapping Rust's (`StorageFull`, os error 28)."""
-    if isinstance(exc, OSError):
-        return exc.errno in _DISK_FULL
-    text = str(exc)
-    return "StorageFull" in text or "No space left on device" in text or "QuotaExceeded" in text
 
 
 def validate(parts: TrainingParts, runner: ValidationRunner, step: int) -> list[Path]:

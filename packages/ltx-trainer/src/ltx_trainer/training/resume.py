@@ -61,6 +61,8 @@ def load_start(parts: TrainingParts) -> int:
         parts.optimizer.load_state_dict(state["optimizer_state_dict"])
     if "adapter_state" in state:
         load_adapter_state(model, state["adapter_state"])
+    # No training draw depends on this state (the strategy's draws and LoRA dropout are keyed by the step:
+    # draws.py); it is put back for code outside the loop that may draw from the global generator.
     rng = state.get("rng_states", {})
     if "torch" in rng:
         torch.set_rng_state(rng["torch"])

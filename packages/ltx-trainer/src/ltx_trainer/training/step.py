@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ltx_trainer.training import checkpoints as ckpt
-from ltx_trainer.training.draws import PerSampleDraws
+from ltx_trainer.training.draws import PerSampleDraws, keyed_global_rng
 from ltx_trainer.training.flexible import strategy_loss
 from ltx_trainer.training.parts import TrainingParts, text_features_on
 
@@ -59,6 +59,25 @@ def text_contexts(parts: TrainingParts, batch, sample_ids):
     return parts.context_cache(*features, sample_ids)
 
 
+def diverged_samples(parts: TrainingParts, ids: list[int], per_sample: torch.Tensor) -> str:
+    """Which samples of the micro-batch gave a non-finite loss, by name, and which of their files hold NaN or
+    infinite values (the data, not the training, is then what went wrong)."""
+    losses = per_sample.detach().float().cpu().reshape(-1)
+    bad = [i for i, value in zip(ids, losses.tolist(), strict=False) if not torch.isfinite(torch.tensor(value))]
+    parts_of_line = []
+    for index in bad or ids:
+        name = str(parts.dataset.keys[index])
+        broken = parts.dataset.non_finite_tensors(index)
+        if broken:
+            where = "; ".join(f"{str(path)!r} holds NaN/inf in {', '.join(names)}" for path, names in broken.items())
+            parts_of_line.append(f"sample {name!r} ({where})")
+        else:
+            parts_of_line.append(f"sample {name!r}")
+    if not any("NaN/inf" in part for part in parts_of_line):
+        parts_of_line.append("whose data files hold only finite values")
+    return ", ".join(parts_of_line)
+
+
 def to_device(parts: TrainingParts, batch):
     return {s: {k: v.to(parts.device) for k, v in t.items()} for s, t in batch.items()}
 
@@ -74,26 +93,29 @@ def train_step(parts: TrainingParts, step: int, data: Iterator) -> StepRecord:
         batch = to_device(parts, next(data))
         ids = parts.order.indices(micro_step)
         draws = PerSampleDraws(cfg.seed, micro_step, ids)
-        inputs = parts.strategy.prepare(batch, text_contexts(parts, batch, ids), draws)
-        with acc.autocast():
-            video_pred, audio_pred = parts.model(
-                inputs.video.modality if inputs.video else None,
-                inputs.audio.modality if inputs.audio else None,
-            )
-        per_sample = strategy_loss(inputs, video_pred, audio_pred)
-        loss = per_sample.mean()
-        if not torch.isfinite(loss):
-            last_good = ckpt.latest_complete(parts.checkpoint_dir)
-            raise TrainingDiverged(
-                f"loss is {float(loss.detach())} at step {step + 1}; stopped before the optimizer step. "
-                f"Last good checkpoint: {last_good or 'none saved yet'}. Try a lower optimization.learning_rate, "
-                "bf16 instead of fp16, or check the latents (docs/troubleshooting.md)"
-            )
-        if micro < accum - 1:
-            with acc.no_sync(parts.model):
+        # LoRA dropout draws from the global generator: keyed by the micro-step, so resume replays it.
+        with keyed_global_rng(cfg.seed, micro_step, acc.process_index, parts.device):
+            inputs = parts.strategy.prepare(batch, text_contexts(parts, batch, ids), draws)
+            with acc.autocast():
+                video_pred, audio_pred = parts.model(
+                    inputs.video.modality if inputs.video else None,
+                    inputs.audio.modality if inputs.audio else None,
+                )
+            per_sample = strategy_loss(inputs, video_pred, audio_pred)
+            loss = per_sample.mean()
+            if not torch.isfinite(loss):
+                last_good = ckpt.latest_complete(parts.checkpoint_dir)
+                raise TrainingDiverged(
+                    f"loss is {float(loss.detach())} at step {step + 1} on {diverged_samples(parts, ids, per_sample)}; "
+                    f"stopped before the optimizer step. Last good checkpoint: {last_good or 'none saved yet'}. "
+                    "Try a lower optimization.learning_rate, bf16 instead of fp16, or check the latents "
+                    "(docs/troubleshooting.md)"
+                )
+            if micro < accum - 1:
+                with acc.no_sync(parts.model):
+                    acc.backward(loss / accum)
+            else:
                 acc.backward(loss / accum)
-        else:
-            acc.backward(loss / accum)
         losses.append(per_sample.detach())
         sigmas.append(inputs.sigma.detach())
     if cfg.optimization.max_grad_norm > 0:

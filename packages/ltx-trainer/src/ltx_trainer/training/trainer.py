@@ -124,14 +124,16 @@ class Trainer:
         """Train to `optimization.steps` (or `stop_at`); `on_step` sees every step's record."""
         main = self.accelerator.is_main_process
         with RunLock(self.output_dir) if main else contextlib.nullcontext(), StopSignals() as signals:
+            # Every resume check passes before anything in the output folder changes (a refused resume
+            # leaves the run's recorded config and files as they were).
+            start = load_start(self.parts)
             if main:
                 self._prepare_output_dir()
-            return self._loop(signals, stop_at, on_step)
+            return self._loop(signals, start, stop_at, on_step)
 
-    def _loop(self, signals: StopSignals, stop_at: int | None, on_step) -> TrainingResult:
+    def _loop(self, signals: StopSignals, start: int, stop_at: int | None, on_step) -> TrainingResult:
         cfg, parts = self.config, self.parts
         steps, interval = cfg.optimization.steps, cfg.checkpoints.interval
-        start = load_start(parts)
         end = min(steps, stop_at) if stop_at is not None else steps
         accum = cfg.optimization.gradient_accumulation_steps
         data = iter(batch_loader(parts.dataset, parts.order, start * accum, cfg.data.num_dataloader_workers))

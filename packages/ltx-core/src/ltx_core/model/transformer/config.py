@@ -187,6 +187,15 @@ def rope_settings(config: Mapping[str, Any]) -> tuple[RopeType, bool]:
     return rope_type, precision == "float64"
 
 
+def time_position_limit_seconds(config: Mapping[str, Any]) -> float:
+    """The seconds the temporal RoPE positions span (`positional_embedding_max_pos[0]`, and the audio
+    stream's `audio_positional_embedding_max_pos[0]`: positions are in seconds), from a transformer config
+    section: the longest clip the model was built to place in time."""
+    video = _int_tuple(config, "positional_embedding_max_pos", (20, 2048, 2048))[0]
+    audio = _int_tuple(config, "audio_positional_embedding_max_pos", (20,))[0]
+    return float(min(video, audio))
+
+
 def parse_transformer_config(config: Mapping[str, Any], variant: ModelVariant) -> TransformerConfig:
     """Validate `config` (the checkpoint's `transformer` section) and return the architecture."""
     if not isinstance(config, Mapping):
