@@ -201,3 +201,28 @@ def test_the_build_log_names_each_component_folder(folder, caplog):
         "built vocoder from audio_vae/diffusion_pytorch_model.safetensors, vocoder/diffusion_pytorch_model.safetensors"
     )
     assert built in caplog.text
+
+
+def test_a_hub_folders_latent_upsampler_is_the_default_spatial_upsampler(
+    folder, tiny_gemma_root, tmp_path, monkeypatch
+):
+    """An hf:// model folder's own `latent_upsampler/` is the default --spatial-upsampler-path, fetched like
+    the folder (the Hub is faked by a snapshot of the local folder)."""
+    import huggingface_hub
+
+    from ltx_pipelines import distilled
+
+    fetched: list[object] = []
+
+    def fake_snapshot_download(**kwargs):
+        fetched.append(kwargs.get("allow_patterns"))
+        return str(folder)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_snapshot_download)
+    argv = ["--distilled-checkpoint-path", "hf://org/ltx-2-diffusers", "--gemma-root", str(tiny_gemma_root),
+            "--prompt", "p", "--output-path", str(tmp_path / "o.mp4"), "--device", "cpu",
+            "--height", "64", "--width", "64"]  # fmt: skip
+    run = distilled.COMMAND.parse(argv)
+    assert run.models.spatial_upsampler == folder / "latent_upsampler"
+    assert run.parameters["spatial_upsampler_path"] == "hf://org/ltx-2-diffusers/latent_upsampler"
+    assert ["latent_upsampler/*"] in fetched  # only that sub-folder is fetched for it

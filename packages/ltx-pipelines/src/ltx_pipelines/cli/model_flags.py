@@ -730,11 +730,18 @@ def _local_file(flag: str, value: str | Path) -> None:
 
 
 def _folder_upsampler(checkpoint: str) -> str | None:
-    """A local diffusers folder's x2 `latent_upsampler/`, the default `--spatial-upsampler-path` of a folder
-    (its kind is checked when resolved like any other); None for a file or a folder without one."""
+    """A diffusers folder's x2 `latent_upsampler/`, the default `--spatial-upsampler-path` of a folder (its
+    kind is checked when resolved like any other); None for a file or a local folder without one. A Hub
+    folder is not listed here (no network while flags are read): its `latent_upsampler/` is fetched with it,
+    and a repository without one is named when it is resolved."""
     from ltx_core.loader.diffusers_folder import UPSAMPLER_FOLDERS, is_diffusers_folder
 
-    if is_hf_path(checkpoint) or not is_diffusers_folder(Path(checkpoint).expanduser()):
+    if is_hf_path(checkpoint):
+        if not names_a_model_folder(checkpoint):
+            return None
+        logger.info("--spatial-upsampler-path: the Hub folder's %s/", UPSAMPLER_FOLDERS[0])
+        return f"{checkpoint.rstrip('/')}/{UPSAMPLER_FOLDERS[0]}"
+    if not is_diffusers_folder(Path(checkpoint).expanduser()):
         return None
     upsampler = Path(checkpoint).expanduser() / UPSAMPLER_FOLDERS[0]
     if not upsampler.is_dir():
