@@ -19,9 +19,9 @@ from pathlib import Path
 
 from ltx_core.loader import CheckpointError, ModelFiles
 from ltx_core.model.video_vae.tiling import TilingConfig
-from ltx_pipelines.cli.arg_types import HelpFormatter
 from ltx_pipelines.cli.command import LOG_LEVELS, configure_logging, gc_skips_loaded_modules, run_reporting_errors
 from ltx_pipelines.cli.hf_paths import HfPathError, resolve_model_path
+from ltx_pipelines.cli.parser import CommandParser
 from ltx_pipelines.cli.runtime_flags import DTYPE_CHOICES
 from ltx_pipelines.cli.tiling_flags import add_tiling_args, tiling_from_args
 from ltx_pipelines.engine.checkpoint_kind import check_checkpoint_kind
@@ -34,10 +34,8 @@ logger = logging.getLogger(__name__)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m ltx_pipelines.decode",
-        description=__doc__.splitlines()[0] if __doc__ else None,
-        formatter_class=HelpFormatter,
+    parser = CommandParser(
+        prog="python -m ltx_pipelines.decode", description=__doc__.splitlines()[0] if __doc__ else None
     )
     parser.add_argument("--latents", required=True, help="The .latents.safetensors file a run saved.")
     parser.add_argument(

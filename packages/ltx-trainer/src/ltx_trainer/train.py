@@ -7,16 +7,16 @@ SIGINT (130) or SIGTERM (143), after one line saying how to resume.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 from collections.abc import Sequence
 
+from ltx_pipelines.cli.parser import CommandParser
 from ltx_trainer.config import ConfigError, LtxTrainerConfig, load_config
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ltx_trainer.train", description=__doc__.splitlines()[0])
+    parser = CommandParser(prog="python -m ltx_trainer.train", description=__doc__.splitlines()[0])
     parser.add_argument("config", nargs="?", help="training config YAML (see packages/ltx-trainer/configs/)")
     parser.add_argument(
         "--demo",

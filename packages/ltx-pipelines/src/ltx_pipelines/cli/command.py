@@ -27,13 +27,13 @@ from ltx_core.memory_estimate import InsufficientMemoryError, WorkloadShape, che
 from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.runtime import RuntimeOptions
 from ltx_core.types import DEFAULT_SCALE_FACTORS
-from ltx_pipelines.cli.arg_types import HelpFormatter
 from ltx_pipelines.cli.error_lines import report_error, stop_signals_interrupt
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
 from ltx_pipelines.cli.generated_keyframe_flags import GeneratedKeyframeFlags
 from ltx_pipelines.cli.guidance_flags import GuidanceChoice, GuidanceFlags, MaxBatchSizeFlags
 from ltx_pipelines.cli.model_flags import ModelChoice, ModelFlags, RunModels
 from ltx_pipelines.cli.output_flags import OutputChoice, OutputFlags
+from ltx_pipelines.cli.parser import CommandParser
 from ltx_pipelines.cli.prompt_flags import PromptChoice, PromptFlags
 from ltx_pipelines.cli.runtime_flags import RuntimeChoice, RuntimeFlags
 from ltx_pipelines.cli.tiling_flags import TilingChoice, TilingFlags
@@ -228,7 +228,7 @@ class PipelineCommand(Generic[P]):
         return models
 
     def parser(self, defaults: PipelineDefaults) -> argparse.ArgumentParser:
-        parser = argparse.ArgumentParser(prog=self.prog, description=self.description, formatter_class=HelpFormatter)
+        parser = CommandParser(prog=self.prog, description=self.description)
         for group in self.groups:
             group.add(parser, defaults)
         parser.add_argument(
