@@ -35,27 +35,33 @@ logger = logging.getLogger(__name__)
 
 def build_parser() -> argparse.ArgumentParser:
     parser = CommandParser(
-        prog="python -m ltx_pipelines.decode", description=__doc__.splitlines()[0] if __doc__ else None
+        prog="python -m ltx_pipelines.decode",
+        description=__doc__.splitlines()[0] if __doc__ else None,
+        add_help=False,
     )
-    parser.add_argument("--latents", required=True, help="The .latents.safetensors file a run saved.")
-    parser.add_argument(
+    files = parser.add_argument_group("files")
+    files.add_argument("--latents", required=True, help="The .latents.safetensors file a run saved.")
+    files.add_argument(
         "--output-path", required=True, help="Where to write the video (.mp4); the sidecar goes beside it."
     )
-    parser.add_argument(
+    files.add_argument(
         "--checkpoint-path",
         default=None,
         help="The LTX checkpoint with the VAE and vocoder, a path or hf:// file (default: the one the run used).",
     )
-    parser.add_argument("--device", default=None, help="cpu, cuda, cuda:N or mps (default: CUDA, then MPS, then CPU).")
-    parser.add_argument(
+    files.add_argument("--overwrite", action="store_true", help="Replace the output video and sidecar if they exist.")
+    device = parser.add_argument_group("device")
+    device.add_argument("--device", default=None, help="cpu, cuda, cuda:N or mps (default: CUDA, then MPS, then CPU).")
+    device.add_argument(
         "--dtype",
         choices=DTYPE_CHOICES,
         default=None,
         help="Decoder precision (default: the run's, for the same frames).",
     )
     add_tiling_args(parser, unset_means="the run's own layout, for the same frames")
-    parser.add_argument("--overwrite", action="store_true", help="Replace the output video and sidecar if they exist.")
-    parser.add_argument("--log-level", type=str.upper, choices=LOG_LEVELS, default="INFO", help="Logging verbosity.")
+    general = parser.add_argument_group("general")
+    general.add_argument("-h", "--help", action="help", help="Show this help.")
+    general.add_argument("--log-level", type=str.upper, choices=LOG_LEVELS, default="INFO", help="Logging verbosity.")
     return parser
 
 
