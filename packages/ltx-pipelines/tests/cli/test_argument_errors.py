@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ltx_pipelines import decode, distilled
+from ltx_pipelines import decode, distilled, ti2vid_one_stage
 
 
 def error_lines(capsys, parse, argv: list[str]) -> list[str]:
@@ -40,3 +40,20 @@ def test_decode_reports_its_errors_the_same_way(capsys, tmp_path):
     lines = error_lines(capsys, decode.main, argv)
     assert lines[0].startswith("python -m ltx_pipelines.decode: error: --latents"), lines
     assert lines[1:] == ["run `python -m ltx_pipelines.decode --help` for the flags"]
+
+
+def test_a_packed_text_encoder_given_as_gemma_root_names_the_component_flags(capsys, tmp_path):
+    """Issue 32.4: phase 9 of the skill rendered LTX-2.5 files with --checkpoint-path/--gemma-root; the refusal
+    spoke of a "Gemma 3 folder" only. It now names the flags that take LTX-2.5's files."""
+    transformer = tmp_path / "ltx-2.5-22b-dev-transformer-bf16.safetensors"
+    packed = tmp_path / "gemma4-12b-with-proj-ltx-2.5-bf16.safetensors"
+    transformer.write_bytes(b"x")
+    packed.write_bytes(b"x")
+    argv = ["--checkpoint-path", str(transformer), "--gemma-root", str(packed), "--prompt", "a fox"]
+    argv += ["--output-path", str(tmp_path / "fox.mp4")]
+    lines = error_lines(capsys, ti2vid_one_stage.COMMAND.parse, argv)
+    assert lines[0].startswith(
+        f"python -m ltx_pipelines.ti2vid_one_stage: error: --gemma-root {str(packed)!r} is a file"
+    )
+    for flag in ("--text-encoder-path", "--transformer-path", "--video-vae-path", "--audio-vae-path"):
+        assert flag in lines[0], flag

@@ -673,7 +673,18 @@ def _local_file(flag: str, value: str | Path) -> None:
 
 
 def _gemma_folder(flag: str, root: Path) -> Path:
-    """The Gemma folder checked by ltx_core's `locate_gemma_folder` (the loader's own check)."""
+    """The Gemma folder checked by ltx_core's `locate_gemma_folder` (the loader's own check). A file given to
+    --gemma-root is most often LTX-2.5's packed text encoder: the error says which flags take those files."""
+    if flag == "--gemma-root" and root.is_file():
+        text_encoder = COMPONENT_FLAGS[Component.TEXT_ENCODER]
+        others = ", ".join(
+            COMPONENT_FLAGS[c] for c in (Component.TRANSFORMER, Component.VIDEO_VAE, Component.AUDIO_VAE)
+        )
+        raise FlagError(
+            f"--gemma-root {str(root)!r} is a file; --gemma-root takes a Gemma 3 folder. A packed text encoder file "
+            f"(LTX-2.5, e.g. gemma4-12b-with-proj-ltx-2.5-bf16.safetensors) goes in {text_encoder}, with the other "
+            f"component files ({others}) instead of the single-file checkpoint"
+        )
     try:
         return locate_gemma_folder(root).root
     except CheckpointError as e:
