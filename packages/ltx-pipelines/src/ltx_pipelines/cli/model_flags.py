@@ -681,9 +681,9 @@ def _gemma_folder(flag: str, root: Path) -> Path:
             COMPONENT_FLAGS[c] for c in (Component.TRANSFORMER, Component.VIDEO_VAE, Component.AUDIO_VAE)
         )
         raise FlagError(
-            f"--gemma-root {str(root)!r} is a file; --gemma-root takes a Gemma 3 folder. A packed text encoder file "
-            f"(LTX-2.5, e.g. gemma4-12b-with-proj-ltx-2.5-bf16.safetensors) goes in {text_encoder}, with the other "
-            f"component files ({others}) instead of the single-file checkpoint"
+            f"--gemma-root {str(root)!r} is a file, not a folder: it takes a Gemma 3 folder. A packed text encoder "
+            f"file (LTX-2.5, e.g. gemma4-12b-with-proj-ltx-2.5-bf16.safetensors) goes in {text_encoder}, with the "
+            f"other component files ({others}) instead of the single-file checkpoint"
         )
     try:
         return locate_gemma_folder(root).root
