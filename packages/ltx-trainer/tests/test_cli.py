@@ -107,3 +107,32 @@ def test_process_videos_and_captions_commands(tmp_path, make_clip, tiny_models):
     mask = sample.tensors["prompt_attention_mask"]
     assert mask.dtype == torch.bool and mask[-1] and not mask[0]  # left padding: real tokens at the end
     assert torch.isfinite(sample.tensors["video_prompt_embeds"]).all()
+
+
+@pytest.mark.parametrize(
+    ("command", "args", "named"),
+    [
+        ("process_dataset", ["d.json", "--batch-size", "many"], "'--batch-size'"),
+        ("decode_latents", ["latents", "previews", "--no-such-flag"], "--no-such-flag"),
+    ],
+)
+def test_an_argument_error_is_one_line_then_the_help_pointer(command, args, named):
+    """Issue 33.12: click's report put a usage block first and the error last; now the error is the first line
+    (naming the flag) and the second points at --help."""
+    app = importlib.import_module(f"ltx_trainer.{command}").app
+    result = runner.invoke(app, args, prog_name=f"python -m ltx_trainer.{command}")
+    assert result.exit_code == 2
+    lines = [line for line in _plain(result.output).splitlines() if line.strip()]
+    assert lines[0].startswith("error: ") and named in lines[0], lines
+    assert lines[1:] == [f"run `python -m ltx_trainer.{command} --help` for the flags"], lines
+
+
+def test_train_argument_error_is_one_line_then_the_help_pointer(capsys):
+    from ltx_trainer.train import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["--log-every", "often"])
+    assert info.value.code == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("python -m ltx_trainer.train: error: argument --log-every") and "'often'" in lines[0]
+    assert lines[1:] == ["run `python -m ltx_trainer.train --help` for the flags"]

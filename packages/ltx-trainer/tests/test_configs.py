@@ -104,3 +104,23 @@ def test_train_command_reports_config_errors_in_one_line(tmp_path, capsys):
     assert "model.model_path: '/nonexistent.safetensors' is not a file" in err
     assert "data.preprocessed_data_root: '/nowhere' is not a directory" in err
     assert "lr: unknown field" in err
+
+
+@pytest.mark.parametrize("path", _mode_configs(), ids=lambda p: p.stem)
+def test_each_interval_says_what_null_means_where_it_is_set(path):
+    """Issue 32.4: `validation.interval: null` means never, `checkpoints.interval: null` the final checkpoint only.
+    The two differ, so each example config says it on the line that sets it, in the schema's own words."""
+    import re
+
+    from ltx_trainer.config import CheckpointsConfig, ValidationConfig
+
+    section = None
+    said: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        if heading := re.match(r"^([a-z_]+):\s*$", line):
+            section = heading.group(1)
+        elif line.startswith("  interval: ") and section in ("validation", "checkpoints"):
+            said[section] = line.partition("#")[2]
+    for section, model in (("validation", ValidationConfig), ("checkpoints", CheckpointsConfig)):
+        meaning = re.search(r"\((null = [^)]+)\)", model.model_fields["interval"].description).group(1)
+        assert meaning.rstrip(".") in said.get(section, ""), f"{section}.interval: {meaning!r} not said"

@@ -4,7 +4,7 @@ phase, each checked for what the next phase needs. The plan, run summary and sta
 from the templates and read back.
 
 The sanity overfit runs with the skill's own settings (50 steps, learning rate 1e-3, constant) and must
-show the drop the skill states (at least 5%). Then the run trains, is resumed as phase 8 says, and the
+pass the gate the skill states. Then the run trains, is resumed as phase 8 says, and the
 resumed LoRA renders with phase 9's command (no STG flags: the defaults fit the two-block model).
 
 CPU-only differences, applied on top of the skill's patches and stated here: the user picks 64x64x9
@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from skill_lint import REPO_ROOT, SKILL_DIR, code_lines, inline_spans
 
 PLACEHOLDER = re.compile(r"<[A-Z][A-Z_0-9]*>")
-SANITY_MIN_DROP = 0.05  # phase 6: the mean of the last 10 steps at least 5% below that of the first 10
+SANITY_GATE = re.compile(r"at least \*\*(\d+)%\*\* below")
 
 
 def skill_text(name: str) -> str:
@@ -178,8 +178,9 @@ def test_the_skill_command_sequence_runs_end_to_end_on_synthetic_clips(tmp_path,
     drop = re.search(r"^Loss drop: ([\d.]+) -> ([\d.]+) \(", baseline, re.M)
     assert drop, baseline
     first, last = float(drop.group(1)), float(drop.group(2))
-    assert "at least **5%** below" in skill_text("phases/6-sanity-autotune.md")
-    assert last <= (1 - SANITY_MIN_DROP) * first, f"the one-sample overfit did not fit: {first} -> {last}"
+    # The gate phase 6 states (the mean of the last 10 steps that much below that of the first 10).
+    gate = int(SANITY_GATE.search(skill_text("phases/6-sanity-autotune.md")).group(1)) / 100
+    assert last <= (1 - gate) * first, f"the one-sample overfit did not fit: {first} -> {last}"
     print(f"sanity overfit: mean loss of the first 10 steps {first:.4f}, of the last 10 {last:.4f}")
     # Autotune trial 2 (double the batch) cannot run on one sample: logged as skipped, in the skill's format.
     formats = [x for x in code_lines(skill_text("phases/6-sanity-autotune.md")) if x.startswith("trial <N>")]

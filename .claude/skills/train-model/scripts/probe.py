@@ -3,7 +3,9 @@
 Usage: python .claude/skills/train-model/scripts/probe.py MEDIA [MEDIA ...] [--run RUN] [--max-frames N]
 MEDIA are clip files or folders (searched recursively). Prints, one fact per line: the clips by
 extension, the shortest clip, the frame count every clip reaches (largest 8k+1, capped at
---max-frames), the clips without an audio track, the CUDA devices (torch) and the free disk space.
+--max-frames), each resolution with its orientation and clips, the buckets that fit those orientations
+(the default of phase 3), the clips without an audio track, the CUDA devices (torch) and the free disk
+space.
 `ffprobe` and `nvidia-smi` are not needed; where they exist they only add detail.
 """
 
@@ -19,6 +21,11 @@ from pathlib import Path
 
 VIDEO_SUFFIXES = (".mp4", ".mov", ".mkv", ".webm", ".avi", ".m4v")
 DEFAULT_MAX_FRAMES = 49  # the skill's default bucket (960x544x49); the probe only ever lowers it
+# One bucket size per orientation, all near the default's area (960x544, multiples of 32): the trainer puts
+# each clip in the bucket of the closest aspect ratio, so a portrait clip only keeps its framing when a
+# portrait bucket exists (else it is centre-cropped to a landscape strip).
+ORIENTATION_SIZES = {"landscape": (960, 544), "portrait": (544, 960), "square": (704, 704)}
+NAMES_SHOWN = 5
 
 
 @dataclass(frozen=True)
@@ -27,10 +34,18 @@ class Clip:
     frames: int
     fps: float
     has_audio: bool
+    width: int
+    height: int
 
     @property
     def seconds(self) -> float:
         return self.frames / self.fps if self.fps > 0 else 0.0
+
+    @property
+    def orientation(self) -> str:
+        if self.width == self.height:
+            return "square"
+        return "landscape" if self.width > self.height else "portrait"
 
 
 def largest_frame_count(frames: int, cap: int | None = None) -> int:
@@ -62,7 +77,7 @@ def probe_clips(paths: Sequence[Path]) -> tuple[list[Clip], list[tuple[Path, str
         except (MediaError, OSError) as exc:
             unreadable.append((path, str(exc)))
             continue
-        clips.append(Clip(path, info.frames, info.fps, info.has_audio))
+        clips.append(Clip(path, info.frames, info.fps, info.has_audio, info.width, info.height))
     return clips, unreadable
 
 
@@ -79,6 +94,32 @@ def gpu_lines() -> list[str]:
         lines.append(
             f"gpu {i}: {torch.cuda.get_device_name(i)}, {total / 2**30:.1f} GiB total, {free / 2**30:.1f} GiB free"
         )
+    return lines
+
+
+def _names(clips: Sequence[Clip]) -> str:
+    names = [c.path.name for c in clips[:NAMES_SHOWN]]
+    more = len(clips) - len(names)
+    return ", ".join(names) + (f" and {more} more" if more else "")
+
+
+def resolution_lines(clips: Sequence[Clip], frames: int) -> list[str]:
+    """One line per resolution (with its orientation and clips), then the buckets that fit the orientations
+    found: one per orientation, so that no clip is cropped into a bucket of another orientation."""
+    by_size: dict[tuple[int, int], list[Clip]] = {}
+    for clip in clips:
+        by_size.setdefault((clip.width, clip.height), []).append(clip)
+    lines = [
+        f"resolution: {w}x{h} {group[0].orientation}, {len(group)} clip{'s' * (len(group) > 1)}: {_names(group)}"
+        for (w, h), group in sorted(by_size.items(), key=lambda item: -len(item[1]))
+    ]
+    counts = Counter(c.orientation for c in clips)
+    order = [o for o in ORIENTATION_SIZES if counts[o]]
+    buckets = ";".join(f"{ORIENTATION_SIZES[o][0]}x{ORIENTATION_SIZES[o][1]}x{frames}" for o in order)
+    which = ", ".join(f"{o} {counts[o]}" for o in order)
+    note = "; several buckets need optimization.batch_size 1" if len(order) > 1 else ""
+    # `;`-separated: the line's first word is the --resolution-buckets value as is.
+    lines.append(f"buckets: {buckets} (one per orientation: {which}{note})")
     return lines
 
 
@@ -100,6 +141,7 @@ def report(clips: list[Clip], unreadable: list[tuple[Path, str]], run: Path | No
             f"frame count: {largest_frame_count(shortest.frames, max_frames)} (largest 8k+1 every clip reaches "
             f"is {reach}; at most {max_frames})"
         )
+        lines += resolution_lines(clips, largest_frame_count(shortest.frames, max_frames))
         silent = [c.path.name for c in clips if not c.has_audio]
         lines.append(
             f"audio: {len(clips) - len(silent)} of {len(clips)} clips have an audio track"

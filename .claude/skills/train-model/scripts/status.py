@@ -67,6 +67,7 @@ def read_status(run: Path, log: Path, outputs: Path) -> RunStatus:
     for line in lines:
         if m := STEP_LINE.match(line):
             steps.append(StepLine(int(m["step"]), int(m["total"]), float(m["loss"]), float(m["time"]), float(m["mem"])))
+            error = None  # training went on after it (a resumed run appends to the log): no longer current
         elif m := SAVED_LINE.match(line):
             checkpoint = Path(m["path"]).name
             final_saved = bool(steps) and int(m["step"]) == steps[-1].total

@@ -23,9 +23,9 @@ from pathlib import Path
 from ltx_core.loader import CheckpointError, ModelFiles
 from ltx_core.loader.model_files import COMPONENT_FLAGS, Component, Layout, model_files_of, names_a_model_folder
 from ltx_core.model.video_vae.tiling import TilingConfig
-from ltx_pipelines.cli.arg_types import HelpFormatter
 from ltx_pipelines.cli.command import LOG_LEVELS, configure_logging, gc_skips_loaded_modules, run_reporting_errors
 from ltx_pipelines.cli.hf_paths import HfPathError, resolve_model_path
+from ltx_pipelines.cli.parser import CommandParser
 from ltx_pipelines.cli.runtime_flags import DTYPE_CHOICES
 from ltx_pipelines.cli.tiling_flags import add_tiling_args, tiling_from_args
 from ltx_pipelines.engine.decoding import decode_video_generation
@@ -37,38 +37,42 @@ logger = logging.getLogger(__name__)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="python -m ltx_pipelines.decode",
         description=__doc__.splitlines()[0] if __doc__ else None,
-        formatter_class=HelpFormatter,
+        add_help=False,
     )
-    parser.add_argument("--latents", required=True, help="The .latents.safetensors file a run saved.")
-    parser.add_argument(
+    files = parser.add_argument_group("files")
+    files.add_argument("--latents", required=True, help="The .latents.safetensors file a run saved.")
+    files.add_argument(
         "--output-path", required=True, help="Where to write the video (.mp4); the sidecar goes beside it."
     )
-    parser.add_argument(
+    files.add_argument(
         "--checkpoint-path",
         default=None,
         help="A single-file LTX checkpoint or a diffusers model folder holding the video VAE, audio VAE and "
         "vocoder, a path or hf:// file or folder (default: the model files the run used).",
     )
     for component, what in _DECODER_FILES.items():
-        parser.add_argument(
+        files.add_argument(
             COMPONENT_FLAGS[component],
             default=None,
             help=f"The {what} file (e.g. LTX-2.5's {_EXAMPLES[component]}), a path or hf:// file; replaces the "
             "recorded one (or --checkpoint-path's).",
         )
-    parser.add_argument("--device", default=None, help="cpu, cuda, cuda:N or mps (default: CUDA, then MPS, then CPU).")
-    parser.add_argument(
+    files.add_argument("--overwrite", action="store_true", help="Replace the output video and sidecar if they exist.")
+    device = parser.add_argument_group("device")
+    device.add_argument("--device", default=None, help="cpu, cuda, cuda:N or mps (default: CUDA, then MPS, then CPU).")
+    device.add_argument(
         "--dtype",
         choices=DTYPE_CHOICES,
         default=None,
         help="Decoder precision (default: the run's, for the same frames).",
     )
     add_tiling_args(parser, unset_means="the run's own layout, for the same frames")
-    parser.add_argument("--overwrite", action="store_true", help="Replace the output video and sidecar if they exist.")
-    parser.add_argument("--log-level", type=str.upper, choices=LOG_LEVELS, default="INFO", help="Logging verbosity.")
+    general = parser.add_argument_group("general")
+    general.add_argument("-h", "--help", action="help", help="Show this help.")
+    general.add_argument("--log-level", type=str.upper, choices=LOG_LEVELS, default="INFO", help="Logging verbosity.")
     return parser
 
 

@@ -370,9 +370,11 @@ def check_run(config: Any, device: torch.device) -> TrainingMemoryEstimate | Non
 
 def main(argv: Sequence[str] | None = None) -> None:
     """`python -m ltx_trainer.memory_plan CHECKPOINT_OR_CONFIG_JSON ...`: the estimate for a card size."""
-    import argparse
+    from ltx_pipelines.cli.parser import CommandParser
 
-    parser = argparse.ArgumentParser(description="Estimate the peak memory of a LoRA training run.")
+    parser = CommandParser(
+        prog="python -m ltx_trainer.memory_plan", description="Estimate the peak memory of a LoRA training run."
+    )
     parser.add_argument("checkpoint", type=Path, help="a .safetensors checkpoint or a JSON file with its 'config'")
     parser.add_argument("--video-tokens", type=int, required=True)
     parser.add_argument("--audio-tokens", type=int, default=0)

@@ -11,18 +11,18 @@ stop in the middle of a step could crash (exit 139 instead of 143, seen in 5 of 
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import logging
 import os
 import sys
 from collections.abc import Sequence
 
+from ltx_pipelines.cli.parser import CommandParser
 from ltx_trainer.config import ConfigError, LtxTrainerConfig, load_config
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ltx_trainer.train", description=__doc__.splitlines()[0])
+    parser = CommandParser(prog="python -m ltx_trainer.train", description=__doc__.splitlines()[0])
     parser.add_argument("config", nargs="?", help="training config YAML (see packages/ltx-trainer/configs/)")
     parser.add_argument(
         "--demo",

@@ -100,11 +100,3 @@ class LoraAction(RepeatedValuesAction):
         strength = number_arg(self, "STRENGTH", values[1], float) if len(values) == 2 else DEFAULT_LORA_STRENGTH
         path = values[0] if is_hf_path(values[0]) else Path(values[0]).expanduser()
         return LoraSpec(path, strength)
-
-
-class HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """Shows a variable-length flag's real argument list (`PATH FRAME_IDX STRENGTH [CRF]`)."""
-
-    def _format_args(self, action: argparse.Action, default_metavar: str) -> str:
-        shown = getattr(action, "display_metavar", None)
-        return shown if shown is not None else super()._format_args(action, default_metavar)

@@ -27,13 +27,13 @@ from ltx_core.memory_estimate import InsufficientMemoryError, WorkloadShape, che
 from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.runtime import RuntimeOptions
 from ltx_core.types import DEFAULT_SCALE_FACTORS
-from ltx_pipelines.cli.arg_types import HelpFormatter
 from ltx_pipelines.cli.error_lines import report_error, stop_signals_interrupt
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
 from ltx_pipelines.cli.generated_keyframe_flags import GeneratedKeyframeFlags
 from ltx_pipelines.cli.guidance_flags import GuidanceChoice, GuidanceFlags, MaxBatchSizeFlags
 from ltx_pipelines.cli.model_flags import ModelChoice, ModelFlags, RunModels
 from ltx_pipelines.cli.output_flags import OutputChoice, OutputFlags
+from ltx_pipelines.cli.parser import CommandParser
 from ltx_pipelines.cli.prompt_flags import PromptChoice, PromptFlags
 from ltx_pipelines.cli.runtime_flags import RuntimeChoice, RuntimeFlags
 from ltx_pipelines.cli.tiling_flags import TilingChoice, TilingFlags
@@ -228,15 +228,14 @@ class PipelineCommand(Generic[P]):
         return models
 
     def parser(self, defaults: PipelineDefaults) -> argparse.ArgumentParser:
-        parser = argparse.ArgumentParser(prog=self.prog, description=self.description, formatter_class=HelpFormatter)
+        """The full parser; `defaults`: the values its help shows (see `defaults_for`)."""
+        parser = CommandParser(prog=self.prog, description=self.description, add_help=False)
         for group in self.groups:
             group.add(parser, defaults)
-        parser.add_argument(
-            "--demo",
-            action="store_true",
-            help="Run the pipeline's small demo configuration; model paths become optional.",
-        )
-        parser.add_argument(
+        # Every flag sits in a named group: --help and --log-level too (not argparse's catch-all "options").
+        general = parser.add_argument_group("general")
+        general.add_argument("-h", "--help", action="help", help="Show this help (with --demo: the demo's defaults).")
+        general.add_argument(
             "--log-level", type=str.upper, choices=LOG_LEVELS, default="INFO", help="Logging verbosity (default: INFO)."
         )
         return parser
@@ -246,11 +245,28 @@ class PipelineCommand(Generic[P]):
 
         return self.fixed_defaults or LTX_2_3_DEFAULTS
 
+    def run_defaults(self, args: argparse.Namespace) -> PipelineDefaults:
+        """The defaults of a run with parsed `args`: the model generation's (or the fixed ones), made the demo's
+        with `--demo`."""
+        defaults = self.fixed_defaults or self.models.generation_defaults(args)
+        if args.demo:
+            defaults = demo_defaults(defaults, two_stage=self.models.two_stage)
+        return defaults
+
+    def defaults_for(self, argv: Sequence[str]) -> PipelineDefaults:
+        """The defaults `argv` runs with, read from its model flags alone (`--demo`, `--demo-family`, the
+        checkpoint), so that `--help` shows those of the run it would start (`--demo --help`: the demo's)."""
+        models = CommandParser(prog=self.prog, add_help=False)
+        self.models.add(models, self.help_defaults())
+        known, _ = models.parse_known_args(list(argv))
+        return self.run_defaults(known)
+
     def parse(self, argv: Sequence[str] | None = None) -> Run:
         """Parse and check `argv`; a bad value ends the program (exit code 2) before any model is built or
         written, the demo models included."""
-        parser = self.parser(self.help_defaults())
-        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+        argv = list(sys.argv[1:] if argv is None else argv)
+        parser = self.parser(self.defaults_for(argv))
+        args = parser.parse_args(argv)
         configure_logging(args.log_level)
         try:
             return self.read(args)
@@ -260,9 +276,7 @@ class PipelineCommand(Generic[P]):
     def read(self, args: argparse.Namespace) -> Run:
         """The run of parsed `args` (raises `FlagError`)."""
         demo = bool(args.demo)
-        defaults = self.fixed_defaults or self.models.generation_defaults(args)
-        if demo:
-            defaults = demo_defaults(defaults, two_stage=self.models.two_stage)
+        defaults = self.run_defaults(args)
         values: dict[type, Any] = {}
         context = ReadContext(defaults=defaults, demo=demo, values=values)
         # What the user typed is checked before the demo models are built (seconds on a first run).
@@ -371,8 +385,9 @@ class PipelineCommand(Generic[P]):
 
     def main(self, argv: Sequence[str] | None = None) -> int:
         """`python -m <module>`: bad arguments exit with code 2, a later failure with 1 (one line on stderr)."""
-        parser = self.parser(self.help_defaults())
-        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+        argv = list(sys.argv[1:] if argv is None else argv)
+        parser = self.parser(self.defaults_for(argv))
+        args = parser.parse_args(argv)
         configure_logging(args.log_level)
         try:
             run = self.read(args)

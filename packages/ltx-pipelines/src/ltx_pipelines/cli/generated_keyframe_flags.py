@@ -26,7 +26,7 @@ class GeneratedKeyframeFlags(FlagGroup[int]):
     """`--num-generated-keyframes`, read as the count the pipeline's `generated_keyframes` takes."""
 
     def add(self, parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
-        parser.add_argument(
+        parser.add_argument_group("generated keyframes").add_argument(
             FLAG,
             type=int,
             default=0,

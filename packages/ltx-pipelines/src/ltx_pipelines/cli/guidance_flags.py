@@ -220,7 +220,7 @@ class MaxBatchSizeFlags(FlagGroup[int]):
     """`--max-batch-size N`: how many guidance passes share one transformer call."""
 
     def add(self, parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
-        parser.add_argument(
+        parser.add_argument_group("guidance batching").add_argument(
             "--max-batch-size",
             type=positive_int,
             default=DEFAULT_MAX_BATCH_SIZE,

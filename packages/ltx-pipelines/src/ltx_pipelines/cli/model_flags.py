@@ -173,6 +173,12 @@ class ModelFlags(FlagGroup[ModelChoice]):
     `--lora` when none is given; None: the demo runs without one."""
 
     @property
+    def default_demo_family(self) -> str:
+        """The demo set `--demo` uses without `--demo-family`: the general default where this pipeline runs it,
+        else the first family it runs on (a pipeline that runs on one family only defaults to it)."""
+        return DEFAULT_DEMO_FAMILY if DEFAULT_DEMO_FAMILY in self.demo_families else self.demo_families[0]
+
+    @property
     def checkpoint_flag(self) -> str:
         return "--distilled-checkpoint-path" if self.distilled else "--checkpoint-path"
 
@@ -220,10 +226,16 @@ class ModelFlags(FlagGroup[ModelChoice]):
             )
         self._add_component_flags(group)
         group.add_argument(
+            "--demo",
+            action="store_true",
+            help="Run the pipeline's small demo configuration (tiny random models, noise as output); model paths "
+            "become optional. With --help: shows the demo's defaults.",
+        )
+        group.add_argument(
             "--demo-family",
             choices=DEMO_FAMILIES,
             default=None,
-            help=f"With --demo: the model family of the demo files (default: {DEFAULT_DEMO_FAMILY}; "
+            help=f"With --demo: the model family of the demo files (default: {self.default_demo_family}; "
             f"this pipeline runs on: {', '.join(self.demo_families)}).",
         )
         if self.loras:
@@ -284,7 +296,8 @@ class ModelFlags(FlagGroup[ModelChoice]):
         file's header only; none given or unreadable: LTX-2.3's)."""
         value = getattr(args, self.checkpoint_dest) or getattr(args, "transformer_path", None)
         if value is None:
-            if getattr(args, "demo", False) and getattr(args, "demo_family", None) == "ltx-2.5":
+            family = getattr(args, "demo_family", None) or self.default_demo_family
+            if getattr(args, "demo", False) and family == "ltx-2.5":
                 from ltx_pipelines.demo_assets_ltx25 import DEMO_LTX25_MODEL_VERSION
 
                 return defaults_for_version(normalize_model_version(DEMO_LTX25_MODEL_VERSION))
@@ -413,7 +426,7 @@ class ModelFlags(FlagGroup[ModelChoice]):
         components: dict[Component, str],
     ) -> str | None:
         """The demo family `--demo-family` picks, checked against the pipeline and the files given."""
-        family = args.demo_family or DEFAULT_DEMO_FAMILY
+        family = args.demo_family or self.default_demo_family
         if not context.demo:
             if args.demo_family is not None:
                 raise FlagError(f"--demo-family {family} is only used with --demo")
@@ -751,7 +764,18 @@ def _folder_upsampler(checkpoint: str) -> str | None:
 
 
 def _gemma_folder(flag: str, root: Path) -> Path:
-    """The Gemma folder checked by ltx_core's `locate_gemma_folder` (the loader's own check)."""
+    """The Gemma folder checked by ltx_core's `locate_gemma_folder` (the loader's own check). A file given to
+    --gemma-root is most often LTX-2.5's packed text encoder: the error says which flags take those files."""
+    if flag == "--gemma-root" and root.is_file():
+        text_encoder = COMPONENT_FLAGS[Component.TEXT_ENCODER]
+        others = ", ".join(
+            COMPONENT_FLAGS[c] for c in (Component.TRANSFORMER, Component.VIDEO_VAE, Component.AUDIO_VAE)
+        )
+        raise FlagError(
+            f"--gemma-root {str(root)!r} is a file, not a folder: it takes a Gemma 3 folder. A packed text encoder "
+            f"file (LTX-2.5, e.g. gemma4-12b-with-proj-ltx-2.5-bf16.safetensors) goes in {text_encoder}, with the "
+            f"other component files ({others}) instead of the single-file checkpoint"
+        )
     try:
         return locate_gemma_folder(root).root
     except CheckpointError as e:

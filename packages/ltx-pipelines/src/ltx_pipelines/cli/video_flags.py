@@ -3,7 +3,7 @@
 
 Pipelines that can predict the length from the prompt (`auto_duration`) add `--auto-duration MIN MAX`: the
 LTX-2.5 duration head picks the frame count in that range, as it does in its default range when
-`--num-frames` is omitted on model files with a duration head (`--demo` keeps its short fixed length).
+`--num-frames` is omitted on model files with a duration head (the LTX-2.5 demo's included).
 """
 
 from __future__ import annotations
@@ -96,11 +96,12 @@ class VideoFlags(FlagGroup[VideoChoice]):
             default=None,
             help=f"Video width in pixels, a multiple of {multiple} (default: {width}).",
         )
+        picked = " or, on model files with a duration head, picked from the prompt" if self.auto_duration else ""
         group.add_argument(
             "--num-frames",
             type=int,
             default=None,
-            help=f"Number of frames, 8k+1 (1, 9, ..., 121, ...) (default: {defaults.num_frames}).",
+            help=f"Number of frames, 8k+1 (1, 9, ..., 121, ...) (default: {defaults.num_frames}{picked}).",
         )
         group.add_argument(
             "--frame-rate",
@@ -213,8 +214,6 @@ class VideoFlags(FlagGroup[VideoChoice]):
                 low, high = value.duration.min_seconds, value.duration.max_seconds
                 raise FlagError(f"--auto-duration {low:g} {high:g} is not accepted: {e}") from None
             return value
-        if context.demo:
-            return value  # the demo keeps its short fixed length
         if head:
             duration = DurationRange()
             return replace(value, duration=duration, num_frames=_longest(duration, value.frame_rate))
