@@ -188,3 +188,21 @@ def test_the_decode_command_reports_a_file_that_is_not_latents(tmp_path, capsys)
         decode.main(["--latents", str(not_latents), "--output-path", str(tmp_path / "clip.mp4")])
     assert info.value.code == 2
     assert "is not a latents file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        OSError(errno.ENOSPC, "No space left on device", "/out/clip.mp4"),
+        RuntimeError("[enforce fail at inline_container.cc:671] . unexpected pos 704 vs 598"),
+        Exception("safetensors_rust.SafetensorError: Error while serializing: IoError(Os { kind: StorageFull })"),
+    ],
+    ids=["oserror", "torch-save", "safetensors"],
+)
+def test_every_shape_of_a_full_disk_is_the_full_disk_line(error, tmp_path):
+    """A full disk reaches the command in the shapes Python, torch.save and safetensors give it; each is the
+    one full-disk line (the same recognition the trainer and the converters use)."""
+    from ltx_pipelines.cli.error_lines import describe_error
+
+    line = describe_error(error, output_path=tmp_path / "clip.mp4")
+    assert line.text.startswith("no space left on the disk"), line

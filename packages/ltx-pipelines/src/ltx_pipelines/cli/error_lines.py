@@ -25,6 +25,7 @@ import torch
 
 from ltx_core.conditioning import ConditioningError
 from ltx_core.loader import CheckpointError
+from ltx_core.write_errors import is_disk_full
 from ltx_pipelines.cli.hf_paths import HfPathError
 from ltx_pipelines.engine.final_latents import NonFiniteLatentsError
 from ltx_pipelines.engine.latents_file import LatentsFileError
@@ -37,7 +38,6 @@ EXIT_INTERRUPTED = 130  # the shell's code for a run ended by Ctrl-C (128 + SIGI
 # see the stop they asked for (and the trainer's code for it; Ctrl-C keeps 130).
 EXIT_TERMINATED = 143
 _MAX_DETAIL = 1000
-_DISK_FULL = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}
 _NO_PERMISSION = {errno.EACCES, errno.EPERM, errno.EROFS}
 
 
@@ -111,8 +111,8 @@ def describe_error(error: BaseException, *, output_path: Path | None = None, ter
             f"out of memory ({_detail(error)}); try a smaller --height/--width/--num-frames, --dtype bfloat16, "
             "or close other programs using the GPU"
         )
-    if isinstance(error, OSError) and error.errno in _DISK_FULL:
-        where = error.filename or (output_path.parent if output_path is not None else None)
+    if is_disk_full(error):
+        where = getattr(error, "filename", None) or (output_path.parent if output_path is not None else None)
         place = f" writing {str(where)!r}" if where else ""
         return ErrorLine(
             f"no space left on the disk{place}; free some space or choose an --output-path on another disk"

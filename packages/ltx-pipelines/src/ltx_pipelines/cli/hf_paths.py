@@ -12,7 +12,6 @@ is used as well, and only a file absent from the cache is an error.
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import re
@@ -24,6 +23,8 @@ from urllib.parse import quote, unquote
 import huggingface_hub
 from huggingface_hub import constants as hub_constants
 from huggingface_hub import errors as hub_errors
+
+from ltx_core.write_errors import is_disk_full
 
 logger = logging.getLogger(__name__)
 
@@ -100,9 +101,6 @@ def _hub_error(cls_name: str) -> type[BaseException]:
     return getattr(hub_errors, cls_name, None) or type(f"_Absent{cls_name}", (Exception,), {})
 
 
-_DISK_FULL = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}
-
-
 def _definitive_hub_error(error: BaseException, hf: HfPath, cache_dir: str | Path | None) -> HfPathError | None:
     """An answer the cache cannot improve on, worded with what to do; None for errors that may be the
     network's (the cache is tried then)."""
@@ -126,7 +124,7 @@ def _definitive_hub_error(error: BaseException, hf: HfPath, cache_dir: str | Pat
         )
     if isinstance(error, _hub_error("HFValidationError")):
         return HfPathError(f"{hf} is not a valid Hugging Face path: {error}")
-    if isinstance(error, OSError) and error.errno in _DISK_FULL:
+    if is_disk_full(error):
         cache = cache_dir or hub_constants.HF_HUB_CACHE
         return HfPathError(
             f"{hf}: no space left on the disk holding the Hugging Face cache ({cache}); free some space or point "
