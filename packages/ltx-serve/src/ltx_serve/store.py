@@ -65,6 +65,8 @@ class JobStore(Protocol):
     def is_cancelled(self, job_id: str) -> bool: ...
     def purge(self, job_id: str) -> None: ...
     def requeue_stale(self, *, older_than_s: float | None) -> list[str]: ...
+    def requeue_worker(self, worker: str) -> list[str]: ...
+    def cancelled_claim(self, worker: str) -> str | None: ...
     def counts(self) -> dict[str, int]: ...
     def close(self) -> None: ...
 
@@ -81,14 +83,44 @@ COLUMNS = (
 
 
 def job_from_row(row: tuple[Any, ...]) -> Job:
-    (id_, seq, created, status, progress, request, attempts, max_attempts, error, claimed_by, started, completed,
-     phase, step, steps, output, timings) = row  # fmt: skip
+    (
+        id_,
+        seq,
+        created,
+        status,
+        progress,
+        request,
+        attempts,
+        max_attempts,
+        error,
+        claimed_by,
+        started,
+        completed,
+        phase,
+        step,
+        steps,
+        output,
+        timings,
+    ) = row
     return Job(
-        id=id_, seq=seq, created_at=created, status=status, progress=progress, request=json.loads(request),
-        attempts=attempts, max_attempts=max_attempts, error=json.loads(error) if error else None,
-        claimed_by=claimed_by, started_at=started, completed_at=completed, phase=phase, step=step, steps=steps,
-        output=output, timings=json.loads(timings) if timings else {},
-    )  # fmt: skip
+        id=id_,
+        seq=seq,
+        created_at=created,
+        status=status,
+        progress=progress,
+        request=json.loads(request),
+        attempts=attempts,
+        max_attempts=max_attempts,
+        error=json.loads(error) if error else None,
+        claimed_by=claimed_by,
+        started_at=started,
+        completed_at=completed,
+        phase=phase,
+        step=step,
+        steps=steps,
+        output=output,
+        timings=json.loads(timings) if timings else {},
+    )
 
 
 def gave_up_error(attempts: int) -> dict[str, Any]:
@@ -254,12 +286,26 @@ class SqliteJobStore:
         """Queue again the running jobs whose worker is gone: all of them (`older_than_s` None, at start-up of
         the only server on this file), or those without a heartbeat for `older_than_s`. A job that has used its
         attempts fails with the reason instead. Returns the ids requeued."""
+        where = "status = 'in_progress'"
+        args: tuple[Any, ...] = ()
+        if older_than_s is not None:
+            where += " AND heartbeat < ?"
+            args = (time.time() - older_than_s,)
+        return self._requeue(where, args)
+
+    def requeue_worker(self, worker: str) -> list[str]:
+        """Queue again the job of a worker that died (same attempt rule as `requeue_stale`)."""
+        return self._requeue("status = 'in_progress' AND claimed_by = ?", (worker,))
+
+    def cancelled_claim(self, worker: str) -> str | None:
+        """The deleted job `worker` still runs, if any (its supervisor stops the worker)."""
+        row = self._db.execute(
+            "SELECT id FROM jobs WHERE status = 'cancelled' AND claimed_by = ?", (worker,)
+        ).fetchone()
+        return None if row is None else row[0]
+
+    def _requeue(self, where: str, args: tuple[Any, ...]) -> list[str]:
         with self._write() as db:
-            where = "status = 'in_progress'"
-            args: tuple[Any, ...] = ()
-            if older_than_s is not None:
-                where += " AND heartbeat < ?"
-                args = (time.time() - older_than_s,)
             rows = db.execute(f"SELECT id, attempts, max_attempts FROM jobs WHERE {where}", args).fetchall()
             requeued = []
             for job_id, attempts, max_attempts in rows:
