@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -318,8 +319,23 @@ def remove_job_files(data_dir: Path, job_id: str) -> None:
             path.unlink(missing_ok=True)
 
 
+def die_with_parent() -> None:
+    """Ask Linux to kill this worker when its server dies (`kill -9` included): an orphan would go on running
+    a job that the restarted server queues again."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
 def heartbeat_loop(worker: Worker, store: JobStore, stop: threading.Event, every_s: float) -> None:
+    parent = os.getppid()
     while not stop.wait(every_s):
+        if os.getppid() != parent:  # the server is gone (where the death signal is not available)
+            os._exit(1)
         job_id = worker.current
         if job_id is not None:
             store.heartbeat(job_id, worker.config.worker_id)
@@ -329,6 +345,7 @@ def worker_main(config: WorkerConfig, ready: Any = None, warm_up: bool = True) -
     """The worker process: build once, then claim jobs until killed."""
     from ltx_pipelines.cli.command import configure_logging
 
+    die_with_parent()
     configure_logging(os.environ.get("LTX_SERVE_LOG_LEVEL", "INFO"))
     store = open_store(config.queue, config.data_dir)
     worker = Worker(config, store)
