@@ -1,4 +1,5 @@
-"""The SQLite job store: idempotent enqueue, atomic claims across processes, requeue after a crash."""
+"""The job stores (SQLite, and PostgreSQL started by `pgserver`): idempotent enqueue, atomic claims across
+processes, requeue after a crash."""
 
 from __future__ import annotations
 
@@ -7,11 +8,32 @@ from pathlib import Path
 
 import pytest
 
-from ltx_serve.store import QueueFullError, SqliteJobStore
+from ltx_serve.store import QueueFullError, open_store
 
 
-def test_enqueue_is_idempotent_per_key(tmp_path: Path) -> None:
-    store = SqliteJobStore(tmp_path / "q.db")
+@pytest.fixture(scope="session")
+def postgres_url(tmp_path_factory: pytest.TempPathFactory):
+    pgserver = pytest.importorskip("pgserver")
+    server = pgserver.get_server(tmp_path_factory.mktemp("pg"), cleanup_mode="stop")
+    yield server.get_uri()
+    server.cleanup()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def queue(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh queue's `--queue` value for each back-end."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'q.db'}"
+    url = request.getfixturevalue("postgres_url")
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as db:
+        db.execute("DROP TABLE IF EXISTS ltx_serve_jobs")
+    return url
+
+
+def test_enqueue_is_idempotent_per_key(queue: str, tmp_path: Path) -> None:
+    store = open_store(queue, tmp_path)
     first, created = store.enqueue({"prompt": "a"}, idempotency_key="k1", max_attempts=3)
     again, created_again = store.enqueue({"prompt": "b"}, idempotency_key="k1", max_attempts=3)
     other, _ = store.enqueue({"prompt": "c"}, idempotency_key=None, max_attempts=3)
@@ -20,8 +42,8 @@ def test_enqueue_is_idempotent_per_key(tmp_path: Path) -> None:
     assert other.id != first.id
 
 
-def test_queue_limit_counts_queued_jobs(tmp_path: Path) -> None:
-    store = SqliteJobStore(tmp_path / "q.db")
+def test_queue_limit_counts_queued_jobs(queue: str, tmp_path: Path) -> None:
+    store = open_store(queue, tmp_path)
     store.enqueue({}, idempotency_key=None, max_attempts=1, max_queued=2)
     store.enqueue({}, idempotency_key=None, max_attempts=1, max_queued=2)
     with pytest.raises(QueueFullError):
@@ -30,29 +52,28 @@ def test_queue_limit_counts_queued_jobs(tmp_path: Path) -> None:
     store.enqueue({}, idempotency_key=None, max_attempts=1, max_queued=2)
 
 
-def test_claims_are_fifo_and_exclusive(tmp_path: Path) -> None:
-    store = SqliteJobStore(tmp_path / "q.db")
+def test_claims_are_fifo_and_exclusive(queue: str, tmp_path: Path) -> None:
+    store = open_store(queue, tmp_path)
     ids = [store.enqueue({"i": i}, idempotency_key=None, max_attempts=1)[0].id for i in range(3)]
     claimed = [store.claim("w1"), store.claim("w2"), store.claim("w1"), store.claim("w2")]
     assert [j.id for j in claimed[:3] if j] == ids and claimed[3] is None
     assert all(j.status == "in_progress" and j.attempts == 1 for j in claimed[:3] if j)
 
 
-def _claim_all(path: str, out: multiprocessing.Queue) -> None:
-    store = SqliteJobStore(path)
+def _claim_all(queue: str, out: multiprocessing.Queue) -> None:
+    store = open_store(queue, Path("."))
     got = []
     while (job := store.claim("w")) is not None:
         got.append(job.id)
     out.put(got)
 
 
-def test_concurrent_processes_never_claim_the_same_job(tmp_path: Path) -> None:
-    path = tmp_path / "q.db"
-    store = SqliteJobStore(path)
+def test_concurrent_processes_never_claim_the_same_job(queue: str, tmp_path: Path) -> None:
+    store = open_store(queue, tmp_path)
     ids = {store.enqueue({}, idempotency_key=None, max_attempts=1)[0].id for _ in range(60)}
     ctx = multiprocessing.get_context("fork")  # the test module is not importable by path in a spawned child
     out = ctx.Queue()
-    procs = [ctx.Process(target=_claim_all, args=(str(path), out)) for _ in range(3)]
+    procs = [ctx.Process(target=_claim_all, args=(queue, out)) for _ in range(3)]
     for p in procs:
         p.start()
     got = [out.get(timeout=60) for _ in procs]
@@ -62,8 +83,8 @@ def test_concurrent_processes_never_claim_the_same_job(tmp_path: Path) -> None:
     assert len(flat) == len(set(flat)) == 60 and set(flat) == ids
 
 
-def test_requeue_after_crash_then_give_up_after_max_attempts(tmp_path: Path) -> None:
-    store = SqliteJobStore(tmp_path / "q.db")
+def test_requeue_after_crash_then_give_up_after_max_attempts(queue: str, tmp_path: Path) -> None:
+    store = open_store(queue, tmp_path)
     job, _ = store.enqueue({}, idempotency_key=None, max_attempts=2)
     store.claim("dead-worker")
     assert store.requeue_stale(older_than_s=None) == [job.id]
@@ -75,15 +96,15 @@ def test_requeue_after_crash_then_give_up_after_max_attempts(tmp_path: Path) -> 
     assert failed.status == "failed" and failed.error["code"] == "worker_lost"
 
 
-def test_requeue_by_heartbeat_age_leaves_live_claims(tmp_path: Path) -> None:
-    store = SqliteJobStore(tmp_path / "q.db")
+def test_requeue_by_heartbeat_age_leaves_live_claims(queue: str, tmp_path: Path) -> None:
+    store = open_store(queue, tmp_path)
     store.enqueue({}, idempotency_key=None, max_attempts=3)
     store.claim("w")
     assert store.requeue_stale(older_than_s=60) == []
 
 
-def test_cancel_hides_job_and_stops_its_completion(tmp_path: Path) -> None:
-    store = SqliteJobStore(tmp_path / "q.db")
+def test_cancel_hides_job_and_stops_its_completion(queue: str, tmp_path: Path) -> None:
+    store = open_store(queue, tmp_path)
     job, _ = store.enqueue({}, idempotency_key=None, max_attempts=3)
     store.claim("w")
     assert store.cancel(job.id) is not None
@@ -92,8 +113,8 @@ def test_cancel_hides_job_and_stops_its_completion(tmp_path: Path) -> None:
     assert store.cancel(job.id) is None
 
 
-def test_list_pages_by_creation_order(tmp_path: Path) -> None:
-    store = SqliteJobStore(tmp_path / "q.db")
+def test_list_pages_by_creation_order(queue: str, tmp_path: Path) -> None:
+    store = open_store(queue, tmp_path)
     ids = [store.enqueue({}, idempotency_key=None, max_attempts=1)[0].id for _ in range(5)]
     page, more = store.list(limit=2, order="asc")
     assert [j.id for j in page] == ids[:2] and more

@@ -251,7 +251,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         requeued = store.requeue_stale(older_than_s=None)
         if requeued:
             logger.info("requeued %d jobs left running by the previous start", len(requeued))
-    supervisor = Supervisor(options, store)
+    # Its own connection: the supervisor thread writes while the API does.
+    supervisor = Supervisor(options, open_store(options.queue, options.data_dir))
     supervisor.start()
     app = create_app(
         ApiConfig(
