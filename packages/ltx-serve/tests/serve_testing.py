@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -75,3 +78,19 @@ def playable_streams(path: Path) -> tuple[int, int]:
 def get_text(url: str, timeout: float = 30) -> str:
     with urllib.request.urlopen(url, timeout=timeout) as response:
         return response.read().decode()
+
+
+@contextlib.contextmanager
+def postgres_server():
+    """A real PostgreSQL from `pgserver` (skips the test without it); yields its URL. Its folder is outside
+    pytest's (private to root) temp tree: as root, pgserver runs postgres as another user, who must reach it."""
+    import pytest
+
+    pgserver = pytest.importorskip("pgserver")
+    folder = tempfile.mkdtemp(prefix="ltx-serve-pg-")
+    server = pgserver.get_server(folder, cleanup_mode="stop")
+    try:
+        yield server.get_uri()
+    finally:
+        server.cleanup()
+        shutil.rmtree(folder, ignore_errors=True)
