@@ -75,3 +75,19 @@ def test_bad_request_is_openai_error(client) -> None:
     with pytest.raises(openai.BadRequestError) as error:
         client.videos.create(prompt="a", size="720x1280", extra_body={"num_frames": 10})
     assert error.value.body["param"] in ("num_frames", "size")
+
+
+def test_image_upload_conditions_the_job(client, server, tmp_path: Path) -> None:
+    import json
+
+    from PIL import Image
+
+    _, data_dir = server
+    image = tmp_path / "first.png"
+    Image.new("RGB", (64, 64), (250, 20, 20)).save(image)
+    with image.open("rb") as upload:
+        video = client.videos.create_and_poll(prompt="from an image", input_reference=upload, poll_interval_ms=300,
+                                              timeout=300, **SMALL)  # fmt: skip
+    assert video.status == "completed", video.error
+    sidecar = json.loads((data_dir / "outputs" / f"{video.id}.json").read_text())
+    assert "uploads" in json.dumps(sidecar["parameters"].get("images")), sidecar["parameters"]

@@ -202,11 +202,20 @@ def _check_image(data: bytes) -> bytes:
     return data
 
 
+def image_suffix(data: bytes) -> str:
+    """The file suffix of the image's own format (readers that choose by the name then read it right)."""
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as image:
+        return "." + (image.format or "png").lower().replace("jpeg", "jpg")
+
+
 def save_image(data: bytes, folder: Path, name: str) -> Path:
-    """Write the upload atomically (a partial file never looks complete)."""
+    """Write the upload atomically (a partial file never looks complete), named with its format's suffix."""
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{name}.img"
-    partial = folder / f".{name}.img.partial"
+    suffix = image_suffix(data)
+    path = folder / f"{name}{suffix}"
+    partial = folder / f".{name}{suffix}.partial"
     partial.write_bytes(data)
     partial.replace(path)
     return path
