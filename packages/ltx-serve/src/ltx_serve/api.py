@@ -134,6 +134,9 @@ def _data_url_image(reference: dict[str, Any]) -> bytes:
 
 def create_app(config: ApiConfig) -> FastAPI:
     app = FastAPI(title="ltx-serve", docs_url=None, redoc_url=None)
+    # The handlers are `async` on purpose: they all run on the event loop's one thread, so the store's single
+    # connection never sees two transactions at once (sync handlers would run on a thread pool). Store calls
+    # are short single-row statements; the heavy work is in the worker processes.
     store = config.store
 
     @app.exception_handler(ApiError)
