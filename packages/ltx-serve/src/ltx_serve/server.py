@@ -178,6 +178,9 @@ class Supervisor:
     whose job was deleted while it ran (then starts a fresh one)."""
 
     def __init__(self, options: ServeOptions, store: JobStore) -> None:
+        cpu_workers = sum(1 for d in options.devices if d in (None, "cpu"))
+        # Workers sharing the CPU split its cores; each using all of them would only make them fight.
+        threads = max(1, (os.cpu_count() or 1) // cpu_workers) if cpu_workers > 1 else None
         self.options = options
         self.store = store
         self.context = multiprocessing.get_context("spawn")
@@ -189,6 +192,7 @@ class Supervisor:
                 data_dir=options.data_dir,
                 queue=options.queue,
                 device=device,
+                threads=threads if device in (None, "cpu") else None,
             )
             for i, device in enumerate(options.devices)
         }

@@ -45,6 +45,8 @@ class WorkerConfig:
     device: str | None = None
     poll_s: float = 0.2
     heartbeat_s: float = 2.0
+    threads: int | None = None
+    """CPU threads for torch (None: torch's default, every core): CPU workers split the cores between them."""
 
 
 def outputs_dir(data_dir: Path) -> Path:
@@ -346,6 +348,10 @@ def worker_main(config: WorkerConfig, ready: Any = None, warm_up: bool = True) -
     from ltx_pipelines.cli.command import configure_logging
 
     die_with_parent()
+    if config.threads is not None:
+        import torch
+
+        torch.set_num_threads(config.threads)
     configure_logging(os.environ.get("LTX_SERVE_LOG_LEVEL", "INFO"))
     store = open_store(config.queue, config.data_dir)
     worker = Worker(config, store)
