@@ -1,0 +1,1 @@
+"""ltx-serve: the LTX-2 pipelines behind an OpenAI-style `/v1/videos` API."""

@@ -1,0 +1,371 @@
+"""A warm worker: one process per device that keeps its model weights in memory and runs queued jobs.
+
+Each job goes through the pipelines' own command-line path (`ltx_pipelines.distilled.COMMAND`): the job's
+request becomes that command's flags, read and checked by the same flag groups, then generate -> save the
+denoised latents -> decode -> write, as `python -m ltx_pipelines.distilled` does. So the same seed and inputs
+give the same bytes as the CLI. What stays warm is the weights: every model the pipeline builds goes through
+one `StateDictCache` kept for the worker's life, so a job after the first reads no model file (Gemma, which
+transformers loads, is the exception: it is read again from the page cache).
+
+Restart safety: the latents file is written beside the output before decoding (`save_latents_safely`). A job
+whose output exists is only marked done; one whose latents exist is only decoded (`ltx_pipelines.decode`);
+anything else starts from the beginning.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ltx_serve.store import Job, JobStore, open_store
+
+logger = logging.getLogger(__name__)
+
+# The share of `progress` each phase ends at; denoising fills the span between prompt and decode by steps.
+PROGRESS_AFTER = {"starting": 0, "prompt": 5, "denoise": 90, "decode": 98, "write": 99}
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """What a worker process needs: the pipeline's model flags (as typed for the CLI), its device and the
+    shared places (data folder, queue)."""
+
+    worker_id: str
+    model_argv: tuple[str, ...]
+    data_dir: Path
+    queue: str | None = None
+    device: str | None = None
+    poll_s: float = 0.2
+    heartbeat_s: float = 2.0
+    threads: int | None = None
+    """CPU threads for torch (None: torch's default, every core): CPU workers split the cores between them."""
+
+
+def outputs_dir(data_dir: Path) -> Path:
+    return data_dir / "outputs"
+
+
+def output_path(data_dir: Path, job_id: str) -> Path:
+    return outputs_dir(data_dir) / f"{job_id}.mp4"
+
+
+def uploads_dir(data_dir: Path) -> Path:
+    return data_dir / "uploads"
+
+
+def job_argv(config: WorkerConfig, request: dict[str, Any], output: Path) -> list[str]:
+    """The CLI flags of one job: the server's model flags, then the request's values (later flags win)."""
+    argv = [*config.model_argv]
+    if config.device is not None:
+        argv += ["--device", config.device]
+    argv += [
+        "--prompt",
+        request["prompt"],
+        "--seed",
+        str(request["seed"]),
+        "--height",
+        str(request["height"]),
+        "--width",
+        str(request["width"]),
+        "--num-frames",
+        str(request["num_frames"]),
+        "--frame-rate",
+        str(request["frame_rate"]),
+        "--output-path",
+        str(output),
+    ]
+    for image in request.get("images", ()):
+        argv += ["--image", image["path"], str(image["frame_idx"]), str(image["strength"])]
+    for lora in request.get("loras", ()):
+        argv += ["--lora", lora["path"], str(lora["strength"])]
+    return argv
+
+
+@dataclass
+class JobProgress:
+    """Reports a running job's phase and denoising step to the store (throttled to whole percents)."""
+
+    store: JobStore | None
+    """None: report nowhere (the warm-up run)."""
+    job_id: str
+    worker_id: str
+    steps: int = 0
+    step: int = 0
+    phase: str = "starting"
+    last: tuple[int, str, int] = (-1, "", -1)
+    timings: dict[str, float] = field(default_factory=dict)
+    _phase_start: float = field(default_factory=time.perf_counter)
+
+    def enter(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.timings[self.phase] = self.timings.get(self.phase, 0.0) + now - self._phase_start
+        self._phase_start = now
+        self.phase = phase
+        self.report()
+
+    def on_step(self) -> None:
+        if self.phase == "prompt":  # the first transformer call ends prompt encoding
+            self.enter("denoise")
+        self.step += 1
+        self.report()
+
+    def percent(self) -> int:
+        names = list(PROGRESS_AFTER)
+        before = PROGRESS_AFTER[names[max(names.index(self.phase) - 1, 0)]]
+        if self.phase == "denoise" and self.steps:
+            span = PROGRESS_AFTER["denoise"] - before
+            return before + span * min(self.step, self.steps) // self.steps
+        return before
+
+    def report(self) -> None:
+        state = (self.percent(), self.phase, self.step)
+        if state != self.last and self.store is not None:
+            self.last = state
+            self.store.progress(
+                self.job_id, self.worker_id, progress=state[0], phase=self.phase, step=self.step, steps=self.steps
+            )
+
+
+class CachedModels:
+    """The worker's model builder: `build_model` over one `StateDictCache` (the warm weights), with a hook on
+    each transformer built that counts denoising steps for the running job."""
+
+    def __init__(self) -> None:
+        from ltx_core.loader import StateDictCache
+
+        self.cache = StateDictCache()
+        self.on_step: Callable[[], None] | None = None
+
+    def __call__(self, spec: Any, source: Any, **options: Any) -> Any:
+        from ltx_core.loader import build_model
+        from ltx_core.model.transformer import AV_TRANSFORMER
+
+        if options.get("cache") is None:
+            options["cache"] = self.cache
+        model = build_model(spec, source, **options)
+        if spec.name == AV_TRANSFORMER.name:
+            # One transformer call per denoising step in the distilled pipeline.
+            model.register_forward_hook(lambda *_: self.on_step() if self.on_step is not None else None)
+        return model
+
+
+def distilled_steps() -> int:
+    from ltx_core.components.schedulers import distilled_sigmas, stage_2_distilled_sigmas
+
+    return len(distilled_sigmas()) - 1 + len(stage_2_distilled_sigmas()) - 1
+
+
+class JobCancelled(Exception):
+    """The job was deleted while it ran."""
+
+
+class Worker:
+    """Runs claimed jobs one at a time through the distilled pipeline command, with warm weights."""
+
+    def __init__(self, config: WorkerConfig, store: JobStore) -> None:
+        from ltx_pipelines.distilled import COMMAND
+
+        self.config = config
+        self.store = store
+        self.command = COMMAND
+        self.models = CachedModels()
+        self.parser = COMMAND.parser(COMMAND.help_defaults())
+        self.current: str | None = None
+        self.report: JobProgress | None = None
+
+    def warm_up(self, *, generate: bool = True) -> None:
+        """Read the model flags once (a bad flag stops the worker here, before it takes a job) and, with
+        `generate`, load every model's weights into the cache by running one tiny job that is thrown away."""
+        folder = self.config.data_dir / "warmup" / self.config.worker_id
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        request = {"prompt": "warm-up", "seed": 0, "height": 64, "width": 64, "num_frames": 9, "frame_rate": 25}
+        run = self.read_run(job_argv(self.config, request, folder / "warmup.mp4"))
+        if not generate:
+            return
+        start = time.perf_counter()
+        self.generate(run, JobProgress(None, "", self.config.worker_id), None)
+        logger.info("worker %s warm in %.1f s", self.config.worker_id, time.perf_counter() - start)
+        shutil.rmtree(folder, ignore_errors=True)
+
+    def read_run(self, argv: list[str]) -> Any:
+        """The checked CLI run of `argv` (ValueError: a flag group refused a value; SystemExit from argparse
+        is turned into ValueError too, so a bad request never stops the worker)."""
+        from ltx_pipelines.cli.flag_group import FlagError
+
+        try:
+            args = self.parser.parse_args(argv)
+            return self.command.read(args)
+        except FlagError as e:
+            raise ValueError(str(e)) from None
+        except SystemExit as e:
+            raise ValueError(f"the pipeline refused the flags {argv} (exit code {e.code})") from None
+
+    def run_job(self, job: Job) -> Path:
+        """Run `job` to its output file (resuming from its output or latents when a previous attempt left them)."""
+        from ltx_pipelines.engine.latents_file import latents_path_for
+
+        output = output_path(self.config.data_dir, job.id)
+        output.parent.mkdir(parents=True, exist_ok=True)
+        report = self.report = JobProgress(self.store, job.id, self.config.worker_id, steps=distilled_steps())
+        if output.exists():
+            logger.info("job %s: output already written by an earlier attempt", job.id)
+            return output
+        latents = latents_path_for(output)
+        if latents.exists():
+            logger.info("job %s: decoding the latents an earlier attempt saved", job.id)
+            report.enter("decode")
+            self.decode_saved(latents, output)
+            report.enter("write")
+            latents.unlink(missing_ok=True)
+            return output
+        run = self.read_run(job_argv(self.config, job.request, output))
+        self.models.on_step = report.on_step
+        try:
+            return self.generate(run, report, job.id)
+        finally:
+            self.models.on_step = None
+
+    def generate(self, run: Any, report: JobProgress, job_id: str | None) -> Path:
+        """The CLI's run with our model builder: generate, save latents, decode, write, drop the latents."""
+        from ltx_pipelines.cli.command import gc_skips_loaded_modules
+        from ltx_pipelines.distilled import DistilledPipeline, generate_with_video_flags
+        from ltx_pipelines.media.atomic_files import remove_stale_partials
+
+        command = self.command
+        with gc_skips_loaded_modules():
+            pipeline = DistilledPipeline(
+                run.models.checkpoint,
+                run.models.spatial_upsampler,
+                run.models.gemma_root,
+                **run.pipeline_options(),
+                model_builder=self.models,
+                progress=False,
+            )
+            report.enter("prompt")
+            final = generate_with_video_flags(pipeline, run)
+            self.check_cancelled(job_id)
+            report.enter("decode")
+            remove_stale_partials(run.output.path.parent)
+            latents = command.save_latents(run, final)
+            decoded = pipeline.decode(final)
+            self.check_cancelled(job_id)
+            report.enter("write")
+            written = command.write_decoded(run, decoded)
+        if latents is not None:
+            latents.unlink(missing_ok=True)
+        report.enter("write")
+        return written
+
+    def decode_saved(self, latents: Path, output: Path) -> None:
+        from ltx_pipelines import decode
+
+        argv = ["--latents", str(latents), "--output-path", str(output)]
+        if self.config.device is not None:
+            argv += ["--device", self.config.device]
+        code = decode.main(argv)
+        if code != 0:
+            raise RuntimeError(f"decoding the saved latents {latents} failed (exit code {code})")
+
+    def check_cancelled(self, job_id: str | None) -> None:
+        if job_id is not None and self.store.is_cancelled(job_id):
+            raise JobCancelled(job_id)
+
+    def serve_one(self) -> bool:
+        """Claim and run one job; False when the queue was empty."""
+        job = self.store.claim(self.config.worker_id)
+        if job is None:
+            return False
+        self.current = job.id
+        logger.info("worker %s: job %s (attempt %d)", self.config.worker_id, job.id, job.attempts)
+        try:
+            output = self.run_job(job)
+        except JobCancelled:
+            remove_job_files(self.config.data_dir, job.id)
+            self.store.purge(job.id)
+        except ValueError as e:  # the flag groups refused the request: retrying cannot help
+            self.store.fail(
+                job.id, self.config.worker_id, error={"code": "invalid_request", "message": str(e)}, retry=False
+            )
+        except Exception as e:
+            logger.exception("job %s failed", job.id)
+            self.store.fail(
+                job.id, self.config.worker_id, error={"code": "generation_failed", "message": str(e)}, retry=False
+            )
+        else:
+            if output != output_path(self.config.data_dir, job.id):
+                os.replace(output, output_path(self.config.data_dir, job.id))
+            timings = dict(self.report.timings) if self.report is not None else {}
+            if not self.store.complete(job.id, self.config.worker_id, output=str(output), timings=timings):
+                remove_job_files(self.config.data_dir, job.id)  # deleted while it ran
+                self.store.purge(job.id)
+        finally:
+            self.current = None
+        return True
+
+
+def remove_job_files(data_dir: Path, job_id: str) -> None:
+    """Every file a job left in the data folder (output, sidecar, latents, partials, upload)."""
+    for folder in (outputs_dir(data_dir), uploads_dir(data_dir)):
+        for path in folder.glob(f"{job_id}*"):
+            path.unlink(missing_ok=True)
+        for path in folder.glob(f".{job_id}*"):
+            path.unlink(missing_ok=True)
+
+
+def die_with_parent() -> None:
+    """Ask Linux to kill this worker when its server dies (`kill -9` included): an orphan would go on running
+    a job that the restarted server queues again."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
+def heartbeat_loop(worker: Worker, store: JobStore, stop: threading.Event, every_s: float) -> None:
+    parent = os.getppid()
+    while not stop.wait(every_s):
+        if os.getppid() != parent:  # the server is gone (where the death signal is not available)
+            os._exit(1)
+        job_id = worker.current
+        if job_id is not None:
+            store.heartbeat(job_id, worker.config.worker_id)
+
+
+def worker_main(config: WorkerConfig, ready: Any = None, warm_up: bool = True) -> None:
+    """The worker process: build once, then claim jobs until killed."""
+    from ltx_pipelines.cli.command import configure_logging
+
+    die_with_parent()
+    if config.threads is not None:
+        import torch
+
+        torch.set_num_threads(config.threads)
+    configure_logging(os.environ.get("LTX_SERVE_LOG_LEVEL", "INFO"))
+    store = open_store(config.queue, config.data_dir)
+    worker = Worker(config, store)
+    worker.warm_up(generate=warm_up)
+    if ready is not None:
+        ready.set()
+    stop = threading.Event()
+    # Its own connection: SQLite connections are not shared between threads that write at once.
+    beat_store = open_store(config.queue, config.data_dir)
+    threading.Thread(target=heartbeat_loop, args=(worker, beat_store, stop, config.heartbeat_s), daemon=True).start()
+    while True:
+        if not worker.serve_one():
+            time.sleep(config.poll_s)
+
+
+def with_worker_id(config: WorkerConfig, worker_id: str) -> WorkerConfig:
+    return replace(config, worker_id=worker_id)
