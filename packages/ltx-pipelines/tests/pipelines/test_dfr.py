@@ -36,7 +36,9 @@ def test_a_transformer_without_the_keyframe_embedding_is_refused_before_loading(
 def test_rounds_and_lengths_are_checked_before_any_model(tmp_path):
     checkpoint = _transformer_file(tmp_path / "t.safetensors", keyframe_embedding=True)
     assert keyframe_embedding_problem(checkpoint) is None
-    pipeline = DFRPipeline(checkpoint, tmp_path / "up.safetensors", gemma_root=tmp_path / "no-gemma")
+    unread_gemma = tmp_path / "gemma"  # exists (checked when the pipeline is made), never read
+    unread_gemma.mkdir()
+    pipeline = DFRPipeline(checkpoint, tmp_path / "up.safetensors", gemma_root=unread_gemma)
     call = dict(seed=1, height=128, width=128, frame_rate=24.0)
     with pytest.raises(ValueError, match="temporal_upsample_rounds must be 0, 1 or 2, got 3"):
         pipeline.generate("p", num_frames=9, temporal_upsample_rounds=3, **call)

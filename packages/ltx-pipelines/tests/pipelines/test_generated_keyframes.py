@@ -171,17 +171,18 @@ def _transformer_file(path: Path) -> Path:
 @pytest.mark.parametrize(
     "make",
     [
-        lambda c, d: DistilledPipeline(c, d / "up.safetensors", d / "no-gemma"),
-        lambda c, d: TI2VidOneStagePipeline(c, d / "no-gemma"),
-        lambda c, d: TI2VidTwoStagesPipeline(c, d / "up.safetensors", d / "no-gemma", distilled_lora=None),
-        lambda c, d: TI2VidTwoStagesHQPipeline(c, d / "up.safetensors", d / "no-gemma", distilled_lora=None),
+        lambda c, d: DistilledPipeline(c, d / "up.safetensors", d / "gemma"),
+        lambda c, d: TI2VidOneStagePipeline(c, d / "gemma"),
+        lambda c, d: TI2VidTwoStagesPipeline(c, d / "up.safetensors", d / "gemma", distilled_lora=None),
+        lambda c, d: TI2VidTwoStagesHQPipeline(c, d / "up.safetensors", d / "gemma", distilled_lora=None),
     ],
     ids=["distilled", "one-stage", "two-stages", "hq"],
 )
 def test_a_transformer_without_the_keyframe_embedding_is_refused_before_loading(tmp_path, make):
+    (tmp_path / "gemma").mkdir()  # exists (checked when the pipeline is made), but holds no Gemma
     pipeline = make(_transformer_file(tmp_path / "t.safetensors"), tmp_path)
     call = dict(seed=1, height=128, width=128, num_frames=17, frame_rate=24.0)
-    # Gemma and the upsampler do not exist: the refusal comes before either is looked at.
+    # Gemma is empty and the upsampler does not exist: the refusal comes before either is read.
     with pytest.raises(ValueError, match=r"generated keyframes \(2\) cannot run on .*lacks use_keyframes_abs_pos_emb"):
         pipeline.generate(PROMPT, generated_keyframes=2, **call)
     with pytest.raises(ValueError, match=r"generated keyframes \(\[4, 8\]\) cannot run on"):

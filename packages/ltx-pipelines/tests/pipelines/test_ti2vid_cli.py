@@ -11,7 +11,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from ltx_core.loader import read_checkpoint_config
+from ltx_core.loader import read_checkpoint_config, read_safetensors_header
 from ltx_pipelines import ti2vid_one_stage, ti2vid_two_stages, ti2vid_two_stages_hq
 
 MAINS = {
@@ -30,10 +30,13 @@ def files(tmp_path, tiny_checkpoint, tiny_spatial_upsampler) -> dict[str, Path]:
         (gemma / name).write_text("{}")
     (gemma / "config.json").write_text('{"model_type": "gemma3"}')
     lora = tmp_path / "lora.safetensors"
+    # A LoRA that fits the checkpoint's to_q (LoRAs are checked against the weights' shapes up front).
+    to_q = "model.diffusion_model.transformer_blocks.0.attn1.to_q.weight"
+    out_features, in_features = read_safetensors_header(tiny_checkpoint).tensors[to_q].shape
     save_file(
         {
-            "diffusion_model.transformer_blocks.0.attn1.to_q.lora_A.weight": torch.zeros(2, 8),
-            "diffusion_model.transformer_blocks.0.attn1.to_q.lora_B.weight": torch.zeros(8, 2),
+            "diffusion_model.transformer_blocks.0.attn1.to_q.lora_A.weight": torch.zeros(2, in_features),
+            "diffusion_model.transformer_blocks.0.attn1.to_q.lora_B.weight": torch.zeros(out_features, 2),
         },
         str(lora),
     )
