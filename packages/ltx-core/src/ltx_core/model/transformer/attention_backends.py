@@ -117,15 +117,17 @@ def check_backend(backend: str | AttentionBackend | None, device: torch.device |
         return chosen
     device = torch.device(device)
     package, hardware = _REQUIREMENTS[chosen]
+    # The name as the user gave it (`flash3`), with the backend it stands for.
+    named = repr(chosen.value) if not isinstance(backend, str) else f"{backend!r} ({chosen.value})"
     usable = ", ".join(b.value for b in available_backends())
     if chosen not in available_backends():
         raise ValueError(
-            f"attention backend {chosen.value!r} needs the package {package}, which is not installed "
+            f"attention backend {named} needs the package {package}, which is not installed "
             f"(or failed to import); installed backends: {usable}, or 'auto'"
         )
     if not _serves_device(chosen, device):
         raise ValueError(
-            f"attention backend {chosen.value!r} needs {hardware}; this run uses {device}. Use 'sdpa' or 'auto' instead"
+            f"attention backend {named} needs {hardware}; this run uses {device}. Use 'sdpa' or 'auto' instead"
         )
     return chosen
 
