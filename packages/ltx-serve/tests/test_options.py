@@ -34,3 +34,13 @@ def test_pipeline_flags_go_to_workers_and_loras_become_request_names() -> None:
 def test_devices_and_workers_exclude_each_other() -> None:
     with pytest.raises(SystemExit):
         parse_options(["--devices", "cuda:0", "--workers", "2"])
+
+
+def test_gemma_stays_resident_unless_the_server_is_told_to_free_it() -> None:
+    from ltx_serve.server import Supervisor
+
+    for argv, resident in ((["--demo"], True), (["--demo", "--free-text-encoder"], False)):
+        options = parse_options(argv)
+        assert options.resident_text_encoder is resident
+        configs = Supervisor(options, store=None).configs  # type: ignore[arg-type]
+        assert all(c.resident_text_encoder is resident for c in configs.values())

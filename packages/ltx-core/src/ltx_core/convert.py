@@ -43,6 +43,7 @@ from typing import Any
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
+from ltx_core.command_parser import CommandParser
 from ltx_core.loader import diffusers_config as dc
 from ltx_core.loader import diffusers_names as dn
 from ltx_core.loader.diffusers_folder import (
@@ -372,7 +373,7 @@ def single_file_to_gguf(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ltx_core.convert", description=__doc__.split("\n\n")[0])
+    parser = CommandParser(prog="python -m ltx_core.convert", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     to = commands.add_parser("to-diffusers", help="single-file checkpoint -> diffusers model folder")
     to.add_argument("checkpoint", type=Path)

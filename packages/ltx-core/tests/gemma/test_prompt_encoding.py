@@ -129,3 +129,22 @@ def test_a_separate_enhancer_rewrites_the_prompt_the_text_encoder_could_not(
     )
     assert enhanced.prompts[0] == same_gemma.prompts[0] != PROMPTS[0]
     assert enhanced.prompts[1] == PROMPTS[1]
+
+
+def test_a_resident_gemma_is_loaded_once_and_encodes_what_a_fresh_one_does(tiny_gemma_dir, tiny_text_checkpoint):
+    """A warm worker's pool: Gemma is loaded on the first encoding and reused (not freed) by the next, and the
+    contexts are bit-identical to loading and freeing it each time; `release` frees it."""
+    from ltx_core.text_encoders.gemma.resident import ResidentTextEncoders
+
+    options = dict(gemma_root=tiny_gemma_dir, checkpoint=tiny_text_checkpoint, dtype=torch.float32, device="cpu",
+                   max_length=128)  # fmt: skip
+    fresh = [encode_text_prompts([p], **options).contexts for p in PROMPTS]
+    pool = ResidentTextEncoders()
+    resident = [encode_text_prompts([p], resident=pool, **options).contexts for p in PROMPTS]
+    assert pool.loads == 1
+    for want, got in zip(fresh, resident, strict=True):
+        assert torch.equal(want.video, got.video) and torch.equal(want.audio, got.audio)
+        assert torch.equal(want.mask, got.mask)
+    pool.release()  # freed: the next encoding loads it again
+    encode_text_prompts([PROMPTS[0]], resident=pool, **options)
+    assert pool.loads == 2

@@ -20,12 +20,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from ltx_core.command_parser import CommandParser
 from ltx_core.loader import CheckpointError, ModelFiles
 from ltx_core.loader.model_files import COMPONENT_FLAGS, Component, Layout, model_files_of, names_a_model_folder
 from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_pipelines.cli.command import LOG_LEVELS, configure_logging, gc_skips_loaded_modules, run_reporting_errors
 from ltx_pipelines.cli.hf_paths import HfPathError, resolve_model_path
-from ltx_pipelines.cli.parser import CommandParser
 from ltx_pipelines.cli.runtime_flags import DTYPE_CHOICES
 from ltx_pipelines.cli.tiling_flags import add_tiling_args, tiling_from_args
 from ltx_pipelines.engine.decoding import decode_video_generation

@@ -70,6 +70,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--no-warmup", action="store_true", help="Workers load weights on their first job.")
     parser.add_argument(
+        "--free-text-encoder",
+        action="store_true",
+        help="Load and free Gemma for every job instead of keeping it resident beside the other models (a card "
+        "that cannot hold both; each job then pays Gemma's load).",
+    )
+    parser.add_argument(
         "--stale-after",
         type=float,
         default=30.0,
@@ -92,6 +98,8 @@ class ServeOptions:
     max_attempts: int
     warm_up: bool
     stale_after_s: float
+    resident_text_encoder: bool = True
+    """Workers keep Gemma loaded between jobs (`--free-text-encoder`: load and free it per job)."""
     instance: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}")
 
 
@@ -169,6 +177,7 @@ def parse_options(argv: Sequence[str] | None = None) -> ServeOptions:
         max_queued=args.max_queued,
         max_attempts=args.max_attempts,
         warm_up=not args.no_warmup,
+        resident_text_encoder=not args.free_text_encoder,
         stale_after_s=args.stale_after,
     )
 
@@ -193,6 +202,7 @@ class Supervisor:
                 queue=options.queue,
                 device=device,
                 threads=threads if device in (None, "cpu") else None,
+                resident_text_encoder=options.resident_text_encoder,
             )
             for i, device in enumerate(options.devices)
         }

@@ -4,8 +4,8 @@ Each job goes through the pipelines' own command-line path (`ltx_pipelines.disti
 request becomes that command's flags, read and checked by the same flag groups, then generate -> save the
 denoised latents -> decode -> write, as `python -m ltx_pipelines.distilled` does. So the same seed and inputs
 give the same bytes as the CLI. What stays warm is the weights: every model the pipeline builds goes through
-one `StateDictCache` kept for the worker's life, so a job after the first reads no model file (Gemma, which
-transformers loads, is the exception: it is read again from the page cache).
+one `StateDictCache` kept for the worker's life, and Gemma stays loaded in a `ResidentTextEncoders` pool
+(unless `--free-text-encoder`), so a job after the first loads no model.
 
 Restart safety: the latents file is written beside the output before decoding (`save_latents_safely`). A job
 whose output exists is only marked done; one whose latents exist is only decoded (`ltx_pipelines.decode`);
@@ -47,6 +47,9 @@ class WorkerConfig:
     heartbeat_s: float = 2.0
     threads: int | None = None
     """CPU threads for torch (None: torch's default, every core): CPU workers split the cores between them."""
+    resident_text_encoder: bool = True
+    """Keep Gemma loaded between jobs (False: load and free it per job, for a card that cannot hold it beside
+    the transformer)."""
 
 
 def outputs_dir(data_dir: Path) -> Path:
@@ -171,12 +174,14 @@ class Worker:
     """Runs claimed jobs one at a time through the distilled pipeline command, with warm weights."""
 
     def __init__(self, config: WorkerConfig, store: JobStore) -> None:
+        from ltx_core.text_encoders.gemma.resident import ResidentTextEncoders
         from ltx_pipelines.distilled import COMMAND
 
         self.config = config
         self.store = store
         self.command = COMMAND
         self.models = CachedModels()
+        self.text_encoders = ResidentTextEncoders() if config.resident_text_encoder else None
         self.parser = COMMAND.parser(COMMAND.help_defaults())
         self.current: str | None = None
         self.report: JobProgress | None = None
@@ -248,6 +253,7 @@ class Worker:
                 run.models.gemma_root,
                 **run.pipeline_options(),
                 model_builder=self.models,
+                resident_text_encoders=self.text_encoders,
                 progress=False,
             )
             report.enter("prompt")

@@ -13,7 +13,7 @@ from typer._click import Context
 from typer._click.exceptions import NoArgsIsHelpError, UsageError
 from typer.core import TyperCommand
 
-from ltx_pipelines.cli.parser import USAGE_ERROR_EXIT, help_hint
+from ltx_core.command_parser import USAGE_ERROR_EXIT, help_hint
 
 
 def configure_logging(verbose: bool = False) -> None:

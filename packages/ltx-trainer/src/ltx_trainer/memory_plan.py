@@ -370,7 +370,7 @@ def check_run(config: Any, device: torch.device) -> TrainingMemoryEstimate | Non
 
 def main(argv: Sequence[str] | None = None) -> None:
     """`python -m ltx_trainer.memory_plan CHECKPOINT_OR_CONFIG_JSON ...`: the estimate for a card size."""
-    from ltx_pipelines.cli.parser import CommandParser
+    from ltx_core.command_parser import CommandParser
 
     parser = CommandParser(
         prog="python -m ltx_trainer.memory_plan", description="Estimate the peak memory of a LoRA training run."

@@ -17,7 +17,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from ltx_pipelines.cli.parser import CommandParser
+from ltx_core.command_parser import CommandParser
 from ltx_trainer.config import ConfigError, LtxTrainerConfig, load_config
 
 

@@ -22,6 +22,7 @@ from typing import Any, Generic, TypeVar
 
 import torch
 
+from ltx_core.command_parser import CommandParser
 from ltx_core.devices import available_memory
 from ltx_core.memory_estimate import InsufficientMemoryError, WorkloadShape, check_fits
 from ltx_core.model.video_vae.tiling import TilingConfig
@@ -33,7 +34,6 @@ from ltx_pipelines.cli.generated_keyframe_flags import GeneratedKeyframeFlags
 from ltx_pipelines.cli.guidance_flags import GuidanceChoice, GuidanceFlags, MaxBatchSizeFlags
 from ltx_pipelines.cli.model_flags import ModelChoice, ModelFlags, RunModels
 from ltx_pipelines.cli.output_flags import OutputChoice, OutputFlags
-from ltx_pipelines.cli.parser import CommandParser
 from ltx_pipelines.cli.prompt_flags import PromptChoice, PromptFlags
 from ltx_pipelines.cli.runtime_flags import RuntimeChoice, RuntimeFlags
 from ltx_pipelines.cli.tiling_flags import TilingChoice, TilingFlags

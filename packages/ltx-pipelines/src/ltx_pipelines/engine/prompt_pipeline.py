@@ -36,6 +36,7 @@ from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.runtime import RuntimeOptions, build_transformer, release_transformer
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.text_encoders.gemma.prompt_encoding import context_row
+from ltx_core.text_encoders.gemma.resident import ResidentTextEncoders
 from ltx_core.types import VideoPixelShape
 from ltx_pipelines.engine.audio_output import AudioGeneration
 from ltx_pipelines.engine.decoding import decode_latents
@@ -79,6 +80,10 @@ class PipelineOptions(TypedDict, total=False):
     enhancement is asked for; None: the text encoder rewrites it."""
     model_builder: ModelBuilder | None
     """What builds each model from its file (None: `ltx_core.loader.build_model`)."""
+    resident_text_encoders: ResidentTextEncoders | None
+    """Keep Gemma (and a prompt enhancer) loaded in this pool between prompts instead of loading and freeing
+    it for each (a warm worker that owns its device); None: loaded and freed, so it never shares memory
+    with the transformer."""
     built_transformer: nn.Module | None
     """A transformer already in memory (e.g. the trainer's, with its current LoRA) that every stage runs
     instead of building one from the checkpoint: used as it is, never freed, no LoRA fused into it."""
@@ -127,6 +132,7 @@ class PromptPipeline:
         gemma_8bit: bool = False,
         prompt_enhancer_gemma_root: str | Path | None = None,
         model_builder: ModelBuilder | None = None,
+        resident_text_encoders: ResidentTextEncoders | None = None,
         built_transformer: nn.Module | None = None,
         parallel: MultiDevice | None = None,
     ) -> None:
@@ -167,6 +173,7 @@ class PromptPipeline:
         )
         self.progress = progress
         self.parallel = parallel
+        self.resident_text_encoders = resident_text_encoders
 
     # ---- the two steps: generate, then decode ------------------------------------------------------
 
@@ -287,6 +294,7 @@ class PromptPipeline:
                 gemma_offload=self.runtime.offload if self.runtime is not None else "none",
                 gemma_8bit=self.gemma_8bit,
                 enhancer_root=self.prompt_enhancer_gemma_root,
+                resident=self.resident_text_encoders,
             )
             return [context_row(contexts, i) for i in range(len(batch))], final_prompt
 

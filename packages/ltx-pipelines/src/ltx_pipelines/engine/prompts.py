@@ -9,6 +9,7 @@ from pathlib import Path
 from ltx_core.loader import CheckpointError, Component, ModelFiles
 from ltx_core.loader.model_files import ModelSource
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
+from ltx_core.text_encoders.gemma.resident import ResidentTextEncoders
 from ltx_pipelines.engine.model_loading import Placement
 from ltx_pipelines.engine.stages import ImageCondition
 from ltx_pipelines.media import read_image_rgb
@@ -28,6 +29,7 @@ def encode_prompt(
     gemma_offload: str = "none",
     gemma_8bit: bool = False,
     enhancer_root: Path | None = None,
+    resident: ResidentTextEncoders | None = None,
 ) -> tuple[TextContexts, str]:
     """Encode prompts with Gemma (freed afterwards) and the checkpoint's text stage (`checkpoint`: the
     single file, a diffusers folder - its `connectors/` - or a set of model files).
@@ -36,6 +38,7 @@ def encode_prompt(
     Gemma at `enhancer_root` when given (loaded and freed before the text encoder), else the text encoder.
     `gemma_offload` (none | cpu | disk) keeps Gemma's weights off the device (same contexts);
     `gemma_8bit` loads its 8-bit (LLM.int8()) form instead (CUDA and bitsandbytes; close contexts).
+    `resident`: Gemma is taken from (and kept in) that pool instead of loaded and freed.
     Returns the contexts (one row per prompt) and the prompt actually used.
     """
     from ltx_core.text_encoders.gemma.prompt_encoding import PromptEnhancement, encode_text_prompts
@@ -55,6 +58,7 @@ def encode_prompt(
             enhancement=enhancement,
             offload=gemma_offload,
             load_in_8bit=gemma_8bit,
+            resident=resident,
         )
     except CheckpointError as e:
         # Usually a Gemma folder of another size than the checkpoint's: name both files.

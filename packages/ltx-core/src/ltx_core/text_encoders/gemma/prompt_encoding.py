@@ -21,6 +21,7 @@ from ltx_core.loader.builder import component_source
 from ltx_core.loader.model_files import check_text_encoder_version
 from ltx_core.text_encoders.gemma.embeddings_processor import EmbeddingsProcessor, TextContexts, text_embeddings_spec
 from ltx_core.text_encoders.gemma.prompt_enhancer import DEFAULT_ENHANCE_SEED, EnhancementSettings, enhance_prompt
+from ltx_core.text_encoders.gemma.resident import ResidentTextEncoders
 from ltx_core.text_encoders.gemma.text_encoder import GemmaHiddenStates, GemmaTextEncoder
 from ltx_core.text_encoders.gemma.tokenizer import DEFAULT_MAX_LENGTH
 
@@ -102,11 +103,18 @@ def encode_text_prompts(
     max_length: int = DEFAULT_MAX_LENGTH,
     offload: str = "none",
     load_in_8bit: bool = False,
+    resident: ResidentTextEncoders | None = None,
 ) -> EncodedPrompts:
     """Load Gemma (a Gemma 3 folder or a packed Gemma 4 file; `load_in_8bit`: a folder's 8-bit form,
     CUDA only), optionally enhance prompts[0], encode all prompts in one forward, free Gemma, then run
     the checkpoint's text embeddings stage (itself freed afterwards). `checkpoint` is the single file,
-    or a set of model files whose text embeddings are read."""
+    or a set of model files whose text embeddings are read. With `resident`, Gemma (and an enhancer) is
+    taken from that pool and stays loaded for the next call."""
+
+    def load_gemma(path: str | Path, **options: Any) -> Any:
+        # A context manager either way: the pool's keeps the encoder, the encoder's own frees it on exit.
+        return resident.open(path, **options) if resident is not None else GemmaTextEncoder.load(path, **options)
+
     prompts = [prompts] if isinstance(prompts, str) else list(prompts)
     if not prompts:
         raise ValueError("no prompts to encode")
@@ -115,14 +123,14 @@ def encode_text_prompts(
     check_text_encoder_version(embeddings.read_metadata(), gemma_root, transformer_name=str(embeddings.path))
     if enhancement is not None and enhancement.gemma_root is not None:
         # The enhancer is loaded, used and freed before the text encoder: one Gemma in memory at a time.
-        with GemmaTextEncoder.load(
+        with load_gemma(
             enhancement.gemma_root, dtype=dtype, device=device, max_length=max_length, offload=offload
         ) as enhancer:
             prompts[0] = enhance_prompt(
                 enhancer, prompts[0], enhancement.image, seed=enhancement.seed, settings=enhancement.settings
             )
         enhancement = None
-    with GemmaTextEncoder.load(
+    with load_gemma(
         gemma_root, dtype=dtype, device=device, max_length=max_length, offload=offload, load_in_8bit=load_in_8bit
     ) as gemma:
         if enhancement is not None:
