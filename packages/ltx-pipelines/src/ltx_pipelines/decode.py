@@ -22,7 +22,14 @@ from pathlib import Path
 
 from ltx_core.command_parser import CommandParser
 from ltx_core.loader import CheckpointError, ModelFiles
-from ltx_core.loader.model_files import COMPONENT_FLAGS, Component, Layout, model_files_of, names_a_model_folder
+from ltx_core.loader.model_files import (
+    COMPONENT_FLAGS,
+    COMPONENT_SECTIONS,
+    Component,
+    Layout,
+    model_files_of,
+    names_a_model_folder,
+)
 from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_pipelines.cli.command import LOG_LEVELS, configure_logging, gc_skips_loaded_modules, run_reporting_errors
 from ltx_pipelines.cli.hf_paths import HfPathError, resolve_model_path
@@ -84,11 +91,6 @@ _EXAMPLES = {
     Component.VIDEO_VAE: "ltx-2.5-video-vae-bf16.safetensors",
     Component.AUDIO_VAE: "ltx-2.5-audio-vae-bf16.safetensors",
 }
-# The `config` sections each decoder is built from (what a file given for it must describe).
-_SECTIONS: dict[Component, tuple[str, ...]] = {
-    Component.VIDEO_VAE: ("vae",),
-    Component.AUDIO_VAE: ("audio_vae", "vocoder"),
-}
 _MOVED_HINT = (
     "recorded in the latents file; if the model files moved, pass --video-vae-path and --audio-vae-path "
     "(or --checkpoint-path: a single file or diffusers folder)"
@@ -102,7 +104,7 @@ def _check_sections(files: ModelFiles, flags: dict[Component, str]) -> None:
         source = files.source(component)
         config = source.read_metadata().get("config")
         present = sorted(k for k, v in config.items() if isinstance(v, dict)) if isinstance(config, dict) else []
-        missing = [section for section in _SECTIONS[component] if section not in present]
+        missing = [section for section in COMPONENT_SECTIONS[component] if section not in present]
         if missing:
             raise CheckpointError(
                 f"{flag}: {source.config_origin} cannot provide the {_DECODER_FILES[component]}: its config has no "
