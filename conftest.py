@@ -296,15 +296,41 @@ def golden_ltx25_diffusers(golden_dir: Path, golden_interop_dir: Path) -> Ltx25D
 LTX20_SUBSET = "ltx-2.0"
 
 
+@dataclass(frozen=True)
+class Ltx20Set:
+    """The LTX-2.0 interop sub-set `<golden_dir>/interop/ltx-2.0/`, its files named by its `manifest.json`: a
+    2.0 single file, the folder diffusers' converter wrote from it, the recorded inputs, and the outputs of
+    the reference (`outputs.reference`) and of diffusers' classes (`outputs.diffusers`)."""
+
+    root: Path
+    manifest: dict[str, Any]
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.root / self.manifest["checkpoint"]["file"]
+
+    @property
+    def diffusers_folder(self) -> Path:
+        return self.root / self.manifest["diffusers_folder"]
+
+    @property
+    def inputs(self) -> Path:
+        return self.root / self.manifest["inputs"]
+
+    def outputs(self, producer: str) -> Path | None:
+        """The outputs file of `producer` (reference | diffusers); None when the set records none."""
+        name = self.manifest.get("outputs", {}).get(producer)
+        return None if name is None else self.root / name
+
+
 @pytest.fixture(scope="session")
-def golden_ltx20_dir(golden_dir: Path, golden_interop_dir: Path) -> Path:
-    """The LTX-2.0 interop sub-set `<golden_dir>/interop/ltx-2.0/` (2.0 single file, the folder diffusers'
-    converter wrote from it, reference and diffusers outputs): skipped (by name) when another set lacks it,
-    a failure when the vendored set does."""
+def golden_ltx20(golden_dir: Path, golden_interop_dir: Path) -> Ltx20Set:
+    """The LTX-2.0 interop sub-set: skipped (by name) when another set lacks it, a failure when the vendored
+    set does."""
     d = golden_interop_dir / LTX20_SUBSET
-    if not (d / "inputs.safetensors").is_file():
-        lacking_in(golden_dir, f"{INTEROP_SUBSET}/{LTX20_SUBSET}/")
-    return d
+    if not (d / "manifest.json").is_file():
+        lacking_in(golden_dir, f"{INTEROP_SUBSET}/{LTX20_SUBSET}/manifest.json")
+    return Ltx20Set(d, json.loads((d / "manifest.json").read_text()))
 
 
 @pytest.fixture(scope="session", params=MODEL_SOURCES)

@@ -3,8 +3,8 @@
 unequal video / audio head counts), the folder diffusers' own converter wrote from it (`--version 2.0`), and the
 outputs of the reference's models and of diffusers' classes on recorded inputs (see that folder's README).
 
-Every shape and size comes from the files: the inputs file, the checkpoint's `config` metadata and each
-folder's config.json."""
+Every file comes from the sub-set's manifest, every shape and size from the files: the inputs file, the
+checkpoint's `config` metadata and each folder's config.json."""
 
 from __future__ import annotations
 
@@ -26,14 +26,13 @@ SOURCES = ("checkpoint", "diffusers")
 PRODUCER_KEYS = {"_diffusers_version"}
 
 
-def _source(root, name):
-    return root / "checkpoint.safetensors" if name == "checkpoint" else ModelFiles.from_diffusers(root / "diffusers")
+def _source(subset, name):
+    return subset.checkpoint if name == "checkpoint" else ModelFiles.from_diffusers(subset.diffusers_folder)
 
 
-def _outputs(root, name: str) -> dict[str, torch.Tensor]:
-    path = root / f"{name}.safetensors"
-    if not path.is_file():
-        pytest.skip(f"the LTX-2.0 interop set has no {path.name}")
+def _load(path, what: str) -> dict[str, torch.Tensor]:
+    if path is None or not path.is_file():
+        pytest.skip(f"the LTX-2.0 interop set has no {what}")
     return load_file(str(path))
 
 
@@ -46,9 +45,9 @@ def _modality(x: dict[str, torch.Tensor], stream: str) -> Modality:
 
 
 @pytest.mark.golden
-def test_ltx20_folder_reads_the_single_files_weights(golden_ltx20_dir):
-    files = ModelFiles.from_diffusers(golden_ltx20_dir / "diffusers")
-    checkpoint = golden_ltx20_dir / "checkpoint.safetensors"
+def test_ltx20_folder_reads_the_single_files_weights(golden_ltx20):
+    files = ModelFiles.from_diffusers(golden_ltx20.diffusers_folder)
+    checkpoint = golden_ltx20.checkpoint
     for spec in (AV_TRANSFORMER, VIDEO_DECODER, AUDIO_DECODER, VOCODER):
         got, want = (build_model(spec, s, device="cpu").state_dict() for s in (files, checkpoint))
         assert got.keys() == want.keys(), spec.name
@@ -57,11 +56,12 @@ def test_ltx20_folder_reads_the_single_files_weights(golden_ltx20_dir):
 
 @pytest.mark.golden
 @pytest.mark.parametrize("source", SOURCES)
-def test_ltx20_outputs_match_the_reference(golden_ltx20_dir, source, assert_golden_close):
+def test_ltx20_outputs_match_the_reference(golden_ltx20, source, assert_golden_close):
     """Transformer (video 4 heads, audio 2: the cross-modal RoPE's head split), video decoder and 2.0
     vocoder, built from the single file and from diffusers' folder, against the reference's outputs."""
-    x, want = _outputs(golden_ltx20_dir, "inputs"), _outputs(golden_ltx20_dir, "fx_reference")
-    models = _source(golden_ltx20_dir, source)
+    x = _load(golden_ltx20.inputs, "inputs")
+    want = _load(golden_ltx20.outputs("reference"), "reference outputs")
+    models = _source(golden_ltx20, source)
     with torch.no_grad():
         transformer = build_model(AV_TRANSFORMER, models, device="cpu", dtype=torch.float32).eval()
         video, audio = transformer(_modality(x, "video"), _modality(x, "audio"))
@@ -74,20 +74,21 @@ def test_ltx20_outputs_match_the_reference(golden_ltx20_dir, source, assert_gold
 
 
 @pytest.mark.golden
-def test_ltx20_diffusers_outputs_are_the_references(golden_ltx20_dir, assert_golden_close):
+def test_ltx20_diffusers_outputs_are_the_references(golden_ltx20, assert_golden_close):
     """What diffusers' classes computed from the folder equals what the reference computed from the file: so
     matching one is matching the other."""
-    theirs, want = _outputs(golden_ltx20_dir, "fx_diffusers"), _outputs(golden_ltx20_dir, "fx_reference")
+    theirs = _load(golden_ltx20.outputs("diffusers"), "diffusers outputs")
+    want = _load(golden_ltx20.outputs("reference"), "reference outputs")
     for name in want:
         assert_golden_close(theirs[name], want[name], name=f"diffusers {name}")
 
 
 @pytest.mark.golden
-def test_ltx20_export_writes_the_folder_diffusers_wrote(golden_ltx20_dir, tmp_path):
+def test_ltx20_export_writes_the_folder_diffusers_wrote(golden_ltx20, tmp_path):
     """`to-diffusers` on the 2.0 file: the converter's files, key names, dtypes, values and config.json contents
     (the producer's version stamp aside)."""
-    want_root = golden_ltx20_dir / "diffusers"
-    got_root = single_file_to_diffusers(golden_ltx20_dir / "checkpoint.safetensors", tmp_path / "out")
+    want_root = golden_ltx20.diffusers_folder
+    got_root = single_file_to_diffusers(golden_ltx20.checkpoint, tmp_path / "out")
     for rel in sorted(p.relative_to(want_root) for p in want_root.rglob("*") if p.is_file()):
         if rel.suffix == ".json":
             got, want = (json.loads((r / rel).read_text()) for r in (got_root, want_root))
@@ -100,13 +101,13 @@ def test_ltx20_export_writes_the_folder_diffusers_wrote(golden_ltx20_dir, tmp_pa
 
 
 @pytest.mark.golden
-def test_ltx20_folder_converts_back_to_the_single_file(golden_ltx20_dir, tmp_path):
+def test_ltx20_folder_converts_back_to_the_single_file(golden_ltx20, tmp_path):
     """`from-diffusers` on the converter's 2.0 folder: the single file's tensors (less the VAE statistics
     diffusers does not keep) and a config whose sections build the same models (flat 2.0 vocoder)."""
     from ltx_core.convert import diffusers_to_single_file
 
-    checkpoint = golden_ltx20_dir / "checkpoint.safetensors"
-    back = diffusers_to_single_file(golden_ltx20_dir / "diffusers", tmp_path / "back.safetensors")
+    checkpoint = golden_ltx20.checkpoint
+    back = diffusers_to_single_file(golden_ltx20.diffusers_folder, tmp_path / "back.safetensors")
     got, want = load_file(back), load_file(checkpoint)
     assert set(got) <= set(want) and not [k for k in got if not torch.equal(got[k], want[k])]
     assert not [k for k in set(want) - set(got) if not k.startswith("vae.per_channel_statistics.")]
