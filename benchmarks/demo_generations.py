@@ -31,7 +31,7 @@ SMALL = ["--height", "64", "--width", "64", "--num-frames", "9"]
 def _inputs(folder: Path) -> tuple[Path, Path]:
     from PIL import Image
 
-    from ltx_pipelines.media.video_writer import encode_video
+    from ltx_pipelines.io.video_writer import encode_video
 
     image = folder / "red.png"
     Image.new("RGB", (64, 64), (200, 30, 60)).save(image)

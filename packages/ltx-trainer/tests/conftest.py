@@ -16,7 +16,7 @@ import pytest
 import torch
 from PIL import Image
 
-from ltx_pipelines.media import write_audio, write_video
+from ltx_pipelines.io import write_audio, write_video
 
 SCENE_COLOURS = ((200, 40, 40), (230, 230, 230), (40, 60, 200), (30, 30, 30), (220, 200, 40))
 # Neighbours differ strongly in hue, saturation or brightness, so every cut is unambiguous.

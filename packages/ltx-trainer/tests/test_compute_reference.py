@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ltx_pipelines.media import probe_video, read_video
+from ltx_pipelines.io import probe_video, read_video
 from ltx_trainer.compute_reference import compute_references
 from ltx_trainer.dataset_file import read_dataset, resolve_roles
 

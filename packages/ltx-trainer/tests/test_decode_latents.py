@@ -8,7 +8,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from ltx_pipelines.media import probe_video, read_audio
+from ltx_pipelines.io import probe_video, read_audio
 from ltx_trainer import precomputed as pc
 from ltx_trainer.buckets import parse_buckets
 from ltx_trainer.decode_latents import app, decode_latents
@@ -60,7 +60,7 @@ def test_cli_reports_a_missing_folder_in_one_line(tmp_path, tiny_models):
 def test_latents_decode_back_to_the_input_frames(tmp_path, block_mean_checkpoint, tiny_models):
     """With a VAE that keeps each latent cell's colour, preprocessing then decoding returns the clip:
     the bucket, crop, frame grouping and fps all line up with the source."""
-    from ltx_pipelines.media import read_video, write_video
+    from ltx_pipelines.io import read_video, write_video
 
     # Block-constant content: quadrant colours that change between the VAE's frame groups (0, 1-8, 9-16).
     frames = torch.zeros((17, 64, 96, 3), dtype=torch.uint8)

@@ -144,7 +144,7 @@ def test_references_masks_and_scale_factors(tmp_path, make_clip, tiny_models):
     make_clip(root / "target.mp4", frames=17, height=64, width=128)
     make_clip(root / "canny.mp4", frames=17, height=64, width=128, hz=660)
     # The mask covers the right half of every frame (white = keep as conditioning).
-    from ltx_pipelines.media import write_video
+    from ltx_pipelines.io import write_video
 
     mask = torch.zeros((17, 64, 128, 3), dtype=torch.uint8)
     mask[:, :, 64:] = 255

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ltx_pipelines.media import probe_video, read_audio, read_video
+from ltx_pipelines.io import probe_video, read_audio, read_video
 from ltx_trainer.split_scenes import Scene, parse_length, select_scenes, split_scenes
 
 SCENE_COLOURS = ((200, 40, 40), (230, 230, 230), (40, 60, 200))

@@ -20,7 +20,7 @@ from ltx_pipelines import TI2VidOneStagePipeline
 from ltx_pipelines.engine.audio_output import AudioGeneration
 from ltx_pipelines.engine.model_loading import Placement, loaded
 from ltx_pipelines.engine.source_latents import encode_audio_latent, encode_video_latent
-from ltx_pipelines.media import frames_to_model_input, iter_video_frames, read_audio, write_video
+from ltx_pipelines.io import frames_to_model_input, iter_video_frames, read_audio, write_video
 from ltx_trainer.config import parse_config
 from ltx_trainer.training.trainer import Trainer
 from ltx_trainer.training.validation import ValidationRunner

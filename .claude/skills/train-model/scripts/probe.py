@@ -66,7 +66,7 @@ def find_clips(paths: Sequence[Path]) -> list[Path]:
 
 def probe_clips(paths: Sequence[Path]) -> tuple[list[Clip], list[tuple[Path, str]]]:
     """(readable clips, (unreadable path, reason)); symlinks are followed for reading only."""
-    from ltx_pipelines.media import MediaError
+    from ltx_pipelines.io import MediaError
     from ltx_trainer.media import probe_media
 
     clips: list[Clip] = []

@@ -56,7 +56,7 @@ from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
 from ltx_pipelines.engine.source_latents import encode_audio_latent
 from ltx_pipelines.engine.stages import ImageCondition
 from ltx_pipelines.engine.two_stages import StagePlan, distilled_lora_stages, run_two_stages
-from ltx_pipelines.media import read_audio
+from ltx_pipelines.io import read_audio
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

@@ -38,7 +38,7 @@ from ltx_pipelines.cli.tiling_flags import add_tiling_args, tiling_from_args
 from ltx_pipelines.engine.decoding import decode_video_generation
 from ltx_pipelines.engine.generation import write_generation
 from ltx_pipelines.engine.latents_file import LatentsFileError, decodes_audio, load_latents, read_latents_header
-from ltx_pipelines.media.atomic_files import check_output_path, sidecar_path
+from ltx_pipelines.io.atomic_files import check_output_path, sidecar_path
 
 logger = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ import torch
 from safetensors.torch import save_file
 from torch import nn
 
-from ltx_pipelines.media.atomic_files import apply_umask, atomic_output, remove_stale_partials
+from ltx_pipelines.io.atomic_files import apply_umask, atomic_output, remove_stale_partials
 
 if TYPE_CHECKING:
     from ltx_pipelines.demo_assets_ltx25 import Ltx25DemoAssets

@@ -204,7 +204,7 @@ def write_ltx25_transformer(path: Path, seed: int = 10) -> None:
 def write_ltx25_text_encoder(path: Path, seed: int = 11) -> None:
     """The packed Gemma 4 (tokenizer inside) with the LTX text projection to the connector widths."""
     from ltx_core.text_encoders.gemma.tiny_packed import build_tiny_packed_gemma4
-    from ltx_pipelines.media.atomic_files import apply_umask, atomic_output
+    from ltx_pipelines.io.atomic_files import apply_umask, atomic_output
 
     transformer = ltx25_transformer_config()
     widths = (

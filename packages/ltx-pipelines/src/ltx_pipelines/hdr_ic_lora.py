@@ -50,10 +50,10 @@ from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
 from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
 from ltx_pipelines.engine.stages import run_denoising_stage
 from ltx_pipelines.engine.tiled_refinement import run_tiled_video_stage
-from ltx_pipelines.media import MediaError, iter_video_frames, probe_video
-from ltx_pipelines.media.atomic_files import check_output_path, write_json_atomic
-from ltx_pipelines.media.hdr import aligned_size, fit_reflect_pad, logc3_decode, sdr_to_working_space
-from ltx_pipelines.media.hdr_outputs import read_exr_frame, write_exr_frames, write_hevc_hlg_master
+from ltx_pipelines.io import MediaError, iter_video_frames, probe_video
+from ltx_pipelines.io.atomic_files import check_output_path, write_json_atomic
+from ltx_pipelines.io.hdr import aligned_size, fit_reflect_pad, logc3_decode, sdr_to_working_space
+from ltx_pipelines.io.hdr_outputs import read_exr_frame, write_exr_frames, write_hevc_hlg_master
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

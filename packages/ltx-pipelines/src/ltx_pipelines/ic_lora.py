@@ -47,7 +47,7 @@ from ltx_pipelines.engine.ic_references import (
 from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
 from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
 from ltx_pipelines.engine.stages import ImageCondition, run_denoising_stage
-from ltx_pipelines.media import MediaError, probe_video, read_image_rgb
+from ltx_pipelines.io import MediaError, probe_video, read_image_rgb
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

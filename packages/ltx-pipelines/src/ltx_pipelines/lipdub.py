@@ -41,7 +41,7 @@ from ltx_pipelines.engine.model_loading import loaded
 from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
 from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
 from ltx_pipelines.engine.stages import ImageCondition, run_denoising_stage
-from ltx_pipelines.media import AudioClip, MediaError, probe_video, read_audio
+from ltx_pipelines.io import AudioClip, MediaError, probe_video, read_audio
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

@@ -54,7 +54,7 @@ from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
 from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
 from ltx_pipelines.engine.source_latents import encode_audio_latent, encode_video_latent
 from ltx_pipelines.engine.stages import run_denoising_stage
-from ltx_pipelines.media import frames_to_model_input, probe_video, read_audio, read_video
+from ltx_pipelines.io import frames_to_model_input, probe_video, read_audio, read_video
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from ltx_pipelines.engine.generation import Generation
-from ltx_pipelines.media.atomic_files import OutputExistsError
+from ltx_pipelines.io.atomic_files import OutputExistsError
 
 H, W, F = 64, 96, 9
 

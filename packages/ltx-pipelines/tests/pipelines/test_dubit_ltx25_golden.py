@@ -26,8 +26,8 @@ from ltx_pipelines.engine.final_latents import FinalLatents
 from ltx_pipelines.engine.ic_references import VideoReference, reference_conditionings
 from ltx_pipelines.engine.model_loading import loaded
 from ltx_pipelines.engine.noise import ReplayedNoise, SeededNoise
+from ltx_pipelines.io import AudioClip
 from ltx_pipelines.lipdub import snap_to_frame_grid
-from ltx_pipelines.media import AudioClip
 
 pytestmark = [pytest.mark.golden, pytest.mark.slow]
 

@@ -18,8 +18,8 @@ import ltx_pipelines.hdr_ic_lora as hdr
 from ltx_core.latent_tiles import AxisTileCount, TileCounts, latent_tiles, split_by_count
 from ltx_core.loader import read_checkpoint_config
 from ltx_pipelines.engine.defaults import LTX_2_3_DEFAULTS
-from ltx_pipelines.media.hdr import fit_reflect_pad, logc3_decode, logc3_encode
-from ltx_pipelines.media.hdr_outputs import read_exr_frame, write_exr_frames
+from ltx_pipelines.io.hdr import fit_reflect_pad, logc3_decode, logc3_encode
+from ltx_pipelines.io.hdr_outputs import read_exr_frame, write_exr_frames
 
 FRAMES, HEIGHT, WIDTH, FPS = 9, 72, 100, 24  # not multiples of 64: generated padded, cropped back
 

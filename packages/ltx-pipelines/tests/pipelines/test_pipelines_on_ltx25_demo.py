@@ -22,7 +22,7 @@ from ltx_pipelines import (
     ti2vid_two_stages,
     ti2vid_two_stages_hq,
 )
-from ltx_pipelines.media.video_writer import encode_video
+from ltx_pipelines.io.video_writer import encode_video
 
 pytestmark = pytest.mark.slow
 

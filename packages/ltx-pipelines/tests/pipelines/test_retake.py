@@ -16,7 +16,7 @@ from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.tools import AudioLatentTools, VideoLatentTools
 from ltx_pipelines import retake
 from ltx_pipelines.engine.noise import SeededNoise
-from ltx_pipelines.media import write_video
+from ltx_pipelines.io import write_video
 from ltx_pipelines.retake import RetakePipeline, RetakeSource
 
 

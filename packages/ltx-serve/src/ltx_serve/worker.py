@@ -243,7 +243,7 @@ class Worker:
         """The CLI's run with our model builder: generate, save latents, decode, write, drop the latents."""
         from ltx_pipelines.cli.command import gc_skips_loaded_modules
         from ltx_pipelines.distilled import DistilledPipeline, generate_with_video_flags
-        from ltx_pipelines.media.atomic_files import remove_stale_partials
+        from ltx_pipelines.io.atomic_files import remove_stale_partials
 
         command = self.command
         with gc_skips_loaded_modules():

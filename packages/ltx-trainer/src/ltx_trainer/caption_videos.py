@@ -15,7 +15,7 @@ from pathlib import Path
 
 import typer
 
-from ltx_pipelines.engine.progress import progress
+from ltx_pipelines.io.progress import progress
 from ltx_trainer.captioning.base import DEFAULT_INSTRUCTION, Captioner
 from ltx_trainer.cli_support import configure_logging, exit_if_nothing_done, new_app, run_or_exit
 from ltx_trainer.dataset_file import DatasetFileError, read_dataset, write_records

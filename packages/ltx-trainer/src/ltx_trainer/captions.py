@@ -17,7 +17,7 @@ from ltx_core.loader import ModelFiles, build_model
 from ltx_core.text_encoders.gemma import GemmaTextEncoder
 from ltx_core.text_encoders.gemma.eight_bit import require_gemma_8bit
 from ltx_core.text_encoders.gemma.embeddings_processor import text_embeddings_spec
-from ltx_pipelines.engine.progress import progress
+from ltx_pipelines.io.progress import progress
 from ltx_trainer.dataset_file import DatasetFile
 from ltx_trainer.drop_report import RunReport
 from ltx_trainer.model_files import training_model_files

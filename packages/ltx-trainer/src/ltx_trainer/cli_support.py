@@ -16,7 +16,7 @@ import typer
 from ltx_core.loader import CheckpointError
 from ltx_core.text_encoders.gemma.eight_bit import Gemma8bitUnavailable
 from ltx_core.write_errors import OutputWriteError
-from ltx_pipelines.media import MediaError
+from ltx_pipelines.io import MediaError
 from ltx_trainer.buckets import BucketError
 from ltx_trainer.cli_basics import configure_logging, new_app
 from ltx_trainer.dataset_file import DatasetFileError

@@ -19,8 +19,8 @@ import numpy as np
 import torch
 import typer
 
-from ltx_pipelines.engine.progress import progress
-from ltx_pipelines.media import MediaError, iter_video_frames, probe_video, write_video
+from ltx_pipelines.io import MediaError, iter_video_frames, probe_video, write_video
+from ltx_pipelines.io.progress import progress
 from ltx_trainer.caption_videos import DEFAULT_EXTENSIONS, find_media
 from ltx_trainer.cli_support import configure_logging, new_app, run_or_exit
 from ltx_trainer.dataset_file import DatasetFileError, read_dataset, resolve_roles, write_records

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ltx_pipelines.media.atomic_files import atomic_output
+from ltx_pipelines.io.atomic_files import atomic_output
 
 logger = logging.getLogger(__name__)
 

@@ -82,7 +82,7 @@ def demo_run_at(folder: Path) -> DemoRun:
 
 def write_demo_clips(dataset_dir: Path) -> Path:
     """Three 2 s clips with a tone and one without a sound track, and their dataset file."""
-    from ltx_pipelines.media import write_video
+    from ltx_pipelines.io import write_video
 
     frames, size, square = round(2 * DEMO_FPS), 64, 16
     rows = []

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from ltx_pipelines.media import MediaError
+from ltx_pipelines.io import MediaError
 from ltx_trainer.buckets import SPATIAL_MULTIPLE, TEMPORAL_MULTIPLE
 from ltx_trainer.dataset_file import DatasetFile
 from ltx_trainer.drop_report import RunReport

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ltx_pipelines.media import MediaError, iter_video_frames, probe_video, read_image_rgb
+from ltx_pipelines.io import MediaError, iter_video_frames, probe_video, read_image_rgb
 
 IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff"})
 CROP_MODES = ("center", "random")

@@ -18,7 +18,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from ltx_pipelines.media.atomic_files import apply_umask, atomic_output
+from ltx_pipelines.io.atomic_files import apply_umask, atomic_output
 
 FORMAT_VERSION = "1"
 SAMPLE_SUFFIX = ".safetensors"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from ltx_pipelines.engine.progress import progress
+from ltx_pipelines.io.progress import progress
 from ltx_trainer.dataset_file import DatasetFile, DatasetRow, relative_media_key
 from ltx_trainer.sharding import Shard, current_shard
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import typer
 
-from ltx_pipelines.engine.progress import progress
-from ltx_pipelines.media import MediaError, iter_video_frames, probe_video, read_audio, write_video
+from ltx_pipelines.io import MediaError, iter_video_frames, probe_video, read_audio, write_video
+from ltx_pipelines.io.progress import progress
 from ltx_trainer.cli_support import configure_logging, new_app, run_or_exit
 
 logger = logging.getLogger(__name__)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from ltx_pipelines.media import MediaError
+from ltx_pipelines.io import MediaError
 from ltx_trainer.buckets import Bucket, choose_bucket, reference_bucket
 from ltx_trainer.dataset_file import DatasetFile
 from ltx_trainer.drop_report import RunReport

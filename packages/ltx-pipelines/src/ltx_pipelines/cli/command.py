@@ -43,7 +43,7 @@ from ltx_pipelines.engine.defaults import PipelineDefaults
 from ltx_pipelines.engine.final_latents import FinalLatents, check_finite_latents
 from ltx_pipelines.engine.generation import Generation, describe_model_files, write_generation
 from ltx_pipelines.engine.latents_file import RunRecord, follow_video_name, save_latents_safely
-from ltx_pipelines.media.atomic_files import remove_stale_partials
+from ltx_pipelines.io.atomic_files import remove_stale_partials
 
 logger = logging.getLogger(__name__)
 

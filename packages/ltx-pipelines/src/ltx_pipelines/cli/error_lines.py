@@ -29,8 +29,8 @@ from ltx_core.write_errors import is_disk_full
 from ltx_pipelines.cli.hf_paths import HfPathError
 from ltx_pipelines.engine.final_latents import NonFiniteLatentsError
 from ltx_pipelines.engine.latents_file import LatentsFileError
-from ltx_pipelines.media.atomic_files import OutputExistsError
-from ltx_pipelines.media.errors import MediaError
+from ltx_pipelines.io.atomic_files import OutputExistsError
+from ltx_pipelines.io.errors import MediaError
 
 EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130  # the shell's code for a run ended by Ctrl-C (128 + SIGINT)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import av
 
-from ltx_pipelines.media import MediaError, check_decodes, probe_video
+from ltx_pipelines.io import MediaError, check_decodes, probe_video
 
 # MediaError names the file itself and is passed on as it is.
 _OPEN_ERRORS = (av.error.FFmpegError, OSError, ValueError)

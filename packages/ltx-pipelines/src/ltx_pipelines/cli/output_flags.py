@@ -10,7 +10,7 @@ from typing import Any
 
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
 from ltx_pipelines.engine.defaults import PipelineDefaults
-from ltx_pipelines.media.atomic_files import check_output_path, sidecar_path
+from ltx_pipelines.io.atomic_files import check_output_path, sidecar_path
 
 
 @dataclass(frozen=True)

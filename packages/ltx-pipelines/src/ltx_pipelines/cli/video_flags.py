@@ -22,7 +22,7 @@ from ltx_pipelines.cli.model_flags import RunModels
 from ltx_pipelines.engine.defaults import PipelineDefaults, default_image_crf, spatial_multiple
 from ltx_pipelines.engine.duration import check_duration_range, has_duration_head
 from ltx_pipelines.engine.stages import ImageCondition
-from ltx_pipelines.media.image import image_too_large
+from ltx_pipelines.io.image import image_too_large
 
 _MAX_CRF = 51
 

@@ -11,8 +11,8 @@ from typing import Any
 import torch
 
 from ltx_pipelines.engine.generation import _package_versions, check_output_target, describe_model_files
-from ltx_pipelines.media import write_audio
-from ltx_pipelines.media.atomic_files import (
+from ltx_pipelines.io import write_audio
+from ltx_pipelines.io.atomic_files import (
     json_text,
     partial_file,
     publish_with_sidecar,

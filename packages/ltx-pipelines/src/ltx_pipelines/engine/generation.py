@@ -17,7 +17,7 @@ from ltx_core.loader import ModelFiles
 from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_pipelines.engine.final_latents import FinalLatents
 from ltx_pipelines.engine.latents_file import RunRecord, save_latents_beside
-from ltx_pipelines.media.atomic_files import (
+from ltx_pipelines.io.atomic_files import (
     check_output_path,
     json_text,
     partial_file,
@@ -25,7 +25,7 @@ from ltx_pipelines.media.atomic_files import (
     remove_stale_partials,
     sidecar_path,
 )
-from ltx_pipelines.media.video_writer import encode_video
+from ltx_pipelines.io.video_writer import encode_video
 
 logger = logging.getLogger(__name__)
 

@@ -19,8 +19,8 @@ from torch import nn
 
 from ltx_core.conditioning import ConditioningItem, VideoConditionByReferenceLatent
 from ltx_core.loader import CheckpointError, LoraSpec, lora_metadata
-from ltx_pipelines.media import frames_to_model_input, iter_video_frames, read_image_rgb
-from ltx_pipelines.media.errors import MediaError
+from ltx_pipelines.io import frames_to_model_input, iter_video_frames, read_image_rgb
+from ltx_pipelines.io.errors import MediaError
 
 logger = logging.getLogger(__name__)
 

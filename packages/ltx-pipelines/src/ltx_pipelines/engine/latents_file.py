@@ -29,7 +29,7 @@ from ltx_core.types import VideoPixelShape
 from ltx_pipelines.engine.final_latents import FinalLatents, Waveform
 from ltx_pipelines.engine.model_loading import Placement
 from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
-from ltx_pipelines.media.atomic_files import (
+from ltx_pipelines.io.atomic_files import (
     OutputExistsError,
     apply_umask,
     atomic_output,

@@ -12,7 +12,7 @@ from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.text_encoders.gemma.resident import ResidentTextEncoders
 from ltx_pipelines.engine.model_loading import Placement
 from ltx_pipelines.engine.stages import ImageCondition
-from ltx_pipelines.media import read_image_rgb
+from ltx_pipelines.io import read_image_rgb
 
 logger = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ from ltx_core.tools import AudioLatentTools, VideoLatentTools
 from ltx_core.types import LatentState, VideoPixelShape
 from ltx_pipelines.engine.noise import NoiseSource
 from ltx_pipelines.engine.samplers import AncestralSampler
-from ltx_pipelines.media import load_image_conditioning
+from ltx_pipelines.io import load_image_conditioning
 
 logger = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from ltx_pipelines.media import MediaError, iter_video_frames, probe_video, read_audio, read_image_rgb
+from ltx_pipelines.io import MediaError, iter_video_frames, probe_video, read_audio, read_image_rgb
 from ltx_trainer.media import is_image
 
 CAPTION_KEY = "combined_caption_english"

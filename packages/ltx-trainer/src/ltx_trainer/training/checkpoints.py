@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from ltx_pipelines.media.atomic_files import partial_file, publish_file, remove_stale_partials
+from ltx_pipelines.io.atomic_files import partial_file, publish_file, remove_stale_partials
 
 logger = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from tqdm import tqdm
 from ltx_core.loader import read_checkpoint_config, read_safetensors_header
 from ltx_core.loader.key_rules import TRANSFORMER_PREFIX
 from ltx_core.write_errors import is_disk_full
-from ltx_pipelines.media.atomic_files import apply_umask
+from ltx_pipelines.io.atomic_files import apply_umask
 from ltx_trainer.training import checkpoints as ckpt
 from ltx_trainer.training.lora_files import adapter_state, save_lora_file
 from ltx_trainer.training.parts import TrainingParts

@@ -30,7 +30,7 @@ from ltx_core.loader.lora_layouts import (
     lora_file_tensors,
     lora_weights_from_tensors,
 )
-from ltx_pipelines.media.atomic_files import apply_umask, atomic_output
+from ltx_pipelines.io.atomic_files import apply_umask, atomic_output
 
 _PEFT_KEY = re.compile(r"^(?:base_model\.model\.)?(?P<module>.+)\.(?P<part>lora_[AB])(?:\.default)?\.weight$")
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from ltx_pipelines.media.atomic_files import atomic_output, remove_stale_partials
+from ltx_pipelines.io.atomic_files import atomic_output, remove_stale_partials
 from ltx_trainer.config import LtxTrainerConfig, dump_config
 from ltx_trainer.memory_plan import check_run
 from ltx_trainer.model_files import training_model_files

@@ -33,8 +33,8 @@ from PIL import Image
 
 from ltx_core.components.guiders import MultiModalGuiderParams
 from ltx_core.loader import LoraSpec, ModelFiles
-from ltx_pipelines.media import write_audio, write_video
-from ltx_pipelines.media.atomic_files import atomic_output
+from ltx_pipelines.io import write_audio, write_video
+from ltx_pipelines.io.atomic_files import atomic_output
 from ltx_trainer.config import LtxTrainerConfig, ValidationSample
 from ltx_trainer.training.validation_conditions import (
     EncodedSample,

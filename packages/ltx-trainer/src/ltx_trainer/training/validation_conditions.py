@@ -52,8 +52,8 @@ from ltx_pipelines.engine.ic_references import ReferenceFactors, VideoReference,
 from ltx_pipelines.engine.model_loading import Placement, loaded
 from ltx_pipelines.engine.source_latents import SOURCE_ENCODE_TILING, conform_latent_frames
 from ltx_pipelines.engine.stages import ImageCondition, StageConditions
-from ltx_pipelines.media import MediaError, frames_to_model_input, iter_video_frames, probe_video, read_audio
-from ltx_pipelines.media.image import read_image_rgb
+from ltx_pipelines.io import MediaError, frames_to_model_input, iter_video_frames, probe_video, read_audio
+from ltx_pipelines.io.image import read_image_rgb
 from ltx_trainer.config import (
     AudioToVideoInput,
     FirstFrameInput,

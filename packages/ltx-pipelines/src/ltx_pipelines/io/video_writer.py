@@ -22,10 +22,10 @@ import av
 import numpy as np
 import torch
 
-from ltx_pipelines.engine.progress import progress
-from ltx_pipelines.media.atomic_files import atomic_output
-from ltx_pipelines.media.errors import MediaError
-from ltx_pipelines.media.yuv import rgb_to_yuv420p_bt709
+from ltx_pipelines.io.atomic_files import atomic_output
+from ltx_pipelines.io.errors import MediaError
+from ltx_pipelines.io.progress import progress
+from ltx_pipelines.io.yuv import rgb_to_yuv420p_bt709
 
 logger = logging.getLogger(__name__)
 

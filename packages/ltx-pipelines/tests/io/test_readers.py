@@ -7,7 +7,7 @@ import re
 import pytest
 import torch
 
-from ltx_pipelines.media import (
+from ltx_pipelines.io import (
     MediaError,
     check_decodes,
     frames_to_model_input,

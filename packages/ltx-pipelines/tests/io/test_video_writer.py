@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from ltx_pipelines.media import MediaError, fps_fraction, rgb_to_yuv420p_bt709, write_audio, write_video
-from ltx_pipelines.media.atomic_files import OutputExistsError
+from ltx_pipelines.io import MediaError, fps_fraction, rgb_to_yuv420p_bt709, write_audio, write_video
+from ltx_pipelines.io.atomic_files import OutputExistsError
 
 AAC_FRAME = 1024  # samples per AAC frame
 

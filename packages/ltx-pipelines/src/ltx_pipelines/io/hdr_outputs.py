@@ -23,10 +23,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ltx_pipelines.media.atomic_files import OutputExistsError, atomic_output
-from ltx_pipelines.media.errors import MediaError
-from ltx_pipelines.media.hdr import linear_rec709_to_hlg_bt2020
-from ltx_pipelines.media.video_writer import fps_fraction
+from ltx_pipelines.io.atomic_files import OutputExistsError, atomic_output
+from ltx_pipelines.io.errors import MediaError
+from ltx_pipelines.io.hdr import linear_rec709_to_hlg_bt2020
+from ltx_pipelines.io.video_writer import fps_fraction
 
 logger = logging.getLogger(__name__)
 

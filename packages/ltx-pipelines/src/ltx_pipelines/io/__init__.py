@@ -1,8 +1,8 @@
 """Media input/output with PyAV and Pillow: MP4/WAV writing, image conditioning, video/audio reading."""
 
-from ltx_pipelines.media.errors import MediaError
-from ltx_pipelines.media.image import load_image_conditioning, read_image_rgb, recompress_h264
-from ltx_pipelines.media.readers import (
+from ltx_pipelines.io.errors import MediaError
+from ltx_pipelines.io.image import load_image_conditioning, read_image_rgb, recompress_h264
+from ltx_pipelines.io.readers import (
     AudioClip,
     VideoClip,
     VideoInfo,
@@ -13,15 +13,15 @@ from ltx_pipelines.media.readers import (
     read_audio,
     read_video,
 )
-from ltx_pipelines.media.resize import resize_cover_center_crop, to_model_range
-from ltx_pipelines.media.video_writer import (
+from ltx_pipelines.io.resize import resize_cover_center_crop, to_model_range
+from ltx_pipelines.io.video_writer import (
     DEFAULT_VIDEO_CRF,
     WrittenVideo,
     fps_fraction,
     write_audio,
     write_video,
 )
-from ltx_pipelines.media.yuv import rgb_to_yuv420p_bt709
+from ltx_pipelines.io.yuv import rgb_to_yuv420p_bt709
 
 __all__ = [
     "DEFAULT_VIDEO_CRF",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ltx_pipelines.media.atomic_files import (
+from ltx_pipelines.io.atomic_files import (
     OutputExistsError,
     atomic_output,
     check_output_path,

@@ -12,8 +12,8 @@ import av
 import numpy as np
 import torch
 
-from ltx_pipelines.media.errors import MediaError
-from ltx_pipelines.media.resize import resize_cover_center_crop, to_model_range
+from ltx_pipelines.io.errors import MediaError
+from ltx_pipelines.io.resize import resize_cover_center_crop, to_model_range
 
 logger = logging.getLogger(__name__)
 

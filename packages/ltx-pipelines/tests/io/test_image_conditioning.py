@@ -9,7 +9,7 @@ import pytest
 import torch
 from PIL import Image
 
-from ltx_pipelines.media import (
+from ltx_pipelines.io import (
     MediaError,
     load_image_conditioning,
     read_image_rgb,

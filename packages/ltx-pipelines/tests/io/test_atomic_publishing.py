@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-import ltx_pipelines.media.atomic_files as atomic_files
-from ltx_pipelines.media.atomic_files import (
+import ltx_pipelines.io.atomic_files as atomic_files
+from ltx_pipelines.io.atomic_files import (
     partial_file,
     publish_with_sidecar,
     remove_stale_partials,

@@ -1,0 +1,236 @@
+"""The code-shape figures of issue 34, printed: import circles, long functions, lines per package, the
+modules `import ltx_pipelines.distilled` loads, and the files a distilled demo run walks through.
+
+    uv run python benchmarks/code_structure.py            # static figures + the traced demo run
+    uv run python benchmarks/code_structure.py --no-trace # static figures only
+
+"Files visited" counts the distinct `ltx_pipelines` files in which a function ran during one demo run
+(after the command's own module is imported); "returns" counts how often control came back into a file
+of `ltx_pipelines` it had already left, by a call ("calls back") or by any call or function return (a call
+into another file and back is one return), which is what a reader following the run has to do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import subprocess
+import sys
+import tempfile
+from collections import Counter, defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = {
+    "ltx_core": ROOT / "packages/ltx-core/src/ltx_core",
+    "ltx_pipelines": ROOT / "packages/ltx-pipelines/src/ltx_pipelines",
+    "ltx_trainer": ROOT / "packages/ltx-trainer/src/ltx_trainer",
+    "ltx_serve": ROOT / "packages/ltx-serve/src/ltx_serve",
+}
+LONG = 60
+
+
+def _modules() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for folder in PACKAGES.values():
+        if not folder.exists():
+            continue
+        for path in folder.rglob("*.py"):
+            parts = list(path.relative_to(folder.parent).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found[".".join(parts)] = path
+    return found
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(module: str, path: Path, known: set[str]) -> set[str]:
+    """Every ltx_* module this one imports, at any depth of its code (TYPE_CHECKING blocks left out)."""
+    tree = ast.parse(path.read_text())
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    targets: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            targets.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                targets.add(sub if sub in known else base)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return {t for t in targets if t in known and t != module}
+
+
+def import_circles() -> list[list[str]]:
+    modules = _modules()
+    graph = {m: _imports(m, p, set(modules)) for m, p in modules.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+    sys.setrecursionlimit(10_000)
+
+    def strong(v: str) -> None:  # Tarjan
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            strong(v)
+    return circles
+
+
+def long_functions() -> list[tuple[int, str]]:
+    found = []
+    for module, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                if length > LONG:
+                    found.append((length, f"{module}.{node.name}"))
+    return sorted(found, reverse=True)
+
+
+def lines_per_package() -> dict[str, int]:
+    return {
+        name: sum(len(p.read_text().splitlines()) for p in folder.rglob("*.py"))
+        for name, folder in PACKAGES.items()
+        if folder.exists()
+    }
+
+
+def imported_by_distilled() -> tuple[int, int]:
+    code = "import sys, ltx_pipelines.distilled;print(sum(m.startswith('ltx_') for m in sys.modules), len(sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    return int(out[0]), int(out[1])
+
+
+_TRACER = r"""
+import sys, runpy, importlib
+from pathlib import Path
+mark = "/ltx_pipelines/"
+importlib.import_module("ltx_pipelines.distilled")
+sequence = []
+
+def owner(frame):
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if mark in name and frame.f_code.co_name != "<module>":
+            return name.split(mark, 1)[1]
+        frame = frame.f_back
+    return None
+
+def profile(frame, event, arg):
+    if event == "call":
+        current = owner(frame)
+    elif event == "return":
+        current = owner(frame.f_back)
+    else:
+        return
+    if current is not None and (not sequence or sequence[-1][1] != current):
+        sequence.append((event, current))
+
+sys.argv = ["ltx_pipelines.distilled", *sys.argv[2:]]
+sys.setprofile(profile)
+try:
+    runpy.run_module("ltx_pipelines.distilled", run_name="__main__")
+except SystemExit:
+    pass
+finally:
+    sys.setprofile(None)
+Path(OUT).write_text("\n".join(f"{e} {f}" for e, f in sequence))
+"""
+
+
+def traced_demo_run(work: Path) -> tuple[list[str], Counter, Counter]:
+    out = work / "sequence.txt"
+    script = _TRACER.replace("OUT", repr(str(out)))
+    command = [
+        sys.executable, "-c", script, "--", "--demo", "--prompt", "A red fox.", "--seed", "3", "--device", "cpu",
+        "--height", "64", "--width", "64", "--num-frames", "9", "--output-path", str(work / "out.mp4"),
+        "--log-level", "WARNING",
+    ]  # fmt: skip
+    subprocess.run(command, check=True)
+    sequence = [line.split(" ", 1) for line in out.read_text().split("\n")]
+    seen: set[str] = set()
+    returns: Counter = Counter()
+    calls_back: Counter = Counter()
+    for event, name in sequence:
+        if name in seen:
+            returns[name] += 1
+            if event == "call":
+                calls_back[name] += 1
+        seen.add(name)
+    return sorted(seen), returns, calls_back
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--no-trace", action="store_true", help="Skip the traced demo run.")
+    args = parser.parse_args()
+
+    circles = import_circles()
+    print(f"import circles: {len(circles)}")
+    for circle in circles:
+        print("  " + " <-> ".join(circle))
+    longs = long_functions()
+    per_package: dict[str, int] = defaultdict(int)
+    for _, name in longs:
+        per_package[name.split(".")[0]] += 1
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(per_package.items()))
+    print(f"functions over {LONG} lines: {len(longs)} ({counts})")
+    for length, name in longs:
+        print(f"  {length:4d} {name}")
+    print("lines per package: " + ", ".join(f"{k} {v}" for k, v in lines_per_package().items()))
+    ltx, total = imported_by_distilled()
+    print(f"import ltx_pipelines.distilled loads {ltx} ltx_* modules ({total} modules in all)")
+    if not args.no_trace:
+        with tempfile.TemporaryDirectory() as tmp:
+            files, returns, calls_back = traced_demo_run(Path(tmp))
+        print(
+            f"distilled demo run: {len(files)} ltx_pipelines files visited, {sum(calls_back.values())} calls back"
+            f" into a file already left ({sum(returns.values())} counting function returns too)"
+        )
+        for name, count in calls_back.most_common(8):
+            print(f"  {count:4d} {name} ({returns[name]})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
