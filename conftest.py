@@ -118,6 +118,15 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         )
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _no_kernel_timing():
+    """Tests never time kernels nor read the user's kernel cache (`ltx_core.tune`): every op takes its
+    default path, unless LTX_KERNEL_PATH forces one (the golden tests run once per forced path)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LTX_KERNEL_TUNING", "0")
+        yield
+
+
 @pytest.fixture(scope="session")
 def golden_dir() -> Path:
     d = find_golden_dir()

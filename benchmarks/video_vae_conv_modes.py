@@ -3,7 +3,7 @@
 The LTX-2.3 22B decoder architecture (random bf16 weights, see `video_vae_decode.py`) decodes one
 latent untiled, once with every `Conv3d` pinned to native bf16 and once pinned to the float32 cast
 (weights converted once and cached, activations converted per call), each in its own process.
-Also prints which one this CPU picks automatically (`cpu_has_native_bf16_conv`), and the largest
+Also prints which one this CPU's kernel choices pick (`ltx_core.tune`, timed once per machine), and the largest
 difference between the two decodes (they round differently, both accumulate in float32).
 
     uv run python benchmarks/video_vae_conv_modes.py                          # 17 x 256 x 384
@@ -31,7 +31,8 @@ def child(args: argparse.Namespace, mode: str, out_path: str) -> dict:
     sys.path.insert(0, str(_HERE))
     from video_vae_decode import _keys_json, _random_decoder
 
-    from ltx_core.model.video_vae.layers import Conv3d, cpu_has_native_bf16_conv
+    from ltx_core.model.video_vae.layers import Conv3d, cpu_compute_dtype, widest_conv
+    from ltx_core.tune import KernelChoices
 
     torch.set_num_threads(os.cpu_count() or 1)
     config = json.loads(_keys_json().read_text())["config"]
@@ -50,7 +51,9 @@ def child(args: argparse.Namespace, mode: str, out_path: str) -> dict:
         video = decoder(latent)
         seconds = time.perf_counter() - start
     torch.save(video.float(), out_path)
-    return {"mode": mode, "seconds": seconds, "auto_native": cpu_has_native_bf16_conv()}
+    probe = _random_decoder(config, torch.bfloat16)  # unpinned: what the timed choice is here
+    picked = cpu_compute_dtype(widest_conv(probe), KernelChoices.load(), *latent.shape[3:])
+    return {"mode": mode, "seconds": seconds, "auto_native": picked == torch.bfloat16}
 
 
 def main() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch.nn.attention import SDPBackend
 
 from ltx_core.guidance.perturbations import (
     BatchedPerturbationConfig,
@@ -18,7 +19,9 @@ from ltx_core.model.transformer import (
     VIDEO_ONLY_TRANSFORMER,
     Modality,
     X0Model,
+    attention_backends,
 )
+from ltx_core.tune import KERNEL_PATHS, KernelChoices, attach
 
 pytestmark = pytest.mark.golden
 
@@ -64,7 +67,13 @@ def av_model(golden_model_source):
     return build_model(AV_TRANSFORMER, golden_model_source, dtype=torch.float32, device="cpu")
 
 
-def test_every_case_matches_reference(golden_fixture, av_model, assert_golden_close):
+@pytest.mark.parametrize("sdpa_path", KERNEL_PATHS["sdpa"])
+def test_every_case_matches_reference(golden_fixture, av_model, assert_golden_close, monkeypatch, sdpa_path):
+    """Every case, once per CPU SDPA kernel the kernel choices can force (flash, math)."""
+    kernels = []
+    real = attention_backends.sdpa_kernel
+    monkeypatch.setattr(attention_backends, "sdpa_kernel", lambda backends: kernels.append(backends) or real(backends))
+    attach(av_model, KernelChoices.fixed({"sdpa": sdpa_path}))
     fx = golden_fixture("fx_transformer")
     cases = list(fx.params["cases"])
     assert cases, "fixture lists no cases"
@@ -84,6 +93,8 @@ def test_every_case_matches_reference(golden_fixture, av_model, assert_golden_cl
                 continue
             assert_golden_close(velocity, fx[f"{case}.{stream}_velocity"], name=f"{case}.{stream}_velocity")
             assert_golden_close(x0, fx[f"{case}.{stream}_denoised"], name=f"{case}.{stream}_denoised")
+    assert kernels, "no attention call went through the chosen SDPA kernel"
+    assert all(k[0] == (SDPBackend.MATH if sdpa_path == "math" else SDPBackend.FLASH_ATTENTION) for k in kernels)
 
 
 def test_single_stream_variants_match_reference(golden_fixture, golden_model_source, assert_golden_close):

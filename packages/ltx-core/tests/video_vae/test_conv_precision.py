@@ -7,6 +7,7 @@ import torch
 
 from ltx_core.model.video_vae import layers
 from ltx_core.model.video_vae.layers import CausalConv3d, Conv3d
+from ltx_core.tune import KernelChoices
 
 
 def _conv(mode: str) -> Conv3d:
@@ -47,12 +48,12 @@ def _replicate_padded(x: torch.Tensor, front: int, back: int) -> torch.Tensor:
 @pytest.mark.parametrize("frames", [1, 2, 3, 5])
 @pytest.mark.parametrize("causal", [True, False])
 @pytest.mark.parametrize("padding_mode", ["zeros", "reflect"])
-def test_causal_padding_repeats_edge_frames(causal, frames, padding_mode, monkeypatch):
-    # On the CPU in float32 the edge frames run with merged time taps instead of a padded copy:
-    # the same sums in another order, so equal to float32 rounding, never more.
-    monkeypatch.setattr(layers, "MIN_MERGED_EDGE_PIXELS", 1)  # small frames keep the test fast
+def test_causal_padding_repeats_edge_frames(causal, frames, padding_mode):
+    # On the CPU in float32 the "merged" path runs the edge frames with merged time taps instead of a
+    # padded copy: the same sums in another order, so equal to float32 rounding, never more.
     torch.manual_seed(0)
     conv = CausalConv3d(6, 4, kernel_size=3, padding_mode=padding_mode)
+    conv.use_kernel_choices(KernelChoices.fixed("conv3d-f32=merged"))
     x = torch.randn(1, 6, frames, 5, 4)
     front, back = (2, 0) if causal else (1, 1)
     want = conv.conv(_replicate_padded(x, front, back))
@@ -63,10 +64,10 @@ def test_causal_padding_repeats_edge_frames(causal, frames, padding_mode, monkey
     assert (got - want).abs().max() < 1e-5 * want.abs().max()
 
 
-def test_merged_edges_with_bf16_weights_match_the_float32_cast_path(monkeypatch):
-    monkeypatch.setattr(layers, "MIN_MERGED_EDGE_PIXELS", 1)
+def test_merged_edges_with_bf16_weights_match_the_float32_cast_path():
     torch.manual_seed(0)
     conv = CausalConv3d(6, 4, kernel_size=3).to(torch.bfloat16)
+    conv.use_kernel_choices(KernelChoices.fixed("conv3d-f32=merged"))
     conv.conv.cpu_half_mode = "float32"
     x = torch.randn(1, 6, 4, 5, 4)
     w, b = conv.conv.weight.float(), conv.conv.bias.float()
@@ -84,32 +85,27 @@ def test_strided_time_conv_still_pads():
     assert torch.equal(conv(x, causal=True), conv.conv(_replicate_padded(x, 2, 0)))
 
 
-@pytest.mark.parametrize("path", ["padded", "merged_edges", "winograd"])
+@pytest.mark.parametrize("path", ["direct", "merged", "winograd"])
 @pytest.mark.parametrize("causal", [True, False])
 def test_each_cpu_float32_path_matches_torch_conv3d(path, causal, monkeypatch):
-    """Force each way a CPU float32 CausalConv3d can run (the limits pick it by width and frame size)
-    and compare with torch's conv3d of the replicate-padded input in float64."""
+    """Force each way a CPU float32 CausalConv3d can run (timed per layer shape otherwise) and compare
+    with torch's conv3d of the replicate-padded input in float64."""
     from ltx_core.model.video_vae import winograd
 
-    big = 10**9
-    monkeypatch.setattr(layers, "MIN_MERGED_EDGE_PIXELS", 1 if path == "merged_edges" else big)
-    monkeypatch.setattr(winograd, "MIN_WINOGRAD_PIXELS", 1 if path == "winograd" else big)
-    monkeypatch.setattr(winograd, "MIN_WINOGRAD_CHANNELS", 1)
     taken = []
     merged = layers.CausalConv3d._forward_merged_edges
-    monkeypatch.setattr(
-        layers.CausalConv3d, "_forward_merged_edges", lambda *a: taken.append("merged_edges") or merged(*a)
-    )
+    monkeypatch.setattr(layers.CausalConv3d, "_forward_merged_edges", lambda *a: taken.append("merged") or merged(*a))
     monkeypatch.setattr(layers, "winograd_conv3d", lambda *a: taken.append("winograd") or winograd.winograd_conv3d(*a))
     torch.manual_seed(0)
     conv = CausalConv3d(8, 4, kernel_size=3)
+    conv.use_kernel_choices(KernelChoices.fixed({"conv3d-f32": path}))
     x = torch.randn(2, 8, 4, 7, 9)
     front, back = (2, 0) if causal else (1, 1)
     padded = _replicate_padded(x, front, back).double()
     with torch.no_grad():
         want = torch.nn.functional.conv3d(padded, conv.conv.weight.double(), conv.conv.bias.double(), padding=(0, 1, 1))
         got = conv(x, causal=causal)
-    assert taken == ([] if path == "padded" else [path])
+    assert taken == ([] if path == "direct" else [path])
     assert got.shape == want.shape == (2, 4, 4, 7, 9)
     # float32 rounding of 27 x 8 terms (Winograd's transforms round a few times more); a wrong tap
     # or transform entry is off by O(max |output|)

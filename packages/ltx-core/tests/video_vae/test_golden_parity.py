@@ -21,6 +21,7 @@ from ltx_core.model.video_vae import (
     layers,
     winograd,
 )
+from ltx_core.tune import KERNEL_PATHS, KernelChoices, attach
 
 pytestmark = pytest.mark.golden
 
@@ -78,35 +79,27 @@ def test_decode_every_case_of_the_set(decoder, fx, assert_golden_close):
     assert_golden_close(got, fx["decode_t.video"], name="decode_t.video")
 
 
-def test_decode_with_every_layer_through_winograd(decoder, fx, assert_golden_close, monkeypatch, golden_lacks):
-    """A fixture decoder is narrower (and its frames smaller) than where CPU convolutions take Winograd:
-    lower both limits so every eligible 3x3x3 layer does, and hold the same tolerance. A decoder with no
-    layer of Winograd's geometry (e.g. reflect-padded) cannot take it at all: skipped, saying why."""
-    monkeypatch.setattr(winograd, "MIN_WINOGRAD_CHANNELS", 1)
-    monkeypatch.setattr(winograd, "MIN_WINOGRAD_PIXELS", 1)
-    convs = [m.conv for m in decoder.modules() if isinstance(m, layers.CausalConv3d)]
-    if not any(winograd.use_winograd(conv, 1, 1) for conv in convs):
-        modes = sorted({conv.padding_mode for conv in convs})
+@pytest.mark.parametrize("path", KERNEL_PATHS["conv3d-f32"])
+def test_decode_with_each_forced_conv_path(decoder, fx, assert_golden_close, monkeypatch, golden_lacks, path):
+    """Every CPU float32 convolution path the kernel choices can take ("direct", "merged" edge frames,
+    "winograd"), forced on every layer that can take it, holds the fixture's tolerance. A decoder with
+    no layer of Winograd's geometry (e.g. reflect-padded) cannot take it at all: skipped, saying why."""
+    convs = [m for m in decoder.modules() if isinstance(m, layers.CausalConv3d)]
+    if path == "winograd" and not any(winograd.winograd_applies(m.conv) for m in convs):
+        modes = sorted({m.conv.padding_mode for m in convs})
         golden_lacks(f"a decoder layer Winograd applies to (stride-1, zero-padded 3x3x3; padding modes {modes})")
     calls = []
-    monkeypatch.setattr(layers, "winograd_conv3d", lambda *a: calls.append(1) or winograd.winograd_conv3d(*a))
-    noise = fx["decode.noise"] if fx.params["timestep_conditioning"] else None
-    with torch.no_grad():
-        got = decoder(fx["decode.latent"], noise=noise)
-    assert calls, "no layer went through Winograd"
-    assert_golden_close(got, fx["decode.video"], name="decode.video")
-
-
-def test_decode_with_merged_edge_frames(decoder, fx, assert_golden_close, monkeypatch):
-    """The fixture's frames are smaller than where CPU convolutions merge the time taps of repeated
-    edge frames: lower that limit so every layer does, and hold the same tolerance."""
-    monkeypatch.setattr(layers, "MIN_MERGED_EDGE_PIXELS", 1)
-    calls = []
     merged = layers.CausalConv3d._forward_merged_edges
-    monkeypatch.setattr(layers.CausalConv3d, "_forward_merged_edges", lambda *a: calls.append(1) or merged(*a))
+    monkeypatch.setattr(layers.CausalConv3d, "_forward_merged_edges", lambda *a: calls.append("merged") or merged(*a))
+    monkeypatch.setattr(layers, "winograd_conv3d", lambda *a: calls.append("winograd") or winograd.winograd_conv3d(*a))
+    attach(decoder, KernelChoices.fixed({"conv3d-f32": path}))
     noise = fx["decode.noise"] if fx.params["timestep_conditioning"] else None
-    got = decoder(fx["decode.latent"], noise=noise)
-    assert calls, "no layer merged its edge frames"
+    try:
+        with torch.no_grad():
+            got = decoder(fx["decode.latent"], noise=noise)
+    finally:
+        attach(decoder, None)
+    assert set(calls) == ({path} if path != "direct" else set()), f"layers did not take the {path} path"
     assert_golden_close(got, fx["decode.video"], name="decode.video")
 
 

@@ -8,7 +8,8 @@ from torch.nn import functional as F
 
 from ltx_core.model.video_vae import winograd
 from ltx_core.model.video_vae.layers import CausalConv3d
-from ltx_core.model.video_vae.winograd import use_winograd, winograd_conv3d
+from ltx_core.model.video_vae.winograd import winograd_applies, winograd_conv3d
+from ltx_core.tune import KernelChoices
 
 
 def _direct_float64(x, weight, bias, **kwargs):
@@ -49,23 +50,20 @@ def test_too_few_frames_is_refused():
         winograd_conv3d(torch.randn(1, 2, 2, 4, 4), torch.randn(2, 2, 3, 3, 3), None)
 
 
-def test_only_wide_plain_layers_over_large_frames_take_it():
-    wide, large = winograd.MIN_WINOGRAD_CHANNELS, (winograd.MIN_WINOGRAD_PIXELS, 1)
-    assert use_winograd(CausalConv3d(wide, 4).conv, *large)
-    assert not use_winograd(CausalConv3d(wide, 4).conv, large[0] - 1, 1)
-    assert not use_winograd(CausalConv3d(wide // 2, 4).conv, *large)
-    assert not use_winograd(CausalConv3d(wide, 4, padding_mode="reflect").conv, *large)
-    assert not use_winograd(CausalConv3d(wide, 4, stride=(1, 2, 2)).conv, *large)
-    assert not use_winograd(CausalConv3d(wide, 4, kernel_size=1).conv, *large)
+def test_only_plain_3x3x3_layers_can_take_it():
+    assert winograd_applies(CausalConv3d(8, 4).conv)
+    assert not winograd_applies(CausalConv3d(8, 4, padding_mode="reflect").conv)
+    assert not winograd_applies(CausalConv3d(8, 4, stride=(1, 2, 2)).conv)
+    assert not winograd_applies(CausalConv3d(8, 4, kernel_size=1).conv)
 
 
 @pytest.mark.parametrize("causal", [True, False])
 @pytest.mark.parametrize("frames", [1, 4])
-def test_wide_causal_conv_goes_through_winograd_and_matches_padding(causal, frames, monkeypatch):
-    monkeypatch.setattr(winograd, "MIN_WINOGRAD_PIXELS", 1)  # small frames keep the test fast
+def test_causal_conv_through_winograd_matches_padding(causal, frames, monkeypatch):
     torch.manual_seed(0)
-    conv = CausalConv3d(winograd.MIN_WINOGRAD_CHANNELS, 4).to(torch.bfloat16)  # bf16 weights, float32 maths
+    conv = CausalConv3d(16, 4).to(torch.bfloat16)  # bf16 weights, float32 maths
     conv.conv.cpu_half_mode = "float32"
+    conv.use_kernel_choices(KernelChoices.fixed("winograd"))
     calls = []
     monkeypatch.setattr(
         "ltx_core.model.video_vae.layers.winograd_conv3d", lambda *a: calls.append(1) or winograd_conv3d(*a)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ltx_core.model.transformer.attention_backends import AttentionFn, attend
+from ltx_core.model.transformer.attention_backends import AttentionFn, attend, with_kernel_choices
 from ltx_core.model.transformer.rope import RotaryEmbedding, apply_rotary
 
 
@@ -28,8 +28,11 @@ class Attention(nn.Module):
     `gated`, each head's output is scaled by 2 * sigmoid(gate logits of the query input).
     `skip` is a per-item (B, 1, 1) keep mask: 0 replaces that item's attention output by its value
     projection (the keys and queries are then irrelevant), as attention perturbations require;
-    `skip_all=True` skips computing queries and keys for the whole batch.
+    `skip_all=True` skips computing queries and keys for the whole batch. The owning model's kernel
+    choices (`use_kernel_choices`) pick SDPA's CPU kernel.
     """
+
+    kernel_choices = None
 
     def __init__(
         self,
@@ -54,6 +57,10 @@ class Attention(nn.Module):
         self.to_v = nn.Linear(context_dim, inner)
         self.to_gate_logits = nn.Linear(query_dim, heads) if gated else None
         self.to_out = nn.Sequential(nn.Linear(inner, query_dim), nn.Identity())
+
+    def use_kernel_choices(self, choices) -> None:
+        self.kernel_choices = choices
+        self.attention_fn = with_kernel_choices(self.attention_fn, choices)
 
     def forward(
         self,

@@ -8,6 +8,10 @@ are probed once at import; a missing or broken install simply leaves SDPA in cha
 selection, while a backend chosen by name (`check_backend`, `set_attention_backend`: "sdpa",
 "flash3", "flash4", "mps-sdpa"; None or "auto" = automatic) fails with an error naming what it needs.
 The backend that runs is logged once per (backend, device).
+
+On the CPU, SDPA's own kernel (its flash kernel or the math one) is chosen by timing both once per
+head count, head dim, length class and dtype (`ltx_core.tune`, op kind "sdpa") when the model owns
+kernel choices; the other is taken where the preferred one cannot serve a call.
 """
 
 from __future__ import annotations
@@ -20,6 +24,9 @@ from enum import Enum
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from ltx_core.tune import KernelChoices, OpKey, size_class
 
 logger = logging.getLogger(__name__)
 
@@ -181,15 +188,48 @@ def _mask_4d(mask: torch.Tensor) -> torch.Tensor:
     return mask
 
 
+# CPU SDPA kernels by kernel-path name; each list also allows math, which serves every input.
+_CPU_SDPA_KERNELS = {"flash": [SDPBackend.FLASH_ATTENTION, SDPBackend.MATH], "math": [SDPBackend.MATH]}
+
+
+def cpu_sdpa_path(
+    choices: KernelChoices, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: torch.Tensor | None
+) -> str:
+    """ "flash" or "math" for a CPU SDPA call on (B, heads, T, head_dim) inputs, timed once per class."""
+    b, heads, t, dim = q.shape
+    s = k.shape[2]
+    masked = "masked" if attn_mask is not None else "plain"
+    shape_class = f"h{heads}.d{dim}.q{size_class(t)}.k{size_class(s)}.{masked}"
+    key = OpKey("sdpa", str(q.dtype).removeprefix("torch."), shape_class)
+    sample = [x.detach() for x in (q, k, v)]
+    mask = None if attn_mask is None else attn_mask.detach()
+
+    def run(path: str) -> torch.Tensor:
+        with sdpa_kernel(_CPU_SDPA_KERNELS[path]):
+            return F.scaled_dot_product_attention(*sample, attn_mask=mask)
+
+    candidates = {path: functools.partial(run, path) for path in _CPU_SDPA_KERNELS}
+    return choices.choose(key, candidates, default="flash", work=2.0 * b * heads * t * s * dim)
+
+
 def sdpa_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, heads: int, mask: torch.Tensor | None = None
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    heads: int,
+    mask: torch.Tensor | None = None,
+    choices: KernelChoices | None = None,
 ) -> torch.Tensor:
-    """PyTorch scaled-dot-product attention; `mask` is an additive bias broadcastable to (B, H, T, S)."""
+    """PyTorch scaled-dot-product attention; `mask` is an additive bias broadcastable to (B, H, T, S).
+    With `choices` on the CPU, SDPA's kernel is the one timed fastest there (`cpu_sdpa_path`)."""
     b, t, _ = q.shape
     attn_mask = None if mask is None else _mask_4d(mask).to(q.dtype)
-    out = F.scaled_dot_product_attention(
-        _heads_first(q, heads), _heads_first(k, heads), _heads_first(v, heads), attn_mask=attn_mask
-    )
+    q4, k4, v4 = _heads_first(q, heads), _heads_first(k, heads), _heads_first(v, heads)
+    if choices is None or q.device.type != "cpu" or torch.compiler.is_compiling():
+        out = F.scaled_dot_product_attention(q4, k4, v4, attn_mask=attn_mask)
+    else:
+        with sdpa_kernel(_CPU_SDPA_KERNELS[cpu_sdpa_path(choices, q4, k4, v4, attn_mask)]):
+            out = F.scaled_dot_product_attention(q4, k4, v4, attn_mask=attn_mask)
     return out.transpose(1, 2).reshape(b, t, -1)
 
 
@@ -215,8 +255,10 @@ def attend(
     heads: int,
     mask: torch.Tensor | None = None,
     backend: AttentionBackend | None = None,
+    choices: KernelChoices | None = None,
 ) -> torch.Tensor:
-    """Multi-head attention on (B, T, heads * head_dim) inputs; `backend` None picks per device."""
+    """Multi-head attention on (B, T, heads * head_dim) inputs; `backend` None picks per device,
+    `choices` picks SDPA's CPU kernel by timing (see `sdpa_attention`)."""
     chosen = _resolve(q, heads, mask is not None, backend)
     if not torch.compiler.is_compiling():
         _log_backend(chosen, q.device.type, backend is not None)
@@ -226,23 +268,35 @@ def attend(
         return _flash_attention(_fa4_func, q, k, v, heads)
     if chosen is AttentionBackend.MPS_SDPA:
         return _mps_attention(q, k, v, heads)
-    return sdpa_attention(q, k, v, heads, mask)
+    return sdpa_attention(q, k, v, heads, mask, choices)
 
 
-def attention_function(backend: str | AttentionBackend | None) -> AttentionFn:
-    """An `AttentionFn` pinned to `backend` (None / 'auto': automatic per device)."""
+def attention_function(backend: str | AttentionBackend | None, choices: KernelChoices | None = None) -> AttentionFn:
+    """An `AttentionFn` pinned to `backend` (None / 'auto': automatic per device), with SDPA's CPU
+    kernel chosen by `choices` (None: PyTorch's own choice)."""
     pinned = parse_backend(backend)
-    if pinned is None:
+    if pinned is None and choices is None:
         return attend
-    return functools.partial(attend, backend=pinned)
+    return functools.partial(attend, backend=pinned, choices=choices)
+
+
+def with_kernel_choices(fn: AttentionFn, choices: KernelChoices | None) -> AttentionFn:
+    """`fn` with its SDPA kernel chosen by `choices`, when `fn` is one of `attention_function`'s; other
+    attention functions (sequence parallel's wrappers) are returned as they are."""
+    if fn is attend:
+        return attention_function(None, choices)
+    if isinstance(fn, functools.partial) and fn.func is attend:
+        return attention_function(fn.keywords.get("backend"), choices)
+    return fn
 
 
 def set_attention_backend(model: nn.Module, backend: str | AttentionBackend | None, device: torch.device | str) -> None:
     """Point every attention layer of `model` at `backend`, after checking it can run on `device`."""
-    fn = attention_function(check_backend(backend, device))
+    pinned = check_backend(backend, device)
     count = 0
     for module in model.modules():
         if hasattr(module, "attention_fn"):
-            module.attention_fn = fn
+            # Kernel choices the layer already has stay with it.
+            module.attention_fn = attention_function(pinned, getattr(module, "kernel_choices", None))
             count += 1
     logger.info("attention backend %s set on %d attention layers", parse_backend(backend) or "auto", count)

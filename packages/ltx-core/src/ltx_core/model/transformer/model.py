@@ -14,6 +14,7 @@ from ltx_core.model.transformer.block import AVTransformerBlock, StreamState
 from ltx_core.model.transformer.config import StreamConfig, TransformerConfig
 from ltx_core.model.transformer.feed_forward import CaptionProjection
 from ltx_core.model.transformer.rope import RotaryEmbedding, rotary_embedding
+from ltx_core.tune import KernelChoices, owned_choices
 
 _AV_SCALE_SHIFT_ROWS = 4
 
@@ -83,7 +84,13 @@ def _check_modality(name: str, m: Modality, stream: StreamConfig, context_width:
 
 class LTXModel(nn.Module):
     """The DiT. Build it with `configure_transformer` / the component specs; `config.variant` says
-    which streams exist (the absent stream's weights are never created)."""
+    which streams exist (the absent stream's weights are never created). On the CPU it owns
+    `kernel_choices` (this machine's timed kernel paths, read on the first call: `ltx_core.tune`)."""
+
+    kernel_choices: KernelChoices | None = None
+
+    def use_kernel_choices(self, choices: KernelChoices | None) -> None:
+        self.kernel_choices = choices
 
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
@@ -252,6 +259,7 @@ class LTXModel(nn.Module):
         if perturbations is not None and perturbations.batch_size != batch:
             raise ValueError(f"perturbations describe {perturbations.batch_size} items, the batch has {batch}")
 
+        owned_choices(self, (video or audio).latent.device)  # this machine's kernel paths, on the first CPU call
         vs = self._prepare(video, c.video, "") if video is not None else None
         aus = self._prepare(audio, c.audio, "audio_") if audio is not None else None
         if vs is not None and aus is not None:

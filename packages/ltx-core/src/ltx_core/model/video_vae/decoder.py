@@ -18,8 +18,10 @@ from ltx_core.model.video_vae.layers import (
     cpu_compute_dtype,
     make_norm,
     unpatchify,
+    widest_conv,
 )
 from ltx_core.model.video_vae.tiling import TilingConfig, VideoTile, blend_in_time_chunks, decode_tile_layout
+from ltx_core.tune import KernelChoices, owned_choices
 from ltx_core.types import SpatioTemporalScaleFactors
 
 # A timestep-conditioned decoder denoises slightly: it decodes 0.975 * latent + 0.025 * noise at t = 0.05.
@@ -57,7 +59,16 @@ class VideoDecoder(nn.Module):
     `config.causal_decoder` selects causal time padding (output frame t never sees later latents)
     or symmetric padding. With `config.timestep_conditioning` the decoder mixes noise into its
     input and modulates every residual stack and the output norm by the decode timestep.
+
+    On the CPU the decoder owns `kernel_choices` (this machine's timed kernel paths, read on the first
+    call, see `ltx_core.tune`): half-precision weights run natively or with float32 activations, and
+    each float32 convolution takes its fastest path.
     """
+
+    kernel_choices: KernelChoices | None = None
+
+    def use_kernel_choices(self, choices: KernelChoices | None) -> None:
+        self.kernel_choices = choices
 
     def __init__(self, config: VideoVAEConfig) -> None:
         super().__init__()
@@ -129,7 +140,8 @@ class VideoDecoder(nn.Module):
         """
         self.check_latent(latent.shape)
         batch = latent.shape[0]
-        x = latent.to(cpu_compute_dtype(self.conv_in.conv))
+        choices = owned_choices(self, latent.device)
+        x = latent.to(cpu_compute_dtype(widest_conv(self), choices, *latent.shape[3:]))
         timesteps = None
         if self.timestep_conditioning:
             if noise is None:

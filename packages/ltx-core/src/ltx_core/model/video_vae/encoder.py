@@ -8,8 +8,17 @@ from torch.nn import functional as F
 
 from ltx_core.model.video_vae.blocks import ResBlockStack, ResnetBlock3D, SpaceToDepthDownsample
 from ltx_core.model.video_vae.config import VAEBlock, VideoVAEConfig
-from ltx_core.model.video_vae.layers import CausalConv3d, PerChannelStatistics, make_norm, patchify
+from ltx_core.model.video_vae.layers import (
+    CausalConv3d,
+    Conv3d,
+    PerChannelStatistics,
+    make_norm,
+    patchify,
+    vae_compute_path,
+    widest_conv,
+)
 from ltx_core.model.video_vae.tiling import TilingConfig, encode_tile_layout, weight_volume, weights_sum_to_one
+from ltx_core.tune import KernelChoices, owned_choices
 from ltx_core.types import SpatioTemporalScaleFactors
 
 
@@ -33,8 +42,14 @@ class VideoEncoder(nn.Module):
     """Patchify, causal conv stack, PixelNorm + SiLU + conv to means (+ log-variance), normalize.
 
     The encoder is causal in time: latent frame j only sees pixel frames <= 8j, and the first
-    latent frame encodes the first pixel frame alone (so an image is a 1-frame video).
+    latent frame encodes the first pixel frame alone (so an image is a 1-frame video). On the CPU it
+    owns `kernel_choices` like the decoder (`ltx_core.tune`).
     """
+
+    kernel_choices: KernelChoices | None = None
+
+    def use_kernel_choices(self, choices: KernelChoices | None) -> None:
+        self.kernel_choices = choices
 
     def __init__(self, config: VideoVAEConfig) -> None:
         super().__init__()
@@ -75,6 +90,15 @@ class VideoEncoder(nn.Module):
         """Pixels in [-1, 1] -> normalized latent means, in the input's dtype."""
         self.check_input(pixels.shape)
         dtype = self.conv_in.conv.weight.dtype
+        choices = owned_choices(self, pixels.device)
+        if choices is not None and dtype != torch.float32:
+            # Activations stay in the weights' dtype; each convolution goes through float32 where that
+            # measured faster (its input up, its output back down).
+            height, width = pixels.shape[3] // self.scale.height, pixels.shape[4] // self.scale.width
+            path = vae_compute_path(choices, widest_conv(self), height, width)
+            for module in self.modules():
+                if isinstance(module, Conv3d):
+                    module.half_path = path
         x = self.conv_in(patchify(pixels.to(dtype), self.config.patch_size))
         for block in self.down_blocks:
             x = block(x)

@@ -2,57 +2,45 @@
 
 from __future__ import annotations
 
-import functools
 import math
+from collections.abc import Sequence
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ltx_core.model.video_vae.winograd import use_winograd, winograd_conv3d
+from ltx_core.model.video_vae.winograd import winograd_applies, winograd_conv3d
+from ltx_core.tune import KernelChoices, OpKey, size_class
 
 _HALF_DTYPES = (torch.bfloat16, torch.float16)
-# CPU flags under which oneDNN runs bfloat16 convolutions natively (AVX512-BF16, AMX).
-_NATIVE_BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
-
-
-@functools.cache
-def cpu_has_native_bf16_conv() -> bool:
-    """Whether this CPU runs bfloat16 convolutions natively (oneDNN with AVX512-BF16 or AMX).
-
-    Without those instructions PyTorch's bf16 Conv3d falls back to slow reference loops, and
-    converting to float32 is faster; with them, the bf16 kernel is 2-5x faster than the float32
-    convolution (measured on an AVX512-BF16 Xeon: 0.2-0.45 of the time). Read once per process.
-    """
-    if not torch.backends.mkldnn.is_available():
-        return False
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
-    except OSError:
-        return False  # not Linux: no portable flag query; keep the float32 path that is fast everywhere
-    return any(flag in flags for flag in _NATIVE_BF16_CPU_FLAGS)
+# Time and space a timing sample of a convolution's input is cropped to: the choice between paths
+# depends on the layer's widths and on the frame size up to about this much, and the timing stays
+# a fraction of a second per candidate.
+_SAMPLE_FRAMES = 4
+_SAMPLE_HEIGHT, _SAMPLE_WIDTH = 64, 96
 
 
 class Conv3d(nn.Conv3d):
-    """`nn.Conv3d` that picks, per CPU, how to run half-precision weights.
+    """`nn.Conv3d` that can run half-precision weights through float32 on the CPU.
 
-    On a CPU with native bf16 convolution (see `cpu_has_native_bf16_conv`) bf16 runs as is (float32
-    accumulation, one rounding per output). Elsewhere -- and for float16 -- the input is converted to
-    float32 and the output rounded back to the input dtype, with the float32 copy of the weights made
-    once and reused until the weights change. `cpu_half_mode` ("auto", "native", "float32") pins the
-    choice for one layer (benchmarks compare both).
+    A float32 input with half weights (a decoder that keeps its activations in float32, see
+    `cpu_compute_dtype`) convolves with a float32 copy of the weights, made once and reused until the
+    weights change; its output stays float32. A half input runs in its dtype, unless the owning model
+    measured float32 faster (`half_path = "float32"`, see `vae_compute_path`): then the input goes
+    up and the output back down. `cpu_half_mode` ("auto", "native", "float32") pins the choice for
+    one layer (benchmarks compare both).
     """
 
     cpu_half_mode: str = "auto"
+    half_path: str | None = None  # set by the owning model from its kernel choices
 
     def runs_native(self, dtype: torch.dtype) -> bool:
-        """Whether a CPU convolution with `dtype` weights runs in that dtype (else through float32)."""
+        """Whether a CPU convolution of a `dtype` input with `dtype` weights runs in that dtype."""
         if self.cpu_half_mode == "native":
             return True
         if self.cpu_half_mode == "float32":
             return False
-        return dtype == torch.bfloat16 and cpu_has_native_bf16_conv()
+        return self.half_path != "float32"
 
     def _float_weights(self, weight: torch.Tensor, bias: torch.Tensor | None):
         key = (weight.data_ptr(), weight._version, None if bias is None else (bias.data_ptr(), bias._version))
@@ -62,12 +50,16 @@ class Conv3d(nn.Conv3d):
             self.__dict__["_float_cache"] = cached
         return cached[1], cached[2]
 
+    def _via_float32(self, input: torch.Tensor, weight: torch.Tensor) -> bool:
+        if input.device.type != "cpu" or weight.dtype not in _HALF_DTYPES:
+            return False
+        return input.dtype == torch.float32 or not self.runs_native(weight.dtype)
+
     def computes_in_float32_on_cpu(self, input: torch.Tensor) -> bool:
         """Whether a CPU convolution of `input` runs in float32 (float32 weights, or half ones cast up)."""
         if input.device.type != "cpu" or input.dtype not in (torch.float32, *_HALF_DTYPES):
             return False
-        dtype = self.weight.dtype
-        return dtype == torch.float32 or (dtype in _HALF_DTYPES and not self.runs_native(dtype))
+        return self.weight.dtype == torch.float32 or self._via_float32(input, self.weight)
 
     def compute_weights(self) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The weight and bias a CPU float32 convolution uses (the cached float32 copy for half weights)."""
@@ -76,9 +68,7 @@ class Conv3d(nn.Conv3d):
         return self.weight, self.bias
 
     def _conv_forward(self, input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-        # A float32 input with half weights comes from a decoder that keeps its activations in float32
-        # (see `cpu_compute_dtype`); its output stays float32.
-        if input.device.type == "cpu" and weight.dtype in _HALF_DTYPES and not self.runs_native(weight.dtype):
+        if self._via_float32(input, weight):
             w, b = self._float_weights(weight, bias)
             return super()._conv_forward(input.float(), w, b).to(input.dtype)
         return super()._conv_forward(input, weight, bias)
@@ -92,25 +82,63 @@ class Conv3d(nn.Conv3d):
         return super()._apply(fn, recurse)
 
 
-def cpu_compute_dtype(conv: Conv3d) -> torch.dtype:
+def _conv_work(conv: nn.Conv3d, shape: Sequence[int]) -> float:
+    """Multiply-adds of `conv` over an input of `shape` (N, C, T, H, W), about."""
+    n, c, t, h, w = shape
+    return n * c * conv.out_channels // conv.groups * math.prod(conv.kernel_size) * t * h * w / math.prod(conv.stride)
+
+
+def vae_compute_path(
+    choices: KernelChoices | None, conv: CausalConv3d, height: int, width: int, frames: int = _SAMPLE_FRAMES
+) -> str:
+    """ "native" or "float32": how a VAE with half-precision weights like `conv`'s runs on the CPU.
+
+    Timed on `conv` (the model's widest convolution) over `height` x `width` frames (cropped to the
+    timing sample): on a CPU with native bf16 (AVX512-BF16, AMX) its bf16 convolution measured 0.6x
+    the float32 one, on an AVX2 CPU PyTorch sends it to slow reference loops (~25x). Without `choices`
+    (a model used off the CPU or never tuned) the weights' dtype.
+    """
+    layer = conv.conv
+    dtype = layer.weight.dtype
+    if layer.weight.device.type != "cpu" or dtype not in _HALF_DTYPES or choices is None:
+        return "native"
+    h, w = min(height, _SAMPLE_HEIGHT), min(width, _SAMPLE_WIDTH)
+    shape_class = f"{layer.in_channels}x{layer.out_channels}.px{size_class(h * w)}"
+    key = OpKey("vae-compute", str(dtype).removeprefix("torch."), shape_class)
+    sample_shape = (1, layer.in_channels, frames + conv.time_kernel - 1, h, w)
+
+    def native() -> torch.Tensor:
+        return layer.plain_conv(torch.ones(sample_shape, dtype=dtype), layer.weight, layer.bias)
+
+    def float32() -> torch.Tensor:
+        weight, bias = layer.compute_weights()
+        return layer.plain_conv(torch.ones(sample_shape), weight, bias)
+
+    work = _conv_work(layer, sample_shape) * (height * width) / (h * w)
+    return choices.choose(key, {"native": native, "float32": float32}, default="native", work=work)
+
+
+def widest_conv(model: nn.Module) -> CausalConv3d:
+    """The `CausalConv3d` of `model` with the most input x output channels (the one timed for the model)."""
+    convs = [m for m in model.modules() if isinstance(m, CausalConv3d)]
+    return max(convs, key=lambda m: m.conv.in_channels * m.conv.out_channels)
+
+
+def cpu_compute_dtype(conv: CausalConv3d, choices: KernelChoices | None, height: int, width: int) -> torch.dtype:
     """The dtype a model whose convolutions look like `conv` should keep its activations in.
 
-    On a CPU where half-precision convolutions go through float32 anyway, every layer would convert
-    its input up and its output back down, and every norm, SiLU and add would run on emulated bf16:
-    keeping the activations in float32 between the convolutions removes both (the profile in
-    `benchmarks/video_vae_profile.py`). Elsewhere the weights' dtype.
+    Where half-precision convolutions are measured faster through float32 (`vae_compute_path`), every
+    layer would convert its input up and its output back down, and every norm, SiLU and add would run
+    on emulated bf16: keeping the activations in float32 between the convolutions removes both (the
+    profile in `benchmarks/video_vae_profile.py`). Elsewhere the weights' dtype.
     """
-    dtype = conv.weight.dtype
-    if conv.weight.device.type == "cpu" and dtype in _HALF_DTYPES and not conv.runs_native(dtype):
-        return torch.float32
-    return dtype
-
-
-# Edge frames merge their time taps only over frames at least this large: over small frames (the
-# 22B decoder's 1024-wide layers at 8 x 12, its 4096-wide upsampling convs at 16 x 24) summing the
-# large kernels per call and the extra small convolutions cost more than the saved multiply-adds
-# (profiled: those blocks ~2.5x slower).
-MIN_MERGED_EDGE_PIXELS = 32 * 48
+    layer = conv.conv
+    if layer.cpu_half_mode != "auto":  # pinned (benchmarks)
+        native = layer.cpu_half_mode == "native"
+    else:
+        native = vae_compute_path(choices, conv, height, width) == "native"
+    dtype = layer.weight.dtype
+    return dtype if native or layer.weight.device.type != "cpu" or dtype not in _HALF_DTYPES else torch.float32
 
 
 def _tracks_gradients(*tensors: torch.Tensor | None) -> bool:
@@ -139,14 +167,19 @@ class CausalConv3d(nn.Module):
     frames <= t; non-causal mode repeats the first and the last frame `(k - 1) / 2` times each.
     Height and width are padded inside the convolution with `padding_mode`.
 
-    On the CPU in float32 the padding is not materialised: the frames whose window is all real run
-    as one convolution without time padding, and each edge frame as a short convolution whose time
-    taps that read the same repeated frame are summed into one. Same result to float32 rounding,
-    no padded copy of the input, and 2 / (3 T) fewer multiply-adds for a 3-tap kernel over T frames
-    (the convolutions are ~95% of a decode's CPU time). Wide 3x3x3 layers there instead take the
-    padded input through Winograd F(4x4, 3x3) (`winograd.py`: 1/4 of the multiply-adds, as GEMMs).
-    Elsewhere the input is replicate-padded for the layer's own convolution.
+    On the CPU in float32 there are three paths, chosen by timing them per layer shape (`kernel_choices`,
+    op kind "conv3d-f32"; the convolutions are ~95% of a decode's CPU time): "direct", the padded
+    input through the layer's own convolution; "merged", the padding not materialised: the frames
+    whose window is all real run as one convolution without time padding, and each edge frame as a
+    short convolution whose time taps that read the same repeated frame are summed into one (same
+    result to float32 rounding, 2 / (3 T) fewer multiply-adds for a 3-tap kernel over T frames; it
+    loses over small frames, where the summed kernels and extra calls cost more); and, for plain
+    3x3x3 layers at inference, "winograd": the padded input through Winograd F(4x4, 3x3)
+    (`winograd.py`: 1/4 of the multiply-adds as GEMMs, which pays on wide layers over large frames).
+    Without kernel choices, and off the CPU, the input is replicate-padded for the layer's own convolution.
     """
+
+    kernel_choices: KernelChoices | None = None
 
     def __init__(
         self,
@@ -167,19 +200,49 @@ class CausalConv3d(nn.Module):
             padding_mode=padding_mode,
         )
 
+    def use_kernel_choices(self, choices: KernelChoices | None) -> None:
+        self.kernel_choices = choices
+
     def forward(self, x: torch.Tensor, causal: bool = True) -> torch.Tensor:
         front, back = (self.time_kernel - 1, 0) if causal else ((self.time_kernel - 1) // 2,) * 2
         if not (front or back):
             return self.conv(x)
         if self.conv.stride[0] == self.conv.dilation[0] == 1 and self.conv.computes_in_float32_on_cpu(x):
-            weight, bias = self.conv.compute_weights()
-            if use_winograd(self.conv, *x.shape[3:]) and not _tracks_gradients(x, weight, bias):
-                # (it writes into preallocated buffers, which autograd cannot follow)
-                padded = F.pad(x.float(), (0, 0, 0, 0, front, back), mode="replicate")
-                return winograd_conv3d(padded, weight, bias).to(x.dtype)
-            if x.shape[3] * x.shape[4] >= MIN_MERGED_EDGE_PIXELS:
+            path = self.float32_path(x, front, back)
+            if path == "winograd":
+                weight, bias = self.conv.compute_weights()
+                return winograd_conv3d(self._padded(x.float(), front, back), weight, bias).to(x.dtype)
+            if path == "merged":
                 return self._forward_merged_edges(x, front, back).to(x.dtype)
-        return self.conv(F.pad(x, (0, 0, 0, 0, front, back), mode="replicate"))
+        return self.conv(self._padded(x, front, back))
+
+    @staticmethod
+    def _padded(x: torch.Tensor, front: int, back: int) -> torch.Tensor:
+        return F.pad(x, (0, 0, 0, 0, front, back), mode="replicate")
+
+    def float32_path(self, x: torch.Tensor, front: int, back: int) -> str:
+        """ "direct", "merged" or "winograd" for this CPU float32 call, by the kernel choices."""
+        if self.kernel_choices is None:
+            return "direct"
+        conv = self.conv
+        weight, bias = conv.compute_weights()
+        # Winograd writes into preallocated buffers, which autograd cannot follow: inference only.
+        winograd = winograd_applies(conv) and not _tracks_gradients(x, weight, bias)
+        c, t, h, w = x.shape[1:]
+        shape_class = (
+            f"{c}x{conv.out_channels}.k{'x'.join(map(str, conv.kernel_size))}.s{'x'.join(map(str, conv.stride))}"
+            f".{conv.padding_mode}.{'causal' if back == 0 else 'symmetric'}.t{size_class(t)}"
+            f".px{size_class(min(h, _SAMPLE_HEIGHT) * min(w, _SAMPLE_WIDTH))}"
+        )
+        key = OpKey("conv3d-f32", "float32", shape_class)
+        sample = x[:1, :, :_SAMPLE_FRAMES, :_SAMPLE_HEIGHT, :_SAMPLE_WIDTH].float()
+        candidates = {
+            "direct": lambda: conv.plain_conv(self._padded(sample, front, back), weight, bias),
+            "merged": lambda: self._forward_merged_edges(sample, front, back),
+        }
+        if winograd:
+            candidates["winograd"] = lambda: winograd_conv3d(self._padded(sample, front, back), weight, bias)
+        return self.kernel_choices.choose(key, candidates, default="direct", work=_conv_work(conv, x.shape))
 
     def _forward_merged_edges(self, x: torch.Tensor, front: int, back: int) -> torch.Tensor:
         weight, bias = self.conv.compute_weights()

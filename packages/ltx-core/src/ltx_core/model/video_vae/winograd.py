@@ -6,9 +6,9 @@ position: per time tap, 36 GEMMs of (out, in) x (in, tiles), i.e. 36 multiply-ad
 and input channel instead of 144 -- 1/4 of the direct convolution's. The three transforms (input
 tiles, kernels, output blocks) are small GEMMs with the Kronecker products of the 1-D transform
 matrices (interpolation points 0, +-1, +-2), made per call: they only pay for wide layers over large
-frames (`use_winograd`). The points +-2 scale some terms by up to 8 before they cancel, so the
-result differs from the direct convolution by a few float32 roundings of the output's range
-(measured ~1e-5 relative on the 22B decoder's layers, like oneDNN against itself in another order).
+frames (timed per layer shape, see `CausalConv3d`). The points +-2 scale some terms by up to 8 before
+they cancel, so the result differs from the direct convolution by a few float32 roundings of the
+output's range (measured ~1e-5 relative on the 22B decoder's layers, like oneDNN against itself in another order).
 """
 
 from __future__ import annotations
@@ -18,14 +18,6 @@ import functools
 import torch
 from torch.nn import functional as F
 
-# Layers at least this wide, over frames at least this large, go through Winograd. Measured per layer
-# shape of the 22B decoder (2 threads, CPU seconds against oneDNN's direct convolution, kernel transform
-# included): 512 -> 512 over 9 x 32 x 48 0.39x, 256 -> 256 over 17 x 32 x 48 0.50x, 256 -> 512 0.53x;
-# but 128 -> 128 over 17 x 64 x 96 1.28x (short GEMMs, transforms dominate), and over 16 x 24 or
-# smaller frames the per-call kernel transform of the 512- to 4096-wide layers costs as much as the
-# saved multiply-adds (512 -> 512 over 5 x 16 x 24 1.16x, 1024 -> 1024 over 3 x 8 x 12 3x).
-MIN_WINOGRAD_CHANNELS = 256
-MIN_WINOGRAD_PIXELS = 32 * 48
 # Output channels per pass: bounds the transformed kernels and products held at once (~90 MB at 512 in
 # over 9 x 32 x 48). 256 rather than 512: same CPU time in the 22B decode, ~80 MiB lower peak RSS.
 _OUT_CHUNK = 256
@@ -66,18 +58,20 @@ def _transforms(device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch
     return tuple(torch.kron(m, m).to(device=device, dtype=torch.float32) for m in (input_1d, kernel_1d, output_1d))
 
 
-def use_winograd(conv: torch.nn.Conv3d, height: int, width: int) -> bool:
-    """Whether `conv` (already known to run in float32 on the CPU) is a wide, plain 3x3x3 convolution
-    over frames large enough (`height` x `width`) for the GEMMs to outweigh the transforms."""
+def winograd_applies(conv: torch.nn.Conv3d) -> bool:
+    """Whether `conv` is a plain 3x3x3 convolution (stride 1, zero spatial padding 1, one group) that
+    `winograd_conv3d` computes. Whether it is faster is measured per layer shape (`CausalConv3d`):
+    on the 22B decoder's layers (2 threads) it took 0.39-0.53x of oneDNN's direct convolution for
+    256-512 channels over 32 x 48 frames, but 1.28x for 128 channels over 64 x 96 and up to 3x for
+    the wide layers over 8 x 12 frames, where the per-call kernel transform dominates.
+    """
     return (
-        height * width >= MIN_WINOGRAD_PIXELS
-        and tuple(conv.kernel_size) == (3, 3, 3)
+        tuple(conv.kernel_size) == (3, 3, 3)
         and tuple(conv.stride) == (1, 1, 1)
         and tuple(conv.dilation) == (1, 1, 1)
         and tuple(conv.padding) == (0, 1, 1)
         and conv.padding_mode == "zeros"
         and conv.groups == 1
-        and conv.in_channels >= MIN_WINOGRAD_CHANNELS
     )
 
 

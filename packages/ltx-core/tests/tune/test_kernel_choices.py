@@ -1,0 +1,242 @@
+"""Kernel paths chosen by timing (`ltx_core.tune`): the choice with injected timings (nothing is
+really timed here), the per-machine cache file, forcing, and the layers that follow the decisions."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+import torch
+
+from ltx_core.model.transformer import attention_backends
+from ltx_core.model.video_vae import layers, winograd
+from ltx_core.model.video_vae.layers import CausalConv3d, cpu_compute_dtype
+from ltx_core.tune import (
+    KernelChoices,
+    MachineKey,
+    OpKey,
+    attach,
+    choose_fastest,
+    owned_choices,
+    parse_forced,
+    this_machine,
+)
+
+MACHINE_A = MachineKey("Some CPU", ("avx2", "avx512_bf16", "fma"), "2.15.0")
+KEY = OpKey("conv3d-f32", "float32", "8x8.px64")
+
+
+class FakeTimer:
+    """Seconds per path name, and the paths it was asked to time (no call is run or timed)."""
+
+    def __init__(self, seconds: dict[str, float]) -> None:
+        self.seconds = seconds
+        self.asked: list[str] = []
+
+    def __call__(self, path: str, run) -> float:
+        self.asked.append(path)
+        if self.seconds[path] is None:
+            raise RuntimeError(f"no kernel for {path}")
+        return self.seconds[path]
+
+
+def _never_timed(path: str, run) -> float:
+    raise AssertionError(f"{path} was timed")
+
+
+def _candidates(*names: str) -> dict:
+    return dict.fromkeys(names, lambda: None)
+
+
+def test_fastest_wins_unless_within_the_margin_of_the_default():
+    assert choose_fastest({"direct": 1.0, "winograd": 0.5}, "direct") == "winograd"
+    assert choose_fastest({"direct": 1.0, "winograd": 0.97}, "direct") == "direct"  # noise: keep the default
+    assert choose_fastest({"merged": 0.2, "winograd": 0.5}, "direct") == "merged"  # default not timed
+    assert choose_fastest({}, "direct") == "direct"
+
+
+def test_choice_is_timed_once_then_remembered():
+    timer = FakeTimer({"direct": 2.0, "merged": 1.5, "winograd": 0.5})
+    choices = KernelChoices(MACHINE_A, None, timer=timer, min_work=0)
+    assert choices.choose(KEY, _candidates("direct", "merged", "winograd"), default="direct") == "winograd"
+    assert choices.choose(KEY, _candidates("direct", "merged", "winograd"), default="direct") == "winograd"
+    assert timer.asked == ["direct", "merged", "winograd"]
+    assert choices.decisions[str(KEY)].seconds == {"direct": 2.0, "merged": 1.5, "winograd": 0.5}
+
+
+def test_a_kernel_that_fails_is_no_candidate():
+    timer = FakeTimer({"flash": None, "math": 3.0})
+    choices = KernelChoices(MACHINE_A, None, timer=timer, min_work=0)
+    assert choices.choose(OpKey("sdpa", "float32", "x"), _candidates("flash", "math"), default="flash") == "math"
+
+
+def test_small_work_takes_the_default_untimed():
+    choices = KernelChoices(MACHINE_A, None, timer=_never_timed, min_work=1e6)
+    assert choices.choose(KEY, _candidates("direct", "winograd"), default="direct", work=1e5) == "direct"
+    assert not choices.decisions
+
+
+def test_forced_path_wins_untimed_and_falls_back_where_it_cannot_apply(caplog):
+    choices = KernelChoices(MACHINE_A, None, forced={"conv3d-f32": "winograd"}, timer=_never_timed, min_work=0)
+    with caplog.at_level(logging.INFO, logger="ltx_core.tune.choices"):
+        assert choices.choose(KEY, _candidates("direct", "winograd"), default="direct") == "winograd"
+        other = OpKey("conv3d-f32", "float32", "1x1 layer")
+        assert choices.choose(other, _candidates("direct", "merged"), default="direct") == "direct"
+    assert f"kernel path {KEY} -> winograd (forced)" in caplog.text
+
+
+def test_forcing_spec_is_parsed_and_bad_names_are_refused():
+    assert parse_forced("winograd") == {"conv3d-f32": "winograd"}
+    assert parse_forced("sdpa=math, vae-compute=float32") == {"sdpa": "math", "vae-compute": "float32"}
+    assert parse_forced("") == {}
+    with pytest.raises(ValueError, match=r"path 'fast' is unknown; accepted: .*winograd"):
+        parse_forced("fast")
+    with pytest.raises(ValueError, match=r"item 'sdpa=winograd' names no kernel path; accepted: .*sdpa=flash\|math"):
+        parse_forced("sdpa=winograd")
+
+
+def test_cache_round_trip_and_another_machine_or_torch_times_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("LTX_KERNEL_TUNING", "1")
+    timer = FakeTimer({"direct": 2.0, "winograd": 0.5})
+    first = KernelChoices.load(tmp_path, machine=MACHINE_A, forced={}, timer=timer)
+    assert first.choose(KEY, _candidates("direct", "winograd"), default="direct") == "winograd"
+    files = list(tmp_path.iterdir())
+    assert [f.name for f in files] == [f"{MACHINE_A.fingerprint()}.json"]  # no temporary file left
+    # A new process on the same machine reads the decision instead of timing.
+    again = KernelChoices.load(tmp_path, machine=MACHINE_A, forced={}, timer=_never_timed)
+    assert again.choose(KEY, _candidates("direct", "winograd"), default="direct") == "winograd"
+    # Another CPU (no avx512_bf16) or another torch: its own decisions, timed again.
+    for other in (
+        MachineKey("Some CPU", ("avx2", "fma"), "2.15.0"),
+        MachineKey("Some CPU", ("avx2", "avx512_bf16", "fma"), "2.16.0"),
+    ):
+        retimed = FakeTimer({"direct": 0.5, "winograd": 2.0})
+        there = KernelChoices.load(tmp_path, machine=other, forced={}, timer=retimed)
+        assert there.choose(KEY, _candidates("direct", "winograd"), default="direct") == "direct"
+        assert retimed.asked == ["direct", "winograd"]
+    # A file renamed onto this machine's name but made elsewhere is not trusted.
+    elsewhere = tmp_path / f"{MachineKey('Some CPU', ('avx2', 'fma'), '2.15.0').fingerprint()}.json"
+    elsewhere.replace(tmp_path / f"{MACHINE_A.fingerprint()}.json")
+    assert KernelChoices.load(tmp_path, machine=MACHINE_A, forced={}).decisions == {}
+
+
+def test_unreadable_cache_file_is_timed_again(tmp_path, caplog, monkeypatch):
+    monkeypatch.setenv("LTX_KERNEL_TUNING", "1")
+    (tmp_path / f"{MACHINE_A.fingerprint()}.json").write_text("{not json")
+    with caplog.at_level(logging.WARNING, logger="ltx_core.tune.choices"):
+        choices = KernelChoices.load(tmp_path, machine=MACHINE_A, forced={})
+    assert choices.decisions == {}
+    assert "unreadable" in caplog.text
+
+
+def test_environment_forces_paths_and_turns_timing_off(tmp_path, monkeypatch):
+    monkeypatch.setenv("LTX_KERNEL_PATH", "math")
+    monkeypatch.setenv("LTX_KERNEL_TUNING", "0")
+    choices = KernelChoices.load(tmp_path)
+    assert choices.forced == {"sdpa": "math"}
+    assert choices.cache_file is None
+    assert choices.choose(KEY, _candidates("direct", "winograd"), default="direct") == "direct"
+    monkeypatch.setenv("LTX_KERNEL_PATH", "fastest")
+    with pytest.raises(ValueError, match="LTX_KERNEL_PATH path 'fastest' is unknown"):
+        KernelChoices.load(tmp_path)
+
+
+def test_this_machine_names_the_cpu_and_torch():
+    machine = this_machine()
+    assert machine.torch_version == torch.__version__
+    assert machine.cpu_model
+    assert "torch" in machine.capability()
+
+
+# -- the layers follow the decisions ---------------------------------------------------------------
+
+
+def _record(monkeypatch) -> list[str]:
+    taken: list[str] = []
+    merged = CausalConv3d._forward_merged_edges
+    monkeypatch.setattr(CausalConv3d, "_forward_merged_edges", lambda *a: taken.append("merged") or merged(*a))
+    monkeypatch.setattr(layers, "winograd_conv3d", lambda *a: taken.append("winograd") or winograd.winograd_conv3d(*a))
+    return taken
+
+
+@pytest.mark.parametrize("fastest", ["direct", "merged", "winograd"])
+def test_causal_conv_takes_the_path_timed_fastest(fastest, monkeypatch):
+    taken = _record(monkeypatch)
+    seconds = {"direct": 1.0, "merged": 1.0, "winograd": 1.0, fastest: 0.1}
+    timer = FakeTimer(seconds)
+    conv = CausalConv3d(8, 4)
+    conv.use_kernel_choices(KernelChoices(MACHINE_A, None, timer=timer, min_work=0))
+    x = torch.randn(1, 8, 3, 6, 6)
+    with torch.no_grad():
+        want = conv.conv(torch.cat([x[:, :, :1]] * 2 + [x], dim=2))
+        got = conv(x)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    assert taken == ([] if fastest == "direct" else [fastest])
+    assert sorted(timer.asked) == ["direct", "merged", "winograd"]
+
+
+def test_winograd_is_no_candidate_under_autograd():
+    timer = FakeTimer({"direct": 1.0, "merged": 2.0, "winograd": 0.1})
+    conv = CausalConv3d(8, 4)
+    conv.use_kernel_choices(KernelChoices(MACHINE_A, None, timer=timer, min_work=0))
+    conv(torch.randn(1, 8, 3, 6, 6, requires_grad=True)).sum().backward()
+    assert sorted(timer.asked) == ["direct", "merged"]
+
+
+@pytest.mark.parametrize("fastest, dtype", [("native", torch.bfloat16), ("float32", torch.float32)])
+def test_half_vae_keeps_activations_in_the_dtype_timed_faster(fastest, dtype):
+    conv = CausalConv3d(8, 8).to(torch.bfloat16)
+    timer = FakeTimer({"native": 1.0, "float32": 1.0, fastest: 0.1})
+    choices = KernelChoices(MACHINE_A, None, timer=timer, min_work=0)
+    assert cpu_compute_dtype(conv, choices, 8, 8) == dtype
+    assert sorted(timer.asked) == ["float32", "native"]
+    assert cpu_compute_dtype(conv, None, 8, 8) == torch.bfloat16  # untuned: the weights' dtype
+
+
+def _tiny_attention_inputs():
+    g = torch.Generator().manual_seed(0)
+    return [torch.randn(1, 6, 16, generator=g) for _ in range(3)]
+
+
+@pytest.mark.parametrize("fastest", ["flash", "math"])
+def test_cpu_sdpa_runs_the_kernel_timed_fastest(fastest, monkeypatch):
+    kernels = []
+    real = attention_backends.sdpa_kernel
+    monkeypatch.setattr(attention_backends, "sdpa_kernel", lambda backends: kernels.append(backends) or real(backends))
+    timer = FakeTimer({"flash": 1.0, "math": 1.0, fastest: 0.1})
+    fn = attention_backends.attention_function(None, KernelChoices(MACHINE_A, None, timer=timer, min_work=0))
+    q, k, v = _tiny_attention_inputs()
+    got = fn(q, k, v, 2, None)
+    torch.testing.assert_close(got, attention_backends.sdpa_attention(q, k, v, 2))
+    chosen = attention_backends._CPU_SDPA_KERNELS[fastest]
+    assert kernels[-1] == chosen
+    assert sorted(timer.asked) == ["flash", "math"]
+
+
+def test_model_reads_this_machines_decisions_from_the_user_cache_on_first_cpu_call(tmp_path, monkeypatch):
+    """A transformer layer takes the path a previous process saved for this machine (nothing timed)."""
+    monkeypatch.setenv("LTX_KERNEL_TUNING", "1")
+    monkeypatch.delenv("LTX_KERNEL_PATH", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    machine = this_machine()
+    key = OpKey("sdpa", "float32", "h2.d8.q4.k4.plain")
+    saved = KernelChoices.load(machine=machine, forced={}, timer=FakeTimer({"flash": 1.0, "math": 0.1}))
+    saved.min_work = 0
+    assert saved.choose(key, _candidates("flash", "math"), default="flash") == "math"
+    assert json.loads(saved.cache_file.read_text())["decisions"][str(key)]["path"] == "math"
+    assert saved.cache_file.parent == tmp_path / "ltx" / "kernels"
+
+    model = torch.nn.Module()
+    model.kernel_choices = None
+    model.use_kernel_choices = lambda c: setattr(model, "kernel_choices", c)
+    choices = owned_choices(model, torch.device("cpu"))
+    assert choices is model.kernel_choices and choices.timer is not _never_timed
+    choices.timer = _never_timed
+    q, k, v = _tiny_attention_inputs()
+    kernels = []
+    real = attention_backends.sdpa_kernel
+    monkeypatch.setattr(attention_backends, "sdpa_kernel", lambda backends: kernels.append(backends) or real(backends))
+    attention_backends.attend(q[:, :4], k[:, :4], v[:, :4], 2, choices=choices)
+    assert kernels == [attention_backends._CPU_SDPA_KERNELS["math"]]
+    attach(model, None)
