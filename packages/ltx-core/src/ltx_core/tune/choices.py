@@ -90,13 +90,17 @@ def choose_fastest(seconds: Mapping[str, float], default: str, margin: float = 0
     return fastest
 
 
-def time_call(path: str, fn: Callable[[], object], repeats: int = 2) -> float:
+def time_call(path: str, fn: Callable[[], object], repeats: int = 2, long_call: float = 0.3) -> float:
     """Seconds of one `fn()` call: the least of `repeats` runs after a warm-up one (oneDNN creates
-    its primitives on the first call; the least is the run least disturbed by other processes)."""
+    its primitives on the first call; the least is the run least disturbed by other processes). A
+    call whose warm-up took over `long_call` seconds runs once more only: timing is paid once per
+    machine, but on the first run of a large model."""
     with torch.no_grad():
+        began = time.perf_counter()
         fn()
+        warm_up = time.perf_counter() - began
         best = math.inf
-        for _ in range(repeats):
+        for _ in range(1 if warm_up > long_call else repeats):
             began = time.perf_counter()
             fn()
             best = min(best, time.perf_counter() - began)
