@@ -240,3 +240,55 @@ def test_model_reads_this_machines_decisions_from_the_user_cache_on_first_cpu_ca
     attention_backends.attend(q[:, :4], k[:, :4], v[:, :4], 2, choices=choices)
     assert kernels == [attention_backends._CPU_SDPA_KERNELS["math"]]
     attach(model, None)
+
+
+# -- python -m ltx_core.tune -------------------------------------------------------------------------
+
+_TINY_CONFIG = {
+    "vae": {
+        "latent_channels": 8,
+        "out_channels": 3,
+        "patch_size": 4,
+        "norm_layer": "pixel_norm",
+        "decoder_base_channels": 4,
+        "causal_decoder": False,
+        "spatial_padding_mode": "zeros",
+        "timestep_conditioning": False,
+        "decoder_blocks": [["res_x", {"num_layers": 1}], ["compress_all", {"multiplier": 2}]],
+    },
+    "transformer": {
+        "num_attention_heads": 2,
+        "attention_head_dim": 8,
+        "audio_num_attention_heads": 2,
+        "audio_attention_head_dim": 4,
+        "cross_attention_dim": 16,
+        "audio_cross_attention_dim": 8,
+    },
+}
+
+
+def test_tune_command_times_every_decoder_layer_and_attention_shape(tmp_path, monkeypatch, capsys):
+    from ltx_core.tune import __main__ as tune_main
+
+    timer = FakeTimer({"direct": 1.0, "merged": 2.0, "winograd": 0.5, "native": 1.0, "float32": 2.0,
+                       "flash": 1.0, "math": 2.0})  # fmt: skip
+    monkeypatch.setattr(
+        tune_main.KernelChoices, "load", classmethod(lambda cls: cls(MACHINE_A, None, timer=timer, min_work=0))
+    )
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"config": _TINY_CONFIG}))
+    assert tune_main.main([str(config), "--dtypes", "bf16", "fp32", "--latent", "2", "2", "2", "--untiled",
+                           "--video-tokens", "16", "--text-tokens", "8"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "CPU Some CPU: has avx2 fma avx512_bf16" in out
+    assert "vae-compute/bfloat16/" in out and "-> native" in out  # bf16 decoder, native timed faster
+    assert "conv3d-f32/float32/" in out and "-> winograd" in out  # float32 decoder layers
+    assert "sdpa/float32/h2.d8.q16.k16.plain -> flash" in out
+    assert "sdpa/bfloat16/h2.d8.q16.k8.masked -> flash" in out
+
+
+def test_tune_command_refuses_a_missing_config(tmp_path):
+    from ltx_core.tune import __main__ as tune_main
+
+    with pytest.raises(SystemExit, match="is not a file"):
+        tune_main.main([str(tmp_path / "nope.json")])
