@@ -292,3 +292,32 @@ def test_tune_command_refuses_a_missing_config(tmp_path):
 
     with pytest.raises(SystemExit, match="is not a file"):
         tune_main.main([str(tmp_path / "nope.json")])
+
+
+def test_training_sdpa_is_timed_forward_and_backward_under_its_own_key():
+    ran = []
+
+    def timer(path: str, run) -> float:
+        ran.append(path)
+        run()  # tiny tensors: runs the candidate's forward and backward once, untimed
+        return {"flash": 1.0, "math": 0.1}[path]
+
+    choices = KernelChoices(MACHINE_A, None, timer=timer, min_work=0)
+    fn = attention_backends.attention_function(None, choices)
+    q, k, v = (x.requires_grad_() for x in _tiny_attention_inputs())
+    fn(q, k, v, 2, None).sum().backward()
+    assert q.grad is not None and sorted(ran) == ["flash", "math"]
+    assert [key for key in choices.decisions] == ["sdpa/float32/h2.d8.q4.k4.plain.train"]
+    with torch.no_grad():
+        fn(q, k, v, 2, None)  # inference: another key, timed apart
+    assert len(choices.decisions) == 2
+
+
+@pytest.mark.parametrize("fastest", ["native", "float32"])
+def test_matmul_path_is_the_one_timed_faster(fastest):
+    from ltx_core.tune.matmul import matmul_path
+
+    timer = FakeTimer({"native": 1.0, "float32": 1.0, fastest: 0.1})
+    choices = KernelChoices(MACHINE_A, None, timer=timer, min_work=0)
+    assert matmul_path(choices, 16, 32, 8, torch.bfloat16) == fastest
+    assert list(choices.decisions) == ["matmul/bfloat16/16x32.t8"]

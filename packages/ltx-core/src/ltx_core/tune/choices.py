@@ -46,6 +46,8 @@ KERNEL_PATHS: dict[str, tuple[str, ...]] = {
     "conv3d-f32": ("direct", "merged", "winograd"),
     # PyTorch SDPA's kernel on the CPU.
     "sdpa": ("flash", "math"),
+    # A half-precision Linear on the CPU, or the same in float32 (`ltx_core.tune.matmul`).
+    "matmul": ("native", "float32"),
 }
 
 # Below this many multiply-adds per call an op takes its default without timing: the timings would be

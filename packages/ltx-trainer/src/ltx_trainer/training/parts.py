@@ -18,6 +18,8 @@ from tqdm import tqdm
 from ltx_core.loader import build_model
 from ltx_core.model.transformer import AUDIO_ONLY_TRANSFORMER, AV_TRANSFORMER, VIDEO_ONLY_TRANSFORMER, LTXModel
 from ltx_core.text_encoders.gemma.eight_bit import require_gemma_8bit
+from ltx_core.tune import KernelChoices
+from ltx_core.tune.matmul import matmul_path
 from ltx_trainer.config import FlexibleStrategyConfig, LtxTrainerConfig, MaskCondition, ReferenceCondition
 from ltx_trainer.model_files import video_compression
 from ltx_trainer.training.context_cache import CachedTextContexts
@@ -140,12 +142,6 @@ def _build_models(
     # and twice the memory (benchmarks/trainer_bf16_step.py). Full training keeps float32 masters.
     # (A quantized base needs it too: quanto's CPU int8 kernel takes bf16 activations only with bf16 scales.)
     bf16_base = lora_mode and cfg.acceleration.mixed_precision_mode == "bf16"
-    if device.type == "cpu" and cfg.acceleration.mixed_precision_mode == "bf16" and not _native_cpu_bf16():
-        # Measured on an AVX2-only CPU: a bf16 matmul takes ~8x the float32 one (benchmarks/trainer_bf16_step.py).
-        logger.warning(
-            "this CPU has no native bf16 matmul (no AVX512-BF16/AMX): bf16 autocast steps run several times "
-            "slower than acceleration.mixed_precision_mode: no"
-        )
     base_dtype = torch.bfloat16 if bf16_base else torch.float32
     torch.manual_seed(cfg.seed)
     quantization = cfg.acceleration.quantization
@@ -155,6 +151,8 @@ def _build_models(
         transformer_spec(cfg), cfg.model.model_path, dtype=base_dtype,
         device=torch.device("cpu") if quantization else device,
     )  # fmt: skip
+    if device.type == "cpu" and cfg.acceleration.mixed_precision_mode == "bf16":
+        warn_if_bf16_matmul_is_slow(model)
     quantized = quantize_transformer(model, quantization, device, progress=progress) if quantization else None
     # The frozen connectors follow the base: bf16 under bf16 LoRA (half the device memory; they run once
     # per sample, see CachedTextContexts), float32 otherwise (the golden parity runs in float32).
@@ -220,11 +218,21 @@ def precompute_text_contexts(
     return cache.precompute(samples(), len(dataset))
 
 
-def _native_cpu_bf16() -> bool:
-    try:
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    except (AttributeError, RuntimeError):  # a torch built without oneDNN
+def warn_if_bf16_matmul_is_slow(model: torch.nn.Module, tokens: int = 1024) -> bool:
+    """Time the model's widest Linear in bf16 and float32 on this CPU once (this machine's kernel choices,
+    `ltx_core.tune`); warn, and return True, when bf16 is the slower (an AVX2 CPU without AVX512-BF16/AMX:
+    ~8x there, benchmarks/trainer_bf16_step.py --matmul)."""
+    widest = max(
+        (m for m in model.modules() if isinstance(m, torch.nn.Linear)), key=lambda m: m.in_features * m.out_features
+    )
+    choices = KernelChoices.load()
+    if matmul_path(choices, widest.in_features, widest.out_features, tokens, torch.bfloat16) == "native":
         return False
+    logger.warning(
+        "bf16 matmuls measured slower than float32 on this CPU: bf16 autocast steps run slower than "
+        "acceleration.mixed_precision_mode: no"
+    )
+    return True
 
 
 def _required_tensors(strategy: FlexibleStrategyConfig) -> dict[str, list[str]]:

@@ -195,21 +195,32 @@ _CPU_SDPA_KERNELS = {"flash": [SDPBackend.FLASH_ATTENTION, SDPBackend.MATH], "ma
 def cpu_sdpa_path(
     choices: KernelChoices, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: torch.Tensor | None
 ) -> str:
-    """ "flash" or "math" for a CPU SDPA call on (B, heads, T, head_dim) inputs, timed once per class."""
+    """ "flash" or "math" for a CPU SDPA call on (B, heads, T, head_dim) inputs, timed once per class.
+
+    A call that autograd tracks (training) is timed forward and backward, under its own key: the
+    kernels' backward passes differ more than their forward ones."""
     b, heads, t, dim = q.shape
     s = k.shape[2]
+    training = torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v))
     masked = "masked" if attn_mask is not None else "plain"
-    shape_class = f"h{heads}.d{dim}.q{size_class(t)}.k{size_class(s)}.{masked}"
+    shape_class = f"h{heads}.d{dim}.q{size_class(t)}.k{size_class(s)}.{masked}" + (".train" if training else "")
     key = OpKey("sdpa", str(q.dtype).removeprefix("torch."), shape_class)
     sample = [x.detach() for x in (q, k, v)]
     mask = None if attn_mask is None else attn_mask.detach()
 
     def run(path: str) -> torch.Tensor:
         with sdpa_kernel(_CPU_SDPA_KERNELS[path]):
-            return F.scaled_dot_product_attention(*sample, attn_mask=mask)
+            if not training:
+                return F.scaled_dot_product_attention(*sample, attn_mask=mask)
+            with torch.enable_grad():  # the timer runs candidates without autograd
+                leaves = [x.clone().requires_grad_() for x in sample]
+                out = F.scaled_dot_product_attention(*leaves, attn_mask=mask)
+                out.backward(torch.ones_like(out))
+                return out.detach()
 
     candidates = {path: functools.partial(run, path) for path in _CPU_SDPA_KERNELS}
-    return choices.choose(key, candidates, default="flash", work=2.0 * b * heads * t * s * dim)
+    work = 2.0 * b * heads * t * s * dim * (3 if training else 1)
+    return choices.choose(key, candidates, default="flash", work=work)
 
 
 def sdpa_attention(
