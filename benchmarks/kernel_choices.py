@@ -145,7 +145,8 @@ def main() -> None:
                 results.setdefault((work, dtype, name), []).append(result)
                 print(f"{work} {dtype} {name}: {json.dumps(result)}", flush=True)
     print(f"load average after: {os.getloadavg()}")
-    print(f"{'work':<12}{'dtype':<6}{'path':<10}{'wall s':>9}{'cpu s':>9}{'RSS MiB':>9}{'path / tuned (wall, cpu)':>28}")
+    header = f"{'work':<12}{'dtype':<6}{'path':<10}{'wall s':>9}{'cpu s':>9}{'RSS MiB':>9}"
+    print(header + f"{'path / tuned (wall, cpu)':>28}")
     for (work, dtype, name), rs in results.items():
         wall = statistics.median(r["wall_s"] for r in rs)
         cpu = statistics.median(r["cpu_s"] for r in rs)
