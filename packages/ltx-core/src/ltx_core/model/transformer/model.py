@@ -242,6 +242,17 @@ class LTXModel(nn.Module):
         perturbations: BatchedPerturbationConfig | None = None,
     ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """Velocities (same layout as each latent), None for an absent stream."""
+        vs, aus = self.prepare_streams(video, audio, perturbations)
+        vs, aus = self.run_blocks(vs, aus, perturbations, range(len(self.transformer_blocks)))
+        return self.output_streams(vs, aus)
+
+    def prepare_streams(
+        self,
+        video: Modality | None,
+        audio: Modality | None,
+        perturbations: BatchedPerturbationConfig | None = None,
+    ) -> tuple[StreamState | None, StreamState | None]:
+        """Check the inputs and prepare each stream's state for the blocks (`forward`'s first part)."""
         c = self.config
         if video is None and audio is None:
             raise ValueError("the transformer needs at least one of video or audio")
@@ -265,13 +276,28 @@ class LTXModel(nn.Module):
         if vs is not None and aus is not None:
             vs = self._add_cross_modal(vs, video, c.video, audio, "video", "av_ca_a2v_gate_adaln_single")
             aus = self._add_cross_modal(aus, audio, c.audio, video, "audio", "av_ca_v2a_gate_adaln_single")
+        return vs, aus
 
-        for index, block in enumerate(self.transformer_blocks):
+    def run_blocks(
+        self,
+        vs: StreamState | None,
+        aus: StreamState | None,
+        perturbations: BatchedPerturbationConfig | None,
+        indices: range,
+    ) -> tuple[StreamState | None, StreamState | None]:
+        """The blocks `indices` (in order) over the prepared states."""
+        for index in indices:
+            block = self.transformer_blocks[index]
             if self.gradient_checkpointing and self.training and torch.is_grad_enabled():
                 vs, aus = checkpoint(block, vs, aus, perturbations, index, use_reentrant=False)
             else:
                 vs, aus = block(vs, aus, perturbations, index)
+        return vs, aus
 
+    def output_streams(
+        self, vs: StreamState | None, aus: StreamState | None
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """The final norm, modulation and projection of each stream (`forward`'s last part)."""
         v_out = self._output(vs, self.scale_shift_table, self.norm_out, self.proj_out) if vs is not None else None
         a_out = (
             self._output(aus, self.audio_scale_shift_table, self.audio_norm_out, self.audio_proj_out)
