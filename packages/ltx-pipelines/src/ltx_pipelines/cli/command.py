@@ -24,10 +24,10 @@ import torch
 
 from ltx_core.command_parser import CommandParser
 from ltx_core.devices import available_memory
-from ltx_core.memory_estimate import InsufficientMemoryError, WorkloadShape, check_fits
+from ltx_core.loader import Component, ModelFiles
+from ltx_core.memory_estimate import InsufficientMemoryError
 from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.runtime import RuntimeOptions
-from ltx_core.types import DEFAULT_SCALE_FACTORS
 from ltx_pipelines.cli.error_lines import report_error, stop_signals_interrupt
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
 from ltx_pipelines.cli.generated_keyframe_flags import GeneratedKeyframeFlags
@@ -301,7 +301,7 @@ class PipelineCommand(Generic[P]):
             defaults=defaults,
             log_level=args.log_level,
         )
-        check_fits_in_memory(run)
+        run = check_fits_in_memory(run)
         if self.check is not None:
             self.check(run)
         return run
@@ -398,58 +398,67 @@ class PipelineCommand(Generic[P]):
         return self.run(run)
 
 
-AUDIO_OUTPUT_RATE = 48_000
-"""Samples a second of the released vocoders' output (bandwidth-extended; older ones give 24 kHz)."""
+def check_fits_in_memory(run: Run) -> Run:
+    """Stop before loading anything when the run's estimated peak memory, phase by phase, exceeds what is free
+    on its device (on the CPU and MPS: the host's available RAM), naming the phases and what would fit. With
+    `--offload auto`, pick the transformer's and the text encoder's modes here (logged, one line each) and
+    return the run with them (`ltx_core.offload_auto`)."""
+    from ltx_core.generation_memory import TRANSFORMER_MODE_OPTIONS, GenerationWorkload, sizes_of_files, video_workload
+    from ltx_core.offload_auto import check_generation_fits, choose_offload
 
-
-def check_fits_in_memory(run: Run) -> None:
-    """Stop before loading anything when the run's estimated peak memory exceeds what is free on its device
-    (on the CPU and MPS: the host's available RAM), naming the estimate and the flags that would fit."""
-    transformer = run.models.transformer_config
     video: VideoChoice | None = run.values.get(VideoFlags)
-    device = run.runtime.device
-    free = available_memory(device)
-    if free is None or not transformer or video is None:
-        return
-    scale = DEFAULT_SCALE_FACTORS
-    frames = video.num_frames
-    video_tokens = 0
-    tile = (0, 0, 0)
-    if video.height is not None and video.width is not None:  # audio-only runs have no picture
-        height, width = video.height, video.width
-        layout = run.tiling or TilingConfig.for_output(height, width, scale)
-        video_tokens = ((frames - 1) // scale.time + 1) * (height // scale.height) * (width // scale.width)
-        tile = (
-            min(frames, layout.frames.tile_size or frames),
-            min(height, layout.height.tile_size or height),
-            min(width, layout.width.tile_size or width),
-        )
+    runtime = run.runtime
+    config = run.models.metadata.get("config")
+    free = available_memory(runtime.device)
+    if free is None or not run.models.transformer_config or video is None or not config:
+        return run
+    gemma = run.models.gemma_root
+    if (
+        gemma is None
+        and isinstance(run.models.checkpoint, ModelFiles)
+        and run.models.checkpoint.has(Component.TEXT_ENCODER)
+    ):
+        gemma = run.models.checkpoint.source(Component.TEXT_ENCODER).path
+    sizes = sizes_of_files(config, gemma, run.models.spatial_upsampler, gemma_8bit=runtime.gemma_8bit)
     batch: int | None = run.values.get(MaxBatchSizeFlags)
-    audio_tokens = int(video.seconds * 25) + 1  # 25 audio latents per second
-    picture = video.height is not None and video.width is not None
-    workload = WorkloadShape(
-        video_tokens=video_tokens,
-        audio_tokens=audio_tokens,
-        batch=batch or 1,
-        vae_tile_frames=tile[0],
-        vae_tile_height=tile[1],
-        vae_tile_width=tile[2],
-        output_frames=frames if picture else 0,
-        output_height=video.height or 0,
-        output_width=video.width or 0,
-        audio_samples=round(video.seconds * AUDIO_OUTPUT_RATE),
-        # 128 channels per video token, 8 x 16 per audio latent step.
-        latent_values=128 * video_tokens + 128 * audio_tokens,
+    shape = video_workload(
+        video.height, video.width, video.num_frames, video.frame_rate, tiling=run.tiling, batch=batch or 1,
+        seconds=video.seconds,
+    )  # fmt: skip
+    two_stage = run.models.spatial_upsampler is not None
+    work = GenerationWorkload(
+        shape=shape,
+        two_stage=two_stage,
+        prompts=2 if GuidanceFlags in run.values else 1,
+        enhance=run.prompt.enhance,
+        loads_video_encoder=two_stage or bool(video.images),
     )
-    options = run.runtime.options or RuntimeOptions()
-    host = device.type != "cuda"
+    host = runtime.device.type != "cuda"
+    free_host = None if host else available_memory(torch.device("cpu"))
+    memory = {"free_bytes": free, "free_host_bytes": free_host, "in_host_ram": host, "dtype": runtime.dtype}
+    options = runtime.options or RuntimeOptions()
     try:
-        check_fits(
-            run.models.metadata["config"], options, workload, free, run.runtime.dtype, host=host,
-            free_host_bytes=None if host else available_memory(torch.device("cpu")),
-        )  # fmt: skip
+        if not runtime.offload_auto:
+            text_mode = {"cpu": "stream-ram", "disk": "stream-disk"}.get(options.offload, "bf16")
+            check_generation_fits(sizes, work, transformer_options=options, text_encoder_mode=text_mode, **memory)
+            return run
+        # An 8-bit Gemma is not streamed: the transformer is picked among the modes that do not stream either.
+        modes = ("full", "fp8") if runtime.gemma_8bit else TRANSFORMER_MODE_OPTIONS
+        choice = choose_offload(sizes, work, transformer_modes=tuple(modes), **memory)
     except InsufficientMemoryError as e:
         raise FlagError(str(e)) from None
+    for line in choice.log_lines():
+        logger.info("%s", line)
+    if not choice.fits:
+        raise FlagError(choice.failure(free, in_host_ram=host))
+    picked = TRANSFORMER_MODE_OPTIONS[choice.transformer.mode or "full"]
+    options = replace(options, offload=picked.offload, quantization=options.quantization or picked.quantization)
+    values = dict(run.values)
+    values[RuntimeFlags] = replace(
+        runtime, options=None if options == RuntimeOptions() else options, text_encoder_mode=choice.text_encoder.mode
+    )
+    picks = {"offload_auto": f"transformer {choice.transformer.mode}, text encoder {choice.text_encoder.mode}"}
+    return replace(run, values=values, parameters={**run.parameters, **picks})
 
 
 def run_reporting_errors(body: Callable[[], object], *, debug: bool, output_path: Path | None = None) -> int:

@@ -27,6 +27,10 @@ class RuntimeChoice:
     """fp8 / streaming / compile / attention choices of the transformer; None: a plain load."""
     gemma_8bit: bool
     given: dict[str, Any]
+    offload_auto: bool = False
+    """`--offload auto`: the memory check picks the modes (`ltx_core.offload_auto`) and sets `options`."""
+    text_encoder_mode: str | None = None
+    """The text encoder's mode `--offload auto` picked (None: it follows --offload, as before)."""
     """The transformer flags as typed (the sidecar records them)."""
 
 
@@ -63,10 +67,12 @@ class RuntimeFlags(FlagGroup[RuntimeChoice]):
         )
         group.add_argument(
             "--offload",
-            choices=OFFLOAD_CHOICES,
-            default="none",
+            choices=(*OFFLOAD_CHOICES, "auto"),
+            default="auto",
             help="Stream the transformer blocks to the device a few at a time: cpu keeps every block in (pinned) "
-            "RAM, disk reads them from the checkpoint as needed (least memory). Same output as none (default: none).",
+            "RAM, disk reads them from the checkpoint as needed (least memory). Same output as none. auto picks, "
+            "for the transformer and the text encoder each, the fastest of full load, fp8, streaming from RAM and "
+            "streaming from disk that fits the free memory, and logs why (default: auto).",
         )
         group.add_argument(
             "--compile",
@@ -101,7 +107,9 @@ class RuntimeFlags(FlagGroup[RuntimeChoice]):
         if not self.memory:
             return RuntimeChoice(device=device, dtype=dtype, options=None, gemma_8bit=False, given={})
         try:
-            options = RuntimeOptions.from_flags(args.quantization, args.offload, args.compile, args.attention_backend)
+            auto = args.offload == "auto"  # settled by the memory check, once the model files are known
+            offload = "none" if auto else args.offload
+            options = RuntimeOptions.from_flags(args.quantization, offload, args.compile, args.attention_backend)
             options = None if options == RuntimeOptions() else options
             if options is not None:
                 options.validate(device)
@@ -113,7 +121,7 @@ class RuntimeFlags(FlagGroup[RuntimeChoice]):
             reason = gemma_8bit_unavailable(device)
             if reason is not None:
                 raise FlagError(f"--gemma-8bit needs {reason}; leave it off on this machine")
-            if args.offload != "none":
+            if args.offload not in ("none", "auto"):
                 raise FlagError(
                     f"--gemma-8bit cannot be combined with --offload {args.offload} (an 8-bit Gemma is not offloaded)"
                 )
@@ -123,7 +131,14 @@ class RuntimeFlags(FlagGroup[RuntimeChoice]):
             "compile": args.compile,
             "attention_backend": args.attention_backend,
         }
-        return RuntimeChoice(device=device, dtype=dtype, options=options, gemma_8bit=bool(args.gemma_8bit), given=given)
+        return RuntimeChoice(
+            device=device,
+            dtype=dtype,
+            options=options,
+            gemma_8bit=bool(args.gemma_8bit),
+            given=given,
+            offload_auto=auto,
+        )
 
     def record(self, value: RuntimeChoice) -> dict[str, Any]:
         recorded = {"device": str(value.device), "dtype": str(value.dtype).removeprefix("torch."), **value.given}
