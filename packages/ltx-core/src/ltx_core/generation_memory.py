@@ -428,7 +428,10 @@ def generation_sizes(
 
     config = dict(checkpoint_config)
     with torch.device("meta"):
-        embeddings = text_embeddings_spec(text_encoder.hidden_size, text_encoder.num_hidden_states).configurator(config)
+        embeddings = None
+        if text_encoder is not None:
+            spec = text_embeddings_spec(text_encoder.hidden_size, text_encoder.num_hidden_states)
+            embeddings = spec.configurator(config)
         counts = {
             "video_encoder": _params(VIDEO_ENCODER.configurator(config)) if "vae" in config else 0,
             "video_decoder": _params(video_decoder_spec(config).configurator(config)) if "vae" in config else 0,

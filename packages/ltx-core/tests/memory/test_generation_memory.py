@@ -112,7 +112,10 @@ def test_nothing_fits_says_no_with_the_numbers():
 
 
 def test_explicit_flags_that_do_not_fit_name_the_phases_and_what_auto_would_pick():
-    with pytest.raises(InsufficientMemoryError, match="GiB peak in upsampler .*auto would pick transformer stream-ram, text encoder bf16"):
+    with pytest.raises(
+        InsufficientMemoryError,
+        match="GiB peak in upsampler .*auto would pick transformer stream-ram, text encoder bf16",
+    ):
         check_generation_fits(
             SIZES, WORK, transformer_options=RuntimeOptions(), text_encoder_mode="bf16", free_bytes=int(5.5 * GIB),
             free_host_bytes=64 * GIB,

@@ -24,6 +24,7 @@ import torch
 
 from ltx_core.command_parser import CommandParser
 from ltx_core.devices import available_memory
+from ltx_core.generation_memory import GenerationSizes, GenerationWorkload
 from ltx_core.loader import Component, ModelFiles
 from ltx_core.memory_estimate import InsufficientMemoryError
 from ltx_core.model.video_vae.tiling import TilingConfig
@@ -398,27 +399,20 @@ class PipelineCommand(Generic[P]):
         return self.run(run)
 
 
-def check_fits_in_memory(run: Run) -> Run:
-    """Stop before loading anything when the run's estimated peak memory, phase by phase, exceeds what is free
-    on its device (on the CPU and MPS: the host's available RAM), naming the phases and what would fit. With
-    `--offload auto`, pick the transformer's and the text encoder's modes here (logged, one line each) and
-    return the run with them (`ltx_core.offload_auto`)."""
-    from ltx_core.generation_memory import TRANSFORMER_MODE_OPTIONS, GenerationWorkload, sizes_of_files, video_workload
-    from ltx_core.offload_auto import check_generation_fits, choose_offload
+def memory_inputs(run: Run) -> tuple[GenerationSizes, GenerationWorkload] | None:
+    """What the memory estimate takes of a run: its models' sizes (from the files' headers and configs) and its
+    workload; None where the run has no transformer config or video settings to estimate from."""
+    from ltx_core.generation_memory import GenerationWorkload, sizes_of_files, video_workload
 
     video: VideoChoice | None = run.values.get(VideoFlags)
     runtime = run.runtime
     config = run.models.metadata.get("config")
-    free = available_memory(runtime.device)
-    if free is None or not run.models.transformer_config or video is None or not config:
-        return run
+    if not run.models.transformer_config or video is None or not config:
+        return None
     gemma = run.models.gemma_root
-    if (
-        gemma is None
-        and isinstance(run.models.checkpoint, ModelFiles)
-        and run.models.checkpoint.has(Component.TEXT_ENCODER)
-    ):
-        gemma = run.models.checkpoint.source(Component.TEXT_ENCODER).path
+    checkpoint = run.models.checkpoint
+    if gemma is None and isinstance(checkpoint, ModelFiles) and checkpoint.has(Component.TEXT_ENCODER):
+        gemma = checkpoint.source(Component.TEXT_ENCODER).path
     sizes = sizes_of_files(config, gemma, run.models.spatial_upsampler, gemma_8bit=runtime.gemma_8bit)
     batch: int | None = run.values.get(MaxBatchSizeFlags)
     shape = video_workload(
@@ -433,6 +427,23 @@ def check_fits_in_memory(run: Run) -> Run:
         enhance=run.prompt.enhance,
         loads_video_encoder=two_stage or bool(video.images),
     )
+    return sizes, work
+
+
+def check_fits_in_memory(run: Run) -> Run:
+    """Stop before loading anything when the run's estimated peak memory, phase by phase, exceeds what is free
+    on its device (on the CPU and MPS: the host's available RAM), naming the phases and what would fit. With
+    `--offload auto`, pick the transformer's and the text encoder's modes here (logged, one line each) and
+    return the run with them (`ltx_core.offload_auto`)."""
+    from ltx_core.generation_memory import TRANSFORMER_MODE_OPTIONS
+    from ltx_core.offload_auto import check_generation_fits, choose_offload
+
+    runtime = run.runtime
+    free = available_memory(runtime.device)
+    inputs = None if free is None else memory_inputs(run)
+    if free is None or inputs is None:
+        return run
+    sizes, work = inputs
     host = runtime.device.type != "cuda"
     free_host = None if host else available_memory(torch.device("cpu"))
     memory = {"free_bytes": free, "free_host_bytes": free_host, "in_host_ram": host, "dtype": runtime.dtype}
@@ -442,9 +453,12 @@ def check_fits_in_memory(run: Run) -> Run:
             text_mode = {"cpu": "stream-ram", "disk": "stream-disk"}.get(options.offload, "bf16")
             check_generation_fits(sizes, work, transformer_options=options, text_encoder_mode=text_mode, **memory)
             return run
-        # An 8-bit Gemma is not streamed: the transformer is picked among the modes that do not stream either.
-        modes = ("full", "fp8") if runtime.gemma_8bit else TRANSFORMER_MODE_OPTIONS
-        choice = choose_offload(sizes, work, transformer_modes=tuple(modes), **memory)
+        # An 8-bit Gemma is loaded as it is and not streamed (the pipelines refuse offloading beside it): the
+        # transformer is picked among the modes that do not stream either.
+        eight_bit = (
+            {"transformer_modes": ("full", "fp8"), "text_encoder_modes": ("bf16",)} if runtime.gemma_8bit else {}
+        )
+        choice = choose_offload(sizes, work, **eight_bit, **memory)
     except InsufficientMemoryError as e:
         raise FlagError(str(e)) from None
     for line in choice.log_lines():
