@@ -33,11 +33,12 @@ from typing import Any
 import torch
 
 from ltx_core.memory_estimate import (
-    AUDIO_VALUES_PER_SAMPLE,
+    DECODED_BYTES_PER_PIXEL,
+    ENCODER_BYTES_PER_PIXEL,
+    LATENT_COPIES,
     TransformerSize,
     WorkloadShape,
     estimate_from_size,
-    host_output_bytes,
     vae_decode_bytes,
 )
 from ltx_core.runtime import RuntimeOptions
@@ -71,6 +72,12 @@ WEIGHT_FORMAT_BYTES: dict[str, float] = {
 # (system prompt, user prompt and an image's soft tokens).
 ENHANCER_NEW_TOKENS = 600
 ENHANCER_PROMPT_TOKENS = 1024
+# The vocoder's live maps, in maps of its largest stage (`vocoder_values_per_sample`): its AMP resblocks run
+# three kernel sizes side by side, each with anti-aliased (2x upsampled) activations. Calibrated on CPU runs
+# of the demo vocoder: 21.6 MB more RSS per second of 48 kHz audio, with 4 values per sample in its largest
+# map (`benchmarks/estimate_vs_rss.py`).
+AUDIO_LIVE_MAPS = 28
+WAVEFORM_BYTES_PER_SAMPLE = 8  # the stereo float32 waveform, kept until the file is written
 UPSAMPLER_LIVE_MAPS = 4  # input, two res-block maps, output of the widest (mid-channel, upsampled) stage
 CONNECTOR_VALUES_PER_TOKEN_WIDTH = 16  # as the transformer blocks' (`ACTIVATION_VALUES_PER_TOKEN_WIDTH`)
 _GIB = 2**30
@@ -185,6 +192,7 @@ class GenerationSizes:
     upsampler: int = 0
     upsampler_mid_channels: int = 0
     decoder_values_per_pixel: float = 8.0
+    vocoder_values_per_sample: float = 32.0  # the released vocoder + bandwidth extension's
     prompt_enhancer: TextEncoderSize | None = None
     """A separate enhancer Gemma; None: the text encoder enhances."""
 
@@ -237,8 +245,15 @@ class GenerationEstimate:
 
     @property
     def host_peak(self) -> int:
-        """The peak where the models run in host RAM: device and host are one memory."""
-        return max(p.device + p.host for p in self.phases)
+        """The peak where the models run in host RAM: device and host are one memory. The vocoder's buffers are
+        many small allocations that the C allocator keeps in its heap once freed: measured on CPU runs, the
+        process's memory stays that much higher through the video decode, so they are counted there too."""
+        retained = peak = 0
+        for p in self.phases:
+            peak = max(peak, p.device + p.host + retained)
+            if p.name == "audio decode":
+                retained = p.activations
+        return peak
 
     @property
     def host_ram(self) -> int:
@@ -251,8 +266,8 @@ class GenerationEstimate:
     def describe(self, *, host: bool = False) -> str:
         peak = self.host_peak if host else self.peak
         phases = "; ".join(p.describe() for p in self.phases)
-        decode = next((p for p in self.phases if p.name == "video decode"), None)
-        output = f"; decoded output on the host {decode.host / _GIB:.1f} GiB" if decode and decode.host else ""
+        written = next((p for p in self.phases if p.name == "video write"), None)
+        output = f"; decoded output on the host {written.host / _GIB:.1f} GiB" if written else ""
         return f"{peak / _GIB:.1f} GiB peak in {self.peak_phase.name} ({phases}{output})"
 
 
@@ -313,17 +328,24 @@ def estimate_generation(
         maps = UPSAMPLER_LIVE_MAPS * shape.video_tokens * sizes.upsampler_mid_channels * size
         phases.insert(-1, Phase("upsampler", phases[-1].weights + sizes.upsampler * size, maps, transformer_host))
     # The vocoder runs in float32 over the whole track.
+    waveform = WAVEFORM_BYTES_PER_SAMPLE * shape.audio_samples
     if shape.audio_samples:
-        phases.append(
-            Phase(
-                "audio decode", sizes.audio_decoder * size + sizes.vocoder * 4,
-                AUDIO_VALUES_PER_SAMPLE * 4 * shape.audio_samples,
-            )
-        )  # fmt: skip
+        vocoder = AUDIO_LIVE_MAPS * sizes.vocoder_values_per_sample * 4 * shape.audio_samples
+        phases.append(Phase("audio decode", sizes.audio_decoder * size + sizes.vocoder * 4, int(vocoder)))
     if shape.vae_tile_frames:
+        # Decoding a tile: its maps, while the frames decoded before it wait on the host (float32 RGB; at most
+        # the clip less one tile). Writing (the decoder freed): every frame and the encoder's buffers of a chunk.
         tile = replace(shape, vae_values_per_pixel=sizes.decoder_values_per_pixel)
-        host = host_output_bytes(shape)
-        phases.append(Phase("video decode", sizes.video_decoder * size, vae_decode_bytes(tile, dtype), host))
+        frame = shape.output_height * shape.output_width
+        before = max(0, shape.output_frames - shape.vae_tile_frames) * frame
+        chunk = min(shape.vae_tile_frames, shape.output_frames) * frame
+        kept = waveform + LATENT_COPIES * 4 * shape.latent_values
+        decode = Phase(
+            "video decode", sizes.video_decoder * size, vae_decode_bytes(tile, dtype),
+            kept + DECODED_BYTES_PER_PIXEL * before,
+        )  # fmt: skip
+        written = kept + DECODED_BYTES_PER_PIXEL * shape.output_frames * frame + ENCODER_BYTES_PER_PIXEL * chunk
+        phases += [decode, Phase("video write", 0, 0, written)]
     return GenerationEstimate(tuple(phases), transformer_mode, text_encoder_mode)
 
 
@@ -420,7 +442,7 @@ def generation_sizes(
     prompt_enhancer: TextEncoderSize | None = None,
 ) -> GenerationSizes:
     """Every model's size, from meta-device builds of the checkpoint's config sections (no weight is read)."""
-    from ltx_core.memory_estimate import decoder_values_per_pixel, transformer_size
+    from ltx_core.memory_estimate import decoder_values_per_pixel, transformer_size, vocoder_values_per_sample
     from ltx_core.model.audio_vae import AUDIO_DECODER, VOCODER
     from ltx_core.model.upsampler import LATENT_UPSAMPLER
     from ltx_core.model.video_vae import VIDEO_ENCODER, video_decoder_spec
@@ -454,6 +476,7 @@ def generation_sizes(
         upsampler=0 if upsampler is None else _params(upsampler),
         upsampler_mid_channels=0 if upsampler is None else upsampler.config.mid_channels,
         decoder_values_per_pixel=decoder_values_per_pixel(config["vae"]) if "vae" in config else 0.0,
+        vocoder_values_per_sample=vocoder_values_per_sample(config["vocoder"]) if "vocoder" in config else 0.0,
         prompt_enhancer=prompt_enhancer,
     )
 

@@ -9,7 +9,7 @@ The estimate has three parts:
   width values live at once), the RoPE tables (cos and sin, float32) and the AdaLN modulation rows
   (one row per item when timesteps are shared, one per token otherwise). Attention itself is counted
   as memory-efficient (flash / efficient SDPA kernels keep no T x S score matrix);
-- VAE decode of one tile: about `VAE_LIVE_MAPS` feature maps of the decoder's largest stage. The decoder
+- VAE decode of one tile: `VAE_LIVE_MAPS` feature maps of the decoder's largest stage. The decoder
   trades channels for resolution (depth to space), so its largest map holds a fixed number of values per
   output pixel (`vae_values_per_pixel`, from the VAE config by `decoder_values_per_pixel`: 8 for the
   released decoder, 128 channels at a quarter of the output's height and width; 3 for the demo's, whose
@@ -42,7 +42,7 @@ from ltx_core.quantization import Fp8CastPolicy
 from ltx_core.runtime import RuntimeOptions
 
 ACTIVATION_VALUES_PER_TOKEN_WIDTH = 16
-VAE_LIVE_MAPS = 6
+VAE_LIVE_MAPS = 4  # the stage input, its normalized copy, the conv output and the residual sum
 DECODED_BYTES_PER_PIXEL = 12  # float32 RGB frames on the host until written
 ENCODER_BYTES_PER_PIXEL = 18  # one chunk's YUV conversion: float32 planes + the uint8 I420 copy
 AUDIO_VALUES_PER_SAMPLE = 16  # float32 values per output sample: the stereo waveform and the vocoder's stages
@@ -222,6 +222,30 @@ def decoder_values_per_pixel(vae_config: Mapping[str, Any]) -> float:
             time, space = time // t, space // h
         largest = max(largest, channels / (time * space * space))
     return max(largest, float(config.out_channels))
+
+
+def vocoder_values_per_sample(vocoder_config: Mapping[str, Any]) -> float:
+    """Values per output sample of the vocoder's largest map. Each generator (the vocoder, then the bandwidth
+    extension) upsamples its input by its `upsample_rates`, halving `upsample_initial_channel` at each stage;
+    stage i's map, per sample of that generator's output, is its channels over the upsampling still to come,
+    counted per final output sample (the vocoder's output is the extension's input rate)."""
+    sections = [vocoder_config.get("vocoder") or vocoder_config, vocoder_config.get("bwe")]
+    bwe = vocoder_config.get("bwe") or {}
+    final_rate = float(bwe.get("output_sampling_rate", 1))
+    largest = 0.0
+    for section in sections:
+        if not section or "upsample_rates" not in section:
+            continue
+        rates = [int(r) for r in section["upsample_rates"]]
+        channels = float(section.get("upsample_initial_channel", 512))
+        own_rate = float(section.get("output_sampling_rate", bwe.get("input_sampling_rate", final_rate)))
+        for i in range(len(rates)):
+            remaining = 1
+            for r in rates[i + 1 :]:
+                remaining *= r
+            per_sample = channels / 2 ** (i + 1) / remaining * (2 if section.get("stereo") else 1)
+            largest = max(largest, per_sample * own_rate / final_rate)
+    return largest
 
 
 def estimate_from_size(

@@ -18,7 +18,12 @@ from ltx_core.generation_memory import (
     text_encoder_size_of,
     video_workload,
 )
-from ltx_core.memory_estimate import InsufficientMemoryError, TransformerSize, decoder_values_per_pixel
+from ltx_core.memory_estimate import (
+    InsufficientMemoryError,
+    TransformerSize,
+    decoder_values_per_pixel,
+    vae_decode_bytes,
+)
 from ltx_core.offload_auto import check_generation_fits, choose_offload
 from ltx_core.runtime import RuntimeOptions
 
@@ -65,6 +70,7 @@ def test_the_peak_is_the_largest_phase_not_the_sum():
     names = [p.name for p in e.phases]
     assert names == [
         "text encoder", "text embeddings", "stage 1", "upsampler", "stage 2", "audio decode", "video decode",
+        "video write",
     ]  # fmt: skip
     assert e.peak == max(p.device for p in e.phases) < sum(p.device for p in e.phases)
     # The transformer stays loaded while the upsampler runs.
@@ -141,6 +147,15 @@ def test_the_decoder_largest_map_per_output_pixel():
         ["res_x", {"num_layers": 2}], ["compress_all", {"multiplier": 2}], ["res_x", {"num_layers": 2}],
     ]  # fmt: skip
     assert decoder_values_per_pixel(released) == 8.0
+    # A demo run at 384x576x97 (one 80-frame tile, float32): well under 1 GiB of maps; 128 values a pixel made
+    # it over 30 GiB and refused the run.
+    tile = replace(video_workload(384, 576, 97, 24.0), vae_values_per_pixel=3.0)
+    assert (
+        vae_decode_bytes(tile, torch.float32)
+        < GIB
+        < 30 * GIB
+        < vae_decode_bytes(replace(tile, vae_values_per_pixel=128.0), torch.float32)
+    )
 
 
 def test_text_encoder_size_from_a_gemma_folder_counts_every_weight(tmp_path):
@@ -154,3 +169,27 @@ def test_text_encoder_size_from_a_gemma_folder_counts_every_weight(tmp_path):
     assert size.params == sum(p.numel() for p in model.parameters())
     vocab = model.config.text_config.vocab_size
     assert size.num_layers == 3 and size.layer_linear > 0 and size.embedding == vocab * 24
+
+
+def test_the_vocoder_largest_map_per_output_sample():
+    """Each generator stage halves the channels as it upsamples; the bandwidth extension's last stages hold the
+    most per 48 kHz sample (16 channels x stereo at the released sizes; 2 x stereo for the demo's)."""
+    from ltx_core.memory_estimate import vocoder_values_per_sample
+    from ltx_pipelines.demo_assets import DEMO_CONFIG
+
+    assert vocoder_values_per_sample(DEMO_CONFIG["vocoder"]) == 4.0
+    released = json.loads(json.dumps(DEMO_CONFIG["vocoder"]))
+    released["vocoder"].update(upsample_initial_channel=1536, upsample_rates=[5, 2, 2, 2, 2, 2])
+    released["bwe"].update(upsample_initial_channel=512, upsample_rates=[6, 5, 2, 2, 2])
+    assert vocoder_values_per_sample(released) == 32.0
+
+
+def test_in_host_ram_decoding_and_writing_do_not_add_up_and_the_vocoder_heap_stays():
+    small = replace(SIZES, transformer=replace(TRANSFORMER, num_blocks=1), text_encoder=None)
+    e = estimate_generation(small, GenerationWorkload(shape=video_workload(512, 768, 241, 24.0)), dtype=torch.float32)
+    decode, write, audio = e.phase("video decode"), e.phase("video write"), e.phase("audio decode")
+    # The decoder is freed before the frames are encoded: the host peak takes the larger of the two, each on
+    # top of the vocoder's retained heap.
+    assert e.host_peak == max(decode.device + decode.host, write.host) + audio.activations
+    assert e.host_peak < decode.device + decode.host + write.host + audio.activations
+    assert e.peak == max(p.device for p in e.phases)  # on a device: the host's share is counted apart
