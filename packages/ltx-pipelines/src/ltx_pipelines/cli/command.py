@@ -430,12 +430,23 @@ def memory_inputs(run: Run) -> tuple[GenerationSizes, GenerationWorkload] | None
     return sizes, work
 
 
+def _transformer_is_gguf(run: Run) -> bool:
+    from ltx_core.loader.gguf_file import is_gguf
+
+    checkpoint = run.models.checkpoint
+    if isinstance(checkpoint, ModelFiles):
+        if not checkpoint.has(Component.TRANSFORMER):
+            return False
+        checkpoint = checkpoint.source(Component.TRANSFORMER).path
+    return is_gguf(checkpoint)
+
+
 def check_fits_in_memory(run: Run) -> Run:
     """Stop before loading anything when the run's estimated peak memory, phase by phase, exceeds what is free
     on its device (on the CPU and MPS: the host's available RAM), naming the phases and what would fit. With
     `--offload auto`, pick the transformer's and the text encoder's modes here (logged, one line each) and
     return the run with them (`ltx_core.offload_auto`)."""
-    from ltx_core.generation_memory import TRANSFORMER_MODE_OPTIONS
+    from ltx_core.generation_memory import TRANSFORMER_MODE_OPTIONS, TRANSFORMER_MODES
     from ltx_core.offload_auto import check_generation_fits, choose_offload
 
     runtime = run.runtime
@@ -455,10 +466,13 @@ def check_fits_in_memory(run: Run) -> Run:
             return run
         # An 8-bit Gemma is loaded as it is and not streamed (the pipelines refuse offloading beside it): the
         # transformer is picked among the modes that do not stream either.
-        eight_bit = (
-            {"transformer_modes": ("full", "fp8"), "text_encoder_modes": ("bf16",)} if runtime.gemma_8bit else {}
-        )
-        choice = choose_offload(sizes, work, **eight_bit, **memory)
+        modes: dict[str, tuple[str, ...]] = {}
+        if runtime.gemma_8bit:
+            modes = {"transformer_modes": ("full", "fp8"), "text_encoder_modes": ("bf16",)}
+        if _transformer_is_gguf(run):  # already quantized: fp8-cast would refuse it
+            kept = modes.get("transformer_modes", TRANSFORMER_MODES)
+            modes["transformer_modes"] = tuple(m for m in kept if m != "fp8")
+        choice = choose_offload(sizes, work, **modes, **memory)
     except InsufficientMemoryError as e:
         raise FlagError(str(e)) from None
     for line in choice.log_lines():
@@ -467,6 +481,10 @@ def check_fits_in_memory(run: Run) -> Run:
         raise FlagError(choice.failure(free, in_host_ram=host))
     picked = TRANSFORMER_MODE_OPTIONS[choice.transformer.mode or "full"]
     options = replace(options, offload=picked.offload, quantization=options.quantization or picked.quantization)
+    try:
+        options.validate(runtime.device)  # e.g. --compile's settings with streaming
+    except (ValueError, RuntimeError) as e:
+        raise FlagError(f"--offload auto picked {choice.transformer.mode} for the transformer: {e}") from None
     values = dict(run.values)
     values[RuntimeFlags] = replace(
         runtime, options=None if options == RuntimeOptions() else options, text_encoder_mode=choice.text_encoder.mode
