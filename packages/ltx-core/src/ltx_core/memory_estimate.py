@@ -25,14 +25,15 @@ What grows with the clip's length is held in host RAM whatever the device (`host
 - the final latents (kept for the latents file) and the encoder's buffers of one chunk.
 On the CPU (and MPS's shared memory) they add to the decode phase; on CUDA they are checked against the
 host's RAM on their own.
-It is an estimate (allocator fragmentation and kernel workspaces come on top): `check_fits` keeps a
-`headroom` fraction of free memory in reserve.
+It is an estimate (allocator fragmentation and kernel workspaces come on top). The whole run, phase by
+phase (text encoder, stages, decodes), is `ltx_core.generation_memory`; checking it against the free memory
+and `--offload auto`'s choice are `ltx_core.offload_auto`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -270,81 +271,5 @@ def estimate_peak_memory(
     return estimate_from_size(transformer_size(checkpoint_config), options, workload, dtype)
 
 
-_FALLBACKS = (
-    RuntimeOptions(quantization="fp8-cast"),
-    RuntimeOptions(offload="cpu"),
-    RuntimeOptions(quantization="fp8-cast", offload="cpu"),
-    RuntimeOptions(quantization="fp8-cast", offload="disk"),
-)
-
-
-def _flags(options: RuntimeOptions) -> str:
-    parts = []
-    if options.quantization:
-        parts.append(f"--quantization {options.quantization}")
-    if options.offload != "none":
-        parts.append(f"--offload {options.offload}")
-    return " ".join(parts) or "(no flags)"
-
-
 class InsufficientMemoryError(ValueError):
-    pass
-
-
-def check_fits(
-    checkpoint_config: Mapping[str, Any],
-    options: RuntimeOptions,
-    workload: WorkloadShape,
-    free_bytes: int,
-    dtype: torch.dtype = torch.bfloat16,
-    headroom: float = 0.1,
-    *,
-    host: bool = False,
-    free_host_bytes: int | None = None,
-) -> MemoryEstimate:
-    """The estimate, or an `InsufficientMemoryError` naming it and the flags that would make the run fit.
-
-    `host=True`: the models run in host RAM (CPU, or MPS's shared memory), where `--offload cpu` keeps every
-    block in that same memory: it saves nothing and is not suggested; the decoded output counts in the same
-    budget. Otherwise `free_host_bytes` (the host's available RAM) is checked against the decoded output."""
-
-    size = transformer_size(checkpoint_config)
-
-    def estimate_for(candidate: RuntimeOptions) -> MemoryEstimate:
-        if host and candidate.offload == "cpu":
-            candidate = replace(candidate, offload="none")
-        return estimate_from_size(size, candidate, workload, dtype)
-
-    def need(e: MemoryEstimate) -> int:
-        return e.host_peak if host else e.peak
-
-    estimate = estimate_for(options)
-    if not host and free_host_bytes is not None and estimate.host_output > free_host_bytes * (1 - headroom):
-        raise InsufficientMemoryError(
-            f"the decoded clip needs about {estimate.host_output / _GIB:.1f} GiB of host RAM (float32 frames "
-            f"until the video is written, the waveform, the latents), but only {free_host_bytes / _GIB:.1f} GiB "
-            f"is available (keeping {headroom:.0%} in reserve); shorten the clip or lower the resolution"
-        )
-    budget = int(free_bytes * (1 - headroom))
-    if need(estimate) <= budget:
-        return estimate
-    fitting = []
-    for fallback in _FALLBACKS:
-        if host and fallback.offload == "cpu":
-            continue
-        candidate = replace(
-            options, quantization=fallback.quantization or options.quantization, offload=fallback.offload
-        )
-        other = estimate_for(candidate)
-        if need(other) <= budget:
-            fitting.append(f"{_flags(candidate)} ({need(other) / _GIB:.1f} GiB)")
-    advice = (
-        "these flags would fit: " + "; ".join(dict.fromkeys(fitting))
-        if fitting
-        else "no quantization/offload setting fits: lower the resolution or frame count, or tile the VAE decode"
-    )
-    memory = "RAM is available" if host else "device memory is free"
-    raise InsufficientMemoryError(
-        f"this run needs about {estimate.describe(host=host)} with {_flags(options)}, but only "
-        f"{free_bytes / _GIB:.1f} GiB of {memory} (keeping {headroom:.0%} in reserve); {advice}"
-    )
+    """A run that does not fit (raised by `ltx_core.offload_auto.check_generation_fits`)."""
