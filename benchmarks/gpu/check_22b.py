@@ -249,8 +249,8 @@ def settings_choice(name: str, args: argparse.Namespace):
     return card_gib, run, choice
 
 
-def settings_plan(name: str, args: argparse.Namespace) -> dict:
-    card_gib, _run, choice = settings_choice(name, args)
+def settings_plan(name: str, args: argparse.Namespace, picked=None) -> dict:
+    card_gib, _run, choice = picked or settings_choice(name, args)
     phases = {p.name: round(p.device / 2**30, 2) for p in choice.estimate.phases}
     return {
         "variant": name, "card_gib": card_gib, "fits": choice.fits, "pick": choice.cell(),
@@ -285,8 +285,9 @@ def run_settings(name: str, args: argparse.Namespace, device: torch.device) -> d
 
     from ltx_core.block_streaming import stream_loaded_blocks
 
-    plan = settings_plan(name, args)
-    card_gib, _run, choice = settings_choice(name, args)
+    picked = settings_choice(name, args)
+    card_gib, _run, choice = picked
+    plan = settings_plan(name, args, picked)
     if not choice.fits:
         return {**plan, "skipped": "the estimate says nothing fits"}
     mode = choice.transformer.mode

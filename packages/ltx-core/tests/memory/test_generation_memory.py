@@ -158,6 +158,7 @@ def test_the_decoder_largest_map_per_output_pixel():
     )
 
 
+@pytest.mark.slow  # builds and loads a tiny Gemma through transformers
 def test_text_encoder_size_from_a_gemma_folder_counts_every_weight(tmp_path):
     from ltx_core.text_encoders.gemma.tiny import build_tiny_gemma_folder
 

@@ -39,6 +39,7 @@ def test_the_22b_distilled_at_768x512x121_fits_12_gb_by_itself(golden_dir):
     assert choice.estimate.peak <= 0.9 * 12 * 2**30
 
 
+@pytest.mark.slow  # meta-device builds of the 22B models
 def test_sizes_are_the_released_key_lists(golden_dir):
     released = json.loads((golden_dir / KEYS_FILE).read_text())
     numel: dict[str, int] = {}
