@@ -498,7 +498,7 @@ def video_workload(
 ) -> WorkloadShape:
     """The final stage's workload of a clip of `frames` at `height` x `width` (None: audio only): its tokens,
     the decode tile of `tiling` (None: the automatic layout) and the decoded output."""
-    from ltx_core.model.video_vae.tiling import TilingConfig
+    from ltx_core.model.video_vae.tiling_config import TilingConfig
     from ltx_core.types import DEFAULT_SCALE_FACTORS as scale
 
     seconds = frames / frame_rate if seconds is None else seconds

@@ -23,7 +23,7 @@ def _argv(out) -> list[str]:
 
 
 def test_auto_is_the_default_and_logs_its_pick_with_the_numbers(tmp_path, monkeypatch, caplog):
-    monkeypatch.setattr("ltx_pipelines.cli.command.available_memory", lambda device: 64 * 2**30)
+    monkeypatch.setattr("ltx_core.devices.available_memory", lambda device: 64 * 2**30)
     with caplog.at_level(logging.INFO, logger="ltx_pipelines.cli.command"):
         run = COMMAND.parse(_argv(tmp_path / "x.mp4"))
     lines = [r.getMessage() for r in caplog.records if "--offload auto" in r.getMessage()]
@@ -45,7 +45,7 @@ def test_the_pick_reaches_the_runtime_options(tmp_path, monkeypatch):
         pick = offload_auto.ModeChoice("transformer", "stream-disk", "stream-disk: forced by the test")
         return replace(choice, transformer=pick, text_encoder=replace(choice.text_encoder, mode="stream-disk"))
 
-    monkeypatch.setattr("ltx_pipelines.cli.command.available_memory", lambda device: 64 * 2**30)
+    monkeypatch.setattr("ltx_core.devices.available_memory", lambda device: 64 * 2**30)
     monkeypatch.setattr(offload_auto, "choose_offload", streaming)
     run = COMMAND.parse(_argv(tmp_path / "x.mp4"))
     assert run.runtime.options == RuntimeOptions(offload="disk")
