@@ -69,12 +69,18 @@ class PhaseSampler(logging.Handler):
 
 
 def child(size: str, out: Path) -> None:
+    # What the run imports on its own first use, imported now so that the RSS before the run includes it: the
+    # memory check runs in a process that has not loaded the pipeline's modules yet.
+    import av  # noqa: F401
     import torch
-
-    # What the run imports on its own first use, imported now so that the RSS before the run includes it.
     from transformers import Gemma3ForConditionalGeneration  # noqa: F401
 
+    import ltx_pipelines.engine.decoding
+    import ltx_pipelines.engine.generation
+    import ltx_pipelines.pipelines.distilled  # noqa: F401
     from ltx_core.generation_memory import estimate_generation
+    from ltx_core.offload_auto import transformer_mode_of
+    from ltx_core.runtime import RuntimeOptions
     from ltx_pipelines.cli import command
     from ltx_pipelines.distilled import COMMAND
 
@@ -87,10 +93,10 @@ def child(size: str, out: Path) -> None:
     assert inputs is not None, "the memory check did not run"
     sizes, work = inputs
     runtime = run.runtime
-    mode = {"cpu": "stream-ram", "disk": "stream-disk"}.get((runtime.options or command.RuntimeOptions()).offload)
+    options = runtime.options or RuntimeOptions()
     estimate = estimate_generation(
-        sizes, work, transformer_mode=mode or "full", text_encoder_mode=runtime.text_encoder_mode or "bf16",
-        dtype=runtime.dtype, transformer_options=runtime.options,
+        sizes, work, transformer_mode=transformer_mode_of(options),
+        text_encoder_mode=runtime.text_encoder_mode or "bf16", dtype=runtime.dtype, transformer_options=runtime.options,
     )  # fmt: skip
     torch.set_num_threads(torch.get_num_threads())
     before = _rss()
