@@ -9,7 +9,9 @@ from ltx_core.loader.builder import (
     free_model_weights,
 )
 from ltx_core.loader.cache import StateDictCache
+from ltx_core.loader.component_source import Component, ComponentSource
 from ltx_core.loader.errors import CheckpointError
+from ltx_core.loader.file_index import SafetensorsHeader, TensorInfo
 from ltx_core.loader.key_rules import (
     AUDIO_DECODER_KEYS,
     AUDIO_ENCODER_KEYS,
@@ -23,15 +25,8 @@ from ltx_core.loader.key_rules import (
 )
 from ltx_core.loader.lora import DEFAULT_LORA_FUSION, LoraFusionPrecision, LoraSpec, fuse_loras, lora_metadata
 from ltx_core.loader.lora_layouts import LoraLayout, LoraWeights, read_lora
-from ltx_core.loader.model_files import COMPONENT_FLAGS, Component, ComponentSource, Layout, ModelFiles
-from ltx_core.loader.safetensors_header import (
-    SafetensorsHeader,
-    TensorInfo,
-    parse_model_version,
-    read_checkpoint_config,
-    read_metadata,
-    read_safetensors_header,
-)
+from ltx_core.loader.model_files import COMPONENT_FLAGS, Layout, ModelFiles, read_checkpoint_config
+from ltx_core.loader.safetensors_header import parse_model_version, read_metadata, read_safetensors_header
 from ltx_core.loader.sd_ops import KeyPattern, KeyRename, SDOps
 from ltx_core.loader.state_dict import StateDict, load_state_dict, selected_keys, stored_float_dtypes
 
