@@ -29,7 +29,7 @@ from ltx_pipelines.cli.generated_keyframe_flags import GeneratedKeyframeFlags
 from ltx_pipelines.cli.model_flags import ModelFlags
 from ltx_pipelines.cli.tiling_flags import TilingFlags
 from ltx_pipelines.cli.video_flags import VideoFlags
-from ltx_pipelines.demo_assets import DEMO_FAMILIES
+from ltx_pipelines.demo import DEMO_FAMILIES
 from ltx_pipelines.engine.defaults import TWO_STAGE_SPATIAL_MULTIPLE, checkpoint_model_version
 from ltx_pipelines.engine.duration import check_length_request, requested_frames
 from ltx_pipelines.engine.file_steps import (

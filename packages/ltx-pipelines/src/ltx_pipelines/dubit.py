@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ltx_core.loader import LoraSpec, ModelFiles
-from ltx_pipelines.demo_assets import DEMO_FAMILIES
+from ltx_pipelines.demo import DEMO_FAMILIES
 from ltx_pipelines.lipdub import LipDubPipeline, LipDubReference, lip_dub_command
 
 if TYPE_CHECKING:

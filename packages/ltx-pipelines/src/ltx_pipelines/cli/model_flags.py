@@ -36,7 +36,7 @@ from ltx_core.text_encoders.gemma.folder import locate_gemma_folder
 from ltx_pipelines.cli.arg_types import LoraAction
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext, finite
 from ltx_pipelines.cli.hf_paths import HfPathError, cached_hf_file, is_hf_path, resolve_model_path
-from ltx_pipelines.demo_assets import DEFAULT_DEMO_FAMILY, DEMO_FAMILIES
+from ltx_pipelines.demo import DEFAULT_DEMO_FAMILY, DEMO_FAMILIES
 from ltx_pipelines.engine.checkpoint_kind import ExpectedKind, check_checkpoint_kind
 from ltx_pipelines.engine.defaults import (
     DEFAULT_LORA_STRENGTH,
@@ -298,7 +298,7 @@ class ModelFlags(FlagGroup[ModelChoice]):
         if value is None:
             family = getattr(args, "demo_family", None) or self.default_demo_family
             if getattr(args, "demo", False) and family == "ltx-2.5":
-                from ltx_pipelines.demo_assets_ltx25 import DEMO_LTX25_MODEL_VERSION
+                from ltx_pipelines.demo.ltx25 import DEMO_LTX25_MODEL_VERSION
 
                 return defaults_for_version(normalize_model_version(DEMO_LTX25_MODEL_VERSION))
             return LTX_2_3_DEFAULTS
@@ -452,7 +452,7 @@ class ModelFlags(FlagGroup[ModelChoice]):
 
     def with_demo_files(self, choice: ModelChoice) -> ModelChoice:
         """`choice` with the demo model files wherever the user gave none (built on first use)."""
-        from ltx_pipelines.demo_assets import ensure_demo_assets
+        from ltx_pipelines.demo import ensure_demo_assets
 
         # One line here; how to get the released files is said once, with the output (`write_decoded`).
         logger.warning("--demo: the models are tiny and random, so the output is noise")
@@ -469,7 +469,7 @@ class ModelFlags(FlagGroup[ModelChoice]):
 
     def _with_ltx25_demo_files(self, choice: ModelChoice) -> ModelChoice:
         """`choice` with the LTX-2.5 demo's component files wherever the user gave none."""
-        from ltx_pipelines.demo_assets import ensure_demo_assets
+        from ltx_pipelines.demo import ensure_demo_assets
 
         assets = ensure_demo_assets(family="ltx-2.5")
         loras = choice.loras
