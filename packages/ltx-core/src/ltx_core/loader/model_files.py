@@ -13,6 +13,9 @@ as the released files store it) and a key translation to the released names (`SD
 before each component's own rules).
 
 Latent upsamplers are separate files in every layout and stay plain paths.
+
+`diffusers_folder` (which builds on `component_source`, never on this module) is imported where a folder
+is read rather than at the top, so that its translation tables load only for a diffusers folder.
 """
 
 from __future__ import annotations
