@@ -120,7 +120,7 @@ class DfrFlags(FlagGroup[DfrInputs]):
             raise FlagError(f"DFR cannot run on {models.checkpoint}: {problem}")
         if not context.demo:
             return value
-        from ltx_pipelines.demo_assets import ensure_demo_assets
+        from ltx_pipelines.demo import ensure_demo_assets
 
         # The LTX-2.5 demo set (DFR's only demo family) ships the detailing IC-LoRA and the temporal upsampler:
         # used where none is given (read() refuses rounds without an upsampler outside --demo).

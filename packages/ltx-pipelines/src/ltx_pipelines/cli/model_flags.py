@@ -459,7 +459,7 @@ class ModelFlags(FlagGroup[ModelChoice]):
 
     def with_demo_files(self, choice: ModelChoice) -> ModelChoice:
         """`choice` with the demo model files wherever the user gave none (built on first use)."""
-        from ltx_pipelines.demo_assets import ensure_demo_assets
+        from ltx_pipelines.demo import ensure_demo_assets
 
         # One line here; how to get the released files is said once, with the output (`write_decoded`).
         logger.warning("--demo: the models are tiny and random, so the output is noise")
@@ -476,7 +476,7 @@ class ModelFlags(FlagGroup[ModelChoice]):
 
     def _with_ltx25_demo_files(self, choice: ModelChoice) -> ModelChoice:
         """`choice` with the LTX-2.5 demo's component files wherever the user gave none."""
-        from ltx_pipelines.demo_assets import ensure_demo_assets
+        from ltx_pipelines.demo import ensure_demo_assets
 
         assets = ensure_demo_assets(family="ltx-2.5")
         loras = choice.loras
