@@ -151,11 +151,14 @@ class _Captured(Exception):
 
 
 def _parser_of_main(main: Callable[..., Any], words: tuple[str, ...]) -> argparse.ArgumentParser:
-    """The parser `main` builds, caught when it starts parsing `words --help` (nothing runs)."""
+    """The parser that answers `--help` for `main`: caught when `main(words + ["--help"])` starts parsing with it,
+    so nothing runs. Parsers without a help action (a command's first look at a few flags) parse as usual."""
     original = argparse.ArgumentParser.parse_known_args
 
     def capture(self: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> Any:
-        raise _Captured(self)
+        if any(isinstance(action, argparse._HelpAction) for action in self._actions):
+            raise _Captured(self)
+        return original(self, *args, **kwargs)
 
     argparse.ArgumentParser.parse_known_args = capture  # type: ignore[method-assign]
     try:
@@ -181,9 +184,8 @@ def _argparse_flags(parser: argparse.ArgumentParser, words: tuple[str, ...]) -> 
 
 @cache
 def accepted_flags(module: str, words: tuple[str, ...] = ()) -> frozenset[str]:
-    """The flags `python -m <module> <words>` accepts, from the parser the command builds: a pipeline's
-    `COMMAND` parser (as its `--help` shows it), a `build_parser()`, a Typer app's options, or the argparse parser
-    its `main` builds."""
+    """The flags `python -m <module> <words>` accepts: those of the argparse parser its `main` answers `--help`
+    with, or of its Typer app."""
     if importlib.util.find_spec(module).submodule_search_locations is not None:  # a package: its __main__
         loaded = importlib.import_module(f"{module}.__main__")
     else:
@@ -196,12 +198,6 @@ def accepted_flags(module: str, words: tuple[str, ...] = ()) -> frozenset[str]:
 
 
 def _module_flags(module: ModuleType, words: tuple[str, ...]) -> frozenset[str]:
-    command = getattr(module, "COMMAND", None)
-    if command is not None:
-        command = getattr(command, "command", command)  # the multi-device commands wrap their twin's
-        return _argparse_flags(command.parser(command.help_defaults()), words)
-    if callable(getattr(module, "build_parser", None)):
-        return _argparse_flags(module.build_parser(), words)
     app = getattr(module, "app", None)
     if _is_typer(app):
         import typer.main
@@ -211,7 +207,8 @@ def _module_flags(module: ModuleType, words: tuple[str, ...]) -> frozenset[str]:
             sub = getattr(click_command, "commands", {}).get(word)
             if sub is not None:
                 click_command = sub
-        return frozenset(o for p in click_command.params for o in (*p.opts, *p.secondary_opts) if o.startswith("-"))
+        options = {o for p in click_command.params for o in (*p.opts, *p.secondary_opts) if o.startswith("-")}
+        return frozenset({*options, "--help"})  # click adds --help itself
     if not callable(getattr(module, "main", None)):
         return frozenset()  # no parser to build: its `__main__` block takes no flags (config_reference)
     return _argparse_flags(_parser_of_main(module.main, words), words)
@@ -674,6 +671,7 @@ def test_readme_names_only_modules_that_run():
     assert module_problems(README) == []
 
 
+@pytest.mark.slow  # builds every named command's parser: imports each pipeline module (~6 s on 2 busy cores)
 def test_readme_shows_only_flags_its_commands_accept():
     assert flag_problems(README) == []
 
