@@ -142,6 +142,28 @@ def module_problems(text: str) -> list[str]:
     return [f"`python -m {name}`: no such runnable module" for name in names if not runnable(name)]
 
 
+# ---- paths -------------------------------------------------------------------------------------------------------
+
+_REPO_PATH = re.compile(r"^(?:packages|tests|docs|examples|benchmarks|tools|\.claude)/[\w./-]*$")
+
+
+def path_problems(text: str, root: Path) -> list[str]:
+    """Every repository path the document names in inline code (`packages/.../test_x.py`, `docs/serving.md`)
+    exists; a file named beside one ("`test_a.py`, `test_b.py`") in the same folder as the path before it."""
+    problems = []
+    for span in _INLINE.findall(prose(text)):
+        if _REPO_PATH.match(span) and "<" not in span and not (root / span).exists():
+            problems.append(f"`{span}`: no such file or folder in the repository")
+    for line in prose(text).splitlines():
+        folder: Path | None = None
+        for span in _INLINE.findall(line):
+            if _REPO_PATH.match(span):
+                folder = (root / span).parent
+            elif folder is not None and re.fullmatch(r"[\w-]+\.py", span) and not (folder / span).exists():
+                problems.append(f"`{span}` (beside {folder.relative_to(root)}): no such file")
+    return problems
+
+
 # ---- flags -------------------------------------------------------------------------------------------------------
 
 
@@ -671,6 +693,10 @@ def test_readme_names_only_modules_that_run():
     assert module_problems(README) == []
 
 
+def test_readme_names_only_paths_that_exist():
+    assert path_problems(README, ROOT) == []
+
+
 @pytest.mark.slow  # builds every named command's parser: imports each pipeline module (~6 s on 2 busy cores)
 def test_readme_shows_only_flags_its_commands_accept():
     assert flag_problems(README) == []
@@ -694,6 +720,7 @@ def test_docs_name_modules_flags_and_python_names_that_exist(doc):
         *module_problems(text),
         *flag_problems(text, other_commands=README_COMMANDS),
         *name_problems(text, prose_names_are_ours=False),
+        *path_problems(text, ROOT),
     ]
     assert problems == []
 
@@ -735,6 +762,14 @@ BROKEN = {
     "class named in the prose": (name_problems, "`DurationRange`", "`DurationRanges`",
                                  "DurationRanges is defined nowhere"),
 }  # fmt: skip
+
+
+BROKEN["path"] = (
+    lambda text: path_problems(text, ROOT),
+    "`packages/ltx-pipelines/tests/pipelines/test_dfr_golden.py`, `test_dfr_layout.py`",
+    "`packages/ltx-pipelines/tests/pipelines/test_dfr_golden.py`, `test_dfr_layouts.py`",
+    "`test_dfr_layouts.py` (beside packages/ltx-pipelines/tests/pipelines): no such file",
+)
 
 
 @pytest.mark.parametrize("case", BROKEN, ids=str)
