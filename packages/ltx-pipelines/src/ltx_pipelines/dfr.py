@@ -178,6 +178,8 @@ COMMAND = PipelineCommand.for_module(
             "with a distilled transformer. Example: --distilled-lora distilled-lora.safetensors 0.8"
         ),
         demo_families=("ltx-2.5",),
+        # DFR needs the keyframe position embedding, which LTX-2.5 transformers introduced (checked in settle too).
+        model_versions=("2.5",),
     ),
     groups=(VideoFlags(two_stage=True, auto_duration=True), DfrFlags(), TilingFlags()),
     build=_build,
