@@ -11,15 +11,16 @@ from pathlib import Path
 
 import typer
 
-from ltx_trainer.audio_latents import compute_audio_latents
-from ltx_trainer.buckets import parse_buckets
-from ltx_trainer.cli_support import configure_logging, new_app, run_or_exit
-from ltx_trainer.dataset_file import DatasetFileError, read_dataset, resolve_roles
-from ltx_trainer.drop_report import RunReport
-from ltx_trainer.media import CROP_MODES
-from ltx_trainer.models import LazyModels, ModelSources
-from ltx_trainer.sharding import current_shard, shard_device
-from ltx_trainer.video_latents import compute_video_latents
+from ltx_trainer.cli.app import configure_logging, new_app
+from ltx_trainer.cli.errors import run_or_exit
+from ltx_trainer.preprocessing.audio_latents import compute_audio_latents
+from ltx_trainer.preprocessing.buckets import parse_buckets
+from ltx_trainer.preprocessing.dataset_file import DatasetFileError, read_dataset, resolve_roles
+from ltx_trainer.preprocessing.drop_report import RunReport
+from ltx_trainer.preprocessing.media import CROP_MODES
+from ltx_trainer.preprocessing.models import LazyModels, ModelSources
+from ltx_trainer.preprocessing.sharding import current_shard, shard_device
+from ltx_trainer.preprocessing.video_latents import compute_video_latents
 
 app = new_app("Encode a dataset's clips into video (and audio) latents, bucketed by size and length.")
 

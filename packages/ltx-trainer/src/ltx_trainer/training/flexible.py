@@ -35,7 +35,7 @@ from ltx_trainer.config import (
     SpatialCropCondition,
     SuffixCondition,
 )
-from ltx_trainer.precomputed import HAS_AUDIO
+from ltx_trainer.preprocessing.precomputed import HAS_AUDIO
 from ltx_trainer.training.draws import Draws
 from ltx_trainer.training.timesteps import TimestepSampler
 

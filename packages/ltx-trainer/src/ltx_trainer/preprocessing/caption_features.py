@@ -18,12 +18,12 @@ from ltx_core.text_encoders.gemma import GemmaTextEncoder
 from ltx_core.text_encoders.gemma.eight_bit import require_gemma_8bit
 from ltx_core.text_encoders.gemma.embeddings_processor import text_embeddings_spec
 from ltx_pipelines.io.progress import progress
-from ltx_trainer.dataset_file import DatasetFile
-from ltx_trainer.drop_report import RunReport
 from ltx_trainer.model_files import training_model_files
-from ltx_trainer.precomputed import sample_path, save_sample
-from ltx_trainer.sample_loop import Columns, RowItem, shard_items
-from ltx_trainer.sharding import Shard
+from ltx_trainer.preprocessing.dataset_file import DatasetFile
+from ltx_trainer.preprocessing.drop_report import RunReport
+from ltx_trainer.preprocessing.precomputed import sample_path, save_sample
+from ltx_trainer.preprocessing.sample_loop import Columns, RowItem, shard_items
+from ltx_trainer.preprocessing.sharding import Shard
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ def compute_caption_features(
             pending.append(item)
     if not pending:
         return
-    from ltx_trainer.models import default_dtype
+    from ltx_trainer.preprocessing.models import default_dtype
 
     dtype = dtype or default_dtype(where)
     with GemmaTextEncoder.load(text_encoder_path, dtype=dtype, device=where, load_in_8bit=load_in_8bit) as gemma:

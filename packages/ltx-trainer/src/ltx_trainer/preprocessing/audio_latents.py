@@ -19,14 +19,14 @@ from pathlib import Path
 import torch
 
 from ltx_pipelines.io import MediaError
-from ltx_trainer.buckets import choose_duration
-from ltx_trainer.dataset_file import DatasetFile
-from ltx_trainer.drop_report import RunReport
-from ltx_trainer.media import is_image, read_stereo_audio
-from ltx_trainer.models import LazyModels, encode_waveform
-from ltx_trainer.precomputed import HAS_AUDIO, audio_latent_tensors, load_sample, sample_path, save_sample
-from ltx_trainer.sample_loop import rows_with
-from ltx_trainer.sharding import Shard
+from ltx_trainer.preprocessing.buckets import choose_duration
+from ltx_trainer.preprocessing.dataset_file import DatasetFile
+from ltx_trainer.preprocessing.drop_report import RunReport
+from ltx_trainer.preprocessing.media import is_image, read_stereo_audio
+from ltx_trainer.preprocessing.models import LazyModels, encode_waveform
+from ltx_trainer.preprocessing.precomputed import HAS_AUDIO, audio_latent_tensors, load_sample, sample_path, save_sample
+from ltx_trainer.preprocessing.sample_loop import rows_with
+from ltx_trainer.preprocessing.sharding import Shard
 
 logger = logging.getLogger(__name__)
 

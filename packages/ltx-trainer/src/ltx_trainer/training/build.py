@@ -252,7 +252,7 @@ def transformer_spec(config: LtxTrainerConfig):
 
 def reference_scale_from_data(root: Path, latents_dir: str) -> ReferenceScale:
     """Factors recorded by preprocessing in the reference latents' metadata (never searched for in the cwd)."""
-    from ltx_trainer.precomputed import find_samples, read_manifest
+    from ltx_trainer.preprocessing.precomputed import find_samples, read_manifest
 
     files = find_samples(root / latents_dir)
     if files and files[0].suffix == ".safetensors":

@@ -9,14 +9,22 @@ from pathlib import Path
 import torch
 
 from ltx_pipelines.io import MediaError
-from ltx_trainer.buckets import Bucket, choose_bucket, reference_bucket
-from ltx_trainer.dataset_file import DatasetFile
-from ltx_trainer.drop_report import RunReport
-from ltx_trainer.media import Crop, MediaInfo, crop_like, frames_to_vae_input, plan_crop, probe_media, read_frames
-from ltx_trainer.models import LazyModels, encode_video
-from ltx_trainer.precomputed import load_sample, sample_path, save_sample, video_latent_tensors
-from ltx_trainer.sample_loop import rows_with, sample_generator
-from ltx_trainer.sharding import Shard
+from ltx_trainer.preprocessing.buckets import Bucket, choose_bucket, reference_bucket
+from ltx_trainer.preprocessing.dataset_file import DatasetFile
+from ltx_trainer.preprocessing.drop_report import RunReport
+from ltx_trainer.preprocessing.media import (
+    Crop,
+    MediaInfo,
+    crop_like,
+    frames_to_vae_input,
+    plan_crop,
+    probe_media,
+    read_frames,
+)
+from ltx_trainer.preprocessing.models import LazyModels, encode_video
+from ltx_trainer.preprocessing.precomputed import load_sample, sample_path, save_sample, video_latent_tensors
+from ltx_trainer.preprocessing.sample_loop import rows_with, sample_generator
+from ltx_trainer.preprocessing.sharding import Shard
 
 logger = logging.getLogger(__name__)
 
