@@ -30,6 +30,31 @@ def _relative(path: Path, root: Path) -> str:
         return str(path.resolve())
 
 
+def _existing_records(out: Path) -> dict[str, dict]:
+    """The rows already in `out` (a .txt output holds captions only, so none), by media path."""
+    records: dict[str, dict] = {}
+    if out.exists() and out.suffix.lower() != ".txt":
+        for row in read_dataset(out).rows:
+            path = row.get("media_path")
+            if path:
+                records[path] = dict(row.values)
+    return records
+
+
+def _to_caption(
+    media: Sequence[Path], root: Path, records: dict[str, dict], override: bool, report: RunReport
+) -> list[tuple[str, Path]]:
+    """(key, path) of the media without a caption yet (all of them with `override`)."""
+    todo: list[tuple[str, Path]] = []
+    for path in media:
+        key = _relative(path, root)
+        if not override and (records.get(key) or {}).get("caption"):
+            report.skip("caption")
+        else:
+            todo.append((key, path))
+    return todo
+
+
 def caption_media(
     media: Sequence[Path],
     output: str | Path,
@@ -43,21 +68,9 @@ def caption_media(
     out = Path(output)
     if out.suffix.lower() not in OUTPUT_SUFFIXES:
         raise DatasetFileError(f"output {str(out)!r} must end in one of {', '.join(OUTPUT_SUFFIXES)}")
-    root = out.parent
-    records: dict[str, dict] = {}
-    if out.exists() and out.suffix.lower() != ".txt":
-        for row in read_dataset(out).rows:
-            path = row.get("media_path")
-            if path:
-                records[path] = dict(row.values)
+    records = _existing_records(out)
     report = RunReport()
-    todo: list[tuple[str, Path]] = []
-    for path in media:
-        key = _relative(path, root)
-        if not override and (records.get(key) or {}).get("caption"):
-            report.skip("caption")
-        else:
-            todo.append((key, path))
+    todo = _to_caption(media, out.parent, records, override, report)
     if not todo:
         return report
 

@@ -28,7 +28,6 @@ logger = logging.getLogger(__name__)
 REFERENCE_SUFFIX = "_reference"
 
 
-
 def edges_of(frame: np.ndarray, low: int = 100, high: int = 200) -> np.ndarray:
     """(H, W, 3) uint8 RGB -> (H, W, 3) uint8 white edges on black (OpenCV Canny)."""
     gray = cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY)

@@ -20,7 +20,6 @@ logger = logging.getLogger(__name__)
 DETECTORS = ("content", "adaptive", "threshold", "histogram")
 
 
-
 @dataclass(frozen=True)
 class Scene:
     """Frames [start, end) of the source video."""
@@ -170,6 +169,22 @@ def _write_report(out: Path, clips: list[Path], scenes: list[Scene], fps: float,
     )
 
 
+def _write_scenes(video: Path, chosen: list[Scene], fps: float, out: Path, overwrite: bool) -> list[Path]:
+    """`<stem>-Scene-NNN.mp4` per scene in `out`; an existing clip is kept unless `overwrite`."""
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    for number, scene in progress(
+        list(enumerate(chosen, start=1)), desc="write scenes", total=len(chosen), unit="scene"
+    ):
+        target = out / f"{video.stem}-Scene-{number:03d}.mp4"
+        if target.exists() and not overwrite:
+            logger.info("keeping existing %s (pass --overwrite to replace it)", target.name)
+        else:
+            write_scene(video, scene, fps, target, overwrite=overwrite)
+        written.append(target)
+    return written
+
+
 def split_scenes(
     video: str | Path,
     output_dir: str | Path,
@@ -217,17 +232,7 @@ def split_scenes(
         scenes, skip_start=skip_start, skip_end=skip_end, shorter_than=shorter, max_scenes=max_scenes
     )
     logger.info("%s: %d scene(s) detected, %d kept", video.name, len(scenes), len(chosen))
-    out.mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []
-    for number, scene in progress(
-        list(enumerate(chosen, start=1)), desc="write scenes", total=len(chosen), unit="scene"
-    ):
-        target = out / f"{video.stem}-Scene-{number:03d}.mp4"
-        if target.exists() and not overwrite:
-            logger.info("keeping existing %s (pass --overwrite to replace it)", target.name)
-        else:
-            write_scene(video, scene, fps, target, overwrite=overwrite)
-        written.append(target)
+    written = _write_scenes(video, chosen, fps, out, overwrite)
     if save_images > 0:
         (out / "images").mkdir(exist_ok=True)
         images = _save_images(video, chosen, out / "images", save_images, video.stem)

@@ -25,7 +25,7 @@ import yaml
 
 logger = logging.getLogger(__name__)
 
-EXAMPLE_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "t2v_lora.yaml"
+EXAMPLE_CONFIG = Path(__file__).resolve().parents[3] / "configs" / "t2v_lora.yaml"
 DEFAULT_DEMO_DIR = Path("outputs") / "demo-training"
 DEMO_BUCKET = "64x64x9"
 DEMO_TRIGGER = "sks"
