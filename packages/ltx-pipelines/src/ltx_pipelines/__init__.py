@@ -1,9 +1,9 @@
 """LTX-2 pipelines: each module is runnable with `python -m ltx_pipelines.<name>`, and each has a class
 for use from Python::
 
-    from ltx_pipelines import DistilledPipeline, demo_assets
+    from ltx_pipelines import DistilledPipeline, demo
 
-    assets = demo_assets.ensure_demo_assets()  # tiny random weights, or pass the released files
+    assets = demo.ensure_demo_assets()  # tiny random weights, or pass the released files
     pipeline = DistilledPipeline(assets.checkpoint, assets.spatial_upsampler, assets.gemma_root, dtype=torch.float32)
     generation = pipeline("A red fox in the snow", seed=10, height=128, width=192, num_frames=17, frame_rate=24)
     generation.save("fox.mp4")
@@ -43,7 +43,7 @@ _EXPORTS: dict[str, str] = {
     "LoraSpec": "ltx_core.loader",
     "TilingConfig": "ltx_core.model.video_vae",
 }
-_SUBMODULES = ("demo_assets",)
+_SUBMODULES = ("demo",)
 
 __all__ = sorted([*_EXPORTS, *_SUBMODULES])
 

@@ -120,7 +120,7 @@ class DfrFlags(FlagGroup[DfrInputs]):
             raise FlagError(f"DFR cannot run on {models.checkpoint}: {problem}")
         if not context.demo:
             return value
-        from ltx_pipelines.demo_assets import ensure_demo_assets
+        from ltx_pipelines.demo import ensure_demo_assets
 
         # The LTX-2.5 demo set (DFR's only demo family) ships the detailing IC-LoRA and the temporal upsampler:
         # used where none is given (read() refuses rounds without an upsampler outside --demo).
@@ -178,6 +178,8 @@ COMMAND = PipelineCommand.for_module(
             "with a distilled transformer. Example: --distilled-lora distilled-lora.safetensors 0.8"
         ),
         demo_families=("ltx-2.5",),
+        # DFR needs the keyframe position embedding, which LTX-2.5 transformers introduced (checked in settle too).
+        model_versions=("2.5",),
     ),
     groups=(VideoFlags(two_stage=True, auto_duration=True), DfrFlags(), TilingFlags()),
     build=_build,

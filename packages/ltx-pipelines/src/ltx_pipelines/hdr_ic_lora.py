@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -289,6 +289,18 @@ def load_contexts(run: Run) -> TextContexts:
     return TextContexts(video=video.float(), audio=None, mask=torch.ones(video.shape[:2], dtype=torch.int64))
 
 
+@dataclass(frozen=True, kw_only=True)
+class HdrCommand(PipelineCommand["HDRICLoraPipeline"]):
+    """The command of a pipeline that writes its own outputs: `generate` yields each job's HDR frames and
+    `write` turns them into EXR frames, an HEVC master and a sidecar (no latents file: the run is from stored
+    contexts and has no decode step of its own)."""
+
+    write: Callable[[Run, Any], Path]
+
+    def produce(self, pipeline: HDRICLoraPipeline, run: Run, saved: list[Path]) -> None:
+        self.write(run, self.generate(pipeline, run))
+
+
 def _build(run: Run) -> HDRICLoraPipeline:
     from ltx_core.loader import LoraSpec
     from ltx_pipelines.pipelines.hdr_ic_lora import HDRICLoraPipeline, decode_tiling
@@ -373,7 +385,7 @@ def _write(run: Run, generations: Iterator[tuple[HdrJob, HDRGeneration]]) -> Pat
     return hdr.jobs[0].exr_dir.parent
 
 
-COMMAND = PipelineCommand(
+COMMAND = HdrCommand(
     prog="python -m ltx_pipelines.hdr_ic_lora",
     description=__doc__.splitlines()[0] if __doc__ else None,
     groups=(

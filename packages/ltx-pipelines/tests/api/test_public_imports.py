@@ -23,12 +23,12 @@ def test_short_imports_are_the_defining_objects():
     from ltx_core import VIDEO_DECODER, build_model
     from ltx_core.loader.builder import build_model as defined_build_model
     from ltx_core.model.video_vae import VIDEO_DECODER as defined_decoder
-    from ltx_pipelines import DistilledPipeline, demo_assets
+    from ltx_pipelines import DistilledPipeline, demo
     from ltx_pipelines.distilled import DistilledPipeline as defined_pipeline
 
     assert build_model is defined_build_model and VIDEO_DECODER is defined_decoder
     assert DistilledPipeline is defined_pipeline
-    assert callable(demo_assets.ensure_demo_assets)
+    assert callable(demo.ensure_demo_assets)
 
 
 def test_importing_the_packages_loads_no_pipeline_module():

@@ -121,13 +121,11 @@ def test_a_timestep_conditioned_decoder_resumes_with_the_runs_decoder_noise(
     import copy
     from types import SimpleNamespace
 
-    import ltx_pipelines.demo_assets as demo_assets
+    from ltx_pipelines.demo import DEMO_CONFIG, write_demo_checkpoint
 
-    config = copy.deepcopy(demo_assets.DEMO_CONFIG)
+    config = copy.deepcopy(DEMO_CONFIG)
     config["vae"]["timestep_conditioning"] = True
-    with monkeypatch.context() as patch:
-        patch.setattr(demo_assets, "DEMO_CONFIG", config)
-        demo_assets.write_demo_checkpoint(tmp_path / "noisy-decoder.safetensors")
+    write_demo_checkpoint(tmp_path / "noisy-decoder.safetensors", config=config)
     models = SimpleNamespace(
         checkpoint=tmp_path / "noisy-decoder.safetensors",
         spatial_upsampler=demo_model_files.spatial_upsampler,

@@ -189,9 +189,6 @@ class PipelineCommand(Generic[P]):
     generate: Generate[P] = call_with_video_flags
     fixed_defaults: PipelineDefaults | None = None
     check: Callable[[Run], None] | None = None
-    write: Callable[[Run, Any], Path] | None = None
-    """Writes what `generate` returns, decoding included (HDR); None: `generate` returns `FinalLatents`, which
-    the command saves, decodes (`pipeline.decode`) and writes with the sidecar."""
 
     @classmethod
     def for_module(
@@ -357,39 +354,40 @@ class PipelineCommand(Generic[P]):
             latents.unlink(missing_ok=True)
 
     def run(self, run: Run) -> int:
-        """Build the pipeline, generate the final latents, save them, decode them, write the output and its
-        sidecar, and remove the latents unless --save-latents; 0, or the exit code of its error after printing
-        its line (after denoising, the line names the saved latents and the command that finishes the run).
-        A command with its own `write` (HDR) hands it what `generate` returns instead."""
-        from ltx_pipelines.engine.final_latents import check_finite_latents
-
+        """Build the pipeline and `produce` its outputs; 0, or the exit code of its error after printing its line
+        (after denoising, the line names the saved latents and the command that finishes the run)."""
         output: OutputChoice | None = run.values.get(OutputFlags)
         output_path = None if output is None else output.path
-        debug = run.log_level == "DEBUG"
-        latents: Path | None = None
+        saved: list[Path] = []  # the latents file once written: an error line after it names it
         with stop_signals_interrupt() as stop:
             try:
                 with gc_skips_loaded_modules():
-                    pipeline = self.build(run)
-                    result = self.generate(pipeline, run)
-                    if self.write is not None:
-                        self.write(run, result)
-                        return 0
-                    final: FinalLatents = result
-                    if "num_frames" in run.parameters and run.parameters["num_frames"] is None:
-                        # The length the duration head picked: the sidecar records it.
-                        run = replace(run, parameters={**run.parameters, "num_frames": final.shape.frames})
-                    # Before saving: NaN latents decode to nothing, so no decode command is offered for them.
-                    check_finite_latents(final, (*run.models.loras, *filter(None, [run.models.distilled_lora])))
-                    remove_stale_partials(run.output.path.parent)
-                    latents = self.save_latents(run, final)
-                    written = self.write_decoded(run, pipeline.decode(final))
+                    self.produce(self.build(run), run, saved)
             except SystemExit:
                 raise
             except BaseException as error:
+                latents = saved[0] if saved else None
+                debug = run.log_level == "DEBUG"
                 return report_error(error, debug=debug, output_path=output_path, latents=latents, stop=stop)
-        self.settle_latents(run, latents, written)
         return 0
+
+    def produce(self, pipeline: P, run: Run, saved: list[Path]) -> None:
+        """Generate the final latents, save them (their path is appended to `saved`), decode them, write the
+        output and its sidecar, and remove the latents unless --save-latents."""
+        from ltx_pipelines.engine.final_latents import check_finite_latents
+
+        final: FinalLatents = self.generate(pipeline, run)
+        if "num_frames" in run.parameters and run.parameters["num_frames"] is None:
+            # The length the duration head picked: the sidecar records it.
+            run = replace(run, parameters={**run.parameters, "num_frames": final.shape.frames})
+        # Before saving: NaN latents decode to nothing, so no decode command is offered for them.
+        check_finite_latents(final, (*run.models.loras, *filter(None, [run.models.distilled_lora])))
+        remove_stale_partials(run.output.path.parent)
+        latents = self.save_latents(run, final)
+        if latents is not None:
+            saved.append(latents)
+        written = self.write_decoded(run, pipeline.decode(final))  # type: ignore[attr-defined]
+        self.settle_latents(run, latents, written)
 
     def main(self, argv: Sequence[str] | None = None) -> int:
         """`python -m <module>`: bad arguments exit with code 2, a later failure with 1 (one line on stderr)."""

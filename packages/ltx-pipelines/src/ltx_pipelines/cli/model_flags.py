@@ -31,6 +31,7 @@ from ltx_pipelines.engine.defaults import (
     defaults_for_version,
     normalize_model_version,
 )
+from ltx_pipelines.engine.model_versions import RELEASED_MODEL_VERSIONS, model_version_problem
 
 if TYPE_CHECKING:
     from ltx_core.loader.model_files import ModelFiles
@@ -160,6 +161,9 @@ class ModelFlags(FlagGroup[ModelChoice]):
     """Whether the pipeline needs a video VAE (component files without `--video-vae-path` are refused)."""
     demo_families: tuple[str, ...] = DEMO_FAMILIES
     """The demo sets `--demo-family` may pick for this pipeline (others are refused before anything is built)."""
+    model_versions: tuple[str, ...] = RELEASED_MODEL_VERSIONS
+    """The released model versions this pipeline runs on ("2", "2.3", "2.5"); a checkpoint whose `model_version`
+    is another is refused when its header is read. README's pipeline table is checked against this value."""
     demo_ic_lora: str | None = None
     """The LTX-2.5 demo set's IC-LoRA (an `Ltx25DemoAssets` field, e.g. `dubit_ic_lora`) that `--demo` passes as
     `--lora` when none is given; None: the demo runs without one."""
@@ -459,7 +463,7 @@ class ModelFlags(FlagGroup[ModelChoice]):
 
     def with_demo_files(self, choice: ModelChoice) -> ModelChoice:
         """`choice` with the demo model files wherever the user gave none (built on first use)."""
-        from ltx_pipelines.demo_assets import ensure_demo_assets
+        from ltx_pipelines.demo import ensure_demo_assets
 
         # One line here; how to get the released files is said once, with the output (`write_decoded`).
         logger.warning("--demo: the models are tiny and random, so the output is noise")
@@ -476,7 +480,7 @@ class ModelFlags(FlagGroup[ModelChoice]):
 
     def _with_ltx25_demo_files(self, choice: ModelChoice) -> ModelChoice:
         """`choice` with the LTX-2.5 demo's component files wherever the user gave none."""
-        from ltx_pipelines.demo_assets import ensure_demo_assets
+        from ltx_pipelines.demo import ensure_demo_assets
 
         assets = ensure_demo_assets(family="ltx-2.5")
         loras = choice.loras
@@ -503,6 +507,11 @@ class ModelFlags(FlagGroup[ModelChoice]):
         else:
             checkpoint, metadata = self._resolve_single_file(choice)
         self._check_configs(checkpoint, single_file_flag=None if choice.split else self.checkpoint_flag)
+        if self.check_kinds:
+            problem = model_version_problem(normalize_model_version(metadata.get("model_version")), self.model_versions)
+            if problem is not None:
+                flag = COMPONENT_FLAGS[Component.TRANSFORMER] if choice.split else self.checkpoint_flag
+                raise FlagError(f"{flag} {str(checkpoint)!r}: {problem}")
         gemma_root = None
         if choice.gemma_root is not None:
             gemma_root = self._resolve("--gemma-root", choice.gemma_root, folder=True)

@@ -20,7 +20,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_LORA_STRENGTH = 1.0
 
-# The model families a demo set exists for (`demo_assets`). LTX-2.3 stays the default: its single file +
+# The model families a demo set exists for (`ltx_pipelines.demo`). LTX-2.3 stays the default: its single file +
 # Gemma 3 folder is what `--demo` has always built; `ltx-2.5` is the split-file set.
 DEMO_FAMILIES = ("ltx-2.3", "ltx-2.5")
 DEFAULT_DEMO_FAMILY = "ltx-2.3"
@@ -192,7 +192,7 @@ DEFAULT_NEGATIVE_PROMPT = ", ".join(_NEGATIVE_PROMPT_PHRASES) + "."
 
 def normalize_model_version(version: object) -> tuple[int, ...]:
     """`model_version` metadata -> comparable tuple; '2.4-rc2' counts as 2.4, unset or unparsable as ()."""
-    from ltx_core.loader.safetensors_header import parse_model_version
+    from ltx_core.model_version import parse_model_version
 
     if version is None:
         return ()

@@ -41,7 +41,7 @@ from ltx_pipelines.engine.file_steps import (
 )
 from ltx_pipelines.engine.ic_references import ReferenceFactors, reference_factors
 from ltx_pipelines.engine.noise import NoiseSource
-from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
+from ltx_pipelines.engine.prompt_pipeline import Pipeline, PipelineOptions
 from ltx_pipelines.engine.stages import run_denoising_stage
 from ltx_pipelines.engine.tiled_refinement import run_tiled_video_stage
 from ltx_pipelines.io import MediaError, iter_video_frames, probe_video
@@ -118,8 +118,9 @@ def _every_other(chunks: Iterator[torch.Tensor]) -> Iterator[torch.Tensor]:
         seen += chunk.shape[0]
 
 
-class HDRICLoraPipeline(PromptPipeline):
-    """Two-stage distilled SDR-to-HDR over the HDR IC-LoRA (fused into both stages), from given contexts.
+class HDRICLoraPipeline(Pipeline):
+    """Two-stage distilled SDR-to-HDR over the HDR IC-LoRA (fused into both stages), from given contexts (no
+    prompt, no Gemma: a pipeline of its own kind, whose `generate_from_contexts` returns the linear HDR frames).
 
     The reference downscale factor comes from the LoRA's metadata. `hdr_lora` None only runs the
     random-weight demo.
@@ -136,7 +137,7 @@ class HDRICLoraPipeline(PromptPipeline):
         stage_2_tiles: TileCounts = STAGE_2_TILES,
         **options: Unpack[PipelineOptions],
     ) -> None:
-        super().__init__(checkpoint_path, None, **options)
+        super().__init__(checkpoint_path, **options)
         self.spatial_upsampler_path = Path(spatial_upsampler_path)
         self.hdr_lora = hdr_lora
         self.factors: ReferenceFactors = reference_factors([hdr_lora] if hdr_lora is not None else [])
