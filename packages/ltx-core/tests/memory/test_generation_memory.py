@@ -46,6 +46,24 @@ SIZES = GenerationSizes(
     video_encoder=50 * M, video_decoder=50 * M, audio_decoder=10 * M, vocoder=10 * M, upsampler=20 * M,
     upsampler_mid_channels=128,
 )  # fmt: skip
+# The demo's tiny conv VAE decoder and vocoder (ltx_pipelines' demo set), as their configs give them.
+_BLOCK = {"num_layers": 1}
+DEMO_VAE = {
+    "_class_name": "CausalVideoAutoencoder", "dims": 3, "in_channels": 3, "out_channels": 3, "latent_channels": 128,
+    "patch_size": 4, "norm_layer": "pixel_norm", "latent_log_var": "uniform", "spatial_padding_mode": "zeros",
+    "timestep_conditioning": False, "causal_decoder": False, "decoder_base_channels": 4,
+    "encoder_blocks": [["res_x", _BLOCK], ["compress_space_res", {"multiplier": 1}],
+                       ["compress_time_res", {"multiplier": 1}], ["compress_all_res", {"multiplier": 1}],
+                       ["compress_all_res", {"multiplier": 2}]],
+    "decoder_blocks": [["res_x", _BLOCK], ["compress_space", {"multiplier": 2}], ["res_x", _BLOCK],
+                       ["compress_time", {"multiplier": 2}], ["res_x", _BLOCK], ["compress_all", {"multiplier": 1}],
+                       ["res_x", _BLOCK], ["compress_all", {"multiplier": 2}], ["res_x", _BLOCK]],
+}  # fmt: skip
+DEMO_VOCODER = {
+    "vocoder": {"stereo": True, "upsample_initial_channel": 16, "upsample_rates": [10, 4, 2, 2]},
+    "bwe": {"stereo": True, "upsample_initial_channel": 16, "upsample_rates": [6, 5, 8],
+            "input_sampling_rate": 16000, "output_sampling_rate": 48000},
+}  # fmt: skip
 WORK = GenerationWorkload(shape=video_workload(256, 384, 49, 24.0), two_stage=True, prompt_tokens=128)
 
 
@@ -136,10 +154,8 @@ def test_explicit_flags_that_do_not_fit_name_the_phases_and_what_auto_would_pick
 def test_the_decoder_largest_map_per_output_pixel():
     """The released decoder keeps 128 channels at a quarter of the output's height and width (8 values a pixel):
     the former estimate took 128 values a pixel, 16 times too many (50 GiB for a 384x576x97 demo run)."""
-    from ltx_pipelines.demo_assets import DEMO_CONFIG
-
-    assert decoder_values_per_pixel(DEMO_CONFIG["vae"]) == 3.0  # its output is its largest map
-    released = json.loads(json.dumps(DEMO_CONFIG["vae"]))
+    assert decoder_values_per_pixel(DEMO_VAE) == 3.0  # its output is its largest map
+    released = json.loads(json.dumps(DEMO_VAE))
     released.update(decoder_base_channels=128)
     released["decoder_blocks"] = [
         ["res_x", {"num_layers": 4}], ["compress_space", {"multiplier": 2}], ["res_x", {"num_layers": 6}],
@@ -176,10 +192,9 @@ def test_the_vocoder_largest_map_per_output_sample():
     """Each generator stage halves the channels as it upsamples; the bandwidth extension's last stages hold the
     most per 48 kHz sample (16 channels x stereo at the released sizes; 2 x stereo for the demo's)."""
     from ltx_core.memory_estimate import vocoder_values_per_sample
-    from ltx_pipelines.demo_assets import DEMO_CONFIG
 
-    assert vocoder_values_per_sample(DEMO_CONFIG["vocoder"]) == 4.0
-    released = json.loads(json.dumps(DEMO_CONFIG["vocoder"]))
+    assert vocoder_values_per_sample(DEMO_VOCODER) == 4.0
+    released = json.loads(json.dumps(DEMO_VOCODER))
     released["vocoder"].update(upsample_initial_channel=1536, upsample_rates=[5, 2, 2, 2, 2, 2])
     released["bwe"].update(upsample_initial_channel=512, upsample_rates=[6, 5, 2, 2, 2])
     assert vocoder_values_per_sample(released) == 32.0
