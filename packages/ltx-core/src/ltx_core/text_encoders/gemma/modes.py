@@ -1,0 +1,210 @@
+"""How the Gemma text encoder is held in memory: the text-encoder modes.
+
+    full         every weight resident on the device, in the run dtype.
+    fp8          the decoder layers' Linear weights stored as float8_e4m3fn and upcast per layer at use
+                 (the transformer's fp8-cast, `Fp8CastPolicy`, with Gemma's projection names); embeddings,
+                 norms and the vision tower stay in the run dtype. Any device. About half the weight
+                 memory of Gemma 3 12B. Contexts differ from `full` by the float8 rounding of the weights:
+                 on the tiny test Gemmas (random weights, connector included) the relative Frobenius error
+                 of the video and audio contexts against bf16 measured at most 0.02 (Gemma 3) and 0.03
+                 (Gemma 4); tests hold it under `FP8_CONTEXT_RTOL` = 0.06.
+    stream-ram   the decoder layers served one block at a time by `ltx_core.block_streaming` from packed
+                 host buffers; the rest (embeddings, final norm, vision tower) resident.
+    stream-disk  the same, each layer read from the weight files as it is needed (a few host slots and a
+                 read-ahead thread), so neither the device nor the host holds the layers.
+
+Streamed runs give contexts bit-identical to `full`: the same tensors run the same forward, only where
+they live between layers changes. Layers of different shapes (Gemma 4's sliding and full-attention
+layers) are streamed as separate groups, each with its own slots.
+
+Weights are read tensor by tensor (`load_tensorwise_files`) into a model built on the meta device, for
+every source: a Gemma 3 folder (sharded or not), a packed Gemma 4 file, a GGUF Gemma (`gguf_gemma`;
+its block-quantized Linears stay quantized and are dequantized per call, streamed or not).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from ltx_core.block_streaming import BlockStreamer, attach_block_streaming
+from ltx_core.loader.errors import CheckpointError
+from ltx_core.loader.gguf_file import is_gguf
+from ltx_core.loader.sd_ops import SDOps
+from ltx_core.loader.tensorwise import WeightConversion, load_tensorwise_files
+from ltx_core.quantization.fp8_cast import FP8_STORAGE_DTYPE, Fp8CastPolicy
+from ltx_core.quantization.gguf import prepare_gguf
+
+logger = logging.getLogger(__name__)
+
+TEXT_ENCODER_MODES = ("full", "fp8", "stream-ram", "stream-disk")
+# --offload of the transformer -> the text-encoder mode that keeps Gemma as far off the device.
+MODE_FOR_OFFLOAD = {"none": "full", "cpu": "stream-ram", "disk": "stream-disk"}
+# Bound of the fp8 mode's contexts against bf16 (relative Frobenius error), see the module docstring.
+FP8_CONTEXT_RTOL = 0.06
+# Gemma's attention and MLP projections (Gemma 3 and Gemma 4 name them alike).
+GEMMA_FP8_SUFFIXES = (".q_proj", ".k_proj", ".v_proj", ".o_proj", ".gate_proj", ".up_proj", ".down_proj")
+# Streamed layers of one shape are renamed `<_GROUP>.<position in group>.*` for the block source.
+_GROUP = "streamed_layers"
+
+
+def check_text_encoder_mode(mode: str) -> str:
+    if mode not in TEXT_ENCODER_MODES:
+        raise ValueError(f"text encoder mode {mode!r} is not supported; accepted: {', '.join(TEXT_ENCODER_MODES)}")
+    return mode
+
+
+def gemma_fp8_policy(layers: str) -> Fp8CastPolicy:
+    """fp8-cast of the Linears of Gemma's decoder layers (the ModuleList at dotted path `layers`)."""
+    return Fp8CastPolicy(must_contain=f"{layers}.", suffixes=GEMMA_FP8_SUFFIXES)
+
+
+@dataclass(frozen=True)
+class GemmaWeights:
+    """Where a Gemma's weights are and the module they fit."""
+
+    files: tuple[Path, ...]
+    """One file, or the shards of one model."""
+    ops: SDOps
+    """File keys -> module keys (and value fix-ups, e.g. GGUF's shifted norms)."""
+    layers: str
+    """Dotted path of the decoder-layer ModuleList inside the module."""
+    make_model: Callable[[], nn.Module]
+    """The module, called on the meta device under the run dtype as default dtype."""
+    cast_buffers: bool = False
+    """Cast computed floating buffers (rotary frequencies, embedding scale) to the run dtype (the packed
+    Gemma 4 loader's convention); False keeps them as transformers builds them (its folder loader's)."""
+    tied: frozenset[str] = frozenset({"lm_head.weight"})
+    """Module keys that share another weight and are never in the file."""
+
+
+@dataclass
+class LoadedGemma:
+    model: nn.Module
+    streamers: list[BlockStreamer]
+
+
+def _layout_signature(layer: nn.Module) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    return tuple((n, tuple(t.shape)) for n, t in (*layer.named_parameters(), *layer.named_buffers()))
+
+
+class _LayerGroup(nn.Module):
+    """Layers of one shape, listed for a block streamer (the layers stay where they are in the model)."""
+
+    def __init__(self, layers: list[nn.Module]) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(layers)
+
+
+def _group_rules(base: SDOps, prefix: str, indices: list[int]) -> SDOps:
+    rules = SDOps(f"gemma_layers_{indices[0]}")
+    for position, index in enumerate(indices):
+        rules = rules.keeping(prefix=f"{prefix}{index}.").renaming_prefix(f"{prefix}{index}.", f"blocks.{position}.")
+    return rules.after(base)
+
+
+def _place(model: nn.Module, device: torch.device, dtype: torch.dtype | None) -> None:
+    """Move every materialised parameter and buffer to `device` (floating ones of the run precision
+    to `dtype` when given; float8 storage and GGUF bytes keep theirs); meta tensors stay."""
+
+    def moved(t: torch.Tensor) -> torch.Tensor:
+        if t.is_meta:
+            return t
+        cast = dtype if dtype is not None and t.is_floating_point() and t.dtype != FP8_STORAGE_DTYPE else None
+        return t.to(device=device, dtype=cast)
+
+    for module in model.modules():
+        for name, param in module._parameters.items():
+            if param is not None and not param.is_meta:
+                value = moved(param.detach())
+                if value.device != param.device or value.dtype != param.dtype:
+                    module._parameters[name] = nn.Parameter(value, requires_grad=False)
+        for name, buffer in module._buffers.items():
+            if buffer is not None:
+                module._buffers[name] = moved(buffer)
+
+
+def load_gemma_weights(
+    weights: GemmaWeights,
+    mode: str,
+    *,
+    dtype: torch.dtype,
+    device: torch.device,
+    device_slots: int = 2,
+    host_slots: int = 2,
+) -> LoadedGemma:
+    """Build the module of `weights` on the meta device and give it its weights under `mode`."""
+    from accelerate import init_empty_weights
+
+    check_text_encoder_mode(mode)
+    gguf = any(is_gguf(f) for f in weights.files)
+    if mode == "fp8" and gguf:
+        raise ValueError(
+            f"text encoder mode fp8 cannot re-quantize the GGUF file {str(weights.files[0])!r} (its weights are "
+            "already quantized); use full, stream-ram or stream-disk"
+        )
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)  # as transformers' from_pretrained builds: computed buffers in the run dtype
+    try:
+        with init_empty_weights(include_buffers=False):
+            model = weights.make_model()
+    finally:
+        torch.set_default_dtype(previous)
+    layers = model.get_submodule(weights.layers)
+    prefix = f"{weights.layers}."
+    storage: dict[str, torch.dtype] = {}
+    if mode == "fp8":
+        policy = gemma_fp8_policy(weights.layers)
+        for name in policy.prepare(model):
+            storage[f"{name}.weight"] = policy.storage_dtype
+            if model.get_submodule(name).bias is not None:
+                storage[f"{name}.bias"] = policy.storage_dtype
+    conversion = WeightConversion(dtype=dtype, storage_dtypes=storage)
+    streamed = mode.startswith("stream")
+    keep = (lambda key: not key.startswith(prefix)) if streamed else None
+    state_dict = load_tensorwise_files([(f, weights.ops) for f in weights.files], conversion, device=device, keep=keep)
+    expected = {k for k in model.state_dict() if not (streamed and k.startswith(prefix))}
+    missing = sorted(expected - set(state_dict) - weights.tied)
+    unexpected = sorted(set(state_dict) - expected)
+    where = str(weights.files[0]) + (f" (+{len(weights.files) - 1} shards)" if len(weights.files) > 1 else "")
+    if missing or unexpected:
+        raise CheckpointError(
+            f"Gemma weights in {where!r} do not fit its config: missing {missing[:10]}, unexpected {unexpected[:10]}"
+        )
+    prepare_gguf(model, state_dict, dtype)
+    model.load_state_dict(state_dict, strict=False, assign=True)
+    if hasattr(model, "tie_weights"):
+        model.tie_weights()
+    streamers: list[BlockStreamer] = []
+    if streamed:
+        groups: dict[tuple, list[int]] = {}
+        for index, layer in enumerate(layers):
+            groups.setdefault(_layout_signature(layer), []).append(index)
+        for indices in groups.values():
+            holder = _LayerGroup([layers[i] for i in indices])
+            streamers.append(
+                attach_block_streaming(
+                    holder, weights.files, _group_rules(weights.ops, prefix, indices), conversion, device=device,
+                    source="ram" if mode == "stream-ram" else "disk", device_slots=device_slots,
+                    host_slots=host_slots, prefetch=host_slots - 1, blocks_attr="blocks",
+                )
+            )  # fmt: skip
+    _place(model, device, dtype if weights.cast_buffers else None)
+    leftover = [
+        n
+        for n, t in (*model.named_parameters(), *model.named_buffers())
+        if t.is_meta and not (streamed and n.startswith(prefix))
+    ]
+    if leftover:
+        raise CheckpointError(f"Gemma tensors in {where!r} left without values: {leftover[:10]}")
+    model.eval().requires_grad_(False)
+    logger.info(
+        "loaded Gemma from %s (%s, %s, mode %s%s)", where, dtype, device, mode,
+        f", {len(layers)} layers in {len(streamers)} streamed group(s)" if streamers else "",
+    )  # fmt: skip
+    return LoadedGemma(model=model, streamers=streamers)
