@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Literal
 
 import torch
@@ -70,8 +69,9 @@ def attach_block_streaming(
 ) -> BlockStreamer:
     """Serve `model.<blocks_attr>` from a RAM or disk source through `device_slots` device buffers.
 
-    `path`: one file, or the shards of one model. The non-block weights must be loaded separately; the blocks' own parameters stay on the meta
-    device and are pointed at a device slot by the streamer's hooks before each block runs.
+    `path`: one file, or the shards of one model. The non-block weights must be loaded separately; the
+    blocks' own parameters stay on the meta device and are pointed at a device slot by the streamer's
+    hooks before each block runs.
     """
     if not 1 <= device_slots <= MAX_DEVICE_SLOTS:
         raise ValueError(f"device_slots must be 1..{MAX_DEVICE_SLOTS}, got {device_slots}")

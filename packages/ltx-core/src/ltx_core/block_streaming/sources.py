@@ -14,7 +14,6 @@ import threading
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol
 
 import torch
@@ -24,7 +23,13 @@ from tqdm import tqdm
 from ltx_core.block_streaming.layout import BlockLayout
 from ltx_core.loader.errors import CheckpointError
 from ltx_core.loader.sd_ops import SDOps
-from ltx_core.loader.tensor_reader import ShardedTensorReader, TensorReader, WeightFiles, open_tensor_reader, torch_dtype
+from ltx_core.loader.tensor_reader import (
+    ShardedTensorReader,
+    TensorReader,
+    WeightFiles,
+    open_tensor_reader,
+    torch_dtype,
+)
 from ltx_core.loader.tensorwise import WeightConversion
 
 logger = logging.getLogger(__name__)
@@ -52,7 +57,9 @@ class BlockKeys:
     per_block: tuple[tuple[tuple[str, str], ...], ...]
 
     @classmethod
-    def scan(cls, reader: TensorReader | ShardedTensorReader, ops: SDOps, prefix: str, layout: BlockLayout) -> BlockKeys:
+    def scan(
+        cls, reader: TensorReader | ShardedTensorReader, ops: SDOps, prefix: str, layout: BlockLayout
+    ) -> BlockKeys:
         found: dict[int, list[tuple[str, str]]] = {}
         for file_key, info in reader.header.tensors.items():
             module_key = ops.rename(file_key)

@@ -122,7 +122,9 @@ class ShardedTensorReader:
         for reader in self._readers:
             for key, info in reader.header.tensors.items():
                 if key in owner:
-                    raise CheckpointError(f"{key!r} is stored in both {str(owner[key].path)!r} and {str(reader.path)!r}")
+                    raise CheckpointError(
+                        f"{key!r} is stored in both {str(owner[key].path)!r} and {str(reader.path)!r}"
+                    )
                 owner[key] = reader
                 tensors[key] = info
         self._owner = owner
@@ -156,7 +158,7 @@ class ShardedTensorReader:
         self.close()
 
 
-WeightFiles = Union[str, Path, Sequence[Union[str, Path]]]
+WeightFiles = Union[str, Path, Sequence[Union[str, Path]]]  # noqa: UP007 - a runtime alias on Python 3.10
 """One weight file, or the shards of one model."""
 
 

@@ -202,7 +202,11 @@ def gguf_gemma_tokenizer(path: str | Path) -> Any:
         )
     settings = json.loads(fields[TOKENIZER_CONFIG_FIELD]) if isinstance(fields.get(TOKENIZER_CONFIG_FIELD), str) else {}
     special: dict[str, str] = {k: v for k, v in settings.items() if k.endswith("_token") and isinstance(v, str)}
-    for name, field in (("bos_token", "bos_token_id"), ("eos_token", "eos_token_id"), ("pad_token", "padding_token_id")):
+    for name, field in (
+        ("bos_token", "bos_token_id"),
+        ("eos_token", "eos_token_id"),
+        ("pad_token", "padding_token_id"),
+    ):
         token_id = fields.get(f"tokenizer.ggml.{field}")
         if name not in special and token_id is not None and backend.id_to_token(int(token_id)) is not None:
             special[name] = backend.id_to_token(int(token_id))
@@ -271,7 +275,9 @@ def gemma_folder_to_gguf(folder_path: str | Path, out_file: Path, *, qtype: str 
 
     folder = locate_gemma_folder(folder_path)
     if folder.model_type != "gemma3":
-        raise CheckpointError(f"{str(folder.root)!r} holds a {folder.model_type!r} model; to-gguf writes Gemma 3 folders")
+        raise CheckpointError(
+            f"{str(folder.root)!r} holds a {folder.model_type!r} model; to-gguf writes Gemma 3 folders"
+        )
     config = Gemma3TextConfig(**folder.text_config).to_dict()
     tensors: dict[str, torch.Tensor] = {}
     for key, value in _text_tensors(folder).items():
@@ -300,7 +306,5 @@ def gemma_folder_to_gguf(folder_path: str | Path, out_file: Path, *, qtype: str 
                 writer.add_uint32(f"tokenizer.ggml.{'padding' if name == 'pad' else name}_token_id", int(token_id))
 
     stored = write_gguf(out_file, tensors, {}, qtype, architecture=GGUF_GEMMA_ARCHITECTURE, fields=fields)
-    logger.info(
-        "%d of %d Gemma tensors stored as %s", sum(v == qtype for v in stored.values()), len(stored), qtype
-    )
+    logger.info("%d of %d Gemma tensors stored as %s", sum(v == qtype for v in stored.values()), len(stored), qtype)
     return stored

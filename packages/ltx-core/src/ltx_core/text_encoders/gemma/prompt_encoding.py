@@ -106,10 +106,11 @@ def encode_text_prompts(
     resident: ResidentTextEncoders | None = None,
 ) -> EncodedPrompts:
     """Load Gemma (a Gemma 3 folder, a GGUF Gemma 3 or a packed Gemma 4 file, held as text-encoder `mode`
-    says: full, fp8, stream-ram, stream-disk; `load_in_8bit`: a folder's 8-bit form, CUDA only), optionally enhance prompts[0], encode all prompts in one forward, free Gemma, then run
-    the checkpoint's text embeddings stage (itself freed afterwards). `checkpoint` is the single file,
-    or a set of model files whose text embeddings are read. With `resident`, Gemma (and an enhancer) is
-    taken from that pool and stays loaded for the next call."""
+    says: full, fp8, stream-ram, stream-disk; `load_in_8bit`: a folder's 8-bit form, CUDA only),
+    optionally enhance prompts[0], encode all prompts in one forward, free Gemma, then run the checkpoint's
+    text embeddings stage (itself freed afterwards). `checkpoint` is the single file, or a set of model
+    files whose text embeddings are read. With `resident`, Gemma (and an enhancer) is taken from that pool
+    and stays loaded for the next call."""
 
     def load_gemma(path: str | Path, **options: Any) -> Any:
         # A context manager either way: the pool's keeps the encoder, the encoder's own frees it on exit.

@@ -153,7 +153,9 @@ class GemmaTextEncoder:
 
             require_gemma_8bit(device, "load_in_8bit")
             if mode != "full":
-                raise ValueError(f"an 8-bit Gemma is loaded whole (got text encoder mode {mode!r}); use one or the other")
+                raise ValueError(
+                    f"an 8-bit Gemma is loaded whole (got text encoder mode {mode!r}); use one or the other"
+                )
         folder = locate_gemma_folder(path)
         try:
             hf_tokenizer = AutoTokenizer.from_pretrained(folder.root, local_files_only=True)
