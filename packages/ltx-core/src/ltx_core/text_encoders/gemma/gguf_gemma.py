@@ -22,6 +22,12 @@ Weights: block-quantized tensors (Q8_0, Q4_K, Q5_K, Q6_K, ...) stay quantized in
 dequantized per layer call (`GGUFLinear`); the token embedding is dequantized once at load (an
 embedding lookup is not a matmul). Writing supports F16, BF16 and Q8_0 (the `gguf` package cannot
 quantize the K-quants); reading supports every type the package dequantizes.
+
+Accuracy: each tensor reads back within its format's own rounding (F16 / BF16 relative 2^-11 / 2^-8;
+Q8_0 half a step of its block's scale plus the float16 rounding of that scale; norms exactly but for
+float32's rounding of the shift). Contexts (Gemma, then the connectors) of a Q8_0 file against its source
+folder, bf16 run: relative Frobenius error measured 0.012 (video) / 0.014 (audio) on a tiny random
+Gemma 3 (hidden 64, 6 layers); tests hold it under `GGUF_Q8_0_CONTEXT_RTOL` = 0.05.
 """
 
 from __future__ import annotations
@@ -39,6 +45,8 @@ from ltx_core.loader.sd_ops import SDOps
 logger = logging.getLogger(__name__)
 
 GGUF_GEMMA_ARCHITECTURE = "gemma3"
+# Bound of a Q8_0 Gemma's contexts against the source model's (relative Frobenius error), see the docstring.
+GGUF_Q8_0_CONTEXT_RTOL = 0.05
 CONFIG_FIELD = "ltx.gemma_text_config"
 TOKENIZER_FIELD = "ltx.tokenizer_json"
 TOKENIZER_CONFIG_FIELD = "ltx.tokenizer_config"
@@ -265,9 +273,13 @@ def _llama_cpp_fields(writer: Any, config: dict[str, Any], vocab_rows: int) -> N
     writer.add_uint32(f"{arch}.vocab_size", vocab_rows)
 
 
-def gemma_folder_to_gguf(folder_path: str | Path, out_file: Path, *, qtype: str = "Q8_0") -> dict[str, str]:
+def gemma_folder_to_gguf(
+    folder_path: str | Path, out_file: Path, *, qtype: str = "Q8_0", ltx_fields: bool = True
+) -> dict[str, str]:
     """Write the text model of a Gemma 3 folder to the GGUF file `out_file` (which must not exist: the
-    caller writes to a temporary name) in llama.cpp's gemma3 layout; returns name -> stored ggml type."""
+    caller writes to a temporary name) in llama.cpp's gemma3 layout; returns name -> stored ggml type.
+    `ltx_fields=False` leaves out our config and tokenizer fields (a file as llama.cpp's converter
+    describes it, for tests of that path)."""
     from transformers import AutoTokenizer, Gemma3TextConfig
 
     from ltx_core.loader.gguf_file import write_gguf
@@ -297,9 +309,10 @@ def gemma_folder_to_gguf(folder_path: str | Path, out_file: Path, *, qtype: str 
 
     def fields(writer: Any) -> None:
         _llama_cpp_fields(writer, config, vocab_rows)
-        writer.add_string(CONFIG_FIELD, json.dumps(config))
-        writer.add_string(TOKENIZER_FIELD, tokenizer.backend_tokenizer.to_str())
-        writer.add_string(TOKENIZER_CONFIG_FIELD, json.dumps(special))
+        if ltx_fields:
+            writer.add_string(CONFIG_FIELD, json.dumps(config))
+            writer.add_string(TOKENIZER_FIELD, tokenizer.backend_tokenizer.to_str())
+            writer.add_string(TOKENIZER_CONFIG_FIELD, json.dumps(special))
         for name, field in (("bos", "bos_token_id"), ("eos", "eos_token_id"), ("pad", "pad_token_id")):
             token_id = getattr(tokenizer, field, None)
             if token_id is not None:
