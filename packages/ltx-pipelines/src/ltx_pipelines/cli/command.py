@@ -137,6 +137,7 @@ class Run:
             "lora_fusion": self.models.lora_fusion,
             "runtime": self.runtime.options,
             "gemma_8bit": self.runtime.gemma_8bit,
+            "text_encoder_mode": self.runtime.text_encoder_mode,
         }
         for group in self.groups:
             options.update(group.pipeline_options(self.values[type(group)]))

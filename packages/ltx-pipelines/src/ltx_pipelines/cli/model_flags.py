@@ -23,6 +23,7 @@ from ltx_core.loader import (
     LoraSpec,
     read_safetensors_header,
 )
+from ltx_core.loader.gguf_file import is_gguf
 from ltx_core.loader.lora import check_lora_fits
 from ltx_core.loader.model_files import (
     COMPONENT_FLAGS,
@@ -33,6 +34,7 @@ from ltx_core.loader.model_files import (
     names_a_model_folder,
 )
 from ltx_core.text_encoders.gemma.folder import locate_gemma_folder
+from ltx_core.text_encoders.gemma.gguf_gemma import gguf_gemma_text_config
 from ltx_pipelines.cli.arg_types import LoraAction
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext, finite
 from ltx_pipelines.cli.hf_paths import HfPathError, cached_hf_file, is_hf_path, resolve_model_path
@@ -200,7 +202,8 @@ class ModelFlags(FlagGroup[ModelChoice]):
                 "--gemma-root",
                 type=str,
                 default=None,
-                help="The Gemma 3 text encoder folder (Hugging Face layout), a path or hf://<org>/<repo>.",
+                help="The Gemma 3 text encoder folder (Hugging Face layout) or a GGUF Gemma 3 file (llama.cpp's "
+                "layout, e.g. gemma-3-12b-it-Q8_0.gguf), a path or hf://<org>/<repo>.",
             )
         if self.two_stage:
             group.add_argument(
@@ -766,6 +769,13 @@ def _folder_upsampler(checkpoint: str) -> str | None:
 def _gemma_folder(flag: str, root: Path) -> Path:
     """The Gemma folder checked by ltx_core's `locate_gemma_folder` (the loader's own check). A file given to
     --gemma-root is most often LTX-2.5's packed text encoder: the error says which flags take those files."""
+    if root.is_file() and is_gguf(root):
+        # A GGUF Gemma 3 (llama.cpp's layout, issue 35): checked by ltx_core from its header.
+        try:
+            gguf_gemma_text_config(root)
+        except CheckpointError as e:
+            raise FlagError(f"{flag}: {e}") from None
+        return root
     if flag == "--gemma-root" and root.is_file():
         text_encoder = COMPONENT_FLAGS[Component.TEXT_ENCODER]
         others = ", ".join(

@@ -13,6 +13,7 @@ import torch
 from ltx_core.devices import default_device, parse_dtype
 from ltx_core.model.transformer.attention_backends import ACCEPTED_BACKEND_NAMES
 from ltx_core.runtime import OFFLOAD_CHOICES, QUANTIZATION_CHOICES, RuntimeOptions
+from ltx_core.text_encoders.gemma.modes import TEXT_ENCODER_MODES
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
 from ltx_pipelines.engine.defaults import PipelineDefaults
 
@@ -28,6 +29,8 @@ class RuntimeChoice:
     gemma_8bit: bool
     given: dict[str, Any]
     """The transformer flags as typed (the sidecar records them)."""
+    text_encoder_mode: str | None = None
+    """--text-encoder-mode (None: the mode following --offload; see `ltx_core.text_encoders.gemma.modes`)."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,15 @@ class RuntimeFlags(FlagGroup[RuntimeChoice]):
             "contexts; needs CUDA and bitsandbytes (default: off).",
         )
         group.add_argument(
+            "--text-encoder-mode",
+            choices=TEXT_ENCODER_MODES,
+            default=None,
+            help="How Gemma is held while encoding: full, fp8 (layer weights stored as float8, upcast per layer; "
+            "close contexts, any device), stream-ram / stream-disk (one decoder layer on the device at a time from "
+            "RAM or the files; the same contexts) (default: the one matching --offload: none -> full, cpu -> "
+            "stream-ram, disk -> stream-disk).",
+        )
+        group.add_argument(
             "--attention-backend",
             choices=ACCEPTED_BACKEND_NAMES,
             default="auto",
@@ -117,18 +129,24 @@ class RuntimeFlags(FlagGroup[RuntimeChoice]):
                 raise FlagError(
                     f"--gemma-8bit cannot be combined with --offload {args.offload} (an 8-bit Gemma is not offloaded)"
                 )
+            if args.text_encoder_mode not in (None, "full"):
+                raise FlagError(f"--gemma-8bit cannot be combined with --text-encoder-mode {args.text_encoder_mode}")
         given = {
             "quantization": args.quantization,
             "offload": args.offload,
             "compile": args.compile,
             "attention_backend": args.attention_backend,
         }
-        return RuntimeChoice(device=device, dtype=dtype, options=options, gemma_8bit=bool(args.gemma_8bit), given=given)
+        return RuntimeChoice(
+            device=device, dtype=dtype, options=options, gemma_8bit=bool(args.gemma_8bit), given=given,
+            text_encoder_mode=args.text_encoder_mode,
+        )  # fmt: skip
 
     def record(self, value: RuntimeChoice) -> dict[str, Any]:
         recorded = {"device": str(value.device), "dtype": str(value.dtype).removeprefix("torch."), **value.given}
         if self.memory:
             recorded["gemma_8bit"] = value.gemma_8bit
+            recorded["text_encoder_mode"] = value.text_encoder_mode
         return recorded
 
 

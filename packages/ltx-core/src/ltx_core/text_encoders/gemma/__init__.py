@@ -37,6 +37,9 @@ _LAZY = {
     "encode_prompts": "prompt_encoding",
     "encode_text_prompts": "prompt_encoding",
     "encode_prompts_from_files": "prompt_encoding",
+    "TEXT_ENCODER_MODES": "modes",
+    "build_text_encoder": "modes",
+    "text_encoder_mode_for": "modes",
 }
 
 
@@ -52,6 +55,7 @@ __all__ = [
     "DEFAULT_MAX_LENGTH",
     "IMAGE_TO_VIDEO",
     "TEXT_EMBEDDINGS",
+    "TEXT_ENCODER_MODES",
     "TEXT_TO_VIDEO",
     "EmbeddingsProcessor",
     "EncodedPrompts",
@@ -65,6 +69,7 @@ __all__ = [
     "TextContexts",
     "TokenizedPrompts",
     "build_text_embeddings",
+    "build_text_encoder",
     "build_tiny_gemma_folder",
     "build_tiny_packed_gemma4",
     "clean_enhanced_prompt",
@@ -76,4 +81,5 @@ __all__ = [
     "enhance_prompt",
     "locate_gemma_folder",
     "read_packed_gemma",
+    "text_encoder_mode_for",
 ]

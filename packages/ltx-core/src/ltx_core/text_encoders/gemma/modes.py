@@ -28,6 +28,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -39,6 +40,9 @@ from ltx_core.loader.sd_ops import SDOps
 from ltx_core.loader.tensorwise import WeightConversion, load_tensorwise_files
 from ltx_core.quantization.fp8_cast import FP8_STORAGE_DTYPE, Fp8CastPolicy
 from ltx_core.quantization.gguf import prepare_gguf
+
+if TYPE_CHECKING:
+    from ltx_core.text_encoders.gemma.text_encoder import GemmaTextEncoder
 
 logger = logging.getLogger(__name__)
 
@@ -208,3 +212,30 @@ def load_gemma_weights(
         f", {len(layers)} layers in {len(streamers)} streamed group(s)" if streamers else "",
     )  # fmt: skip
     return LoadedGemma(model=model, streamers=streamers)
+
+
+def text_encoder_mode_for(mode: str | None, offload: str = "none") -> str:
+    """The mode a run uses: `mode` when given, else the one matching the transformer's `--offload`
+    (none -> full, cpu -> stream-ram, disk -> stream-disk), so Gemma fits where the transformer does."""
+    if mode is not None:
+        return check_text_encoder_mode(mode)
+    if offload not in MODE_FOR_OFFLOAD:
+        raise ValueError(f"offload {offload!r} is not supported; accepted: {', '.join(MODE_FOR_OFFLOAD)}")
+    return MODE_FOR_OFFLOAD[offload]
+
+
+def build_text_encoder(
+    path: str | Path,
+    mode: str = "full",
+    *,
+    dtype: torch.dtype = torch.bfloat16,
+    device: str | torch.device | None = None,
+    max_length: int | None = None,
+) -> GemmaTextEncoder:
+    """The text encoder at `path` (a Gemma 3 folder, a GGUF Gemma 3, or a packed Gemma 4 file) held as
+    `mode` says (one of `TEXT_ENCODER_MODES`). Release it (`.release()` or `with`) once prompts are encoded."""
+    from ltx_core.text_encoders.gemma.text_encoder import GemmaTextEncoder
+
+    check_text_encoder_mode(mode)
+    options = {} if max_length is None else {"max_length": max_length}
+    return GemmaTextEncoder.load(path, mode=mode, dtype=dtype, device=device, **options)
