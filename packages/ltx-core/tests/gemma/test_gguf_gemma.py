@@ -164,3 +164,61 @@ def test_to_gguf_of_a_bad_folder_names_it_and_writes_nothing(tmp_path):
     out = tmp_path / "out.gguf"
     assert main(["to-gguf", str(tmp_path), str(out)]) == 2
     assert not out.exists()
+
+
+def _q6_k(x: torch.Tensor) -> GGUFTensor:
+    """`x` (rows of a multiple of 256 values) in Q6_K blocks, by a plain round-to-nearest quantizer written
+    from the block format (the gguf package cannot make K-quants): 16 sub-blocks of 16 values, each with an
+    int8 scale of one float16 super-scale d; value = d * scale * (q - 32), q in 0..63."""
+    import numpy as np
+
+    from ltx_core.quantization.gguf import quantized
+
+    n = x.numel() // 256
+    sub = x.detach().float().numpy().reshape(n, 2, 4, 2, 16)  # half, quarter, ell // 16, ell % 16
+    step = np.abs(sub).max(-1) / 31
+    d = (step.max(axis=(1, 2, 3)) / 127).astype(np.float16)
+    d32 = np.maximum(d.astype(np.float32), 1e-30)[:, None, None, None]
+    scales = np.clip(np.round(step / d32), -128, 127).astype(np.int8)
+    unit = d32[..., None] * scales[..., None]
+    q = (np.clip(np.round(sub / np.where(unit == 0, 1, unit)), -32, 31).astype(np.int32) + 32).reshape(n, 2, 4, 32)
+    low, high = q & 0xF, q >> 4
+    ql = (low[:, :, 0:2] | (low[:, :, 2:4] << 4)).astype(np.uint8).reshape(n, 128)
+    qh = sum(high[:, :, k] << (2 * k) for k in range(4)).astype(np.uint8).reshape(n, 64)
+    raw = np.concatenate([ql, qh, scales.reshape(n, 16).view(np.uint8), d.reshape(n, 1).view(np.uint8)], axis=1)
+    return quantized(torch.from_numpy(raw.reshape(*x.shape[:-1], -1).copy()), "Q6_K", tuple(x.shape))
+
+
+@pytest.mark.slow
+def test_a_k_quant_gemma_with_mixed_types_loads_and_streams_exactly(tmp_path):
+    """A Q4_K_M-like file: K-quant layer weights whose types differ between layers (layer 0's attn_v and
+    ffn_down Q6_K, the rest Q8_0): every weight is kept in its type, and the layers stream exactly."""
+    from ltx_core.quantization.gguf import dequantize, quantize
+
+    folder = build_tiny_gemma_folder(tmp_path / "gemma256", hidden_size=256, num_layers=3, num_attention_heads=2)
+    source = _text_tensors(folder)
+    overrides: dict[str, torch.Tensor] = {}
+    for key, value in source.items():
+        name = gguf_name(key)
+        if value.ndim == 2 and name.startswith("blk."):
+            k_quant = name.startswith("blk.0.") and (".attn_v." in name or ".ffn_down." in name)
+            overrides[name] = _q6_k(value) if k_quant else quantize(value, "Q8_0")
+            error = float((dequantize(overrides[name]) - value).norm() / value.norm())
+            assert error < (0.03 if k_quant else 0.01), f"{name}: {error:.4f}"  # ~ step / sqrt(12) / sigma
+    path = tmp_path / "gemma-mixed.gguf"
+    gemma_folder_to_gguf(folder, path, qtype="F16", overrides=overrides)
+    options = {"dtype": torch.float32, "device": "cpu", "max_length": LENGTH}
+    with GemmaTextEncoder.from_folder(folder, **options) as gemma:
+        reference = gemma.encode(PROMPTS).hidden_states
+    with GemmaTextEncoder.load(path, **options) as gemma:
+        layers = gemma.model.model.layers
+        assert layers[0].self_attn.v_proj.weight.qtype.name == "Q6_K"
+        assert layers[1].self_attn.v_proj.weight.qtype.name == "Q8_0"
+        want = gemma.encode(PROMPTS).hidden_states
+    with GemmaTextEncoder.load(path, mode="stream-disk", **options) as gemma:
+        assert len(gemma._streamers) == 2  # layer 0 apart: its tensors are stored in other types
+        got = gemma.encode(PROMPTS).hidden_states
+    assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+    error = float((torch.stack(want) - torch.stack(reference)).norm() / torch.stack(reference).norm())
+    print(f"mixed Q6_K / Q8_0 gemma hidden states relative error {error:.4f}")
+    assert error < GGUF_Q8_0_CONTEXT_RTOL

@@ -151,7 +151,7 @@ def write_gguf(
     """Write `tensors` (released key names) to the GGUF file `out_path` (which must not exist yet:
     the caller writes to a temporary name); each metadata entry becomes a string field of its own
     (JSON for non-strings), and `fields(writer)` may add typed ones (a Gemma's llama.cpp fields).
-    Returns key -> the ggml type it was stored in."""
+    A `GGUFTensor` value is written as the blocks it holds. Returns key -> the ggml type it was stored in."""
     from gguf import GGUFWriter
 
     from ltx_core.quantization.gguf import GGUFTensor, qtype_named, quantize
@@ -164,8 +164,12 @@ def write_gguf(
         fields(writer)
     stored: dict[str, str] = {}
     for key, value in tensors.items():
-        kind = gguf_storage(key, value, qtype, min_quantized_numel)
-        q = quantize(value, kind) if kind != "F32" else value.to(torch.float32)
+        if isinstance(value, GGUFTensor):
+            # Blocks quantized elsewhere (e.g. K-quants, which the gguf package cannot make) go in as they are.
+            kind, q = value.qtype.name, value
+        else:
+            kind = gguf_storage(key, value, qtype, min_quantized_numel)
+            q = quantize(value, kind) if kind != "F32" else value.to(torch.float32)
         stored[key] = kind
         if isinstance(q, GGUFTensor):
             writer.add_tensor(key, q.raw.numpy(), raw_dtype=qtype_named(kind))

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -274,12 +275,18 @@ def _llama_cpp_fields(writer: Any, config: dict[str, Any], vocab_rows: int) -> N
 
 
 def gemma_folder_to_gguf(
-    folder_path: str | Path, out_file: Path, *, qtype: str = "Q8_0", ltx_fields: bool = True
+    folder_path: str | Path,
+    out_file: Path,
+    *,
+    qtype: str = "Q8_0",
+    ltx_fields: bool = True,
+    overrides: Mapping[str, torch.Tensor] | None = None,
 ) -> dict[str, str]:
     """Write the text model of a Gemma 3 folder to the GGUF file `out_file` (which must not exist: the
     caller writes to a temporary name) in llama.cpp's gemma3 layout; returns name -> stored ggml type.
     `ltx_fields=False` leaves out our config and tokenizer fields (a file as llama.cpp's converter
-    describes it, for tests of that path)."""
+    describes it, for tests of that path). `overrides`: tensors written instead of the folder's, by
+    llama.cpp name (e.g. `GGUFTensor` K-quant blocks made elsewhere; written as they are)."""
     from transformers import AutoTokenizer, Gemma3TextConfig
 
     from ltx_core.loader.gguf_file import write_gguf
@@ -297,6 +304,10 @@ def gemma_folder_to_gguf(
         if name is None:
             raise CheckpointError(f"{str(folder.root)!r}: text-model tensor {key!r} has no llama.cpp gemma3 name")
         tensors[name] = value.float() + NORM_SHIFT if name.endswith("norm.weight") else value
+    unknown = sorted(set(overrides or {}) - set(tensors))
+    if unknown:
+        raise ValueError(f"overrides name tensors the folder does not have: {unknown[:10]}")
+    tensors.update(overrides or {})
     if "token_embd.weight" not in tensors:
         raise CheckpointError(f"{str(folder.root)!r} holds no Gemma 3 text-model weights ({_TEXT_PREFIXES[0]}*)")
     tokenizer = AutoTokenizer.from_pretrained(folder.root, local_files_only=True)

@@ -15,7 +15,8 @@
 
 Streamed runs give contexts bit-identical to `full`: the same tensors run the same forward, only where
 they live between layers changes. Layers of different shapes (Gemma 4's sliding and full-attention
-layers) are streamed as separate groups, each with its own slots.
+layers) or of different stored types (a llama.cpp Q4_K_M file's Q6_K layers) are streamed as separate
+groups, each with its own slots.
 
 Weights are read tensor by tensor (`load_tensorwise_files`) into a model built on the meta device, for
 every source: a Gemma 3 folder (sharded or not), a packed Gemma 4 file, a GGUF Gemma (`gguf_gemma`;
@@ -105,6 +106,22 @@ class _LayerGroup(nn.Module):
         self.blocks = nn.ModuleList(layers)
 
 
+def _stored_types(weights: GemmaWeights, prefix: str) -> dict[int, tuple[tuple[str, str], ...]]:
+    """Layer index -> sorted (name in the layer, stored type) of its tensors, from the files' headers."""
+    from ltx_core.loader.safetensors_header import read_safetensors_header
+
+    out: dict[int, list[tuple[str, str]]] = {}
+    for path in weights.files:
+        for file_key, info in read_safetensors_header(path).tensors.items():
+            key = weights.ops.rename(file_key)
+            if key is None or not key.startswith(prefix):
+                continue
+            index, _, local = key[len(prefix) :].partition(".")
+            if index.isdigit():
+                out.setdefault(int(index), []).append((local, info.dtype))
+    return {index: tuple(sorted(types)) for index, types in out.items()}
+
+
 def _group_rules(base: SDOps, prefix: str, indices: list[int]) -> SDOps:
     rules = SDOps(f"gemma_layers_{indices[0]}")
     for position, index in enumerate(indices):
@@ -186,9 +203,13 @@ def load_gemma_weights(
         model.tie_weights()
     streamers: list[BlockStreamer] = []
     if streamed:
+        stored = _stored_types(weights, prefix) if gguf else {}
         groups: dict[tuple, list[int]] = {}
         for index, layer in enumerate(layers):
-            groups.setdefault(_layout_signature(layer), []).append(index)
+            # llama.cpp's mixed quantizations (Q4_K_M: some layers' attn_v / ffn_down in Q6_K) stream as
+            # separate groups too: a block layout fixes each tensor's storage type.
+            signature = (_layout_signature(layer), stored.get(index, ()))
+            groups.setdefault(signature, []).append(index)
         for indices in groups.values():
             holder = _LayerGroup([layers[i] for i in indices])
             streamers.append(
