@@ -112,12 +112,24 @@ def test_q8_0_gemma_contexts_stay_within_the_bound(gemma_dir, gguf_files, tmp_pa
     assert torch.equal(got.mask, want.mask)
 
 
-@pytest.mark.parametrize("mode", ["full", "stream-ram", "stream-disk"])
-def test_q8_0_gemma_layers_stay_quantized_and_stream_exactly(gguf_files, mode):
+@pytest.fixture(scope="module")
+def q8_0_hidden_states(gguf_files):
+    with GemmaTextEncoder.load(gguf_files["Q8_0"], dtype=torch.float32, device="cpu", max_length=LENGTH) as gemma:
+        return gemma.encode(PROMPTS).hidden_states
+
+
+def test_a_loaded_q8_0_gemma_keeps_its_layers_quantized(gguf_files):
+    with GemmaTextEncoder.load(gguf_files["Q8_0"], dtype=torch.bfloat16, device="cpu", max_length=LENGTH) as gemma:
+        layer = gemma.model.model.layers[0]
+        assert isinstance(layer.mlp.down_proj, GGUFLinear) and layer.mlp.down_proj.weight.qtype.name == "Q8_0"
+        assert layer.input_layernorm.weight.dtype == torch.bfloat16  # norms: shifted back, in the run dtype
+
+
+@pytest.mark.parametrize("mode", ["stream-ram", "stream-disk"])
+def test_q8_0_gemma_layers_stay_quantized_and_stream_exactly(gguf_files, q8_0_hidden_states, mode):
     path = gguf_files["Q8_0"]
+    want = q8_0_hidden_states
     options = {"dtype": torch.float32, "device": "cpu", "max_length": LENGTH}
-    with GemmaTextEncoder.load(path, **options) as gemma:
-        want = gemma.encode(PROMPTS).hidden_states
     with GemmaTextEncoder.load(path, mode=mode, **options) as gemma:
         got = gemma.encode(PROMPTS).hidden_states
         q_proj = gemma.model.model.layers[0].self_attn.q_proj
