@@ -47,7 +47,7 @@ def main() -> None:
     parser.add_argument("--clips", type=int, default=4, help="how many of the demo clips to use as the sample")
     args = parser.parse_args()
 
-    from ltx_pipelines.demo_assets import ensure_demo_assets
+    from ltx_pipelines.demo import ensure_demo_assets
     from ltx_trainer.demo import DEMO_CAPTION, DEMO_TRIGGER, write_demo_clips
 
     assets = ensure_demo_assets()

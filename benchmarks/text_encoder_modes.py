@@ -53,10 +53,10 @@ def write_files(root: Path, hidden: int, layers: int) -> None:
 def run_one(root: Path, mode: str, source: str, tokens: int) -> dict:
     import torch
 
-    from ltx_core.text_encoders.gemma import build_text_encoder
-
     # transformers' Gemma and tokenizer modules are imported before the baseline: they are not the mode's.
     from transformers import AutoTokenizer, Gemma3ForCausalLM, Gemma3ForConditionalGeneration  # noqa: F401
+
+    from ltx_core.text_encoders.gemma import build_text_encoder
 
     path = root / "gemma" if source == "folder" else root / "gemma-Q8_0.gguf"
     baseline = _peak_rss_mib()
@@ -108,7 +108,8 @@ def main() -> None:
     for (mode, source), r in results.items():
         above = r["peak_mib"] - r["baseline_mib"]
         print(
-            f"{mode:>11} {source:>6}: peak RSS {r['peak_mib']:6.0f} MiB ({r['peak_mib'] / full['peak_mib']:.2f} x full), "
+            f"{mode:>11} {source:>6}: peak RSS {r['peak_mib']:6.0f} MiB "
+            f"({r['peak_mib'] / full['peak_mib']:.2f} x full), "
             f"above baseline {above:6.0f} MiB ({above / full_above:.2f} x), load {r['load_s']:5.1f} s, "
             f"load + encode {r['seconds']:5.1f} s ({r['seconds'] / full['seconds']:.2f} x)",
             flush=True,

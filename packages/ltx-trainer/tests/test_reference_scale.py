@@ -46,7 +46,7 @@ def test_scaled_reference_positions():
 
 
 def test_factors_from_the_data_root_reach_the_lora_header(tmp_path, monkeypatch):
-    from ltx_pipelines.demo_assets import write_demo_checkpoint
+    from ltx_pipelines.demo import write_demo_checkpoint
 
     checkpoint = tmp_path / "tiny.safetensors"
     write_demo_checkpoint(checkpoint)

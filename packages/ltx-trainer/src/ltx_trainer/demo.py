@@ -1,6 +1,6 @@
 """The demo training path: `python -m ltx_trainer.train --demo [--demo-dir DIR]`.
 
-Runs the steps of a real training on the tiny random demo models (`ltx_pipelines.demo_assets`), on
+Runs the steps of a real training on the tiny random demo models (`ltx_pipelines.demo`), on
 the CPU and without downloads: synthetic clips (a white square sliding over a coloured wall, a sine
 tone; one clip has no audio track) -> `process_dataset` -> the `t2v_lora.yaml` example config,
 patched like the train-model skill patches it -> a short LoRA training with checkpoints and a
@@ -66,7 +66,7 @@ class DemoRun:
 
 def demo_run_at(folder: Path) -> DemoRun:
     """Where everything of a demo run under `folder` lives (the models stay in the shared demo cache)."""
-    from ltx_pipelines.demo_assets import default_demo_dir, demo_assets_at
+    from ltx_pipelines.demo import default_demo_dir, demo_assets_at
 
     assets = demo_assets_at(default_demo_dir())
     return DemoRun(
@@ -133,7 +133,7 @@ def demo_config(run: DemoRun, **patches: Any) -> dict[str, Any]:
 
 def prepare_demo(folder: Path, **patches: Any) -> DemoRun:
     """Build (or reuse) the demo models, write the clips, preprocess them and write `config.yaml`."""
-    from ltx_pipelines.demo_assets import ensure_demo_assets
+    from ltx_pipelines.demo import ensure_demo_assets
     from ltx_trainer.buckets import parse_buckets
     from ltx_trainer.preprocess import PreprocessSettings, preprocess_dataset
 

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from ltx_core.loader.errors import CheckpointError
-from ltx_core.loader.safetensors_header import SafetensorsHeader, TensorInfo
+from ltx_core.loader.file_index import SafetensorsHeader, TensorInfo
 
 GGUF_MAGIC = b"GGUF"
 # Field namespaces of the GGUF format and llama.cpp, never LTX metadata.

@@ -17,8 +17,9 @@ from typing import Union
 import torch
 
 from ltx_core.loader.errors import CheckpointError
+from ltx_core.loader.file_index import SafetensorsHeader, TensorInfo
 from ltx_core.loader.gguf_file import is_gguf
-from ltx_core.loader.safetensors_header import SafetensorsHeader, TensorInfo, read_safetensors_header
+from ltx_core.loader.safetensors_header import read_safetensors_header
 from ltx_core.quantization.gguf import is_block_qtype, quantized
 
 SAFETENSORS_DTYPES: dict[str, torch.dtype] = {

@@ -18,15 +18,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Generic, TypeVar
-
-import torch
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ltx_core.command_parser import CommandParser
-from ltx_core.devices import available_memory
-from ltx_core.memory_estimate import InsufficientMemoryError, WorkloadShape, check_fits
-from ltx_core.model.video_vae.tiling import TilingConfig
-from ltx_core.runtime import RuntimeOptions
+from ltx_core.model.video_vae.tiling_config import TilingConfig
 from ltx_core.types import DEFAULT_SCALE_FACTORS
 from ltx_pipelines.cli.error_lines import report_error, stop_signals_interrupt
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
@@ -38,12 +33,15 @@ from ltx_pipelines.cli.prompt_flags import PromptChoice, PromptFlags
 from ltx_pipelines.cli.runtime_flags import RuntimeChoice, RuntimeFlags
 from ltx_pipelines.cli.tiling_flags import TilingChoice, TilingFlags
 from ltx_pipelines.cli.video_flags import VideoChoice, VideoFlags
-from ltx_pipelines.engine.audio_output import AudioGeneration, write_audio_generation
 from ltx_pipelines.engine.defaults import PipelineDefaults
-from ltx_pipelines.engine.final_latents import FinalLatents, check_finite_latents
-from ltx_pipelines.engine.generation import Generation, describe_model_files, write_generation
-from ltx_pipelines.engine.latents_file import RunRecord, follow_video_name, save_latents_safely
 from ltx_pipelines.io.atomic_files import remove_stale_partials
+
+if TYPE_CHECKING:
+    import torch
+
+    from ltx_pipelines.engine.audio_output import AudioGeneration
+    from ltx_pipelines.engine.final_latents import FinalLatents
+    from ltx_pipelines.engine.generation import Generation
 
 logger = logging.getLogger(__name__)
 
@@ -192,9 +190,6 @@ class PipelineCommand(Generic[P]):
     generate: Generate[P] = call_with_video_flags
     fixed_defaults: PipelineDefaults | None = None
     check: Callable[[Run], None] | None = None
-    write: Callable[[Run, Any], Path] | None = None
-    """Writes what `generate` returns, decoding included (HDR); None: `generate` returns `FinalLatents`, which
-    the command saves, decodes (`pipeline.decode`) and writes with the sidecar."""
 
     @classmethod
     def for_module(
@@ -313,6 +308,9 @@ class PipelineCommand(Generic[P]):
         """Save the final latents before decoding, so nothing is lost from here on: beside the output, else in
         the temp folder or the user cache (`save_latents_safely`). None for an audio-only run (the latents file
         and the decode command are for videos) or when no place took them."""
+        from ltx_pipelines.engine.generation import describe_model_files
+        from ltx_pipelines.engine.latents_file import RunRecord, save_latents_safely
+
         if final.video is None:
             return None
         record = RunRecord(
@@ -326,6 +324,9 @@ class PipelineCommand(Generic[P]):
         """Write the decoded result and its sidecar as a pair (no model is built here). The path was free when
         the flags were read: a file there now appeared during the run, and the result goes to a numbered name
         instead of being thrown away."""
+        from ltx_pipelines.engine.audio_output import AudioGeneration, write_audio_generation
+        from ltx_pipelines.engine.generation import write_generation
+
         output = run.output
         if isinstance(decoded, AudioGeneration):
             return write_audio_generation(
@@ -344,6 +345,8 @@ class PipelineCommand(Generic[P]):
     def settle_latents(self, run: Run, latents: Path | None, written: Path) -> None:
         """After a successful write: keep the latents (named after the output) with --save-latents, else
         remove them."""
+        from ltx_pipelines.engine.latents_file import follow_video_name
+
         if latents is None:
             return
         if run.output.save_latents:
@@ -352,37 +355,40 @@ class PipelineCommand(Generic[P]):
             latents.unlink(missing_ok=True)
 
     def run(self, run: Run) -> int:
-        """Build the pipeline, generate the final latents, save them, decode them, write the output and its
-        sidecar, and remove the latents unless --save-latents; 0, or the exit code of its error after printing
-        its line (after denoising, the line names the saved latents and the command that finishes the run).
-        A command with its own `write` (HDR) hands it what `generate` returns instead."""
+        """Build the pipeline and `produce` its outputs; 0, or the exit code of its error after printing its line
+        (after denoising, the line names the saved latents and the command that finishes the run)."""
         output: OutputChoice | None = run.values.get(OutputFlags)
         output_path = None if output is None else output.path
-        debug = run.log_level == "DEBUG"
-        latents: Path | None = None
+        saved: list[Path] = []  # the latents file once written: an error line after it names it
         with stop_signals_interrupt() as stop:
             try:
                 with gc_skips_loaded_modules():
-                    pipeline = self.build(run)
-                    result = self.generate(pipeline, run)
-                    if self.write is not None:
-                        self.write(run, result)
-                        return 0
-                    final: FinalLatents = result
-                    if "num_frames" in run.parameters and run.parameters["num_frames"] is None:
-                        # The length the duration head picked: the sidecar records it.
-                        run = replace(run, parameters={**run.parameters, "num_frames": final.shape.frames})
-                    # Before saving: NaN latents decode to nothing, so no decode command is offered for them.
-                    check_finite_latents(final, (*run.models.loras, *filter(None, [run.models.distilled_lora])))
-                    remove_stale_partials(run.output.path.parent)
-                    latents = self.save_latents(run, final)
-                    written = self.write_decoded(run, pipeline.decode(final))
+                    self.produce(self.build(run), run, saved)
             except SystemExit:
                 raise
             except BaseException as error:
+                latents = saved[0] if saved else None
+                debug = run.log_level == "DEBUG"
                 return report_error(error, debug=debug, output_path=output_path, latents=latents, stop=stop)
-        self.settle_latents(run, latents, written)
         return 0
+
+    def produce(self, pipeline: P, run: Run, saved: list[Path]) -> None:
+        """Generate the final latents, save them (their path is appended to `saved`), decode them, write the
+        output and its sidecar, and remove the latents unless --save-latents."""
+        from ltx_pipelines.engine.final_latents import check_finite_latents
+
+        final: FinalLatents = self.generate(pipeline, run)
+        if "num_frames" in run.parameters and run.parameters["num_frames"] is None:
+            # The length the duration head picked: the sidecar records it.
+            run = replace(run, parameters={**run.parameters, "num_frames": final.shape.frames})
+        # Before saving: NaN latents decode to nothing, so no decode command is offered for them.
+        check_finite_latents(final, (*run.models.loras, *filter(None, [run.models.distilled_lora])))
+        remove_stale_partials(run.output.path.parent)
+        latents = self.save_latents(run, final)
+        if latents is not None:
+            saved.append(latents)
+        written = self.write_decoded(run, pipeline.decode(final))  # type: ignore[attr-defined]
+        self.settle_latents(run, latents, written)
 
     def main(self, argv: Sequence[str] | None = None) -> int:
         """`python -m <module>`: bad arguments exit with code 2, a later failure with 1 (one line on stderr)."""
@@ -406,6 +412,12 @@ AUDIO_OUTPUT_RATE = 48_000
 def check_fits_in_memory(run: Run) -> None:
     """Stop before loading anything when the run's estimated peak memory exceeds what is free on its device
     (on the CPU and MPS: the host's available RAM), naming the estimate and the flags that would fit."""
+    import torch
+
+    from ltx_core.devices import available_memory
+    from ltx_core.memory_estimate import InsufficientMemoryError, WorkloadShape, check_fits
+    from ltx_core.runtime import RuntimeOptions
+
     transformer = run.models.transformer_config
     video: VideoChoice | None = run.values.get(VideoFlags)
     device = run.runtime.device

@@ -41,13 +41,13 @@ from ltx_core.loader.sd_ops import SDOps
 from ltx_core.loader.tensorwise import WeightConversion, load_tensorwise_files
 from ltx_core.quantization.fp8_cast import FP8_STORAGE_DTYPE, Fp8CastPolicy
 from ltx_core.quantization.gguf import prepare_gguf
+from ltx_core.runtime_choices import TEXT_ENCODER_MODES
 
 if TYPE_CHECKING:
     from ltx_core.text_encoders.gemma.text_encoder import GemmaTextEncoder
 
 logger = logging.getLogger(__name__)
 
-TEXT_ENCODER_MODES = ("full", "fp8", "stream-ram", "stream-disk")
 # --offload of the transformer -> the text-encoder mode that keeps Gemma as far off the device.
 MODE_FOR_OFFLOAD = {"none": "full", "cpu": "stream-ram", "disk": "stream-disk"}
 # Bound of the fp8 mode's contexts against bf16 (relative Frobenius error), see the module docstring.

@@ -10,8 +10,8 @@ matches. Beside them, the two IC-LoRAs the LTX-2.5 pipelines take, in the ComfyU
 IC-LoRAs use (`diffusion_model.<module>.lora_A.weight` (r, in) / `.lora_B.weight` (out, r), bfloat16, no
 alpha) with their `reference_downscale_factor`: the Dub-It one (`python -m ltx_pipelines.dubit`) and the
 x2 detailing one (`python -m ltx_pipelines.dfr`). Every file is written by our own modules (random
-initialisation, seeded) through the same atomic, manifest-checked cache as the LTX-2.3 demo set
-(`ltx_pipelines.demo_assets`).
+initialisation, seeded); `ltx_pipelines.demo.cache` keeps them in the same atomic, manifest-checked cache
+as the LTX-2.3 demo set (`demo.ltx23`), whose tiny configs these derive from.
 """
 
 from __future__ import annotations
@@ -26,18 +26,18 @@ from typing import Any
 import torch
 
 from ltx_core.loader import ModelFiles
+from ltx_pipelines.demo.files import file_keys_of, randomise_latent_statistics, save_demo_file, seeded
+from ltx_pipelines.demo.ltx23 import DEMO_CONFIG, DEMO_UPSAMPLER_CONFIG
+from ltx_pipelines.engine.defaults import DEMO_LTX25_MODEL_VERSION
+from ltx_pipelines.io.atomic_files import apply_umask, atomic_output
 
 DEMO_LTX25_VERSION = "2"  # bump when a 2.5 demo config changes so stale caches are rebuilt
-# Written with two dots: metadata values are JSON-parsed, and "2.5" would read back as a float.
-DEMO_LTX25_MODEL_VERSION = "2.5.1"
 DEMO_GEMMA4_VERSION = "gemma4-demo-ltx-v1"
 DEMO_GEMMA4_HIDDEN = 16
 DEMO_GEMMA4_LAYERS = 2
 
 
 def _demo_base() -> dict[str, Any]:
-    from ltx_pipelines.demo_assets import DEMO_CONFIG
-
     return copy.deepcopy(DEMO_CONFIG)
 
 
@@ -95,8 +95,6 @@ DEMO_LTX25_DURATION_HEAD = {"pooler_hidden_dim": 16, "num_queries": 1, "num_pool
 
 
 def _upsampler_config(*, temporal: bool) -> dict[str, Any]:
-    from ltx_pipelines.demo_assets import DEMO_UPSAMPLER_CONFIG
-
     # 64 channels in 32 norm groups: DFR upsamples single keyframes, which at the smallest size (64x64, a 1x1
     # half-size latent) leave a group of one value with 32 channels, which torch's group norm refuses.
     return {
@@ -125,6 +123,21 @@ class Ltx25DemoAssets:
     @property
     def root(self) -> Path:
         return self.transformer.parent
+
+    def parts(self) -> dict[str, tuple[Path, Callable[[Path], None]]]:
+        """Each part of the set (its name in the cache manifest): where it lives and what writes it."""
+        return {
+            "transformer": (self.transformer, write_ltx25_transformer),
+            "text_encoder": (self.text_encoder, write_ltx25_text_encoder),
+            "video_vae": (self.video_vae, write_ltx25_video_vae),
+            "video_vae_conv": (self.video_vae_conv, write_ltx25_video_vae_conv),
+            "audio_vae": (self.audio_vae, write_ltx25_audio_vae),
+            "duration_head": (self.duration_head, write_ltx25_duration_head),
+            "spatial_upsampler": (self.spatial_upsampler, write_ltx25_spatial_upsampler),
+            "temporal_upsampler": (self.temporal_upsampler, write_ltx25_temporal_upsampler),
+            "dubit_ic_lora": (self.dubit_ic_lora, write_ltx25_dubit_ic_lora),
+            "detailing_ic_lora": (self.detailing_ic_lora, write_ltx25_detailing_ic_lora),
+        }
 
     def model_files(self, *, conv_vae: bool = False, duration_head: bool = True) -> ModelFiles:
         """The split set (diffusion-decoder VAE unless `conv_vae`; with the duration head unless told not)."""
@@ -161,33 +174,18 @@ def _metadata(config: dict[str, Any], **extra: Any) -> dict[str, str]:
     return meta
 
 
-def _seeded(seed: int, build: Callable[[torch.Generator], dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
-    # Module initialisers draw from the global generator: seed it for files that depend only on the
-    # seed, and give the caller's random state back afterwards.
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return build(torch.Generator().manual_seed(seed))
-
-
-def _save(tensors: dict[str, torch.Tensor], metadata: dict[str, str], path: Path) -> None:
-    from ltx_pipelines.demo_assets import _save_atomically, _to_storage_dtype
-
-    _save_atomically(_to_storage_dtype(tensors), metadata, path)
-
-
 def write_ltx25_transformer(path: Path, seed: int = 10) -> None:
     """The transformer with the video / audio embeddings connectors (`model.diffusion_model.*`)."""
     from ltx_core.model.transformer import AV_TRANSFORMER
     from ltx_core.text_encoders.gemma.embeddings_processor import text_embeddings_spec
-    from ltx_pipelines.demo_assets import _file_keys_of
 
     config = {"transformer": ltx25_transformer_config()}
     embeddings = text_embeddings_spec(DEMO_GEMMA4_HIDDEN, DEMO_GEMMA4_LAYERS + 1)
 
     def build(generator: torch.Generator) -> dict[str, torch.Tensor]:
-        tensors = _file_keys_of("transformer", AV_TRANSFORMER.configurator(config))
+        tensors = file_keys_of("transformer", AV_TRANSFORMER.configurator(config))
         # The text projection lives in the text-encoder file; only the connectors belong here.
-        connectors = _file_keys_of("text_embeddings", embeddings.configurator(config))
+        connectors = file_keys_of("text_embeddings", embeddings.configurator(config))
         tensors.update({k: v for k, v in connectors.items() if k.startswith("model.diffusion_model.")})
         tensors = {k: v.detach().clone() for k, v in tensors.items()}
         # Initialised to zeros, which would make the keyframe embedding a no-op in the demo.
@@ -196,15 +194,14 @@ def write_ltx25_transformer(path: Path, seed: int = 10) -> None:
         return tensors
 
     with torch.device("cpu"):
-        tensors = _seeded(seed, build)
+        tensors = seeded(seed, build)
     gemma = {"gemma_version": DEMO_GEMMA4_VERSION}
-    _save(tensors, _metadata(config, gemma_source_checkpoint=gemma), path)
+    save_demo_file(tensors, _metadata(config, gemma_source_checkpoint=gemma), path)
 
 
 def write_ltx25_text_encoder(path: Path, seed: int = 11) -> None:
     """The packed Gemma 4 (tokenizer inside) with the LTX text projection to the connector widths."""
     from ltx_core.text_encoders.gemma.tiny_packed import build_tiny_packed_gemma4
-    from ltx_pipelines.io.atomic_files import apply_umask, atomic_output
 
     transformer = ltx25_transformer_config()
     widths = (
@@ -234,7 +231,6 @@ def _video_vae_tensors(vae: dict[str, Any], generator: torch.Generator, *, diffu
         diffusion_video_decoder_from_config,
         video_decoder_from_config,
     )
-    from ltx_pipelines.demo_assets import _file_keys_of, _randomise_latent_statistics
 
     config = {"vae": vae}
     # The encoder (and the latent statistics) come from the diffusion VAE's config in both files, so the
@@ -242,9 +238,9 @@ def _video_vae_tensors(vae: dict[str, Any], generator: torch.Generator, *, diffu
     encoder_config = {"vae": ltx25_diffusion_vae_config()}
     tensors = {
         k: v.detach().clone()
-        for k, v in _file_keys_of("video_encoder", VIDEO_ENCODER.configurator(encoder_config)).items()
+        for k, v in file_keys_of("video_encoder", VIDEO_ENCODER.configurator(encoder_config)).items()
     }
-    _randomise_latent_statistics(tensors, generator)
+    randomise_latent_statistics(tensors, generator)
     if diffusion:
         decoder = diffusion_video_decoder_from_config(config)
         for key, value in decoder.state_dict().items():
@@ -259,7 +255,7 @@ def _video_vae_tensors(vae: dict[str, Any], generator: torch.Generator, *, diffu
         tensors.update(
             {
                 k: v
-                for k, v in _file_keys_of("video_decoder", video_decoder_from_config(config)).items()
+                for k, v in file_keys_of("video_decoder", video_decoder_from_config(config)).items()
                 if "per_channel" not in k
             }
         )
@@ -271,22 +267,21 @@ def write_ltx25_video_vae(path: Path, seed: int = 12) -> None:
     static gates stored apart)."""
     vae = ltx25_diffusion_vae_config()
     with torch.device("cpu"):
-        tensors = _seeded(seed, lambda g: _video_vae_tensors(vae, g, diffusion=True))
-    _save(tensors, _metadata({"vae": vae}), path)
+        tensors = seeded(seed, lambda g: _video_vae_tensors(vae, g, diffusion=True))
+    save_demo_file(tensors, _metadata({"vae": vae}), path)
 
 
 def write_ltx25_video_vae_conv(path: Path, seed: int = 12) -> None:
     """`CausalVideoAutoencoder`: the same encoder (same seed) with the demo's convolutional decoder."""
     vae = _demo_base()["vae"]
     with torch.device("cpu"):
-        tensors = _seeded(seed, lambda g: _video_vae_tensors(vae, g, diffusion=False))
-    _save(tensors, _metadata({"vae": vae}), path)
+        tensors = seeded(seed, lambda g: _video_vae_tensors(vae, g, diffusion=False))
+    save_demo_file(tensors, _metadata({"vae": vae}), path)
 
 
 def write_ltx25_audio_vae(path: Path, seed: int = 13) -> None:
     """Audio VAE encoder / decoder (`audio_vae.*`) and the vocoder with bandwidth extension (`vocoder.*`)."""
     from ltx_core.model.audio_vae import AUDIO_DECODER, AUDIO_ENCODER, VOCODER
-    from ltx_pipelines.demo_assets import _file_keys_of, _randomise_latent_statistics
 
     base = _demo_base()
     config = {"audio_vae": base["audio_vae"], "vocoder": base["vocoder"]}
@@ -294,14 +289,14 @@ def write_ltx25_audio_vae(path: Path, seed: int = 13) -> None:
     def build(generator: torch.Generator) -> dict[str, torch.Tensor]:
         tensors: dict[str, torch.Tensor] = {}
         for name, spec in (("audio_encoder", AUDIO_ENCODER), ("audio_decoder", AUDIO_DECODER), ("vocoder", VOCODER)):
-            for key, value in _file_keys_of(name, spec.configurator(config)).items():
+            for key, value in file_keys_of(name, spec.configurator(config)).items():
                 tensors.setdefault(key, value.detach().clone())  # encoder and decoder share the statistics
-        _randomise_latent_statistics(tensors, generator)
+        randomise_latent_statistics(tensors, generator)
         return tensors
 
     with torch.device("cpu"):
-        tensors = _seeded(seed, build)
-    _save(tensors, _metadata(config), path)
+        tensors = seeded(seed, build)
+    save_demo_file(tensors, _metadata(config), path)
 
 
 def write_ltx25_duration_head(path: Path, seed: int = 14) -> None:
@@ -319,8 +314,8 @@ def write_ltx25_duration_head(path: Path, seed: int = 14) -> None:
         return {"duration_head." + k: v.detach().clone() for k, v in head.state_dict().items()}
 
     with torch.device("cpu"):
-        tensors = _seeded(seed, build)
-    _save(tensors, _metadata(config), path)
+        tensors = seeded(seed, build)
+    save_demo_file(tensors, _metadata(config), path)
 
 
 def _write_upsampler(path: Path, seed: int, *, temporal: bool) -> None:
@@ -332,11 +327,9 @@ def _write_upsampler(path: Path, seed: int, *, temporal: bool) -> None:
         return {k: v.detach().clone() for k, v in LATENT_UPSAMPLER.configurator(config).state_dict().items()}
 
     with torch.device("cpu"):
-        tensors = _seeded(seed, build)
+        tensors = seeded(seed, build)
     # Upsampler files carry their flat config only, as released.
-    from ltx_pipelines.demo_assets import _save_atomically, _to_storage_dtype
-
-    _save_atomically(_to_storage_dtype(tensors), {"config": json.dumps(config)}, path)
+    save_demo_file(tensors, {"config": json.dumps(config)}, path)
 
 
 def write_ltx25_spatial_upsampler(path: Path, seed: int = 15) -> None:
@@ -389,7 +382,7 @@ def _write_ic_lora(path: Path, seed: int, *, targets: tuple[str, ...], rank: int
             tensors[f"diffusion_model.{name}.lora_A.weight"] = a
             tensors[f"diffusion_model.{name}.lora_B.weight"] = b
     # IC-LoRA files carry only the reference scale (a JSON number, as the released files write it).
-    _save(tensors, {"reference_downscale_factor": json.dumps(downscale)}, path)
+    save_demo_file(tensors, {"reference_downscale_factor": json.dumps(downscale)}, path)
 
 
 def write_ltx25_dubit_ic_lora(path: Path, seed: int = 17) -> None:
