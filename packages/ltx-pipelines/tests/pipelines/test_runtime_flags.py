@@ -137,7 +137,7 @@ def test_a_gguf_gemma_encodes_the_prompt_through_gemma_root(tmp_path, demo_cache
     GGUF of another architecture is refused with exit status 2 before any model is built."""
     from ltx_core.convert import gemma_folder_to_gguf_file
     from ltx_core.loader.gguf_file import write_gguf
-    from ltx_pipelines.demo_assets import default_demo_dir, demo_assets_at
+    from ltx_pipelines.demo import default_demo_dir, demo_assets_at
 
     gguf = gemma_folder_to_gguf_file(
         demo_assets_at(default_demo_dir()).gemma_root, tmp_path / "gemma.gguf", qtype="F16"
