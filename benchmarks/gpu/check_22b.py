@@ -149,7 +149,7 @@ def count_flops(model, video, audio) -> int:
 
 
 def _train_settings(name: str):
-    from ltx_trainer.memory_plan import TrainingSettings
+    from ltx_trainer.training.memory_estimate import TrainingSettings
 
     return TrainingSettings(
         lora_rank=32,
@@ -159,7 +159,7 @@ def _train_settings(name: str):
 
 
 def plan_estimate(name: str, args: argparse.Namespace) -> dict:
-    from ltx_trainer.memory_plan import TrainingShape, estimate_training_memory
+    from ltx_trainer.training.memory_estimate import TrainingShape, estimate_training_memory
 
     f, h, w = (args.frames - 1) // 8 + 1, args.height // 32, args.width // 32
     shape = TrainingShape(f * h * w, round(args.frames / 24 * 25), args.text_tokens)

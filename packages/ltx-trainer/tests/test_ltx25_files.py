@@ -16,11 +16,12 @@ from safetensors import safe_open
 from ltx_core.loader import CheckpointError
 from ltx_pipelines.demo import ensure_demo_assets
 from ltx_pipelines.demo.ltx25 import Ltx25DemoAssets
-from ltx_trainer import precomputed as pc
-from ltx_trainer.buckets import parse_buckets
 from ltx_trainer.config import ConfigError, parse_config
 from ltx_trainer.model_files import is_split_set, training_model_files, video_compression
-from ltx_trainer.preprocess import PreprocessSettings, preprocess_dataset
+from ltx_trainer.preprocessing import precomputed as pc
+from ltx_trainer.preprocessing.buckets import parse_buckets
+from ltx_trainer.preprocessing.plan import PreprocessSettings
+from ltx_trainer.preprocessing.run import preprocess_dataset
 from ltx_trainer.training.trainer import Trainer
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -9,16 +9,16 @@ from ltx_core.model.transformer import configure_transformer
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_pipelines.demo import DEMO_CONFIG
 from ltx_trainer.config import FlexibleStrategyConfig, ModalityConfig
-from ltx_trainer.memory_plan import (
+from ltx_trainer.training.draws import PerSampleDraws
+from ltx_trainer.training.flexible import FlexibleStrategy
+from ltx_trainer.training.lora_files import add_lora
+from ltx_trainer.training.memory_estimate import (
     TrainingMemoryError,
     TrainingSettings,
     TrainingShape,
     check_training_fits,
     estimate_training_memory,
 )
-from ltx_trainer.training.draws import PerSampleDraws
-from ltx_trainer.training.flexible import FlexibleStrategy
-from ltx_trainer.training.lora_files import add_lora
 from ltx_trainer.training.timesteps import ShiftedLogitNormalSampler
 
 
@@ -139,15 +139,15 @@ def test_trainer_start_stops_a_run_that_cannot_fit_unless_told_to_skip(
 ):
     from training_data import training_config
 
-    from ltx_trainer import memory_plan
     from ltx_trainer.config import parse_config
+    from ltx_trainer.training import memory_estimate
 
-    monkeypatch.setattr(memory_plan, "free_memory", lambda device: 64 * 2**20)  # 64 MiB "free"
+    monkeypatch.setattr(memory_estimate, "free_memory", lambda device: 64 * 2**20)  # 64 MiB "free"
     raw = training_config(checkpoint, data_root, tmp_path / "out")
     with pytest.raises(TrainingMemoryError, match="GiB of RAM is free"):
-        memory_plan.check_run(parse_config(raw), torch.device("cpu"))
+        memory_estimate.check_run(parse_config(raw), torch.device("cpu"))
     raw["acceleration"]["skip_memory_check"] = True
-    with caplog.at_level("WARNING", logger="ltx_trainer.memory_plan"):
-        estimate = memory_plan.check_run(parse_config(raw), torch.device("cpu"))
+    with caplog.at_level("WARNING", logger="ltx_trainer.training.memory_estimate"):
+        estimate = memory_estimate.check_run(parse_config(raw), torch.device("cpu"))
     assert estimate is not None and estimate.peak > 64 * 2**20
     assert "skip_memory_check" in caplog.text

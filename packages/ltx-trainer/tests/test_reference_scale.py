@@ -11,7 +11,7 @@ from safetensors import safe_open
 
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_trainer.config import FlexibleStrategyConfig, parse_config
-from ltx_trainer.precomputed import find_samples, load_sample, save_sample
+from ltx_trainer.preprocessing.precomputed import find_samples, load_sample, save_sample
 from ltx_trainer.training.draws import PerSampleDraws
 from ltx_trainer.training.flexible import FlexibleStrategy, ReferenceScale
 from ltx_trainer.training.timesteps import ShiftedLogitNormalSampler

@@ -64,8 +64,6 @@ class VideoFlags(FlagGroup[VideoChoice]):
         return defaults.height, defaults.width
 
     def add(self, parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
-        from ltx_core.model.duration_head import DurationRange
-
         if not self.picture:
             group = parser.add_argument_group("duration")
             group.add_argument(
@@ -110,17 +108,7 @@ class VideoFlags(FlagGroup[VideoChoice]):
             help=f"Frames per second of the video, e.g. 24, 25, 30 or 23.976 (default: {defaults.frame_rate:g}).",
         )
         if self.auto_duration:
-            default = DurationRange()
-            group.add_argument(
-                "--auto-duration",
-                type=float,
-                nargs=2,
-                metavar=("MIN_SECONDS", "MAX_SECONDS"),
-                default=None,
-                help="Let the duration head (LTX-2.5, --duration-head-path) pick the length from the prompt, in "
-                f"[MIN_SECONDS, MAX_SECONDS]. With model files that have a head, omitting --num-frames does this in "
-                f"[{default.min_seconds:g}, {default.max_seconds:g}] s. Not with --num-frames.",
-            )
+            _add_auto_duration(group)
         group.add_argument(
             "--image",
             dest="images",
@@ -249,6 +237,22 @@ class VideoFlags(FlagGroup[VideoChoice]):
 
 
 LTX_2_5 = (2, 5)
+
+
+def _add_auto_duration(group: argparse._ArgumentGroup) -> None:
+    from ltx_core.model.duration_head import DurationRange
+
+    default = DurationRange()
+    group.add_argument(
+        "--auto-duration",
+        type=float,
+        nargs=2,
+        metavar=("MIN_SECONDS", "MAX_SECONDS"),
+        default=None,
+        help="Let the duration head (LTX-2.5, --duration-head-path) pick the length from the prompt, in "
+        f"[MIN_SECONDS, MAX_SECONDS]. With model files that have a head, omitting --num-frames does this in "
+        f"[{default.min_seconds:g}, {default.max_seconds:g}] s. Not with --num-frames.",
+    )
 
 
 def _longest(duration: DurationRange, frame_rate: float) -> int:

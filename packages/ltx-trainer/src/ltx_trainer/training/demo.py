@@ -25,7 +25,7 @@ import yaml
 
 logger = logging.getLogger(__name__)
 
-EXAMPLE_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "t2v_lora.yaml"
+EXAMPLE_CONFIG = Path(__file__).resolve().parents[3] / "configs" / "t2v_lora.yaml"
 DEFAULT_DEMO_DIR = Path("outputs") / "demo-training"
 DEMO_BUCKET = "64x64x9"
 DEMO_TRIGGER = "sks"
@@ -134,8 +134,9 @@ def demo_config(run: DemoRun, **patches: Any) -> dict[str, Any]:
 def prepare_demo(folder: Path, **patches: Any) -> DemoRun:
     """Build (or reuse) the demo models, write the clips, preprocess them and write `config.yaml`."""
     from ltx_pipelines.demo import ensure_demo_assets
-    from ltx_trainer.buckets import parse_buckets
-    from ltx_trainer.preprocess import PreprocessSettings, preprocess_dataset
+    from ltx_trainer.preprocessing.buckets import parse_buckets
+    from ltx_trainer.preprocessing.plan import PreprocessSettings
+    from ltx_trainer.preprocessing.run import preprocess_dataset
 
     run = demo_run_at(folder)
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):

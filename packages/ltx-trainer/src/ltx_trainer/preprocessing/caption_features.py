@@ -18,12 +18,12 @@ from ltx_core.text_encoders.gemma import GemmaTextEncoder
 from ltx_core.text_encoders.gemma.eight_bit import require_gemma_8bit
 from ltx_core.text_encoders.gemma.embeddings_processor import text_embeddings_spec
 from ltx_pipelines.io.progress import progress
-from ltx_trainer.dataset_file import DatasetFile
-from ltx_trainer.drop_report import RunReport
 from ltx_trainer.model_files import training_model_files
-from ltx_trainer.precomputed import sample_path, save_sample
-from ltx_trainer.sample_loop import Columns, RowItem, shard_items
-from ltx_trainer.sharding import Shard
+from ltx_trainer.preprocessing.dataset_file import DatasetFile
+from ltx_trainer.preprocessing.drop_report import RunReport
+from ltx_trainer.preprocessing.precomputed import sample_path, save_sample
+from ltx_trainer.preprocessing.sample_loop import Columns, RowItem, shard_items
+from ltx_trainer.preprocessing.sharding import Shard
 
 logger = logging.getLogger(__name__)
 
@@ -112,15 +112,10 @@ def compute_caption_features(
     if load_in_8bit:
         require_gemma_8bit(where, "--load-text-encoder-in-8bit")
     out_root = Path(output_dir)
-    pending: list[RowItem] = []
-    for item in shard_items(dataset, caption_column, key_column=key_column, shard=shard):
-        if sample_path(out_root, "", item.key).exists() and not overwrite:
-            report.skip(stage)
-        else:
-            pending.append(item)
+    pending = _rows_to_encode(dataset, caption_column, key_column, out_root, report, overwrite, shard, stage)
     if not pending:
         return
-    from ltx_trainer.models import default_dtype
+    from ltx_trainer.preprocessing.models import default_dtype
 
     dtype = dtype or default_dtype(where)
     with GemmaTextEncoder.load(text_encoder_path, dtype=dtype, device=where, load_in_8bit=load_in_8bit) as gemma:
@@ -136,15 +131,34 @@ def compute_caption_features(
                 states = [h.to(device=where, dtype=dtype) for h in hidden.hidden_states]
                 video, audio = processor.extract_features(states, hidden.attention_mask.to(where))
             for i, item in enumerate(batch):
-                tensors = {
-                    "video_prompt_embeds": video[i],
-                    "prompt_attention_mask": hidden.attention_mask[i].bool(),
-                }
-                if audio is not None:
-                    tensors["audio_prompt_embeds"] = audio[i]
+                tensors = _sample_features(i, video, audio, hidden.attention_mask)
                 meta = {"caption": prompts[i], "source": str(item.key), "lora_trigger": lora_trigger or ""}
                 save_sample(sample_path(out_root, "", item.key), tensors, meta)
                 report.wrote(stage)
         from ltx_core.loader import free_model_weights
 
         free_model_weights(processor)
+
+
+def _rows_to_encode(
+    dataset: DatasetFile, caption_column: str, key_column: Columns, out_root: Path, report: RunReport,
+    overwrite: bool, shard: Shard | None, stage: str,
+) -> list[RowItem]:  # fmt: skip
+    """This rank's rows whose features are not written yet (all of them with `overwrite`)."""
+    pending: list[RowItem] = []
+    for item in shard_items(dataset, caption_column, key_column=key_column, shard=shard):
+        if sample_path(out_root, "", item.key).exists() and not overwrite:
+            report.skip(stage)
+        else:
+            pending.append(item)
+    return pending
+
+
+def _sample_features(
+    i: int, video: torch.Tensor, audio: torch.Tensor | None, mask: torch.Tensor
+) -> dict[str, torch.Tensor]:
+    """Row `i` of a batch's features, under the names the trainer reads from `conditions/`."""
+    tensors = {"video_prompt_embeds": video[i], "prompt_attention_mask": mask[i].bool()}
+    if audio is not None:
+        tensors["audio_prompt_embeds"] = audio[i]
+    return tensors

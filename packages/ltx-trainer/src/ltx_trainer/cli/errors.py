@@ -1,4 +1,4 @@
-"""What every preprocessing command shares: logging set-up and turning bad input into one clear line.
+"""Bad input turned into one clear line and an exit status, for every preprocessing command.
 
 Exit status: 2 for input that is wrong before any work (`USER_ERRORS`, an output folder that is not
 writable among them); 1 when the work failed on a file (`DataFileError`), an output could not be written
@@ -17,14 +17,12 @@ from ltx_core.loader import CheckpointError
 from ltx_core.text_encoders.gemma.eight_bit import Gemma8bitUnavailable
 from ltx_core.write_errors import OutputWriteError
 from ltx_pipelines.io import MediaError
-from ltx_trainer.buckets import BucketError
-from ltx_trainer.cli_basics import configure_logging, new_app
-from ltx_trainer.dataset_file import DatasetFileError
-from ltx_trainer.drop_report import RunReport
-from ltx_trainer.precomputed import DataFileError
+from ltx_trainer.preprocessing.buckets import BucketError
+from ltx_trainer.preprocessing.dataset_file import DatasetFileError
+from ltx_trainer.preprocessing.drop_report import RunReport
+from ltx_trainer.preprocessing.precomputed import DataFileError
 
 T = TypeVar("T")
-__all__ = ["USER_ERRORS", "NothingDone", "configure_logging", "exit_if_nothing_done", "new_app", "run_or_exit"]
 
 
 class NothingDone(RuntimeError):

@@ -18,13 +18,13 @@ import torch
 import torch.nn.functional as F
 
 from ltx_pipelines.io import MediaError
-from ltx_trainer.buckets import SPATIAL_MULTIPLE, TEMPORAL_MULTIPLE
-from ltx_trainer.dataset_file import DatasetFile
-from ltx_trainer.drop_report import RunReport
-from ltx_trainer.media import Crop, apply_crop, is_image, probe_media, read_frames, read_stereo_audio
-from ltx_trainer.precomputed import LEGACY_SUFFIX, SAMPLE_SUFFIX, load_sample, sample_path, save_sample
-from ltx_trainer.sample_loop import Columns, rows_with
-from ltx_trainer.sharding import Shard
+from ltx_trainer.preprocessing.buckets import SPATIAL_MULTIPLE, TEMPORAL_MULTIPLE
+from ltx_trainer.preprocessing.dataset_file import DatasetFile
+from ltx_trainer.preprocessing.drop_report import RunReport
+from ltx_trainer.preprocessing.media import Crop, apply_crop, is_image, probe_media, read_frames, read_stereo_audio
+from ltx_trainer.preprocessing.precomputed import LEGACY_SUFFIX, SAMPLE_SUFFIX, load_sample, sample_path, save_sample
+from ltx_trainer.preprocessing.sample_loop import Columns, rows_with
+from ltx_trainer.preprocessing.sharding import Shard
 
 logger = logging.getLogger(__name__)
 

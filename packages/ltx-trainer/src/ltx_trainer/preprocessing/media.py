@@ -9,6 +9,7 @@ length (mono duplicated, surround layouts downmixed by FFmpeg's resampler).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +22,19 @@ from ltx_pipelines.io import MediaError, iter_video_frames, probe_video, read_im
 
 IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff"})
 CROP_MODES = ("center", "random")
+DEFAULT_EXTENSIONS = "mp4,mov,mkv,avi,webm,m4v,png,jpg,jpeg,webp"  # what the commands look for in a folder
 IMAGE_FPS = 1.0  # an image becomes a 1-frame sample at 1 fps, as in the reference
+
+
+def find_media(input_path: Path, extensions: Sequence[str], recursive: bool) -> list[Path]:
+    """`input_path` itself when it is a file, else the files under it with one of `extensions`, sorted."""
+    if input_path.is_file():
+        return [input_path]
+    if not input_path.is_dir():
+        raise FileNotFoundError(f"input {str(input_path)!r} does not exist")
+    wanted = {"." + e.lower().lstrip(".") for e in extensions}
+    pattern = "**/*" if recursive else "*"
+    return sorted(p for p in input_path.glob(pattern) if p.is_file() and p.suffix.lower() in wanted)
 
 
 def is_image(path: str | Path) -> bool:

@@ -10,8 +10,8 @@ from pathlib import Path
 import torch
 
 from ltx_pipelines.io.progress import progress
-from ltx_trainer.dataset_file import DatasetFile, DatasetRow, relative_media_key
-from ltx_trainer.sharding import Shard, current_shard
+from ltx_trainer.preprocessing.dataset_file import DatasetFile, DatasetRow, relative_media_key
+from ltx_trainer.preprocessing.sharding import Shard, current_shard
 
 
 @dataclass(frozen=True)

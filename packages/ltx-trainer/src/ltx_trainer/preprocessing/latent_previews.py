@@ -12,9 +12,9 @@ from PIL import Image
 from ltx_pipelines.io import write_audio, write_video
 from ltx_pipelines.io.atomic_files import atomic_output
 from ltx_pipelines.io.progress import progress
-from ltx_trainer.drop_report import RunReport
-from ltx_trainer.models import PREPROCESS_TILING, LazyModels, decode_waveform
-from ltx_trainer.precomputed import find_samples, load_sample, require_tensors
+from ltx_trainer.preprocessing.drop_report import RunReport
+from ltx_trainer.preprocessing.models import PREPROCESS_TILING, LazyModels, decode_waveform
+from ltx_trainer.preprocessing.precomputed import find_samples, load_sample, require_tensors
 
 logger = logging.getLogger(__name__)
 

@@ -1,9 +1,8 @@
-"""The whole preprocessing run for a metadata file, column role by column role.
+"""What a preprocessing run will do, worked out and checked before any model is loaded.
 
-Order: captions -> video latents -> reference latents -> video masks -> audio and reference audio
-latents -> audio masks -> decoded previews. Every stage skips samples whose output exists (unless
-`overwrite`), writes atomically, and adds its drops to one report, so an interrupted run is resumed
-by running it again.
+`plan_preprocessing` reads the metadata file, names the column roles, checks the buckets, the reference
+scale factors and the model files, and returns a `PreprocessPlan`: a bad input fails here, in one line,
+not after hours of encoding. The stages that carry the plan out are in `preprocessing.run`.
 """
 
 from __future__ import annotations
@@ -14,21 +13,22 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ltx_core.devices import resolve_device
-from ltx_core.loader import Layout
+from ltx_core.loader import Layout, ModelFiles
 from ltx_core.text_encoders.gemma.eight_bit import require_gemma_8bit
 from ltx_core.types import SpatioTemporalScaleFactors
-from ltx_trainer import precomputed as pc
-from ltx_trainer.audio_latents import compute_audio_latents
-from ltx_trainer.buckets import SPATIAL_MULTIPLE, TEMPORAL_MULTIPLE, Bucket, BucketError, reference_bucket
-from ltx_trainer.captions import compute_caption_features
-from ltx_trainer.dataset_file import DatasetFileError, read_dataset, resolve_roles
-from ltx_trainer.decoding import decode_video_folder
-from ltx_trainer.drop_report import RunReport
-from ltx_trainer.masks import compute_audio_masks, compute_video_masks
 from ltx_trainer.model_files import check_vae_files, training_model_files
-from ltx_trainer.models import LazyModels, ModelSources
-from ltx_trainer.sharding import Shard, current_shard, shard_device
-from ltx_trainer.video_latents import compute_reference_latents, compute_video_latents
+from ltx_trainer.preprocessing import precomputed as pc
+from ltx_trainer.preprocessing.buckets import (
+    SPATIAL_MULTIPLE,
+    TEMPORAL_MULTIPLE,
+    Bucket,
+    BucketError,
+    parse_buckets,
+    reference_bucket,
+)
+from ltx_trainer.preprocessing.dataset_file import DatasetFile, DatasetFileError, read_dataset, resolve_roles
+from ltx_trainer.preprocessing.models import ModelSources
+from ltx_trainer.preprocessing.sharding import Shard, current_shard, shard_device
 
 logger = logging.getLogger(__name__)
 
@@ -70,11 +70,51 @@ class PreprocessSettings:
         return json.loads(json.dumps(data, default=str))
 
 
-def preprocess_dataset(dataset_path: str | Path, settings: PreprocessSettings, shard: Shard | None = None) -> RunReport:
-    """Run every stage the dataset's columns call for; returns the report (also printed by the CLI)."""
+@dataclass(frozen=True)
+class PreprocessPlan:
+    """The checked inputs of a run: the rows, which column plays which role, and where the outputs go."""
+
+    dataset: DatasetFile
+    roles: dict[str, str]
+    buckets: list[Bucket]
+    sources: ModelSources
+    caption_files: ModelFiles
+    out: Path
+    shard: Shard
+
+    @property
+    def video_column(self) -> str | None:
+        return self.roles.get("video")
+
+    @property
+    def audio_column(self) -> str | None:
+        return self.roles.get("audio")
+
+    @property
+    def key_columns(self) -> list[str]:
+        """The media columns that name a sample's output files (the video's, else the audio's)."""
+        return [c for c in (self.video_column, self.audio_column) if c is not None]
+
+
+def plan_preprocessing(
+    dataset_path: str | Path, settings: PreprocessSettings, shard: Shard | None = None
+) -> PreprocessPlan:
+    """Every check a run needs before its first stage, in the order a user fixes them: columns, buckets and
+    reference factors, then the model files."""
     if settings.load_text_encoder_in_8bit:  # before reading anything
         require_gemma_8bit(resolve_device(shard_device(settings.device)), "--load-text-encoder-in-8bit")
     dataset = read_dataset(dataset_path)
+    roles = _column_roles(dataset, settings)
+    buckets = _checked_buckets(roles, settings)
+    sources, caption_files = _checked_model_files(roles, settings)
+    shard = shard or current_shard()
+    out = Path(settings.output_dir) if settings.output_dir else dataset.root / ".precomputed"
+    _check_manifest(out, settings)
+    return PreprocessPlan(dataset, roles, buckets, sources, caption_files, out, shard)
+
+
+def _column_roles(dataset: DatasetFile, settings: PreprocessSettings) -> dict[str, str]:
+    """Which column is the caption, the video, the audio ...; a caption and at least one medium are required."""
     roles = resolve_roles(dataset.columns, {"video": settings.video_column, "caption": settings.caption_column})
     for role, column in sorted(roles.items()):
         logger.info("column %r -> %s", column, role)
@@ -83,12 +123,17 @@ def preprocess_dataset(dataset_path: str | Path, settings: PreprocessSettings, s
             f"{dataset.path.name} has no caption column (columns: {list(dataset.columns)}); "
             "expected 'caption' or pass --caption-column"
         )
-    video_col, audio_col = roles.get("video"), roles.get("audio")
-    if video_col is None and audio_col is None:
+    if roles.get("video") is None and roles.get("audio") is None:
         raise DatasetFileError(
             f"{dataset.path.name} has no media column (columns: {list(dataset.columns)}); "
             "expected 'video' (or legacy 'media_path') and/or 'audio'"
         )
+    return roles
+
+
+def _checked_buckets(roles: dict[str, str], settings: PreprocessSettings) -> list[Bucket]:
+    """The resolution buckets, with the reference scale factors and the audio durations the columns need."""
+    video_col, audio_col = roles.get("video"), roles.get("audio")
     buckets = list(settings.resolution_buckets)
     if video_col is not None and not buckets:
         raise BucketError("--resolution-buckets is required: the dataset has a video column")
@@ -105,6 +150,12 @@ def preprocess_dataset(dataset_path: str | Path, settings: PreprocessSettings, s
             reference_bucket(bucket, *ref_factors)
     if audio_col is not None and video_col is None and not settings.audio_durations:
         raise BucketError("--audio-durations is required for an audio-only dataset (e.g. '2;4;8')")
+    return buckets
+
+
+def _checked_model_files(roles: dict[str, str], settings: PreprocessSettings) -> tuple[ModelSources, ModelFiles]:
+    """The VAE sources and the caption encoder's files, checked against each other before any encoding."""
+    video_col, audio_col = roles.get("video"), roles.get("audio")
     sources = ModelSources(settings.model_path, settings.video_vae_path, settings.audio_vae_path).check()
     if not Path(settings.text_encoder_path).exists():
         raise FileNotFoundError(f"--text-encoder-path {str(settings.text_encoder_path)!r} does not exist")
@@ -122,98 +173,7 @@ def preprocess_dataset(dataset_path: str | Path, settings: PreprocessSettings, s
         sources.audio_path() if needs_audio else None,
         grid=SpatioTemporalScaleFactors(TEMPORAL_MULTIPLE, SPATIAL_MULTIPLE, SPATIAL_MULTIPLE),
     )
-
-    shard = shard or current_shard()
-    out = Path(settings.output_dir) if settings.output_dir else dataset.root / ".precomputed"
-    _check_manifest(out, settings)
-    report = RunReport(items=len(shard.take(dataset.rows)))
-    device = shard_device(settings.device)
-    common = {"report": report, "overwrite": settings.overwrite, "shard": shard}
-    key_columns = [c for c in (video_col, audio_col) if c is not None]
-
-    compute_caption_features(
-        dataset,
-        roles["caption"],
-        key_columns,
-        out / pc.CONDITIONS,
-        checkpoint=caption_files,
-        text_encoder_path=settings.text_encoder_path,
-        lora_trigger=settings.lora_trigger,
-        strip_prefixes=settings.remove_llm_prefixes,
-        batch_size=settings.batch_size,
-        device=device,
-        load_in_8bit=settings.load_text_encoder_in_8bit,
-        **common,
-    )
-    with LazyModels(sources, device=device) as models:
-        video_opts = {"vae_tiling": settings.vae_tiling, "crop_mode": settings.crop_mode, "seed": settings.seed}
-        if video_col is not None:
-            compute_video_latents(dataset, video_col, buckets, out / pc.LATENTS, models, **video_opts, **common)
-        if "reference_video" in roles and video_col is not None:
-            compute_reference_latents(
-                dataset,
-                roles["reference_video"],
-                video_col,
-                out / pc.LATENTS,
-                out / pc.REFERENCE_LATENTS,
-                models,
-                downscale_factor=settings.reference_downscale_factor,
-                temporal_scale_factor=settings.reference_temporal_scale_factor,
-                **video_opts,
-                **common,
-            )
-        if "video_mask" in roles and video_col is not None:
-            compute_video_masks(
-                dataset, roles["video_mask"], video_col, out / pc.LATENTS, out / pc.VIDEO_MASKS, **common
-            )
-        audio_sources: list[str] = [audio_col] if audio_col else []
-        if video_col is not None and not settings.skip_audio:
-            audio_sources.append(video_col)  # a video's own track when the row names no audio file
-        audio_opts = {
-            "key_columns": key_columns,
-            "video_column": video_col,
-            "latents_dir": out / pc.LATENTS,
-            "durations": settings.audio_durations,
-        }
-        if audio_sources:
-            compute_audio_latents(dataset, audio_sources, out / pc.AUDIO_LATENTS, models, **audio_opts, **common)
-        if "reference_audio" in roles:
-            compute_audio_latents(
-                dataset,
-                roles["reference_audio"],
-                out / pc.REFERENCE_AUDIO_LATENTS,
-                models,
-                stage="reference audio",
-                **audio_opts,
-                **common,
-            )
-        if "audio_mask" in roles:
-            compute_audio_masks(
-                dataset, roles["audio_mask"], key_columns, out / pc.AUDIO_LATENTS, out / pc.AUDIO_MASKS, **common
-            )
-        if settings.decode and shard.is_main:
-            decode_video_folder(
-                out / pc.LATENTS,
-                out / pc.DECODED_VIDEOS,
-                models,
-                report=report,
-                vae_tiling=settings.vae_tiling,
-                overwrite=settings.overwrite,
-            )
-            if (out / pc.REFERENCE_LATENTS).is_dir():
-                decode_video_folder(
-                    out / pc.REFERENCE_LATENTS,
-                    out / pc.DECODED_REFERENCE_VIDEOS,
-                    models,
-                    report=report,
-                    vae_tiling=settings.vae_tiling,
-                    overwrite=settings.overwrite,
-                    stage="decode reference",
-                )
-    if shard.is_main:
-        pc.write_manifest(out, settings.manifest())
-    logger.info("preprocessing finished: %d file(s) written under %s", report.total_written, out)
-    return report
+    return sources, caption_files
 
 
 def _check_manifest(out: Path, settings: PreprocessSettings) -> None:
@@ -233,8 +193,6 @@ def _check_manifest(out: Path, settings: PreprocessSettings) -> None:
 
 
 def parse_optional_buckets(spec: str | None) -> tuple[Bucket, ...]:
-    from ltx_trainer.buckets import parse_buckets
-
     return tuple(parse_buckets(spec)) if spec else ()
 
 

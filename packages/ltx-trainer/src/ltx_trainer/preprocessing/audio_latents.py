@@ -19,14 +19,14 @@ from pathlib import Path
 import torch
 
 from ltx_pipelines.io import MediaError
-from ltx_trainer.buckets import choose_duration
-from ltx_trainer.dataset_file import DatasetFile
-from ltx_trainer.drop_report import RunReport
-from ltx_trainer.media import is_image, read_stereo_audio
-from ltx_trainer.models import LazyModels, encode_waveform
-from ltx_trainer.precomputed import HAS_AUDIO, audio_latent_tensors, load_sample, sample_path, save_sample
-from ltx_trainer.sample_loop import rows_with
-from ltx_trainer.sharding import Shard
+from ltx_trainer.preprocessing.buckets import choose_duration
+from ltx_trainer.preprocessing.dataset_file import DatasetFile
+from ltx_trainer.preprocessing.drop_report import RunReport
+from ltx_trainer.preprocessing.media import StereoAudio, is_image, read_stereo_audio
+from ltx_trainer.preprocessing.models import LazyModels, encode_waveform
+from ltx_trainer.preprocessing.precomputed import HAS_AUDIO, audio_latent_tensors, load_sample, sample_path, save_sample
+from ltx_trainer.preprocessing.sample_loop import rows_with
+from ltx_trainer.preprocessing.sharding import Shard
 
 logger = logging.getLogger(__name__)
 
@@ -86,19 +86,11 @@ def compute_audio_latents(
                 seconds = clip_span_seconds(video_file)
                 audio = read_stereo_audio(media, max_duration=seconds)
             else:
-                if not durations:
-                    report.drop(stage, item.value, "audio-only sample, but no --audio-durations buckets were given")
+                bucketed = _audio_in_duration_bucket(media, durations)
+                if isinstance(bucketed, str):
+                    report.drop(stage, item.value, bucketed)
                     continue
-                audio = read_stereo_audio(media)
-                chosen = choose_duration(durations, audio.duration)
-                if chosen is None:
-                    report.drop(
-                        stage,
-                        item.value,
-                        f"too short: {audio.duration:.2f} s (the shortest duration bucket is {min(durations):g} s)",
-                    )
-                    continue
-                seconds = chosen
+                audio, seconds = bucketed
         except MediaError as e:
             if "has no audio track" not in str(e):
                 report.drop(stage, item.value, f"unreadable: {e}")
@@ -114,6 +106,17 @@ def compute_audio_latents(
         meta = {"source": item.value, "duration": seconds, "source_sample_rate": audio.sample_rate}
         save_sample(target, audio_latent_tensors(latents, seconds), meta)
         report.wrote(stage)
+
+
+def _audio_in_duration_bucket(media: Path, durations: Sequence[float] | None) -> tuple[StereoAudio, float] | str:
+    """An audio-only sample's track and the duration bucket it is cut to, or the reason it is dropped."""
+    if not durations:
+        return "audio-only sample, but no --audio-durations buckets were given"
+    audio = read_stereo_audio(media)
+    chosen = choose_duration(durations, audio.duration)
+    if chosen is None:
+        return f"too short: {audio.duration:.2f} s (the shortest duration bucket is {min(durations):g} s)"
+    return audio, chosen
 
 
 def _write_silent_placeholder(target: Path, source: str, seconds: float, models: LazyModels) -> None:

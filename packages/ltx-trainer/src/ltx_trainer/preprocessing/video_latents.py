@@ -9,14 +9,22 @@ from pathlib import Path
 import torch
 
 from ltx_pipelines.io import MediaError
-from ltx_trainer.buckets import Bucket, choose_bucket, reference_bucket
-from ltx_trainer.dataset_file import DatasetFile
-from ltx_trainer.drop_report import RunReport
-from ltx_trainer.media import Crop, MediaInfo, crop_like, frames_to_vae_input, plan_crop, probe_media, read_frames
-from ltx_trainer.models import LazyModels, encode_video
-from ltx_trainer.precomputed import load_sample, sample_path, save_sample, video_latent_tensors
-from ltx_trainer.sample_loop import rows_with, sample_generator
-from ltx_trainer.sharding import Shard
+from ltx_trainer.preprocessing.buckets import Bucket, choose_bucket, reference_bucket
+from ltx_trainer.preprocessing.dataset_file import DatasetFile
+from ltx_trainer.preprocessing.drop_report import RunReport
+from ltx_trainer.preprocessing.media import (
+    Crop,
+    MediaInfo,
+    crop_like,
+    frames_to_vae_input,
+    plan_crop,
+    probe_media,
+    read_frames,
+)
+from ltx_trainer.preprocessing.models import LazyModels, encode_video
+from ltx_trainer.preprocessing.precomputed import load_sample, sample_path, save_sample, video_latent_tensors
+from ltx_trainer.preprocessing.sample_loop import rows_with, sample_generator
+from ltx_trainer.preprocessing.sharding import Shard
 
 logger = logging.getLogger(__name__)
 
@@ -149,32 +157,14 @@ def compute_reference_latents(
         target_bucket = Bucket(*_bucket_of(target_latents))
         align = (Crop(**target_meta.meta_json("crop")), target_bucket.height, target_bucket.width)
         ref_bucket = reference_bucket(target_bucket, downscale_factor, temporal_scale_factor)
-        media = dataset.media_path(item.value)
-        try:
-            info = probe_media(media)
-            needed = 1 + (ref_bucket.frames - 1) * temporal_scale_factor
-            if info.frames < needed:
-                report.drop(
-                    stage,
-                    item.value,
-                    f"too short: {info.frames} frames; the reference of bucket {target_bucket} needs {needed}",
-                )
-                continue
-            crop, latents = _encode(
-                models,
-                media,
-                info,
-                ref_bucket,
-                stride=temporal_scale_factor,
-                crop_mode=crop_mode,
-                seed=seed,
-                key=item.key,
-                tiled=vae_tiling,
-                align_to=align,
-            )
-        except MediaError as e:
-            report.drop(stage, item.value, f"unreadable: {e}")
+        encoded = _encode_reference(
+            models, dataset.media_path(item.value), target_bucket, ref_bucket, temporal_scale_factor, align,
+            crop_mode=crop_mode, seed=seed, key=item.key, tiled=vae_tiling,
+        )  # fmt: skip
+        if isinstance(encoded, str):
+            report.drop(stage, item.value, encoded)
             continue
+        info, crop, latents = encoded
         fps = info.fps / temporal_scale_factor
         meta = _metadata(item.value, ref_bucket, info, crop, temporal_scale_factor, fps)
         meta.update(
@@ -184,6 +174,35 @@ def compute_reference_latents(
         )
         save_sample(target, video_latent_tensors(latents, fps), meta)
         report.wrote(stage)
+
+
+def _encode_reference(
+    models: LazyModels,
+    media: Path,
+    target_bucket: Bucket,
+    ref_bucket: Bucket,
+    stride: int,
+    align: tuple[Crop, int, int],
+    *,
+    crop_mode: str,
+    seed: int,
+    key: Path,
+    tiled: bool,
+) -> tuple[MediaInfo, Crop, torch.Tensor] | str:
+    """The reference clip encoded in `ref_bucket` (every `stride`-th frame, cropped like its target), or the
+    reason it is dropped."""
+    try:
+        info = probe_media(media)
+        needed = 1 + (ref_bucket.frames - 1) * stride
+        if info.frames < needed:
+            return f"too short: {info.frames} frames; the reference of bucket {target_bucket} needs {needed}"
+        crop, latents = _encode(
+            models, media, info, ref_bucket, stride=stride, crop_mode=crop_mode, seed=seed, key=key, tiled=tiled,
+            align_to=align,
+        )  # fmt: skip
+    except MediaError as e:
+        return f"unreadable: {e}"
+    return info, crop, latents
 
 
 def _bucket_of(latents_file: Path) -> tuple[int, int, int]:

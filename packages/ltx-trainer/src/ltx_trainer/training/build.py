@@ -140,12 +140,7 @@ def _build_models(
     # and twice the memory (benchmarks/trainer_bf16_step.py). Full training keeps float32 masters.
     # (A quantized base needs it too: quanto's CPU int8 kernel takes bf16 activations only with bf16 scales.)
     bf16_base = lora_mode and cfg.acceleration.mixed_precision_mode == "bf16"
-    if device.type == "cpu" and cfg.acceleration.mixed_precision_mode == "bf16" and not _native_cpu_bf16():
-        # Measured on an AVX2-only CPU: a bf16 matmul takes ~8x the float32 one (benchmarks/trainer_bf16_step.py).
-        logger.warning(
-            "this CPU has no native bf16 matmul (no AVX512-BF16/AMX): bf16 autocast steps run several times "
-            "slower than acceleration.mixed_precision_mode: no"
-        )
+    _warn_if_slow_bf16(cfg, device)
     base_dtype = torch.bfloat16 if bf16_base else torch.float32
     torch.manual_seed(cfg.seed)
     quantization = cfg.acceleration.quantization
@@ -163,25 +158,10 @@ def _build_models(
         dtype=base_dtype, device=device,
     )  # fmt: skip
     model.set_gradient_checkpointing(cfg.optimization.enable_gradient_checkpointing)
-    if lora_mode:
-        lora = cfg.lora
-        assert lora is not None
-        trained = add_lora(model, lora.rank, lora.alpha, lora.dropout, lora.target_modules)
-        for p in trained.parameters():
-            if p.requires_grad:
-                p.data = p.data.float()
-    else:
-        model.requires_grad_(True)
-        trained = model
-    trained.train()
+    trained = _with_trainable_weights(model, cfg)
     trainable = [p for p in trained.parameters() if p.requires_grad]
     opt = cfg.optimization
-    if opt.optimizer_type == "adamw8bit":
-        import bitsandbytes as bnb
-
-        optimizer = bnb.optim.AdamW8bit(trainable, lr=opt.learning_rate)
-    else:
-        optimizer = torch.optim.AdamW(trainable, lr=opt.learning_rate)
+    optimizer = _make_optimizer(opt.optimizer_type, trainable, opt.learning_rate)
     # The scheduler is deliberately not passed to accelerate (see lr_schedules).
     scheduler = make_lr_scheduler(optimizer, opt.scheduler_type, opt.steps, opt.scheduler_params)
     prepared, optimizer = accelerator.prepare(trained, optimizer)
@@ -195,6 +175,40 @@ def _build_models(
         optimizer=optimizer, scheduler=scheduler, strategy=strategy, reference_scale=ref_scale,
         dataset=dataset, order=order,
     )  # fmt: skip
+
+
+def _warn_if_slow_bf16(cfg: LtxTrainerConfig, device: torch.device) -> None:
+    if device.type == "cpu" and cfg.acceleration.mixed_precision_mode == "bf16" and not _native_cpu_bf16():
+        # Measured on an AVX2-only CPU: a bf16 matmul takes ~8x the float32 one (benchmarks/trainer_bf16_step.py).
+        logger.warning(
+            "this CPU has no native bf16 matmul (no AVX512-BF16/AMX): bf16 autocast steps run several times "
+            "slower than acceleration.mixed_precision_mode: no"
+        )
+
+
+def _with_trainable_weights(model: LTXModel, cfg: LtxTrainerConfig) -> torch.nn.Module:
+    """LoRA: the peft model with float32 adapters over the frozen base; full training: the model itself, all
+    of it trained. In training mode either way."""
+    if cfg.model.training_mode == "lora":
+        lora = cfg.lora
+        assert lora is not None
+        trained = add_lora(model, lora.rank, lora.alpha, lora.dropout, lora.target_modules)
+        for p in trained.parameters():
+            if p.requires_grad:
+                p.data = p.data.float()
+    else:
+        model.requires_grad_(True)
+        trained = model
+    trained.train()
+    return trained
+
+
+def _make_optimizer(kind: str, trainable: list[torch.nn.Parameter], learning_rate: float) -> torch.optim.Optimizer:
+    if kind == "adamw8bit":
+        import bitsandbytes as bnb
+
+        return bnb.optim.AdamW8bit(trainable, lr=learning_rate)
+    return torch.optim.AdamW(trainable, lr=learning_rate)
 
 
 def text_features_on(
@@ -252,7 +266,7 @@ def transformer_spec(config: LtxTrainerConfig):
 
 def reference_scale_from_data(root: Path, latents_dir: str) -> ReferenceScale:
     """Factors recorded by preprocessing in the reference latents' metadata (never searched for in the cwd)."""
-    from ltx_trainer.precomputed import find_samples, read_manifest
+    from ltx_trainer.preprocessing.precomputed import find_samples, read_manifest
 
     files = find_samples(root / latents_dir)
     if files and files[0].suffix == ".safetensors":
