@@ -91,15 +91,7 @@ class RuntimeFlags(FlagGroup[RuntimeChoice]):
             help="Encode the prompt with an 8-bit (LLM.int8()) Gemma: about half the text encoder's memory, close "
             "contexts; needs CUDA and bitsandbytes (default: off).",
         )
-        group.add_argument(
-            "--text-encoder-mode",
-            choices=TEXT_ENCODER_MODES,
-            default=None,
-            help="How Gemma is held while encoding: full, fp8 (layer weights stored as float8, upcast per layer; "
-            "close contexts, any device), stream-ram / stream-disk (one decoder layer on the device at a time from "
-            "RAM or the files; the same contexts) (default: the one matching --offload: none -> full, cpu -> "
-            "stream-ram, disk -> stream-disk).",
-        )
+        _add_text_encoder_mode(group)
         group.add_argument(
             "--attention-backend",
             choices=ACCEPTED_BACKEND_NAMES,
@@ -156,6 +148,18 @@ class RuntimeFlags(FlagGroup[RuntimeChoice]):
             recorded["gemma_8bit"] = value.gemma_8bit
             recorded["text_encoder_mode"] = value.text_encoder_mode
         return recorded
+
+
+def _add_text_encoder_mode(group: argparse._ArgumentGroup) -> None:
+    group.add_argument(
+        "--text-encoder-mode",
+        choices=TEXT_ENCODER_MODES,
+        default=None,
+        help="How Gemma is held while encoding: full, fp8 (layer weights stored as float8, upcast per layer; "
+        "close contexts, any device), stream-ram / stream-disk (one decoder layer on the device at a time from "
+        "RAM or the files; the same contexts) (default: the one matching --offload: none -> full, cpu -> "
+        "stream-ram, disk -> stream-disk).",
+    )
 
 
 def checked_device(name: str | None) -> torch.device:

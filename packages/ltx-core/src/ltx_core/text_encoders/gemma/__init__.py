@@ -19,7 +19,7 @@ from ltx_core.text_encoders.gemma.prompt_enhancer import (
     enhance_prompt,
 )
 from ltx_core.text_encoders.gemma.system_prompts import IMAGE_TO_VIDEO, TEXT_TO_VIDEO
-from ltx_core.text_encoders.gemma.text_encoder import GemmaHiddenStates, GemmaTextEncoder
+from ltx_core.text_encoders.gemma.text_encoder import GemmaHiddenStates, GemmaTextEncoder, build_text_encoder
 from ltx_core.text_encoders.gemma.tiny import build_tiny_gemma_folder
 from ltx_core.text_encoders.gemma.tiny_packed import build_tiny_packed_gemma4
 from ltx_core.text_encoders.gemma.tokenizer import DEFAULT_MAX_LENGTH, GemmaPromptTokenizer, TokenizedPrompts
@@ -38,7 +38,6 @@ _LAZY = {
     "encode_text_prompts": "prompt_encoding",
     "encode_prompts_from_files": "prompt_encoding",
     "TEXT_ENCODER_MODES": "modes",
-    "build_text_encoder": "modes",
     "text_encoder_mode_for": "modes",
 }
 

@@ -226,7 +226,7 @@ def gguf_gemma_weights(path: str | Path) -> Any:
     """The `GemmaWeights` of a GGUF Gemma 3 (text model)."""
     from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 
-    from ltx_core.text_encoders.gemma.modes import GemmaWeights
+    from ltx_core.text_encoders.gemma.gemma_weights import GemmaWeights
 
     config = gguf_gemma_text_config(path)
 

@@ -26,10 +26,7 @@ its block-quantized Linears stay quantized and are dequantized per call, streame
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -42,9 +39,7 @@ from ltx_core.loader.tensorwise import WeightConversion, load_tensorwise_files
 from ltx_core.quantization.fp8_cast import FP8_STORAGE_DTYPE, Fp8CastPolicy
 from ltx_core.quantization.gguf import prepare_gguf
 from ltx_core.runtime_choices import TEXT_ENCODER_MODES
-
-if TYPE_CHECKING:
-    from ltx_core.text_encoders.gemma.text_encoder import GemmaTextEncoder
+from ltx_core.text_encoders.gemma.gemma_weights import GemmaWeights
 
 logger = logging.getLogger(__name__)
 
@@ -67,25 +62,6 @@ def check_text_encoder_mode(mode: str) -> str:
 def gemma_fp8_policy(layers: str) -> Fp8CastPolicy:
     """fp8-cast of the Linears of Gemma's decoder layers (the ModuleList at dotted path `layers`)."""
     return Fp8CastPolicy(must_contain=f"{layers}.", suffixes=GEMMA_FP8_SUFFIXES)
-
-
-@dataclass(frozen=True)
-class GemmaWeights:
-    """Where a Gemma's weights are and the module they fit."""
-
-    files: tuple[Path, ...]
-    """One file, or the shards of one model."""
-    ops: SDOps
-    """File keys -> module keys (and value fix-ups, e.g. GGUF's shifted norms)."""
-    layers: str
-    """Dotted path of the decoder-layer ModuleList inside the module."""
-    make_model: Callable[[], nn.Module]
-    """The module, called on the meta device under the run dtype as default dtype."""
-    cast_buffers: bool = False
-    """Cast computed floating buffers (rotary frequencies, embedding scale) to the run dtype (the packed
-    Gemma 4 loader's convention); False keeps them as transformers builds them (its folder loader's)."""
-    tied: frozenset[str] = frozenset({"lm_head.weight"})
-    """Module keys that share another weight and are never in the file."""
 
 
 @dataclass
@@ -150,6 +126,68 @@ def _place(model: nn.Module, device: torch.device, dtype: torch.dtype | None) ->
                 module._buffers[name] = moved(buffer)
 
 
+def _meta_model(weights: GemmaWeights, dtype: torch.dtype) -> nn.Module:
+    from accelerate import init_empty_weights
+
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)  # as transformers' from_pretrained builds: computed buffers in the run dtype
+    try:
+        with init_empty_weights(include_buffers=False):
+            return weights.make_model()
+    finally:
+        torch.set_default_dtype(previous)
+
+
+def _fp8_storage(model: nn.Module, layers: str) -> dict[str, torch.dtype]:
+    """Turn the layers' Linears into float8-stored ones; their keys -> float8."""
+    policy = gemma_fp8_policy(layers)
+    storage: dict[str, torch.dtype] = {}
+    for name in policy.prepare(model):
+        storage[f"{name}.weight"] = policy.storage_dtype
+        if model.get_submodule(name).bias is not None:
+            storage[f"{name}.bias"] = policy.storage_dtype
+    return storage
+
+
+def _check_keys(model: nn.Module, state_dict: dict, weights: GemmaWeights, skip: str | None, where: str) -> None:
+    expected = {k for k in model.state_dict() if skip is None or not k.startswith(skip)}
+    missing = sorted(expected - set(state_dict) - weights.tied)
+    unexpected = sorted(set(state_dict) - expected)
+    if missing or unexpected:
+        raise CheckpointError(
+            f"Gemma weights in {where!r} do not fit its config: missing {missing[:10]}, unexpected {unexpected[:10]}"
+        )
+
+
+def _stream_layers(
+    weights: GemmaWeights, layers: nn.ModuleList, conversion: WeightConversion, gguf: bool, source: str,
+    device: torch.device, device_slots: int, host_slots: int,
+) -> list[BlockStreamer]:  # fmt: skip
+    """One block streamer per group of layers of one shape and one set of stored types."""
+    prefix = f"{weights.layers}."
+    stored = _stored_types(weights, prefix) if gguf else {}
+    groups: dict[tuple, list[int]] = {}
+    for index, layer in enumerate(layers):
+        # llama.cpp's mixed quantizations (Q4_K_M: some layers' attn_v / ffn_down in Q6_K) stream as
+        # separate groups too: a block layout fixes each tensor's storage type.
+        groups.setdefault((_layout_signature(layer), stored.get(index, ())), []).append(index)
+    return [
+        attach_block_streaming(
+            _LayerGroup([layers[i] for i in indices]),
+            weights.files,
+            _group_rules(weights.ops, prefix, indices),
+            conversion,
+            device=device,
+            source=source,
+            device_slots=device_slots,
+            host_slots=host_slots,
+            prefetch=host_slots - 1,
+            blocks_attr="blocks",
+        )
+        for indices in groups.values()
+    ]
+
+
 def load_gemma_weights(
     weights: GemmaWeights,
     mode: str,
@@ -160,8 +198,6 @@ def load_gemma_weights(
     host_slots: int = 2,
 ) -> LoadedGemma:
     """Build the module of `weights` on the meta device and give it its weights under `mode`."""
-    from accelerate import init_empty_weights
-
     check_text_encoder_mode(mode)
     gguf = any(is_gguf(f) for f in weights.files)
     if mode == "fp8" and gguf:
@@ -169,62 +205,27 @@ def load_gemma_weights(
             f"text encoder mode fp8 cannot re-quantize the GGUF file {str(weights.files[0])!r} (its weights are "
             "already quantized); use full, stream-ram or stream-disk"
         )
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(dtype)  # as transformers' from_pretrained builds: computed buffers in the run dtype
-    try:
-        with init_empty_weights(include_buffers=False):
-            model = weights.make_model()
-    finally:
-        torch.set_default_dtype(previous)
+    model = _meta_model(weights, dtype)
     layers = model.get_submodule(weights.layers)
-    prefix = f"{weights.layers}."
-    storage: dict[str, torch.dtype] = {}
-    if mode == "fp8":
-        policy = gemma_fp8_policy(weights.layers)
-        for name in policy.prepare(model):
-            storage[f"{name}.weight"] = policy.storage_dtype
-            if model.get_submodule(name).bias is not None:
-                storage[f"{name}.bias"] = policy.storage_dtype
-    conversion = WeightConversion(dtype=dtype, storage_dtypes=storage)
-    streamed = mode.startswith("stream")
-    keep = (lambda key: not key.startswith(prefix)) if streamed else None
+    conversion = WeightConversion(
+        dtype=dtype, storage_dtypes=_fp8_storage(model, weights.layers) if mode == "fp8" else {}
+    )
+    skip = f"{weights.layers}." if mode.startswith("stream") else None  # streamed layers are read per use
+    keep = (lambda key: not key.startswith(skip)) if skip else None
     state_dict = load_tensorwise_files([(f, weights.ops) for f in weights.files], conversion, device=device, keep=keep)
-    expected = {k for k in model.state_dict() if not (streamed and k.startswith(prefix))}
-    missing = sorted(expected - set(state_dict) - weights.tied)
-    unexpected = sorted(set(state_dict) - expected)
     where = str(weights.files[0]) + (f" (+{len(weights.files) - 1} shards)" if len(weights.files) > 1 else "")
-    if missing or unexpected:
-        raise CheckpointError(
-            f"Gemma weights in {where!r} do not fit its config: missing {missing[:10]}, unexpected {unexpected[:10]}"
-        )
+    _check_keys(model, state_dict, weights, skip, where)
     prepare_gguf(model, state_dict, dtype)
     model.load_state_dict(state_dict, strict=False, assign=True)
     if hasattr(model, "tie_weights"):
         model.tie_weights()
     streamers: list[BlockStreamer] = []
-    if streamed:
-        stored = _stored_types(weights, prefix) if gguf else {}
-        groups: dict[tuple, list[int]] = {}
-        for index, layer in enumerate(layers):
-            # llama.cpp's mixed quantizations (Q4_K_M: some layers' attn_v / ffn_down in Q6_K) stream as
-            # separate groups too: a block layout fixes each tensor's storage type.
-            signature = (_layout_signature(layer), stored.get(index, ()))
-            groups.setdefault(signature, []).append(index)
-        for indices in groups.values():
-            holder = _LayerGroup([layers[i] for i in indices])
-            streamers.append(
-                attach_block_streaming(
-                    holder, weights.files, _group_rules(weights.ops, prefix, indices), conversion, device=device,
-                    source="ram" if mode == "stream-ram" else "disk", device_slots=device_slots,
-                    host_slots=host_slots, prefetch=host_slots - 1, blocks_attr="blocks",
-                )
-            )  # fmt: skip
+    if skip is not None:
+        source = "ram" if mode == "stream-ram" else "disk"
+        streamers = _stream_layers(weights, layers, conversion, gguf, source, device, device_slots, host_slots)
     _place(model, device, dtype if weights.cast_buffers else None)
-    leftover = [
-        n
-        for n, t in (*model.named_parameters(), *model.named_buffers())
-        if t.is_meta and not (streamed and n.startswith(prefix))
-    ]
+    tensors = (*model.named_parameters(), *model.named_buffers())
+    leftover = [n for n, t in tensors if t.is_meta and not (skip and n.startswith(skip))]
     if leftover:
         raise CheckpointError(f"Gemma tensors in {where!r} left without values: {leftover[:10]}")
     model.eval().requires_grad_(False)
@@ -243,20 +244,3 @@ def text_encoder_mode_for(mode: str | None, offload: str = "none") -> str:
     if offload not in MODE_FOR_OFFLOAD:
         raise ValueError(f"offload {offload!r} is not supported; accepted: {', '.join(MODE_FOR_OFFLOAD)}")
     return MODE_FOR_OFFLOAD[offload]
-
-
-def build_text_encoder(
-    path: str | Path,
-    mode: str = "full",
-    *,
-    dtype: torch.dtype = torch.bfloat16,
-    device: str | torch.device | None = None,
-    max_length: int | None = None,
-) -> GemmaTextEncoder:
-    """The text encoder at `path` (a Gemma 3 folder, a GGUF Gemma 3, or a packed Gemma 4 file) held as
-    `mode` says (one of `TEXT_ENCODER_MODES`). Release it (`.release()` or `with`) once prompts are encoded."""
-    from ltx_core.text_encoders.gemma.text_encoder import GemmaTextEncoder
-
-    check_text_encoder_mode(mode)
-    options = {} if max_length is None else {"max_length": max_length}
-    return GemmaTextEncoder.load(path, mode=mode, dtype=dtype, device=device, **options)

@@ -197,7 +197,7 @@ def load_packed_gemma_model(packed: PackedGemma, *, dtype: torch.dtype, device: 
 def packed_gemma_weights(packed: PackedGemma) -> Any:
     """The `GemmaWeights` of a packed file, for the text-encoder modes loaded tensor by tensor (fp8,
     streaming); computed buffers are cast to the run dtype as `load_packed_gemma_model` casts them."""
-    from ltx_core.text_encoders.gemma.modes import GemmaWeights
+    from ltx_core.text_encoders.gemma.gemma_weights import GemmaWeights
 
     model_class, config_class = _gemma4_unified_classes(packed)
     config = config_class.from_dict(packed.config)

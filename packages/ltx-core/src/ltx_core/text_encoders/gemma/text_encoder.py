@@ -74,7 +74,7 @@ def _folder_weights(folder: GemmaFolder) -> Any:
     """The `GemmaWeights` of a Gemma 3 / dense Gemma 4 folder, for the modes loaded tensor by tensor."""
     from transformers import AutoConfig, Gemma3ForConditionalGeneration, Gemma4ForConditionalGeneration
 
-    from ltx_core.text_encoders.gemma.modes import GemmaWeights
+    from ltx_core.text_encoders.gemma.gemma_weights import GemmaWeights
 
     model_class = Gemma4ForConditionalGeneration if folder.model_type == "gemma4" else Gemma3ForConditionalGeneration
     config = AutoConfig.from_pretrained(folder.root, local_files_only=True)
@@ -339,3 +339,20 @@ class GemmaTextEncoder:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def build_text_encoder(
+    path: str | Path,
+    mode: str = "full",
+    *,
+    dtype: torch.dtype = torch.bfloat16,
+    device: str | torch.device | None = None,
+    max_length: int | None = None,
+) -> GemmaTextEncoder:
+    """The text encoder at `path` (a Gemma 3 folder, a GGUF Gemma 3, or a packed Gemma 4 file) held as
+    `mode` says (one of `TEXT_ENCODER_MODES`). Release it (`.release()` or `with`) once prompts are encoded."""
+    from ltx_core.text_encoders.gemma.modes import check_text_encoder_mode
+
+    check_text_encoder_mode(mode)
+    options = {} if max_length is None else {"max_length": max_length}
+    return GemmaTextEncoder.load(path, mode=mode, dtype=dtype, device=device, **options)
