@@ -172,9 +172,11 @@ def test_a_gguf_of_another_architecture_is_refused(tmp_path):
         GemmaTextEncoder.load(path, device="cpu")
 
 
-def test_to_gguf_of_a_bad_folder_names_it_and_writes_nothing(tmp_path):
+def test_to_gguf_of_a_bad_folder_names_it_and_writes_nothing(tmp_path, capsys):
     out = tmp_path / "out.gguf"
-    assert main(["to-gguf", str(tmp_path), str(out)]) == 2
+    (tmp_path / "not-gemma").mkdir()
+    assert main(["to-gguf", str(tmp_path / "not-gemma"), str(out)]) == 2
+    assert "not-gemma' has no config.json; expected a Hugging Face Gemma 3 folder" in capsys.readouterr().err
     assert not out.exists()
 
 
