@@ -13,7 +13,7 @@ A run holds one large model at a time: each phase loads what it needs and frees 
     audio decode      the audio decoder and the float32 vocoder over the whole track
     video decode      the video decoder over one tile (+ on the host the decoded frames, `memory_estimate`)
 
-The device peak is the largest phase. Text-encoder modes (`TEXT_ENCODER_MODES`): `bf16` (the run's dtype,
+The device peak is the largest phase. Text-encoder modes (`TEXT_ENCODER_MODES`): `full` (the run's dtype,
 or the stored format of a quantized file), `fp8` (the decoder layers' Linear weights stored float8),
 `stream-ram` / `stream-disk` (the non-layer weights and `STREAMED_LAYERS` layers on the device, the layers
 in host RAM or read from the file). Transformer modes (`TRANSFORMER_MODES`): `full`, `fp8` (fp8-cast),
@@ -42,8 +42,8 @@ from ltx_core.memory_estimate import (
     vae_decode_bytes,
 )
 from ltx_core.runtime import RuntimeOptions
+from ltx_core.runtime_choices import TEXT_ENCODER_MODES
 
-TEXT_ENCODER_MODES = ("bf16", "fp8", "stream-ram", "stream-disk")
 TRANSFORMER_MODES = ("full", "fp8", "stream-ram", "stream-disk")
 TRANSFORMER_MODE_OPTIONS: dict[str, RuntimeOptions] = {
     "full": RuntimeOptions(),
@@ -299,7 +299,7 @@ def estimate_generation(
     work: GenerationWorkload,
     *,
     transformer_mode: str = "full",
-    text_encoder_mode: str = "bf16",
+    text_encoder_mode: str = "full",
     dtype: torch.dtype = torch.bfloat16,
     transformer_options: RuntimeOptions | None = None,
 ) -> GenerationEstimate:
@@ -362,11 +362,14 @@ def _is_language_key(key: str) -> bool:
 def text_encoder_size_of(path: str | Path) -> TextEncoderSize:
     """The size of the Gemma at `path` (a Hugging Face folder or a packed file, safetensors or GGUF), counted
     from its files' tensor headers (no weight is read) with the activation sizes from its text config."""
+    from ltx_core.loader.gguf_file import is_gguf
     from ltx_core.loader.safetensors_header import read_safetensors_header
     from ltx_core.text_encoders.gemma.folder import locate_gemma_folder
     from ltx_core.text_encoders.gemma.packed import read_packed_gemma
 
     path = Path(path).expanduser()
+    if is_gguf(path):
+        return _gguf_text_encoder_size(path)
     if path.is_dir():
         folder = locate_gemma_folder(path)
         files, text = folder.weight_files, dict(folder.text_config)
@@ -385,6 +388,28 @@ def text_encoder_size_of(path: str | Path) -> TextEncoderSize:
         if info.dtype != "U8"  # packed tokenizer and asset bytes
     )
     return _size_from_tensors(tensors, text)
+
+
+# llama.cpp's Gemma 3 names (`gguf_gemma`): a decoder layer's linear weights and the token embedding, named as
+# the Hugging Face keys `_size_from_tensors` sorts.
+_GGUF_LINEAR = re.compile(r"^blk\.(\d+)\.(attn_q|attn_k|attn_v|attn_output|ffn_gate|ffn_up|ffn_down)\.weight$")
+_GGUF_LAYER = re.compile(r"^blk\.(\d+)\.")
+
+
+def _gguf_text_encoder_size(path: Path) -> TextEncoderSize:
+    """A GGUF Gemma 3's size: its header's tensors (stored types kept: Q8_0, Q6_K, ...) and its text config."""
+    from ltx_core.loader.gguf_file import read_gguf_header
+    from ltx_core.text_encoders.gemma.gguf_gemma import gguf_gemma_text_config
+
+    def hf_key(key: str) -> str:
+        if (m := _GGUF_LINEAR.match(key)) is not None:
+            return f"model.layers.{m.group(1)}.{m.group(2)}.proj.weight"
+        if (m := _GGUF_LAYER.match(key)) is not None:
+            return f"model.layers.{m.group(1)}.{key[m.end():]}"
+        return "model.embed_tokens.weight" if key == "token_embd.weight" else key
+
+    tensors = ((hf_key(key), info.numel, info.dtype) for key, info in read_gguf_header(path).tensors.items())
+    return _size_from_tensors(tensors, gguf_gemma_text_config(path))
 
 
 def text_encoder_size_from_config(hf_config: Mapping[str, Any]) -> TextEncoderSize:

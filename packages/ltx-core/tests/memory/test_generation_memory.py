@@ -68,7 +68,7 @@ WORK = GenerationWorkload(shape=video_workload(256, 384, 49, 24.0), two_stage=Tr
 
 
 def test_text_encoder_weights_in_each_format():
-    bf16 = TEXT.resident_bytes("bf16", torch.bfloat16)
+    bf16 = TEXT.resident_bytes("full", torch.bfloat16)
     fp8 = TEXT.resident_bytes("fp8", torch.bfloat16)
     ram = TEXT.resident_bytes("stream-ram", torch.bfloat16)
     disk = TEXT.resident_bytes("stream-disk", torch.bfloat16)
@@ -76,8 +76,8 @@ def test_text_encoder_weights_in_each_format():
     assert fp8 == (500 * M * 2 + 10 * 200 * M, 0)  # Linear weights one byte, the embedding in bf16
     assert ram == ((500 + 2 * 200) * M * 2, 10 * 200 * M * 2)  # two layers on the device, all in RAM
     assert disk == ((500 + 2 * 200) * M * 2, 2 * 200 * M * 2)
-    q8 = replace(TEXT, weight_format="Q8_0").resident_bytes("bf16", torch.bfloat16)[0]
-    q4 = replace(TEXT, weight_format="Q4_K_M").resident_bytes("bf16", torch.bfloat16)[0]
+    q8 = replace(TEXT, weight_format="Q8_0").resident_bytes("full", torch.bfloat16)[0]
+    q4 = replace(TEXT, weight_format="Q4_K_M").resident_bytes("full", torch.bfloat16)[0]
     assert q8 == int(500 * M * 34 / 32) + int(10 * int(200 * M * 34 / 32))
     assert q4 < q8 < fp8[0] + 500 * M  # Q4_K_M about 5.2 bits, Q8_0 8.5 bits a weight
     assert 4.5 < 8 * WEIGHT_FORMAT_BYTES["Q4_K_M"] < 5.5
@@ -101,9 +101,9 @@ def test_the_peak_is_the_largest_phase_not_the_sum():
 @pytest.mark.parametrize(
     ("free_gib", "transformer", "text_encoder"),
     [
-        (100, "full", "bf16"),
-        (18, "fp8", "bf16"),
-        (5.5, "stream-ram", "bf16"),
+        (100, "full", "full"),
+        (18, "fp8", "full"),
+        (5.5, "stream-ram", "full"),
         (3.5, "stream-ram", "fp8"),
         (2.6, "stream-ram", "stream-ram"),
     ],
@@ -138,14 +138,14 @@ def test_nothing_fits_says_no_with_the_numbers():
 def test_explicit_flags_that_do_not_fit_name_the_phases_and_what_auto_would_pick():
     with pytest.raises(
         InsufficientMemoryError,
-        match="GiB peak in upsampler .*auto would pick transformer stream-ram, text encoder bf16",
+        match="GiB peak in upsampler .*auto would pick transformer stream-ram, text encoder full",
     ):
         check_generation_fits(
-            SIZES, WORK, transformer_options=RuntimeOptions(), text_encoder_mode="bf16", free_bytes=int(5.5 * GIB),
+            SIZES, WORK, transformer_options=RuntimeOptions(), text_encoder_mode="full", free_bytes=int(5.5 * GIB),
             free_host_bytes=64 * GIB,
         )  # fmt: skip
     fits = check_generation_fits(
-        SIZES, WORK, transformer_options=RuntimeOptions(offload="cpu"), text_encoder_mode="bf16",
+        SIZES, WORK, transformer_options=RuntimeOptions(offload="cpu"), text_encoder_mode="full",
         free_bytes=int(5.5 * GIB), free_host_bytes=64 * GIB,
     )  # fmt: skip
     assert fits.transformer_mode == "stream-ram"

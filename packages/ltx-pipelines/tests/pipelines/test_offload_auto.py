@@ -29,9 +29,9 @@ def test_auto_is_the_default_and_logs_its_pick_with_the_numbers(tmp_path, monkey
     lines = [r.getMessage() for r in caplog.records if "--offload auto" in r.getMessage()]
     assert len(lines) == 2
     assert lines[0].startswith("--offload auto: transformer: full: needs ") and "57.6 GiB of RAM usable" in lines[0]
-    assert lines[1].startswith("--offload auto: text encoder: bf16: needs ")
+    assert lines[1].startswith("--offload auto: text encoder: full: needs ")
     assert run.runtime.options is None  # a plain load
-    assert run.parameters["offload_auto"] == "transformer full, text encoder bf16"
+    assert run.parameters["offload_auto"] == "transformer full, text encoder full"
 
 
 def test_the_pick_reaches_the_runtime_options(tmp_path, monkeypatch):

@@ -135,6 +135,7 @@ class Run:
             "lora_fusion": self.models.lora_fusion,
             "runtime": self.runtime.options,
             "gemma_8bit": self.runtime.gemma_8bit,
+            "text_encoder_mode": self.runtime.text_encoder_mode,
         }
         for group in self.groups:
             options.update(group.pipeline_options(self.values[type(group)]))
@@ -460,6 +461,7 @@ def check_fits_in_memory(run: Run) -> Run:
     from ltx_core.memory_estimate import InsufficientMemoryError
     from ltx_core.offload_auto import check_generation_fits, choose_offload
     from ltx_core.runtime import RuntimeOptions
+    from ltx_core.text_encoders.gemma.modes import text_encoder_mode_for
 
     runtime = run.runtime
     free = available_memory(runtime.device)
@@ -473,14 +475,16 @@ def check_fits_in_memory(run: Run) -> Run:
     options = runtime.options or RuntimeOptions()
     try:
         if not runtime.offload_auto:
-            text_mode = {"cpu": "stream-ram", "disk": "stream-disk"}.get(options.offload, "bf16")
+            text_mode = text_encoder_mode_for(runtime.text_encoder_mode, options.offload)
             check_generation_fits(sizes, work, transformer_options=options, text_encoder_mode=text_mode, **memory)
             return run
         # An 8-bit Gemma is loaded as it is and not streamed (the pipelines refuse offloading beside it): the
-        # transformer is picked among the modes that do not stream either.
+        # transformer is picked among the modes that do not stream either. A --text-encoder-mode given is kept.
         modes: dict[str, tuple[str, ...]] = {}
         if runtime.gemma_8bit:
-            modes = {"transformer_modes": ("full", "fp8"), "text_encoder_modes": ("bf16",)}
+            modes = {"transformer_modes": ("full", "fp8"), "text_encoder_modes": ("full",)}
+        elif runtime.text_encoder_mode is not None:
+            modes = {"text_encoder_modes": (runtime.text_encoder_mode,)}
         if _transformer_is_gguf(run):  # already quantized: fp8-cast would refuse it
             kept = modes.get("transformer_modes", TRANSFORMER_MODES)
             modes["transformer_modes"] = tuple(m for m in kept if m != "fp8")

@@ -196,7 +196,8 @@ class ModelFlags(FlagGroup[ModelChoice]):
                 "--gemma-root",
                 type=str,
                 default=None,
-                help="The Gemma 3 text encoder folder (Hugging Face layout), a path or hf://<org>/<repo>.",
+                help="The Gemma 3 text encoder folder (Hugging Face layout) or a GGUF Gemma 3 file (llama.cpp's "
+                "layout, e.g. gemma-3-12b-it-Q8_0.gguf), a path or hf://<org>/<repo>.",
             )
         if self.two_stage:
             group.add_argument(
@@ -822,8 +823,17 @@ def _gemma_folder(flag: str, root: Path) -> Path:
     """The Gemma folder checked by ltx_core's `locate_gemma_folder` (the loader's own check). A file given to
     --gemma-root is most often LTX-2.5's packed text encoder: the error says which flags take those files."""
     from ltx_core.loader import CheckpointError
+    from ltx_core.loader.gguf_file import is_gguf
     from ltx_core.text_encoders.gemma.folder import locate_gemma_folder
+    from ltx_core.text_encoders.gemma.gguf_gemma import gguf_gemma_text_config
 
+    if root.is_file() and is_gguf(root):
+        # A GGUF Gemma 3 (llama.cpp's layout, issue 35): checked by ltx_core from its header.
+        try:
+            gguf_gemma_text_config(root)
+        except CheckpointError as e:
+            raise FlagError(f"{flag}: {e}") from None
+        return root
     if flag == "--gemma-root" and root.is_file():
         text_encoder = COMPONENT_FLAGS[Component.TEXT_ENCODER]
         others = ", ".join(

@@ -8,7 +8,12 @@ import argparse
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ltx_core.runtime_choices import ACCEPTED_BACKEND_NAMES, OFFLOAD_CHOICES, QUANTIZATION_CHOICES
+from ltx_core.runtime_choices import (
+    ACCEPTED_BACKEND_NAMES,
+    OFFLOAD_CHOICES,
+    QUANTIZATION_CHOICES,
+    TEXT_ENCODER_MODES,
+)
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
 from ltx_pipelines.engine.defaults import PipelineDefaults
 
@@ -32,7 +37,8 @@ class RuntimeChoice:
     offload_auto: bool = False
     """`--offload auto`: the memory check picks the modes (`ltx_core.offload_auto`) and sets `options`."""
     text_encoder_mode: str | None = None
-    """The text encoder's mode `--offload auto` picked (None: it follows --offload, as before)."""
+    """--text-encoder-mode, or what `--offload auto` picked when it was not given (None: the mode following
+    --offload; see `ltx_core.text_encoders.gemma.modes`)."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +96,7 @@ class RuntimeFlags(FlagGroup[RuntimeChoice]):
             help="Encode the prompt with an 8-bit (LLM.int8()) Gemma: about half the text encoder's memory, close "
             "contexts; needs CUDA and bitsandbytes (default: off).",
         )
+        _add_text_encoder_mode(group)
         group.add_argument(
             "--attention-backend",
             choices=ACCEPTED_BACKEND_NAMES,
@@ -129,6 +136,8 @@ class RuntimeFlags(FlagGroup[RuntimeChoice]):
                 raise FlagError(
                     f"--gemma-8bit cannot be combined with --offload {args.offload} (an 8-bit Gemma is not offloaded)"
                 )
+            if args.text_encoder_mode not in (None, "full"):
+                raise FlagError(f"--gemma-8bit cannot be combined with --text-encoder-mode {args.text_encoder_mode}")
         given = {
             "quantization": args.quantization,
             "offload": args.offload,
@@ -136,19 +145,28 @@ class RuntimeFlags(FlagGroup[RuntimeChoice]):
             "attention_backend": args.attention_backend,
         }
         return RuntimeChoice(
-            device=device,
-            dtype=dtype,
-            options=options,
-            gemma_8bit=bool(args.gemma_8bit),
-            given=given,
-            offload_auto=auto,
-        )
+            device=device, dtype=dtype, options=options, gemma_8bit=bool(args.gemma_8bit), given=given,
+            offload_auto=auto, text_encoder_mode=args.text_encoder_mode,
+        )  # fmt: skip
 
     def record(self, value: RuntimeChoice) -> dict[str, Any]:
         recorded = {"device": str(value.device), "dtype": str(value.dtype).removeprefix("torch."), **value.given}
         if self.memory:
             recorded["gemma_8bit"] = value.gemma_8bit
+            recorded["text_encoder_mode"] = value.text_encoder_mode
         return recorded
+
+
+def _add_text_encoder_mode(group: argparse._ArgumentGroup) -> None:
+    group.add_argument(
+        "--text-encoder-mode",
+        choices=TEXT_ENCODER_MODES,
+        default=None,
+        help="How Gemma is held while encoding: full, fp8 (layer weights stored as float8, upcast per layer; "
+        "close contexts, any device), stream-ram / stream-disk (one decoder layer on the device at a time from "
+        "RAM or the files; the same contexts) (default: the one matching --offload: none -> full, cpu -> "
+        "stream-ram, disk -> stream-disk).",
+    )
 
 
 def checked_device(name: str | None) -> torch.device:

@@ -36,6 +36,7 @@ from ltx_core.model.transformer import AV_TRANSFORMER
 from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.runtime import RuntimeOptions, build_transformer, release_transformer
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
+from ltx_core.text_encoders.gemma.modes import text_encoder_mode_for
 from ltx_core.text_encoders.gemma.prompt_encoding import context_row
 from ltx_core.text_encoders.gemma.resident import ResidentTextEncoders
 from ltx_core.types import VideoPixelShape
@@ -76,6 +77,9 @@ class PipelineOptions(TypedDict, total=False):
     progress: bool
     gemma_8bit: bool
     """Encode prompts with an 8-bit (LLM.int8()) Gemma: CUDA and bitsandbytes, checked in the constructor."""
+    text_encoder_mode: str | None
+    """How Gemma is held: full, fp8, stream-ram or stream-disk (`ltx_core.text_encoders.gemma.modes`); None:
+    the mode matching the transformer's offload (none -> full, cpu -> stream-ram, disk -> stream-disk)."""
     prompt_enhancer_gemma_root: str | Path | None
     """Another Gemma (a folder or a packed file, e.g. a dense Gemma 4) that rewrites the prompt when
     enhancement is asked for; None: the text encoder rewrites it."""
@@ -245,6 +249,7 @@ class PromptPipeline(Pipeline, ABC):
         gemma_root: str | Path | None,
         *,
         gemma_8bit: bool = False,
+        text_encoder_mode: str | None = None,
         prompt_enhancer_gemma_root: str | Path | None = None,
         resident_text_encoders: ResidentTextEncoders | None = None,
         **options: Any,
@@ -267,7 +272,14 @@ class PromptPipeline(Pipeline, ABC):
             require_gemma_8bit(self.placement.device, "gemma_8bit")
             if self.runtime is not None and self.runtime.offload != "none":
                 raise ValueError(f"gemma_8bit: an 8-bit Gemma is not offloaded (offload {self.runtime.offload!r})")
+            if text_encoder_mode not in (None, "full"):
+                raise ValueError(
+                    f"gemma_8bit: an 8-bit Gemma is loaded whole (text_encoder_mode {text_encoder_mode!r})"
+                )
         self.gemma_8bit = gemma_8bit
+        # Text-encoder mode (issue 35): the flag's, else the one following the transformer's offload.
+        offload = self.runtime.offload if self.runtime is not None else "none"
+        self.text_encoder_mode = text_encoder_mode_for(text_encoder_mode, offload)
         self.prompt_enhancer_gemma_root = (
             None if prompt_enhancer_gemma_root is None else Path(prompt_enhancer_gemma_root)
         )
@@ -386,8 +398,7 @@ class PromptPipeline(Pipeline, ABC):
                 enhance=enhance_first,
                 images=images,
                 seed=seed,
-                # --offload streams Gemma's layers too, so the text encoder fits where the transformer does.
-                gemma_offload=self.runtime.offload if self.runtime is not None else "none",
+                text_encoder_mode=self.text_encoder_mode,
                 gemma_8bit=self.gemma_8bit,
                 enhancer_root=self.prompt_enhancer_gemma_root,
                 resident=self.resident_text_encoders,
