@@ -65,12 +65,18 @@ importlib.import_module("ltx_pipelines.distilled")
 sequence = []
 
 def owner(frame):
-    while frame is not None:
-        name = frame.f_code.co_filename
-        if mark in name and frame.f_code.co_name != "<module>":
-            return name.split(mark, 1)[1]
-        frame = frame.f_back
-    return None
+    # Code run while a module is imported (below a second ltx_pipelines `<module>` frame: the first is the
+    # command's own, run as __main__) is not part of the run a reader follows.
+    found, modules, walk = None, 0, frame
+    while walk is not None:
+        name = walk.f_code.co_filename
+        if mark in name:
+            if walk.f_code.co_name == "<module>":
+                modules += 1
+            elif found is None:
+                found = name.split(mark, 1)[1]
+        walk = walk.f_back
+    return None if modules > 1 else found
 
 def profile(frame, event, arg):
     if event == "call":
