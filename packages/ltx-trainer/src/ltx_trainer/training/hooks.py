@@ -29,6 +29,7 @@ logger = logging.getLogger(__name__)
 # The progress lines keep the loop's logger name: log filters (and the tests) select them by it.
 progress_logger = logging.getLogger("ltx_trainer.training.trainer")
 
+
 class CheckpointWriteError(RuntimeError):
     """A checkpoint could not be written (a full disk); nothing of that step was kept."""
 
