@@ -75,7 +75,7 @@ def test_block_outputs_are_not_kept_by_the_checkpoint():
         model = _model(offload)
         outputs = []
         hooks = [
-            m.register_forward_hook(lambda _m, _a, out: outputs.append(weakref.ref(out[0].x)))
+            m.register_forward_hook(lambda _m, _a, out, outputs=outputs: outputs.append(weakref.ref(out[0].x)))
             for m in model.modules()
             if isinstance(m, AVTransformerBlock)
         ]
