@@ -75,3 +75,26 @@ def test_swapped_run_is_bit_identical_to_the_unswapped_run(checkpoint, data_root
         assert torch.equal(value, want_weights[key]), key
     # Only the adapters train, and they stay on the device beside the swapped base.
     assert all(".lora_" in n for n, p in trainer._unwrapped().named_parameters() if p.requires_grad)
+
+
+@pytest.mark.slow
+def test_fp8_cast_base_with_swap_trains_adapters_initialised_as_over_the_bf16_base(checkpoint, data_root, tmp_path):
+    """float8 block weights and swapped (meta) blocks: peft would place the adapters in float8 / on the meta
+    device; they must start as over the plain base (same draws, float32) and train."""
+    plain = Trainer(
+        parse_config(training_config(checkpoint, data_root, tmp_path / "plain")), disable_progress_bars=True
+    )
+    raw = training_config(
+        checkpoint, data_root, tmp_path / "fp8", acceleration={"quantization": "fp8-cast", "blocks_to_swap": 2}
+    )
+    fp8 = Trainer(parse_config(raw), disable_progress_bars=True)
+    model = fp8._unwrapped()
+    layout = model.base_model.model.block_streamer.slots.layout
+    assert layout.place("attn1.to_q.weight").dtype == torch.float8_e4m3fn  # what the slots hold and copy
+    start, want = adapter_state(model), adapter_state(plain._unwrapped())
+    assert start.keys() == want.keys()
+    for key, value in start.items():
+        assert value.dtype == torch.float32 and torch.equal(value, want[key]), key
+    history = fp8.train().history
+    assert all(torch.isfinite(torch.tensor(r.loss)) for r in history)
+    assert any(t.abs().max() > 0 for k, t in adapter_state(model).items() if "lora_B" in k)

@@ -22,7 +22,7 @@ from tqdm import tqdm
 
 from ltx_pipelines.io.atomic_files import atomic_output, remove_stale_partials
 from ltx_trainer.config import LtxTrainerConfig, dump_config
-from ltx_trainer.memory_plan import check_run
+from ltx_trainer.memory_plan import plan_run
 from ltx_trainer.model_files import training_model_files
 from ltx_trainer.training import checkpoints as ckpt
 from ltx_trainer.training import hooks
@@ -72,7 +72,8 @@ class Trainer:
         m = config.model
         training_model_files(m.model_path, m.text_encoder_path, m.video_vae_path, m.audio_vae_path)
         # Before any weight is read: stop with the settings that would fit when this run cannot.
-        check_run(config, self.accelerator.device)
+        # (blocks_to_swap: auto becomes the count the plan picked: memory_plan.plan_run)
+        self.config = config = plan_run(config, self.accelerator.device)
         self.parts: TrainingParts = build_parts(config, self.accelerator, progress=not disable_progress_bars)
         self.validation = ValidationRunner(config, self.output_dir, self.device)
         self.wandb = WandbLogger(config) if config.wandb.enabled and self.accelerator.is_main_process else None
