@@ -54,6 +54,7 @@ import torch
 from torch import nn
 
 from ltx_core.model.transformer import configure_transformer
+from ltx_core.model.transformer.config import ModelVariant
 
 logger = logging.getLogger(__name__)
 
@@ -182,8 +183,10 @@ def _model_facts(checkpoint_config: Mapping[str, Any], settings: TrainingSetting
     from ltx_core.quantization import Fp8CastPolicy
     from ltx_trainer.training.text_contexts import text_connectors_spec
 
+    # A run without audio builds the video-only transformer (training/parts.py: transformer_spec).
+    variant = ModelVariant.AUDIO_VIDEO if settings.with_audio else ModelVariant.VIDEO_ONLY
     with torch.device("meta"):
-        model = configure_transformer(checkpoint_config)
+        model = configure_transformer(checkpoint_config, variant)
     base_size = _base_element_size(settings)
     quantized: set[str] = set()
     if settings.quantization == "fp8-cast":
