@@ -95,7 +95,7 @@ def model_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ModelFiles:
     """Header-only model files. The checkpoints declare the released 22B sizes, which no test machine's RAM
     holds, so the command line's memory check is off where they are used (it has its own tests in
     test_runtime_flags.py and test_t2a_one_stage.py)."""
-    monkeypatch.setattr("ltx_pipelines.cli.command.available_memory", lambda device: None)
+    monkeypatch.setattr("ltx_core.devices.available_memory", lambda device: None)
     models = tmp_path / "models"
     models.mkdir()
     junk = models / "notes.safetensors"

@@ -27,6 +27,7 @@ import torch
 from safetensors.torch import save_file
 from torch import nn
 
+from ltx_pipelines.engine.defaults import DEFAULT_DEMO_FAMILY, DEMO_FAMILIES
 from ltx_pipelines.io.atomic_files import apply_umask, atomic_output, remove_stale_partials
 
 if TYPE_CHECKING:
@@ -201,11 +202,6 @@ class DemoAssets:
     spatial_upsampler: Path
     gemma_root: Path
 
-
-# The model families a demo set exists for. LTX-2.3 stays the default: its single file + Gemma 3 folder is
-# what `--demo` has always built; `ltx-2.5` is the split-file set (`demo_assets_ltx25`).
-DEMO_FAMILIES = ("ltx-2.3", "ltx-2.5")
-DEFAULT_DEMO_FAMILY = "ltx-2.3"
 
 AnyDemoAssets = Union[DemoAssets, "Ltx25DemoAssets"]
 

@@ -26,10 +26,9 @@ from typing import Any
 import torch
 
 from ltx_core.loader import ModelFiles
+from ltx_pipelines.engine.defaults import DEMO_LTX25_MODEL_VERSION
 
 DEMO_LTX25_VERSION = "2"  # bump when a 2.5 demo config changes so stale caches are rebuilt
-# Written with two dots: metadata values are JSON-parsed, and "2.5" would read back as a float.
-DEMO_LTX25_MODEL_VERSION = "2.5.1"
 DEMO_GEMMA4_VERSION = "gemma4-demo-ltx-v1"
 DEMO_GEMMA4_HIDDEN = 16
 DEMO_GEMMA4_LAYERS = 2

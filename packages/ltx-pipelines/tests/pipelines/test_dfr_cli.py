@@ -137,7 +137,7 @@ def test_two_rounds_tile_and_anchor_as_the_layout_plans(ltx25_demo, monkeypatch)
             anchors.append((frame_idx, keyframes))
             super().__init__(keyframes, frame_idx, strength)
 
-    monkeypatch.setattr(dfr, "VideoConditionByKeyframeIndex", RecordedAnchor)
+    monkeypatch.setattr("ltx_pipelines.pipelines.dfr.VideoConditionByKeyframeIndex", RecordedAnchor)
     files = ltx25_demo.model_files()
     widths = read_checkpoint_config(files, "transformer")
     generator = torch.Generator().manual_seed(2)

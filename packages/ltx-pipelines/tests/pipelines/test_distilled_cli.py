@@ -233,7 +233,7 @@ def no_model_building(monkeypatch) -> None:
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise ModelBuilt("a model was built before the input was validated")
 
-    monkeypatch.setattr(distilled, "DistilledPipeline", refuse)
+    monkeypatch.setattr("ltx_pipelines.pipelines.distilled.DistilledPipeline", refuse)
     monkeypatch.setattr("ltx_pipelines.engine.model_loading.build_model", refuse)
     monkeypatch.setattr("ltx_core.text_encoders.gemma.text_encoder.GemmaTextEncoder.from_folder", refuse)
     monkeypatch.setattr("ltx_pipelines.demo_assets.ensure_demo_assets", refuse)

@@ -295,7 +295,8 @@ def test_an_output_that_appears_while_denoising_moves_the_finished_run_to_a_numb
             output.write_bytes(b"another program's video")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(distilled, "run_denoising_stage", denoise_while_someone_writes_the_output)
+    stage = "ltx_pipelines.pipelines.distilled.run_denoising_stage"
+    monkeypatch.setattr(stage, denoise_while_someone_writes_the_output)
     assert distilled.main(argv(demo_model_files, output)) == 0
     assert output.read_bytes() == b"another program's video"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["clip-1.json", "clip-1.mp4", "clip.mp4"]

@@ -54,7 +54,8 @@ def test_stage_2_keeps_the_stage_1_audio_and_the_reference_audio_precedes_the_cl
         return euler_denoising_loop(denoiser, sigmas, video, audio, **kwargs)
 
     run_stage = lipdub.run_denoising_stage
-    monkeypatch.setattr(lipdub, "run_denoising_stage", lambda *a, **k: run_stage(*a, loop=recording_loop, **k))
+    stage = "ltx_pipelines.pipelines.lipdub.run_denoising_stage"
+    monkeypatch.setattr(stage, lambda *a, **k: run_stage(*a, loop=recording_loop, **k))
     config = read_checkpoint_config(tiny_checkpoint)["transformer"]
     g = torch.Generator().manual_seed(0)
     contexts = TextContexts(

@@ -86,7 +86,7 @@ def test_default_flags_mean_a_plain_load():
 
 def test_a_run_that_cannot_fit_stops_with_the_estimate_and_the_flags_that_would(tmp_path, capsys, monkeypatch):
     # Free memory is only known on CUDA; pretend the device reports 2 MiB free so the check runs here.
-    monkeypatch.setattr("ltx_pipelines.cli.command.available_memory", lambda device: 2 * 2**20)
+    monkeypatch.setattr("ltx_core.devices.available_memory", lambda device: 2 * 2**20)
     monkeypatch.setattr("ltx_pipelines.engine.model_loading.build_model", _refuse)
     with pytest.raises(SystemExit) as info:
         main(demo_argv(tmp_path / "x.mp4"))
@@ -98,7 +98,7 @@ def test_a_run_that_cannot_fit_stops_with_the_estimate_and_the_flags_that_would(
 def test_a_long_clip_counts_its_decoded_frames_in_host_ram(tmp_path, capsys, monkeypatch):
     """1000 s at 64 x 64: its float32 frames (1.2 GB) and its 48 kHz track's decode do not fit in 4 GiB, where the
     models alone would."""
-    monkeypatch.setattr("ltx_pipelines.cli.command.available_memory", lambda device: 4 * 2**30)
+    monkeypatch.setattr("ltx_core.devices.available_memory", lambda device: 4 * 2**30)
     monkeypatch.setattr("ltx_pipelines.engine.model_loading.build_model", _refuse)
     with pytest.raises(SystemExit) as info:
         main([*demo_argv(tmp_path / "x.mp4"), "--num-frames", "24001"])
@@ -107,7 +107,7 @@ def test_a_long_clip_counts_its_decoded_frames_in_host_ram(tmp_path, capsys, mon
 
 
 def test_a_run_that_fits_is_not_stopped(tmp_path, monkeypatch):
-    monkeypatch.setattr("ltx_pipelines.cli.command.available_memory", lambda device: 64 * 2**30)
+    monkeypatch.setattr("ltx_core.devices.available_memory", lambda device: 64 * 2**30)
     assert main(demo_argv(tmp_path / "x.mp4")) == 0
 
 

@@ -18,15 +18,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Generic, TypeVar
-
-import torch
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ltx_core.command_parser import CommandParser
-from ltx_core.devices import available_memory
-from ltx_core.memory_estimate import InsufficientMemoryError, WorkloadShape, check_fits
-from ltx_core.model.video_vae.tiling import TilingConfig
-from ltx_core.runtime import RuntimeOptions
+from ltx_core.model.video_vae.tiling_config import TilingConfig
 from ltx_core.types import DEFAULT_SCALE_FACTORS
 from ltx_pipelines.cli.error_lines import report_error, stop_signals_interrupt
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
@@ -38,12 +33,15 @@ from ltx_pipelines.cli.prompt_flags import PromptChoice, PromptFlags
 from ltx_pipelines.cli.runtime_flags import RuntimeChoice, RuntimeFlags
 from ltx_pipelines.cli.tiling_flags import TilingChoice, TilingFlags
 from ltx_pipelines.cli.video_flags import VideoChoice, VideoFlags
-from ltx_pipelines.engine.audio_output import AudioGeneration, write_audio_generation
 from ltx_pipelines.engine.defaults import PipelineDefaults
-from ltx_pipelines.engine.final_latents import FinalLatents, check_finite_latents
-from ltx_pipelines.engine.generation import Generation, describe_model_files, write_generation
-from ltx_pipelines.engine.latents_file import RunRecord, follow_video_name, save_latents_safely
 from ltx_pipelines.io.atomic_files import remove_stale_partials
+
+if TYPE_CHECKING:
+    import torch
+
+    from ltx_pipelines.engine.audio_output import AudioGeneration
+    from ltx_pipelines.engine.final_latents import FinalLatents
+    from ltx_pipelines.engine.generation import Generation
 
 logger = logging.getLogger(__name__)
 
@@ -312,6 +310,9 @@ class PipelineCommand(Generic[P]):
         """Save the final latents before decoding, so nothing is lost from here on: beside the output, else in
         the temp folder or the user cache (`save_latents_safely`). None for an audio-only run (the latents file
         and the decode command are for videos) or when no place took them."""
+        from ltx_pipelines.engine.generation import describe_model_files
+        from ltx_pipelines.engine.latents_file import RunRecord, save_latents_safely
+
         if final.video is None:
             return None
         record = RunRecord(
@@ -325,6 +326,9 @@ class PipelineCommand(Generic[P]):
         """Write the decoded result and its sidecar as a pair (no model is built here). The path was free when
         the flags were read: a file there now appeared during the run, and the result goes to a numbered name
         instead of being thrown away."""
+        from ltx_pipelines.engine.audio_output import AudioGeneration, write_audio_generation
+        from ltx_pipelines.engine.generation import write_generation
+
         output = run.output
         if isinstance(decoded, AudioGeneration):
             return write_audio_generation(
@@ -343,6 +347,8 @@ class PipelineCommand(Generic[P]):
     def settle_latents(self, run: Run, latents: Path | None, written: Path) -> None:
         """After a successful write: keep the latents (named after the output) with --save-latents, else
         remove them."""
+        from ltx_pipelines.engine.latents_file import follow_video_name
+
         if latents is None:
             return
         if run.output.save_latents:
@@ -355,6 +361,8 @@ class PipelineCommand(Generic[P]):
         sidecar, and remove the latents unless --save-latents; 0, or the exit code of its error after printing
         its line (after denoising, the line names the saved latents and the command that finishes the run).
         A command with its own `write` (HDR) hands it what `generate` returns instead."""
+        from ltx_pipelines.engine.final_latents import check_finite_latents
+
         output: OutputChoice | None = run.values.get(OutputFlags)
         output_path = None if output is None else output.path
         debug = run.log_level == "DEBUG"
@@ -405,6 +413,12 @@ AUDIO_OUTPUT_RATE = 48_000
 def check_fits_in_memory(run: Run) -> None:
     """Stop before loading anything when the run's estimated peak memory exceeds what is free on its device
     (on the CPU and MPS: the host's available RAM), naming the estimate and the flags that would fit."""
+    import torch
+
+    from ltx_core.devices import available_memory
+    from ltx_core.memory_estimate import InsufficientMemoryError, WorkloadShape, check_fits
+    from ltx_core.runtime import RuntimeOptions
+
     transformer = run.models.transformer_config
     video: VideoChoice | None = run.values.get(VideoFlags)
     device = run.runtime.device

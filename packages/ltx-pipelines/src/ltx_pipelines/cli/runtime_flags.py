@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-
-from ltx_core.devices import default_device, parse_dtype
-from ltx_core.model.transformer.attention_backends import ACCEPTED_BACKEND_NAMES
-from ltx_core.runtime import OFFLOAD_CHOICES, QUANTIZATION_CHOICES, RuntimeOptions
+from ltx_core.runtime_choices import ACCEPTED_BACKEND_NAMES, OFFLOAD_CHOICES, QUANTIZATION_CHOICES
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
 from ltx_pipelines.engine.defaults import PipelineDefaults
+
+if TYPE_CHECKING:
+    import torch
+
+    from ltx_core.runtime import RuntimeOptions
 
 DTYPE_CHOICES = ("bfloat16", "float32")
 
@@ -92,6 +93,9 @@ class RuntimeFlags(FlagGroup[RuntimeChoice]):
         )
 
     def read(self, args: argparse.Namespace, context: ReadContext) -> RuntimeChoice:
+        from ltx_core.devices import parse_dtype
+        from ltx_core.runtime import RuntimeOptions
+
         device = checked_device(args.device)
         name = context.defaults.dtype if args.dtype is None else args.dtype
         try:
@@ -134,6 +138,10 @@ class RuntimeFlags(FlagGroup[RuntimeChoice]):
 
 def checked_device(name: str | None) -> torch.device:
     """`--device` as a torch device that exists on this machine (None: CUDA, then MPS, then the CPU)."""
+    import torch
+
+    from ltx_core.devices import default_device
+
     if name is None:
         return default_device()
     try:

@@ -21,6 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ltx_core.runtime_choices import ACCEPTED_BACKEND_NAMES
+
 logger = logging.getLogger(__name__)
 
 try:  # FlashAttention 3
@@ -59,7 +61,6 @@ BACKEND_NAMES: dict[str, AttentionBackend] = {
     "mps-sdpa": AttentionBackend.MPS_SDPA,
     "mps_sdpa": AttentionBackend.MPS_SDPA,
 }
-ACCEPTED_BACKEND_NAMES = ("auto", "sdpa", "flash3", "flash4", "mps-sdpa")
 
 # What each optional backend needs: the package that provides it and the devices it serves.
 _REQUIREMENTS = {
