@@ -12,6 +12,11 @@ device and materialised directly on the GPU), one transformer forward per step, 
     train-lora       one LoRA training step (rank 32 on to_q/k/v/out, bf16 base, bf16 autocast, AdamW):
     train-lora-gc    forward, MSE loss, backward, optimizer step; "-gc" with gradient checkpointing,
     train-int8-gc    "int8" with the base quantized by optimum-quanto (skipped when not installed)
+    train-fp8-gc     the fp8-cast base (`acceleration.quantization: fp8-cast`) with gradient checkpointing
+    train-offload-gc gradient checkpointing with the block inputs offloaded to host memory
+    train-plan-12    the setting the memory plan picks for a 12 / 16 / 24 GiB card (the trainer docs' table:
+    train-plan-16    checkpointing, activation offload, fp8-cast, N blocks swapped from pinned host memory);
+    train-plan-24    run on this GPU whatever its size, so its peak is compared with the card it is meant for
 
 For the training variants the memory plan's estimate (`ltx_trainer.memory_plan`) is printed beside the
 measured peak; `--plan-only` prints just the estimates (no GPU needed).
@@ -53,7 +58,10 @@ import torch
 from ltx_core.model.transformer import Modality, configure_transformer
 
 VARIANTS = ("bf16-sdpa", "bf16-fa3", "fp8-cast", "fp8-scaled-mm", "bf16-compile", "bf16-stream2")
-TRAIN_VARIANTS = ("train-lora", "train-lora-gc", "train-int8-gc")
+TRAIN_VARIANTS = (
+    "train-lora", "train-lora-gc", "train-int8-gc", "train-fp8-gc", "train-offload-gc",
+    "train-plan-12", "train-plan-16", "train-plan-24",
+)  # fmt: skip
 SETTINGS_VARIANTS = ("settings-12gb", "settings-16gb", "settings-24gb")
 _KEYS = Path(__file__).resolve().parents[2] / "tests" / "golden" / "ltx-2.3-22b-keys.json"
 
@@ -160,31 +168,62 @@ def count_flops(model, video, audio) -> int:
     return counter.get_total_flops()
 
 
-def _train_settings(name: str):
-    from ltx_trainer.training.memory_estimate import TrainingSettings
+def _shape(args: argparse.Namespace):
+    from ltx_trainer.training.memory_estimate import TrainingShape
 
+    f, h, w = (args.frames - 1) // 8 + 1, args.height // 32, args.width // 32
+    return TrainingShape(f * h * w, round(args.frames / 24 * 25), args.text_tokens)
+
+
+def _train_settings(name: str, args: argparse.Namespace):
+    from ltx_trainer.training.memory_estimate import TrainingSettings, _Planner
+
+    if name.startswith("train-plan-"):
+        # The memory plan's fastest fitting setting for that card (as `python -m ltx_trainer.memory_table`).
+        budget = int(float(name.rsplit("-", 1)[1]) * 2**30 * 0.95)
+        found = _Planner(_config(args.blocks), _shape(args), "cuda").first_fitting(
+            TrainingSettings(lora_rank=32), budget
+        )
+        if found is None:
+            raise ValueError(f"{name}: the plan finds no setting that fits")
+        return found[0]
     return TrainingSettings(
         lora_rank=32,
-        quantization="int8-quanto" if "int8" in name else None,
+        quantization="int8-quanto" if "int8" in name else "fp8-cast" if "fp8" in name else None,
         gradient_checkpointing=name.endswith("-gc"),
+        offload_activations="offload" in name,
     )
 
 
 def plan_estimate(name: str, args: argparse.Namespace) -> dict:
-    from ltx_trainer.training.memory_estimate import TrainingShape, estimate_training_memory
+    from ltx_trainer.training.memory_estimate import estimate_training_memory
 
-    f, h, w = (args.frames - 1) // 8 + 1, args.height // 32, args.width // 32
-    shape = TrainingShape(f * h * w, round(args.frames / 24 * 25), args.text_tokens)
-    estimate = estimate_training_memory(_config(args.blocks), _train_settings(name), shape, device="cuda")
+    settings = _train_settings(name, args)
+    estimate = estimate_training_memory(_config(args.blocks), settings, _shape(args), device="cuda")
     # The step below builds no text connectors (contexts are given): compare its step without them.
     step = estimate.step - (0 if estimate.connectors_released else estimate.connectors)
-    return {"plan_gib": round(step / 2**30, 2), "plan": estimate.describe()}
+    return {"plan_gib": round(step / 2**30, 2), "plan": estimate.describe(), "settings": settings.describe()}
+
+
+def swap_training_blocks(model: torch.nn.Module, settings, device: torch.device) -> None:
+    """Activation offload and block swap as the trainer sets them up (blocks in pinned host memory)."""
+    from ltx_core.block_streaming import stream_loaded_blocks
+    from ltx_trainer.training.activation_offload import enable_activation_offload
+
+    enable_activation_offload(model, settings.offload_activations)
+    if settings.blocks_to_swap:
+        streamer = stream_loaded_blocks(model, device, device_slots=model.num_blocks - settings.blocks_to_swap)
+        streamer.for_training(checkpointing=settings.gradient_checkpointing)
+        model.block_streamer = streamer
+        gc.collect()
+        torch.cuda.empty_cache()
 
 
 def run_training_step(name: str, args: argparse.Namespace, device: torch.device) -> dict:
+    from ltx_trainer.training.block_swap import adapter_stand_ins
     from ltx_trainer.training.lora_files import add_lora
 
-    settings = _train_settings(name)
+    settings = _train_settings(name, args)
     torch.cuda.empty_cache()
     plan = plan_estimate(name, args)
     free = torch.cuda.mem_get_info(device)[0]
@@ -203,9 +242,14 @@ def run_training_step(name: str, args: argparse.Namespace, device: torch.device)
             from ltx_trainer.training.quantization import quantize_transformer
         except ImportError as e:
             return {"variant": name, "skipped": str(e)}
+    if settings.quantization == "fp8-cast":
+        to_fp8_cast(model)
+    elif settings.quantization:
         quantize_transformer(model, settings.quantization, device, progress=False)
     model.set_gradient_checkpointing(settings.gradient_checkpointing)
-    model = add_lora(model, 32, 32, 0.0, ["to_q", "to_k", "to_v", "to_out.0"])
+    swap_training_blocks(model, settings, device)
+    with adapter_stand_ins(model, torch.bfloat16, device):
+        model = add_lora(model, 32, 32, 0.0, ["to_q", "to_k", "to_v", "to_out.0"])
     for p in model.parameters():
         if p.requires_grad:
             p.data = p.data.float()

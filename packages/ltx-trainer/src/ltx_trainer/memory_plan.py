@@ -35,6 +35,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--quantization", default=None, choices=sorted(QUANTIZED_BYTES_PER_VALUE))
     parser.add_argument("--gradient-checkpointing", action="store_true")
     parser.add_argument("--optimizer", default="adamw", choices=["adamw", "adamw8bit"])
+    parser.add_argument("--blocks-to-swap", type=int, default=0, help="frozen blocks kept off the device")
+    parser.add_argument("--swap-source", default="ram", choices=["ram", "disk"])
+    parser.add_argument("--offload-activations", action="store_true")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--card-gib", type=float, nargs="*", default=[], help="check these card sizes")
     args = parser.parse_args(argv)
@@ -50,6 +53,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         gradient_checkpointing=args.gradient_checkpointing,
         optimizer=args.optimizer,
         with_audio=args.audio_tokens > 0,
+        blocks_to_swap=args.blocks_to_swap,
+        swap_source=args.swap_source,
+        offload_activations=args.offload_activations,
     )
     shape = TrainingShape(args.video_tokens, args.audio_tokens, args.text_tokens, samples=args.samples)
     estimate = estimate_training_memory(checkpoint_config, settings, shape, args.device)

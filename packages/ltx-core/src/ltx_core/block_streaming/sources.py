@@ -206,6 +206,7 @@ class DiskBlockSource:
         self._ready: dict[int, torch.Tensor] = {}
         self._in_use: set[int] = set()
         self._loading: int | None = None
+        self._last: int | None = None  # the block last asked for (read-ahead direction)
         self._queue: deque[int] = deque()
         self._error: BaseException | None = None
         self._closed = False
@@ -274,8 +275,14 @@ class DiskBlockSource:
         self._cond.notify_all()
 
     def _schedule_after(self, index: int) -> None:
+        # A training step's backward pass asks for the blocks downwards: read ahead in that direction
+        # once two requests in a row went down by one (inference only ever goes up, wrapping to 0).
+        down = self._last is not None and index == self._last - 1
+        self._last = index
         for step in range(1, self._prefetch + 1):
-            ahead = (index + step) % self.num_blocks
+            if down and index - step < 0:
+                break  # the next forward pass starts with blocks still resident on the device
+            ahead = (index - step) % self.num_blocks if down else (index + step) % self.num_blocks
             if ahead != index and not self._pending(ahead):
                 self._queue.append(ahead)
 

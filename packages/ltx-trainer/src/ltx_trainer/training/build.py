@@ -20,6 +20,8 @@ from ltx_core.model.transformer import AUDIO_ONLY_TRANSFORMER, AV_TRANSFORMER, V
 from ltx_core.text_encoders.gemma.eight_bit import require_gemma_8bit
 from ltx_trainer.config import FlexibleStrategyConfig, LtxTrainerConfig, MaskCondition, ReferenceCondition
 from ltx_trainer.model_files import video_compression
+from ltx_trainer.training.activation_offload import enable_activation_offload
+from ltx_trainer.training.block_swap import adapter_stand_ins, build_frozen_base, uses_runtime_base
 from ltx_trainer.training.context_cache import CachedTextContexts
 from ltx_trainer.training.data import BatchOrder, PrecomputedTrainingData, audio_only_source
 from ltx_trainer.training.flexible import FlexibleStrategy, ReferenceScale
@@ -27,6 +29,7 @@ from ltx_trainer.training.host_memory import fix_mmap_threshold
 from ltx_trainer.training.lora_files import add_lora
 from ltx_trainer.training.lr_schedules import make_lr_scheduler
 from ltx_trainer.training.quantization import (
+    QUANTO_WEIGHT_TYPES,
     QuantizedTransformer,
     check_quantization_device,
     quantize_transformer,
@@ -87,7 +90,8 @@ def make_accelerator(config: LtxTrainerConfig) -> Accelerator:
     )
     if acc.quantization is not None:
         # Before any weight is read: the extra must be installed and the type must run on this device.
-        require_quanto(acc.quantization)
+        if acc.quantization != "fp8-cast":  # fp8-cast is ltx_core's, no extra
+            require_quanto(acc.quantization)
         check_quantization_device(acc.quantization, accelerator.device)
     if acc.load_text_encoder_in_8bit:
         require_gemma_8bit(accelerator.device, "acceleration.load_text_encoder_in_8bit")
@@ -143,13 +147,23 @@ def _build_models(
     _warn_if_slow_bf16(cfg, device)
     base_dtype = torch.bfloat16 if bf16_base else torch.float32
     torch.manual_seed(cfg.seed)
-    quantization = cfg.acceleration.quantization
-    # A quantized run builds the model in host memory and quantizes it block by block onto the
-    # device, so the device never holds the whole full-precision model.
-    model: LTXModel = build_model(
-        transformer_spec(cfg), cfg.model.model_path, dtype=base_dtype,
-        device=torch.device("cpu") if quantization else device,
-    )  # fmt: skip
+    acc = cfg.acceleration
+    quantization = acc.quantization if acc.quantization in QUANTO_WEIGHT_TYPES else None
+    # -- block swap / fp8-cast base (training/block_swap.py); blocks_to_swap 'auto' was resolved by the plan --
+    swap = acc.blocks_to_swap if isinstance(acc.blocks_to_swap, int) else 0
+    if uses_runtime_base(swap, acc.quantization):
+        model: LTXModel = build_frozen_base(
+            transformer_spec(cfg), cfg.model.model_path, device=device, dtype=base_dtype, blocks_to_swap=swap,
+            swap_source=acc.block_swap_source, quantization=acc.quantization,
+            checkpointing=cfg.optimization.enable_gradient_checkpointing,
+        )  # fmt: skip
+    else:
+        # A quantized run builds the model in host memory and quantizes it block by block onto the
+        # device, so the device never holds the whole full-precision model.
+        model = build_model(
+            transformer_spec(cfg), cfg.model.model_path, dtype=base_dtype,
+            device=torch.device("cpu") if quantization else device,
+        )  # fmt: skip
     quantized = quantize_transformer(model, quantization, device, progress=progress) if quantization else None
     # The frozen connectors follow the base: bf16 under bf16 LoRA (half the device memory; they run once
     # per sample, see CachedTextContexts), float32 otherwise (the golden parity runs in float32).
@@ -158,7 +172,8 @@ def _build_models(
         dtype=base_dtype, device=device,
     )  # fmt: skip
     model.set_gradient_checkpointing(cfg.optimization.enable_gradient_checkpointing)
-    trained = _with_trainable_weights(model, cfg)
+    enable_activation_offload(model, acc.offload_activations)  # training/activation_offload.py
+    trained = _with_trainable_weights(model, cfg, base_dtype, device)
     trainable = [p for p in trained.parameters() if p.requires_grad]
     opt = cfg.optimization
     optimizer = _make_optimizer(opt.optimizer_type, trainable, opt.learning_rate)
@@ -186,13 +201,16 @@ def _warn_if_slow_bf16(cfg: LtxTrainerConfig, device: torch.device) -> None:
         )
 
 
-def _with_trainable_weights(model: LTXModel, cfg: LtxTrainerConfig) -> torch.nn.Module:
+def _with_trainable_weights(
+    model: LTXModel, cfg: LtxTrainerConfig, base_dtype: torch.dtype, device: torch.device
+) -> torch.nn.Module:
     """LoRA: the peft model with float32 adapters over the frozen base; full training: the model itself, all
     of it trained. In training mode either way."""
     if cfg.model.training_mode == "lora":
         lora = cfg.lora
         assert lora is not None
-        trained = add_lora(model, lora.rank, lora.alpha, lora.dropout, lora.target_modules)
+        with adapter_stand_ins(model, base_dtype, device):  # streamed / float8 block weights (block_swap.py)
+            trained = add_lora(model, lora.rank, lora.alpha, lora.dropout, lora.target_modules)
         for p in trained.parameters():
             if p.requires_grad:
                 p.data = p.data.float()

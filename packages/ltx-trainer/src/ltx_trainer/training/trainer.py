@@ -27,7 +27,7 @@ from ltx_trainer.training import checkpoints as ckpt
 from ltx_trainer.training.build import TrainingParts, build_parts, make_accelerator, reference_scale_from_data
 from ltx_trainer.training.data import batch_loader
 from ltx_trainer.training.interrupts import StopSignals, TrainingInterrupted
-from ltx_trainer.training.memory_estimate import check_run
+from ltx_trainer.training.memory_estimate import plan_run
 from ltx_trainer.training.reporting import WandbLogger, push_to_hub, report
 from ltx_trainer.training.run_lock import RunLock, check_unlocked
 from ltx_trainer.training.step import StepRecord, TrainingDiverged, sigma_bucket_losses
@@ -70,7 +70,8 @@ class Trainer:
         m = config.model
         training_model_files(m.model_path, m.text_encoder_path, m.video_vae_path, m.audio_vae_path)
         # Before any weight is read: stop with the settings that would fit when this run cannot.
-        check_run(config, self.accelerator.device)
+        # (blocks_to_swap: auto becomes the count the plan picked: memory_plan.plan_run)
+        self.config = config = plan_run(config, self.accelerator.device)
         self.parts: TrainingParts = build_parts(config, self.accelerator, progress=not disable_progress_bars)
         self.validation = ValidationRunner(config, self.output_dir, self.parts.device)
         self.wandb = WandbLogger(config) if config.wandb.enabled and self.accelerator.is_main_process else None
