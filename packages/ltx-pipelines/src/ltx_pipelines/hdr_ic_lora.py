@@ -318,7 +318,7 @@ def _build(run: Run) -> HDRICLoraPipeline:
 
 def _generate(pipeline: HDRICLoraPipeline, run: Run) -> Iterator[tuple[HdrJob, HDRGeneration]]:
     """Each job's generation, made as the writer asks for it (one clip in memory at a time)."""
-    from ltx_pipelines.engine.noise import SeededNoise
+    from ltx_pipelines.engine.noise_sources import SeededNoise
     from ltx_pipelines.pipelines.hdr_ic_lora import SdrClip
 
     contexts = load_contexts(run)

@@ -413,7 +413,7 @@ def fake_pipeline(monkeypatch, tiny_models) -> Callable[[Callable[[], Generation
     from ltx_core.types import VideoPixelShape
     from ltx_pipelines.engine.final_latents import FinalLatents
     from ltx_pipelines.engine.model_loading import Placement
-    from ltx_pipelines.engine.noise import SeededNoise
+    from ltx_pipelines.engine.noise_sources import SeededNoise
 
     final = FinalLatents(
         video=torch.zeros(1, 128, 2, HEIGHT // 32, WIDTH // 32),

@@ -26,7 +26,7 @@ from ltx_pipelines.cli.command import DEMO_SIZE
 from ltx_pipelines.engine.final_latents import FinalLatents
 from ltx_pipelines.engine.generation import Generation
 from ltx_pipelines.engine.model_loading import Placement
-from ltx_pipelines.engine.noise import SeededNoise
+from ltx_pipelines.engine.noise_sources import SeededNoise
 
 pytestmark = pytest.mark.slow
 

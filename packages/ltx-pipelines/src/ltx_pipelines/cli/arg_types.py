@@ -13,7 +13,7 @@ from ltx_pipelines.engine.defaults import DEFAULT_LORA_STRENGTH
 
 if TYPE_CHECKING:
     from ltx_core.loader import LoraSpec
-    from ltx_pipelines.engine.stages import ImageCondition
+    from ltx_pipelines.engine.stage_blocks import ImageCondition
 
 
 def int_at_least(minimum: int) -> Callable[[str], int]:
@@ -77,7 +77,7 @@ class ImageAction(RepeatedValuesAction):
     display_metavar = "PATH FRAME_IDX STRENGTH [CRF]"
 
     def parse_values(self, values: list[str]) -> ImageCondition:
-        from ltx_pipelines.engine.stages import ImageCondition
+        from ltx_pipelines.engine.stage_blocks import ImageCondition
 
         if len(values) not in (3, 4):
             raise argparse.ArgumentError(

@@ -244,7 +244,7 @@ class PipelineCommand(Generic[P]):
     def run_defaults(self, args: argparse.Namespace) -> PipelineDefaults:
         """The defaults of a run with parsed `args`: the model generation's (or the fixed ones), made the demo's
         with `--demo`."""
-        defaults = self.fixed_defaults or self.models.generation_defaults(args)
+        defaults = self.fixed_defaults or self.models.model_version_defaults(args)
         if args.demo:
             defaults = demo_defaults(defaults, two_stage=self.models.two_stage)
         return defaults

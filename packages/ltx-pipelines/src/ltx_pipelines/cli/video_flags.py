@@ -20,7 +20,7 @@ from ltx_pipelines.engine.defaults import PipelineDefaults, default_image_crf, s
 
 if TYPE_CHECKING:
     from ltx_core.model.duration_head import DurationRange
-    from ltx_pipelines.engine.stages import ImageCondition
+    from ltx_pipelines.engine.stage_blocks import ImageCondition
 
 _MAX_CRF = 51
 

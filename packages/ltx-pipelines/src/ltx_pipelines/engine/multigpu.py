@@ -22,9 +22,9 @@ import torch.distributed as dist
 from torch import nn
 
 from ltx_core.latent_tiles import balanced_tile_counts
+from ltx_core.latent_tools import VideoLatentTools
 from ltx_core.multigpu import SequenceParallelTransformer, TiledDataParallelTransformer, world_rank
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
-from ltx_core.tools import VideoLatentTools
 from ltx_core.types import VideoPixelShape
 from ltx_pipelines.engine.defaults import DEFAULT_STAGE_2_TILE_OVERLAP, STAGE_2_PARALLEL_MODES, Stage2Parallel
 

@@ -43,13 +43,13 @@ from ltx_core.types import VideoPixelShape
 from ltx_pipelines.engine.audio_output import AudioGeneration
 from ltx_pipelines.engine.decoding import decode_latents
 from ltx_pipelines.engine.defaults import ONE_STAGE_SPATIAL_MULTIPLE
-from ltx_pipelines.engine.file_steps import finished_latents
 from ltx_pipelines.engine.final_latents import FinalLatents
 from ltx_pipelines.engine.generation import Generation
 from ltx_pipelines.engine.model_loading import ModelBuilder, Placement, loaded, release
-from ltx_pipelines.engine.noise import NoiseSource
+from ltx_pipelines.engine.noise_sources import NoiseSource
 from ltx_pipelines.engine.prompts import encode_prompt, text_encoder_of
-from ltx_pipelines.engine.stages import ImageCondition
+from ltx_pipelines.engine.stage_blocks import ImageCondition
+from ltx_pipelines.engine.stage_steps import finished_latents
 
 if TYPE_CHECKING:
     from ltx_pipelines.engine.multigpu import MultiDevice

@@ -11,7 +11,7 @@ from ltx_core.loader.model_files import ModelSource
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.text_encoders.gemma.resident import ResidentTextEncoders
 from ltx_pipelines.engine.model_loading import Placement
-from ltx_pipelines.engine.stages import ImageCondition
+from ltx_pipelines.engine.stage_blocks import ImageCondition
 from ltx_pipelines.io import read_image_rgb
 
 logger = logging.getLogger(__name__)

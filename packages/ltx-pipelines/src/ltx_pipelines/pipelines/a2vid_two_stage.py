@@ -1,12 +1,5 @@
-"""Audio-to-video with a full checkpoint: `python -m ltx_pipelines.a2vid_two_stage`.
-
-The audio track (`--audio-path`, any container PyAV reads, from `--audio-start-time`, at most
-`--audio-max-duration` seconds, by default the video's duration) is encoded once by the audio VAE
-(resampled to its rate, mixed to stereo), cut to the video's duration and held frozen (never noised,
-sigma 0) in both stages: stage 1 generates the video at half resolution under guidance against the
-negative prompt, stage 2 refines the x2-upsampled latent with the distilled LoRA. The output muxes
-the input waveform segment itself, not a decoded copy.
-"""
+"""The pipeline class of `python -m ltx_pipelines.a2vid_two_stage`
+(what it does: that module's docstring)."""
 
 from __future__ import annotations
 
@@ -42,11 +35,11 @@ from ltx_pipelines.engine.guided import (
     resolve_guidance,
     stage_sigmas_or,
 )
-from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
+from ltx_pipelines.engine.noise_sources import NoiseSource, SeededNoise
 from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
 from ltx_pipelines.engine.source_latents import encode_audio_latent
-from ltx_pipelines.engine.stages import ImageCondition
-from ltx_pipelines.engine.two_stages import StagePlan, distilled_lora_stages, run_two_stages
+from ltx_pipelines.engine.stage_blocks import ImageCondition
+from ltx_pipelines.engine.two_stage_runner import StagePlan, distilled_lora_stages, run_two_stages
 from ltx_pipelines.io import read_audio
 
 if TYPE_CHECKING:

@@ -1,20 +1,5 @@
-"""DFR (LTX-2.5): keyframe slots at half size, full-size detailing, then temporal x2 rounds.
-
-Stage 1 samples the half-size canvas (`engine.dfr_layout.plan_canvas`) with a generated keyframe slot at
-the end of every segment. Stage 2 re-samples at full size with the detailing IC-LoRA (the half-size
-stage-1 latent as its reference) and the spatially upsampled slots as the slots' start. Each temporal
-round x2-upsamples the video in time with the temporal upsampler, cuts it into keyframe-seam tiles and
-samples each tile (Euler ancestral, eta 0.5, over the distilled sigmas from 0.975 on) with the known
-keyframes as anchors and new slots mid-segment; the tiles are stitched and the clip trimmed to
-`(frames - 1) * 2**rounds + 1` frames. The shipped audio is stage 1's.
-
-The model needs the keyframe absolute-position embedding (`use_keyframes_abs_pos_embedding`): without it
-the slots would be unmarked tokens, so such a transformer is refused before anything is loaded.
-
-On a distilled transformer every stage runs as it is. On a dev (SFT) transformer, `--distilled-lora` names the
-distilled LoRA, fused with the user LoRAs into every stage (stage 1, the detailing stage, the temporal tiles),
-as the reference's DFR does on its SFT base.
-"""
+"""The pipeline class of `python -m ltx_pipelines.dfr`
+(what it does: that module's docstring)."""
 
 from __future__ import annotations
 
@@ -45,15 +30,15 @@ from ltx_pipelines.engine import dfr_layout
 from ltx_pipelines.engine.decoding import decode_waveform
 from ltx_pipelines.engine.defaults import MAX_TEMPORAL_ROUNDS, TWO_STAGE_SPATIAL_MULTIPLE
 from ltx_pipelines.engine.duration import check_length_request, requested_frames
-from ltx_pipelines.engine.file_steps import contexts_on, encode_conditioning_images
 from ltx_pipelines.engine.final_latents import FinalLatents, Waveform
 from ltx_pipelines.engine.generated_keyframes import keyframe_embedding_problem
 from ltx_pipelines.engine.ic_references import reference_factors
 from ltx_pipelines.engine.model_loading import loaded
-from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
+from ltx_pipelines.engine.noise_sources import NoiseSource, SeededNoise
 from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
-from ltx_pipelines.engine.samplers import AncestralSampler
-from ltx_pipelines.engine.stages import ImageCondition, run_denoising_stage
+from ltx_pipelines.engine.stage_blocks import ImageCondition, run_denoising_stage
+from ltx_pipelines.engine.stage_samplers import AncestralSampler
+from ltx_pipelines.engine.stage_steps import contexts_on, encode_conditioning_images
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

@@ -1,10 +1,5 @@
-"""Distilled two-stage text/image-to-video+audio: `python -m ltx_pipelines.distilled`.
-
-Stage 1 denoises at half resolution with the 8 distilled sigmas; the video latent is upsampled x2
-(through the VAE latent statistics); stage 2 re-noises it (and the stage-1 audio) to the first
-stage-2 sigma and refines at full resolution with the 3 stage-2 sigmas. No guidance: one
-transformer call per step. The transformer is loaded once for both stages.
-"""
+"""The pipeline class of `python -m ltx_pipelines.distilled`
+(what it does: that module's docstring)."""
 
 from __future__ import annotations
 
@@ -25,11 +20,6 @@ from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
 from ltx_pipelines.engine.defaults import TWO_STAGE_SPATIAL_MULTIPLE, checkpoint_model_version
 from ltx_pipelines.engine.duration import check_length_request, requested_frames
-from ltx_pipelines.engine.file_steps import (
-    contexts_on,
-    encode_conditioning_images,
-    upsample_between_stages,
-)
 from ltx_pipelines.engine.final_latents import FinalLatents
 from ltx_pipelines.engine.generated_keyframes import (
     GeneratedKeyframes,
@@ -37,10 +27,15 @@ from ltx_pipelines.engine.generated_keyframes import (
     generated_keyframe_slots,
     require_keyframe_embedding,
 )
-from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
+from ltx_pipelines.engine.noise_sources import NoiseSource, SeededNoise
 from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
-from ltx_pipelines.engine.samplers import distilled_stage_1_sampler
-from ltx_pipelines.engine.stages import ImageCondition, run_denoising_stage
+from ltx_pipelines.engine.stage_blocks import ImageCondition, run_denoising_stage
+from ltx_pipelines.engine.stage_samplers import distilled_stage_1_sampler
+from ltx_pipelines.engine.stage_steps import (
+    contexts_on,
+    encode_conditioning_images,
+    upsample_between_stages,
+)
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

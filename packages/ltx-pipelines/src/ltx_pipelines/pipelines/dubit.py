@@ -1,17 +1,5 @@
-"""Dub-It video-to-video, distilled two-stage: `python -m ltx_pipelines.dubit` (the LTX-2.5 name of lip-dub).
-
-One Dub-It IC-LoRA (`--lora`, exactly once) is fused into the distilled transformer used by both stages.
-The `--reference-video` conditions both: its frames as IC reference tokens (at `--reference-strength`, at the
-LoRA's reference downscale factor), and its audio track, VAE-encoded, as reference audio tokens with negative
-RoPE times (ending just before the clip's start), so the new speech follows the reference's timing. The frame
-count is the reference's, snapped down to 8k+1; the frame rate is its container's. Stage 2 refines the video
-with the stage-1 audio frozen (sigma 0 for it in the model's timestep conditioning) and referenced; the
-stage-1 audio is the one written. Stage 1 is plain Euler on every model generation.
-
-`python -m ltx_pipelines.lipdub` is the same pipeline under its LTX-2.3 name; this entry point adds the
-LTX-2.5 demo family (`--demo --demo-family ltx-2.5`, which fuses the demo set's tiny Dub-It IC-LoRA unless
-`--lora` names one).
-"""
+"""The pipeline class of `python -m ltx_pipelines.dubit`
+(what it does: that module's docstring)."""
 
 from __future__ import annotations
 

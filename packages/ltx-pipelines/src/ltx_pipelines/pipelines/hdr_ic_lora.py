@@ -1,14 +1,5 @@
-"""HDR IC-LoRA, SDR video to HDR video: `python -m ltx_pipelines.hdr_ic_lora`.
-
-For each input video (`--input`, a file or a folder of .mp4/.mov) the distilled transformer with the
-HDR IC-LoRA fused in regenerates the clip in the LogC3 working space, guided by the input as IC
-reference (reflect-padded up to a multiple of 64 and cropped back after decoding). Stage 1 runs at
-half resolution; stage 2 refines the x2-upsampled latent tile by tile. The latent is decoded in
-float32 and turned into scene-linear light with the inverse LogC3 curve, then written as half-float
-EXR frames (`<stem>_exr/frame_00000.exr`, ...) and a 10-bit HEVC HLG master (`<stem>.mp4`, unless
-`--skip-mp4`), with a `<stem>.json` sidecar. The text contexts come from a precomputed embeddings file
-(`--text-embeddings`); no Gemma is loaded. Video only: no audio is generated.
-"""
+"""The pipeline class of `python -m ltx_pipelines.hdr_ic_lora`
+(what it does: that module's docstring)."""
 
 from __future__ import annotations
 
@@ -34,15 +25,15 @@ from ltx_pipelines.engine.defaults import (
     DEFAULT_SPATIAL_TILE,
     SPATIAL_TILE_OVERLAP,
 )
-from ltx_pipelines.engine.file_steps import (
+from ltx_pipelines.engine.ic_references import ReferenceFactors, reference_factors
+from ltx_pipelines.engine.noise_sources import NoiseSource
+from ltx_pipelines.engine.prompt_pipeline import Pipeline, PipelineOptions
+from ltx_pipelines.engine.stage_blocks import run_denoising_stage
+from ltx_pipelines.engine.stage_steps import (
     contexts_on,
     encode_conditioning_images,
     upsample_between_stages,
 )
-from ltx_pipelines.engine.ic_references import ReferenceFactors, reference_factors
-from ltx_pipelines.engine.noise import NoiseSource
-from ltx_pipelines.engine.prompt_pipeline import Pipeline, PipelineOptions
-from ltx_pipelines.engine.stages import run_denoising_stage
 from ltx_pipelines.engine.tiled_refinement import run_tiled_video_stage
 from ltx_pipelines.io import MediaError, iter_video_frames, probe_video
 from ltx_pipelines.io.hdr import aligned_size, fit_reflect_pad, logc3_decode, sdr_to_working_space

@@ -1,12 +1,5 @@
-"""IC-LoRA video-to-video, distilled two-stage: `python -m ltx_pipelines.ic_lora`.
-
-Stage 1 runs at half resolution with the IC-LoRAs (`--lora`, one or more) fused into the distilled
-transformer and each `--video-conditioning` reference appended as reference tokens (at the size
-and frame rate the LoRA's metadata declares); `--conditioning-attention-mask` limits how much the
-generated tokens attend to the reference. Stage 2 refines the x2-upsampled latent at full resolution
-without the IC-LoRAs and without the references (image conditionings only); `--skip-stage-2`
-returns the stage-1 result at half resolution instead.
-"""
+"""The pipeline class of `python -m ltx_pipelines.ic_lora`
+(what it does: that module's docstring)."""
 
 from __future__ import annotations
 
@@ -25,7 +18,6 @@ from ltx_core.model.transformer import X0Model
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
 from ltx_pipelines.engine.defaults import TWO_STAGE_SPATIAL_MULTIPLE
-from ltx_pipelines.engine.file_steps import contexts_on, encode_conditioning_images, upsample_between_stages
 from ltx_pipelines.engine.final_latents import FinalLatents
 from ltx_pipelines.engine.ic_references import (
     ReferenceFactors,
@@ -34,9 +26,10 @@ from ltx_pipelines.engine.ic_references import (
     reference_conditionings,
     reference_factors,
 )
-from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
+from ltx_pipelines.engine.noise_sources import NoiseSource, SeededNoise
 from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
-from ltx_pipelines.engine.stages import ImageCondition, run_denoising_stage
+from ltx_pipelines.engine.stage_blocks import ImageCondition, run_denoising_stage
+from ltx_pipelines.engine.stage_steps import contexts_on, encode_conditioning_images, upsample_between_stages
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

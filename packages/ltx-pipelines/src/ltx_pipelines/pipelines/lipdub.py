@@ -1,12 +1,5 @@
-"""Lip-dub (Dub-It) video-to-video, distilled two-stage: `python -m ltx_pipelines.lipdub`.
-
-One lip-dub IC-LoRA (`--lora`, exactly once) is fused into the distilled transformer used by both
-stages. The `--reference-video` conditions both: its frames as IC reference tokens (at
-`--reference-strength`), and its audio track, VAE-encoded, as reference audio tokens placed just
-before the clip's start (negative times), so the new speech follows the reference's timing. The
-frame count is the reference's, snapped down to 8k+1; the frame rate is its container's. Stage 2
-refines the video with the stage-1 audio held fixed; the stage-1 audio is the one written.
-"""
+"""The pipeline class of `python -m ltx_pipelines.lipdub`
+(what it does: that module's docstring)."""
 
 from __future__ import annotations
 
@@ -27,13 +20,13 @@ from ltx_core.model.transformer import X0Model
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
 from ltx_pipelines.engine.defaults import TWO_STAGE_SPATIAL_MULTIPLE
-from ltx_pipelines.engine.file_steps import contexts_on, encode_conditioning_images, upsample_between_stages
 from ltx_pipelines.engine.final_latents import FinalLatents
 from ltx_pipelines.engine.ic_references import VideoReference, reference_conditionings, reference_factors
 from ltx_pipelines.engine.model_loading import loaded
-from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
+from ltx_pipelines.engine.noise_sources import NoiseSource, SeededNoise
 from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
-from ltx_pipelines.engine.stages import ImageCondition, run_denoising_stage
+from ltx_pipelines.engine.stage_blocks import ImageCondition, run_denoising_stage
+from ltx_pipelines.engine.stage_steps import contexts_on, encode_conditioning_images, upsample_between_stages
 from ltx_pipelines.io import AudioClip, MediaError, probe_video, read_audio
 
 if TYPE_CHECKING:

@@ -1,11 +1,5 @@
-"""Retake: regenerate a time region of a video (and its sound): `python -m ltx_pipelines.retake`.
-
-The source video (`--video-path`: 8k+1 frames, height and width multiples of 32) and its audio track
-are VAE-encoded as the initial latents; a temporal region mask gives the tokens whose time span
-overlaps [`--start-time`, `--end-time`) seconds the denoise mask 1, every other token keeps its
-source value exactly. One stage: the distilled checkpoint with its 8 sigmas and no guidance (the
-command line), or - from Python - a full checkpoint with the LTX-2 scheduler and multi-modal guidance.
-"""
+"""The pipeline class of `python -m ltx_pipelines.retake`
+(what it does: that module's docstring)."""
 
 from __future__ import annotations
 
@@ -41,10 +35,10 @@ from ltx_pipelines.engine.guided import (
     stage_guided_denoiser,
     stage_sigmas_or,
 )
-from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
+from ltx_pipelines.engine.noise_sources import NoiseSource, SeededNoise
 from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
 from ltx_pipelines.engine.source_latents import encode_audio_latent, encode_video_latent
-from ltx_pipelines.engine.stages import run_denoising_stage
+from ltx_pipelines.engine.stage_blocks import run_denoising_stage
 from ltx_pipelines.io import frames_to_model_input, probe_video, read_audio, read_video
 
 if TYPE_CHECKING:

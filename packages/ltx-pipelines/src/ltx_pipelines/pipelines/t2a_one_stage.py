@@ -1,11 +1,5 @@
-"""Text-to-audio with a full checkpoint: `python -m ltx_pipelines.t2a_one_stage`.
-
-One guided stage over the audio stream only: the transformer is built as the audio-only variant, so
-none of the video weights is read from the file. The length comes from `--num-frames` /
-`--frame-rate` (round(frames / fps * 25) audio latent steps); the LTX-2 scheduler's sigmas, Euler
-steps, audio CFG against the negative prompt, STG and rescaling; the latent is decoded by the audio
-VAE and the vocoder and written as a 16-bit stereo WAV at the vocoder's rate, with its sidecar.
-"""
+"""The pipeline class of `python -m ltx_pipelines.t2a_one_stage`
+(what it does: that module's docstring)."""
 
 from __future__ import annotations
 
@@ -33,9 +27,9 @@ from ltx_pipelines.engine.guided import (
     stage_guided_denoiser,
     stage_sigmas_or,
 )
-from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
+from ltx_pipelines.engine.noise_sources import NoiseSource, SeededNoise
 from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
-from ltx_pipelines.engine.stages import run_denoising_stage
+from ltx_pipelines.engine.stage_blocks import run_denoising_stage
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

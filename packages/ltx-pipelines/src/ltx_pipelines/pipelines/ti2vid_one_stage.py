@@ -1,13 +1,5 @@
-"""One-stage text/image-to-video+audio with a full checkpoint: `python -m ltx_pipelines.ti2vid_one_stage`.
-
-One guided stage at the output resolution: the LTX-2 scheduler's sigmas for the default token
-count (30 steps for LTX-2.3 checkpoints, 40 for LTX-2), multi-modal guidance (CFG against the
-negative prompt, STG, modality isolation, rescaling) and Euler steps, then decoding.
-
-From Python the stage also takes caller-encoded `StageConditions` (`conditions=`): conditioning items
-for either modality, initial latents, a frozen modality, or one modality left out (then the result
-is an `AudioGeneration` when the video is left out).
-"""
+"""The pipeline class of `python -m ltx_pipelines.ti2vid_one_stage`
+(what it does: that module's docstring)."""
 
 from __future__ import annotations
 
@@ -24,7 +16,6 @@ from ltx_core.components.schedulers import LTX2Scheduler
 from ltx_core.loader import LoraSpec
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_pipelines.engine.defaults import DEFAULT_MAX_BATCH_SIZE, defaults_for_checkpoint
-from ltx_pipelines.engine.file_steps import encode_conditioning_images
 from ltx_pipelines.engine.final_latents import FinalLatents
 from ltx_pipelines.engine.generated_keyframes import (
     GeneratedKeyframes,
@@ -44,15 +35,16 @@ from ltx_pipelines.engine.guided import (
     stage_guided_denoiser,
     stage_sigmas_or,
 )
-from ltx_pipelines.engine.noise import NoiseSource
+from ltx_pipelines.engine.noise_sources import NoiseSource
 from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
-from ltx_pipelines.engine.stages import (
+from ltx_pipelines.engine.stage_blocks import (
     GuidedDenoiser,
     ImageCondition,
     SamplingLoop,
     StageConditions,
     run_denoising_stage,
 )
+from ltx_pipelines.engine.stage_steps import encode_conditioning_images
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

@@ -1,14 +1,5 @@
-"""Two-stage text/image-to-video+audio with a full checkpoint: `python -m ltx_pipelines.ti2vid_two_stages`.
-
-Stage 1 runs guided at half resolution (LTX-2 scheduler sigmas, Euler); the video latent is
-upsampled x2; stage 2 rebuilds the transformer with the distilled LoRA fused in and refines at full
-resolution with the 3 stage-2 distilled sigmas and no guidance. Stage 2 also denoises the
-re-noised stage-1 audio alongside the video (the video attends to it) but the stage-1 audio is the
-one decoded, as in the reference.
-
-Over several devices (`parallel=MultiDevice(...)`) a tiled stage 2 uses the reference's tiled schedule
-and ships the stage-1 audio as well.
-"""
+"""The pipeline class of `python -m ltx_pipelines.ti2vid_two_stages`
+(what it does: that module's docstring)."""
 
 from __future__ import annotations
 
@@ -41,10 +32,10 @@ from ltx_pipelines.engine.guided import (
     resolve_guidance,
     stage_sigmas_or,
 )
-from ltx_pipelines.engine.noise import NoiseSource
+from ltx_pipelines.engine.noise_sources import NoiseSource
 from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
-from ltx_pipelines.engine.stages import ImageCondition, SamplingLoop
-from ltx_pipelines.engine.two_stages import (
+from ltx_pipelines.engine.stage_blocks import ImageCondition, SamplingLoop
+from ltx_pipelines.engine.two_stage_runner import (
     StagePlan,
     distilled_lora_stages,
     guided_two_stages,

@@ -1,10 +1,5 @@
-"""HQ two-stage text/image-to-video+audio (res2s sampler): `python -m ltx_pipelines.ti2vid_two_stages_hq`.
-
-The two-stage flow of `ti2vid_two_stages` with the second-order res2s sampler on both stages, the
-distilled LoRA fused into both transformers (lightly into the guided stage 1, default strengths
-0.25 and 0.5), stage-1 sigmas shifted for the stage-1 latent's token count, and the HQ preset
-(15 steps, 1088x1920 output, STG off) whatever the checkpoint's generation.
-"""
+"""The pipeline class of `python -m ltx_pipelines.ti2vid_two_stages_hq`
+(what it does: that module's docstring)."""
 
 from __future__ import annotations
 
@@ -46,10 +41,10 @@ from ltx_pipelines.engine.guided import (
     resolve_guidance,
     stage_sigmas_or,
 )
-from ltx_pipelines.engine.noise import NoiseSource
+from ltx_pipelines.engine.noise_sources import NoiseSource
 from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
-from ltx_pipelines.engine.stages import ImageCondition, SamplingLoop
-from ltx_pipelines.engine.two_stages import StagePlan, guided_two_stages, half_size, refinement_sigmas
+from ltx_pipelines.engine.stage_blocks import ImageCondition, SamplingLoop
+from ltx_pipelines.engine.two_stage_runner import StagePlan, guided_two_stages, half_size, refinement_sigmas
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

@@ -1,6 +1,6 @@
 """Stage blocks run straight from the model files: each loads the model it needs, runs, and frees it.
 
-These wrap the plain blocks of `stages` with the load/release policy every pipeline uses, so a
+These wrap the plain blocks of `stage_blocks` with the load/release policy every pipeline uses, so a
 pipeline module reads as its sequence of stages and holds at most one large model at a time.
 """
 
@@ -25,8 +25,8 @@ from ltx_core.types import DEFAULT_SCALE_FACTORS, VideoPixelShape
 from ltx_pipelines.engine.defaults import defaults_for_checkpoint
 from ltx_pipelines.engine.final_latents import FinalLatents
 from ltx_pipelines.engine.model_loading import Placement, loaded
-from ltx_pipelines.engine.noise import NoiseSource, fork_noise
-from ltx_pipelines.engine.stages import ImageCondition, image_conditionings
+from ltx_pipelines.engine.noise_sources import NoiseSource, fork_noise
+from ltx_pipelines.engine.stage_blocks import ImageCondition, image_conditionings
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,6 @@ from ltx_core.loader import LoraSpec, StateDictCache
 from ltx_core.model.transformer import X0Model
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
-from ltx_pipelines.engine.file_steps import encode_conditioning_images, upsample_between_stages
 from ltx_pipelines.engine.final_latents import FinalLatents
 from ltx_pipelines.engine.generated_keyframes import (
     GeneratedKeyframes,
@@ -31,9 +30,10 @@ from ltx_pipelines.engine.generated_keyframes import (
     require_keyframe_embedding,
 )
 from ltx_pipelines.engine.guided import GuidedInputs, stage_guided_denoiser
-from ltx_pipelines.engine.noise import NoiseSource
+from ltx_pipelines.engine.noise_sources import NoiseSource
 from ltx_pipelines.engine.prompt_pipeline import PromptPipeline
-from ltx_pipelines.engine.stages import ImageCondition, SamplingLoop, StageResult, run_denoising_stage
+from ltx_pipelines.engine.stage_blocks import ImageCondition, SamplingLoop, StageResult, run_denoising_stage
+from ltx_pipelines.engine.stage_steps import encode_conditioning_images, upsample_between_stages
 
 
 @dataclass(frozen=True)

@@ -26,15 +26,15 @@ from ltx_core.conditioning import (
     apply_conditionings,
     read_generated_keyframes,
 )
+from ltx_core.latent_tools import AudioLatentTools, VideoLatentTools
 from ltx_core.model.audio_vae import AudioDecoder, decode_audio
 from ltx_core.model.video_vae import DiffusionVideoDecoder, VideoDecoder, VideoEncoder
 from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.no_grad_iteration import no_grad_items
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
-from ltx_core.tools import AudioLatentTools, VideoLatentTools
 from ltx_core.types import LatentState, VideoPixelShape
-from ltx_pipelines.engine.noise import NoiseSource
-from ltx_pipelines.engine.samplers import AncestralSampler
+from ltx_pipelines.engine.noise_sources import NoiseSource
+from ltx_pipelines.engine.stage_samplers import AncestralSampler
 from ltx_pipelines.io import load_image_conditioning
 
 logger = logging.getLogger(__name__)

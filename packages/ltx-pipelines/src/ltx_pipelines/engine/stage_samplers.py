@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from ltx_core.components import EulerAncestralStep, euler_ancestral_denoising_loop
-from ltx_pipelines.engine.noise import NoiseSource, offset_stream
+from ltx_pipelines.engine.noise_sources import NoiseSource, offset_stream
 
 ANCESTRAL_SAMPLER_SINCE_VERSION = (2, 5)
 ANCESTRAL_NOISE_SEED_OFFSET = 10000
@@ -38,7 +38,7 @@ class AncestralSampler:
         if self.s_noise < 0:
             raise ValueError(f"ancestral s_noise must be >= 0, got {self.s_noise}")
 
-    def loop(self, noise: NoiseSource, stage: str):  # -> SamplingLoop (engine.stages)
+    def loop(self, noise: NoiseSource, stage: str):  # -> SamplingLoop (engine.stage_blocks)
         """The stage's sampling loop, drawing from its own stream of `noise` (one per stage call)."""
         return partial(
             euler_ancestral_denoising_loop,
