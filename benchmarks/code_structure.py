@@ -21,99 +21,15 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = {
-    "ltx_core": ROOT / "packages/ltx-core/src/ltx_core",
-    "ltx_pipelines": ROOT / "packages/ltx-pipelines/src/ltx_pipelines",
-    "ltx_trainer": ROOT / "packages/ltx-trainer/src/ltx_trainer",
-    "ltx_serve": ROOT / "packages/ltx-serve/src/ltx_serve",
-}
+sys.path.insert(0, str(ROOT / "tools"))
+from import_graph import import_circles, import_graph, package_modules, workspace_packages  # noqa: E402
+
+PACKAGES = workspace_packages(ROOT)
 LONG = 60
 
 
 def _modules() -> dict[str, Path]:
-    found: dict[str, Path] = {}
-    for folder in PACKAGES.values():
-        if not folder.exists():
-            continue
-        for path in folder.rglob("*.py"):
-            parts = list(path.relative_to(folder.parent).with_suffix("").parts)
-            if parts[-1] == "__init__":
-                parts = parts[:-1]
-            found[".".join(parts)] = path
-    return found
-
-
-def _is_type_checking(node: ast.If) -> bool:
-    test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
-def _imports(module: str, path: Path, known: set[str]) -> set[str]:
-    """Every ltx_* module this one imports, at any depth of its code (TYPE_CHECKING blocks left out)."""
-    tree = ast.parse(path.read_text())
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    targets: set[str] = set()
-
-    def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and _is_type_checking(node):
-            for child in node.orelse:
-                visit(child)
-            return
-        if isinstance(node, ast.Import):
-            targets.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")
-                anchor = anchor[: len(anchor) - (node.level - 1)]
-                base = ".".join([*anchor, base] if base else anchor)
-            for alias in node.names:
-                sub = f"{base}.{alias.name}"
-                targets.add(sub if sub in known else base)
-        for child in ast.iter_child_nodes(node):
-            visit(child)
-
-    visit(tree)
-    return {t for t in targets if t in known and t != module}
-
-
-def import_circles() -> list[list[str]]:
-    modules = _modules()
-    graph = {m: _imports(m, p, set(modules)) for m, p in modules.items()}
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    circles: list[list[str]] = []
-    sys.setrecursionlimit(10_000)
-
-    def strong(v: str) -> None:  # Tarjan
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on_stack.add(v)
-        for w in graph[v]:
-            if w not in index:
-                strong(w)
-                low[v] = min(low[v], low[w])
-            elif w in on_stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            component = []
-            while True:
-                w = stack.pop()
-                on_stack.discard(w)
-                component.append(w)
-                if w == v:
-                    break
-            if len(component) > 1:
-                circles.append(sorted(component))
-
-    for v in graph:
-        if v not in index:
-            strong(v)
-    return circles
+    return package_modules(PACKAGES)
 
 
 def long_functions() -> list[tuple[int, str]]:
@@ -149,12 +65,18 @@ importlib.import_module("ltx_pipelines.distilled")
 sequence = []
 
 def owner(frame):
-    while frame is not None:
-        name = frame.f_code.co_filename
-        if mark in name and frame.f_code.co_name != "<module>":
-            return name.split(mark, 1)[1]
-        frame = frame.f_back
-    return None
+    # Code run while a module is imported (below a second ltx_pipelines `<module>` frame: the first is the
+    # command's own, run as __main__) is not part of the run a reader follows.
+    found, modules, walk = None, 0, frame
+    while walk is not None:
+        name = walk.f_code.co_filename
+        if mark in name:
+            if walk.f_code.co_name == "<module>":
+                modules += 1
+            elif found is None:
+                found = name.split(mark, 1)[1]
+        walk = walk.f_back
+    return None if modules > 1 else found
 
 def profile(frame, event, arg):
     if event == "call":
@@ -205,7 +127,7 @@ def main() -> int:
     parser.add_argument("--no-trace", action="store_true", help="Skip the traced demo run.")
     args = parser.parse_args()
 
-    circles = import_circles()
+    circles = import_circles(import_graph(_modules()))
     print(f"import circles: {len(circles)}")
     for circle in circles:
         print("  " + " <-> ".join(circle))

@@ -40,17 +40,20 @@ def _module_of(case: str) -> str:
     return "distilled" if case == "distilled_image" else case
 
 
-def _stable_json(value: object) -> object:
+def _stable_json(value: object, work: str) -> object:
+    """`value` without the fields that differ between runs, and with the run's own folder named `<work>`."""
     if isinstance(value, dict):
-        return {k: _stable_json(v) for k, v in sorted(value.items()) if k not in _VOLATILE}
+        return {k: _stable_json(v, work) for k, v in sorted(value.items()) if k not in _VOLATILE}
     if isinstance(value, list):
-        return [_stable_json(v) for v in value]
+        return [_stable_json(v, work) for v in value]
+    if isinstance(value, str):
+        return value.replace(work, "<work>")
     return value
 
 
-def _digest(path: Path) -> str:
+def _digest(path: Path, work: Path) -> str:
     if path.suffix == ".json":
-        text = json.dumps(_stable_json(json.loads(path.read_text())), sort_keys=True)
+        text = json.dumps(_stable_json(json.loads(path.read_text()), str(work)), sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -61,7 +64,15 @@ def main() -> int:
     parser.add_argument("--only", nargs="+", default=None, help="Cases to run (default: all).")
     parser.add_argument("--write", type=Path, default=None, help="Write the digest lines here.")
     parser.add_argument("--compare", type=Path, default=None, help="Compare against a file written by --write.")
+    parser.add_argument("--digest-only", type=Path, default=None, help="Digest the outputs of an earlier run's folder.")
     args = parser.parse_args()
+    if args.digest_only is not None:
+        work = args.digest_only
+        for out_dir in sorted(p for p in work.iterdir() if p.is_dir()):
+            name, family = out_dir.name.rsplit("-ltx-", 1)
+            for path in sorted(f for f in out_dir.rglob("*") if f.is_file()):
+                print(f"{name} ltx-{family} {path.relative_to(out_dir)} {_digest(path, work)}")
+        return 0
 
     args.inputs.mkdir(parents=True, exist_ok=True)
     image, clip = args.inputs / "red.png", args.inputs / "clip.mp4"
@@ -91,7 +102,7 @@ def main() -> int:
                 continue
             for path in sorted(out_dir.rglob("*")):
                 if path.is_file():
-                    lines.append(f"{name} {family} {path.relative_to(out_dir)} {_digest(path)}")
+                    lines.append(f"{name} {family} {path.relative_to(out_dir)} {_digest(path, work)}")
             print("\n".join(line for line in lines if line.startswith(f"{name} {family} ")), flush=True)
     if args.write:
         args.write.write_text("\n".join(lines) + "\n")

@@ -26,7 +26,7 @@ from ltx_core.model.audio_vae import AUDIO_DECODER, AUDIO_ENCODER, VOCODER
 from ltx_core.model.transformer import AV_TRANSFORMER
 from ltx_core.model.video_vae import VIDEO_DECODER, VIDEO_ENCODER
 from ltx_core.text_encoders.gemma.embeddings_processor import text_embeddings_spec
-from ltx_pipelines.demo_assets import DEMO_GEMMA_HIDDEN, DEMO_GEMMA_LAYERS, write_demo_checkpoint
+from ltx_pipelines.demo import DEMO_GEMMA_HIDDEN, DEMO_GEMMA_LAYERS, write_demo_checkpoint
 
 SPECS = (
     AV_TRANSFORMER,

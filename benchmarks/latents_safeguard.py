@@ -23,7 +23,7 @@ from ltx_core.types import VideoPixelShape
 from ltx_pipelines.engine.final_latents import FinalLatents
 from ltx_pipelines.engine.latents_file import RunRecord, load_latents, save_latents
 from ltx_pipelines.engine.model_loading import Placement
-from ltx_pipelines.engine.noise import SeededNoise
+from ltx_pipelines.engine.noise_sources import SeededNoise
 from ltx_pipelines.io.atomic_files import partial_file, publish_with_sidecar
 
 

@@ -27,10 +27,10 @@ import torch.distributed as dist
 
 from ltx_core.devices import parse_dtype
 from ltx_core.latent_tiles import balanced_tile_counts
+from ltx_core.latent_tools import VideoLatentTools
 from ltx_core.model.transformer import Modality, ModelVariant, configure_transformer
 from ltx_core.multigpu import SequenceParallelTransformer, TiledDataParallelTransformer
 from ltx_core.multigpu.launch import default_backend, run_ranks
-from ltx_core.tools import VideoLatentTools
 from ltx_core.types import VideoPixelShape
 
 CONFIG = {

@@ -3,7 +3,7 @@
 Phase 6 passes a run whose mean loss of the last 10 steps is a stated fraction below that of the first
 10. That fraction is set below what this script measures: it runs phase 6 exactly as the skill shows it
 (its commands and patch tables, read from the skill files) on the demo path of `references/onboarding.md`:
-the demo checkpoint and Gemma, the demo's synthetic clips (`ltx_trainer.demo.write_demo_clips`, the clips
+the demo checkpoint and Gemma, the demo's synthetic clips (`ltx_trainer.training.demo.write_demo_clips`, the clips
 of `python -m ltx_trainer.train --demo`), bucket 64x64x9, `acceleration.mixed_precision_mode: "no"`, each
 clip in turn as the one sample, and the example config's seed 42 (or `--seeds`). It prints one line per run
 and the smallest drop.
@@ -47,8 +47,8 @@ def main() -> None:
     parser.add_argument("--clips", type=int, default=4, help="how many of the demo clips to use as the sample")
     args = parser.parse_args()
 
-    from ltx_pipelines.demo_assets import ensure_demo_assets
-    from ltx_trainer.demo import DEMO_CAPTION, DEMO_TRIGGER, write_demo_clips
+    from ltx_pipelines.demo import ensure_demo_assets
+    from ltx_trainer.training.demo import DEMO_CAPTION, DEMO_TRIGGER, write_demo_clips
 
     assets = ensure_demo_assets()
     drops = []

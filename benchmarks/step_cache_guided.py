@@ -48,7 +48,7 @@ def main() -> None:
     from ltx_core.components.step_cache import StepCachedTransformer
     from ltx_core.model.transformer import X0Model
     from ltx_pipelines.engine import guided
-    from ltx_pipelines.engine.noise import ReplayedNoise
+    from ltx_pipelines.engine.noise_sources import ReplayedNoise
 
     helpers = _test_helpers()
     golden = find_golden_dir()

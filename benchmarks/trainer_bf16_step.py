@@ -78,7 +78,7 @@ def child(setting: str, steps: int, threads: int) -> dict:
 
     before = setting.endswith("before")
     if not before:
-        fix_mmap_threshold()  # as the trainer does on the CPU (training/parts.py)
+        fix_mmap_threshold()  # as the trainer does on the CPU (training/build.py)
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     config = _quarter_config()
@@ -93,7 +93,7 @@ def child(setting: str, steps: int, threads: int) -> dict:
             if p.ndim > 1:
                 p.normal_(0.0, p.shape[-1] ** -0.5)
     model.set_gradient_checkpointing("-gc" in setting)
-    if bf16 and not before:  # the trainer's bf16 LoRA: base and connectors in bf16 (training/parts.py)
+    if bf16 and not before:  # the trainer's bf16 LoRA: base and connectors in bf16 (training/build.py)
         model = model.to(torch.bfloat16)
         connectors = connectors.to(torch.bfloat16)
     model = add_lora(model, 64, 64, 0.0, ["to_q", "to_k", "to_v", "to_out.0"])

@@ -28,7 +28,7 @@ def _one_setting(args: argparse.Namespace) -> dict:
 
     from ltx_core.model.transformer import configure_transformer
     from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
-    from ltx_pipelines.demo_assets import DEMO_CONFIG
+    from ltx_pipelines.demo import DEMO_CONFIG
     from ltx_trainer.config import FlexibleStrategyConfig, ModalityConfig
     from ltx_trainer.training.draws import PerSampleDraws
     from ltx_trainer.training.flexible import FlexibleStrategy, strategy_loss

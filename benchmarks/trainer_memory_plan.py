@@ -5,7 +5,7 @@ Each size runs in its own process: the LTX-2.3 22B layout at 1/4 of its widths (
 fixed, `training.host_memory`; frozen float32 base and text connectors; every sample's contexts computed
 before the first step, then the connectors released; LoRA rank 64 on to_q/k/v/out, AdamW, two steps so
 the optimizer's moments exist), with or without gradient checkpointing. Printed per size:
-`ltx_trainer.memory_plan`'s estimate for device "cpu" and the process's peak RSS, both whole and without
+`ltx_trainer.training.memory_estimate`'s estimate for device "cpu" and the process's peak RSS, both whole and without
 the process itself (the estimate's `CPU_RUNTIME_BYTES` against the RSS measured after the imports), and
 their ratio. `--moving-threshold` leaves glibc's threshold as it is (the trainer before).
 
@@ -64,18 +64,23 @@ def child(blocks: int, frames: int, size: int, checkpointing: bool, threads: int
     import ltx_trainer.training.trainer  # noqa: F401 - the process baseline of a trainer (its libraries)
     from ltx_core.model.transformer import configure_transformer
     from ltx_trainer.config import FlexibleStrategyConfig, ModalityConfig
-    from ltx_trainer.memory_plan import CPU_RUNTIME_BYTES, TrainingSettings, TrainingShape, estimate_training_memory
     from ltx_trainer.training.context_cache import CachedTextContexts
     from ltx_trainer.training.draws import PerSampleDraws
     from ltx_trainer.training.flexible import FlexibleStrategy, strategy_loss
     from ltx_trainer.training.host_memory import fix_mmap_threshold
     from ltx_trainer.training.lora_files import add_lora
+    from ltx_trainer.training.memory_estimate import (
+        CPU_RUNTIME_BYTES,
+        TrainingSettings,
+        TrainingShape,
+        estimate_training_memory,
+    )
     from ltx_trainer.training.text_contexts import text_connectors_spec
     from ltx_trainer.training.timesteps import ShiftedLogitNormalSampler
 
     baseline = _rss_bytes()  # the interpreter and the libraries, before anything of the run exists
     if not moving:
-        fix_mmap_threshold()  # as the trainer on the CPU (training/parts.py)
+        fix_mmap_threshold()  # as the trainer on the CPU (training/build.py)
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     config = _quarter_config()

@@ -22,10 +22,11 @@ from pathlib import Path
 
 import torch
 
-from ltx_pipelines.demo_assets import write_demo_checkpoint, write_demo_gemma
+from ltx_pipelines.demo import write_demo_checkpoint, write_demo_gemma
 from ltx_pipelines.io import write_video
-from ltx_trainer.buckets import parse_buckets
-from ltx_trainer.preprocess import PreprocessSettings, preprocess_dataset
+from ltx_trainer.preprocessing.buckets import parse_buckets
+from ltx_trainer.preprocessing.plan import PreprocessSettings
+from ltx_trainer.preprocessing.run import preprocess_dataset
 
 
 def _clip(frames: int, height: int, width: int) -> torch.Tensor:

@@ -36,7 +36,7 @@ def main() -> None:
 
     import torch
 
-    from ltx_pipelines import demo_assets
+    from ltx_pipelines.demo import DEMO_CONFIG, write_demo_checkpoint, write_demo_gemma
     from ltx_trainer.config import parse_config
     from ltx_trainer.training import validation
     from ltx_trainer.training.trainer import Trainer
@@ -58,11 +58,10 @@ def main() -> None:
     validation.ValidationRunner.run = timed
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        config = demo_assets.DEMO_CONFIG
-        demo_assets.DEMO_CONFIG = {**config, "transformer": {**config["transformer"], "num_layers": args.blocks}}
+        config = {**DEMO_CONFIG, "transformer": {**DEMO_CONFIG["transformer"], "num_layers": args.blocks}}
         checkpoint = root / "demo.safetensors"
-        demo_assets.write_demo_checkpoint(checkpoint)
-        demo_assets.write_demo_gemma(root / "gemma")
+        write_demo_checkpoint(checkpoint, config=config)
+        write_demo_gemma(root / "gemma")
         data = write_dataset(root / "data", num_samples=2)
         raw = training_config(
             checkpoint, data, root / "out", optimization={"steps": args.steps},

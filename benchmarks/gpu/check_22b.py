@@ -12,9 +12,23 @@ device and materialised directly on the GPU), one transformer forward per step, 
     train-lora       one LoRA training step (rank 32 on to_q/k/v/out, bf16 base, bf16 autocast, AdamW):
     train-lora-gc    forward, MSE loss, backward, optimizer step; "-gc" with gradient checkpointing,
     train-int8-gc    "int8" with the base quantized by optimum-quanto (skipped when not installed)
+    train-fp8-gc     the fp8-cast base (`acceleration.quantization: fp8-cast`) with gradient checkpointing
+    train-offload-gc gradient checkpointing with the block inputs offloaded to host memory
+    train-plan-12    the setting the memory plan picks for a 12 / 16 / 24 GiB card (the trainer docs' table:
+    train-plan-16    checkpointing, activation offload, fp8-cast, N blocks swapped from pinned host memory);
+    train-plan-24    run on this GPU whatever its size, so its peak is compared with the card it is meant for
 
 For the training variants the memory plan's estimate (`ltx_trainer.memory_plan`) is printed beside the
 measured peak; `--plan-only` prints just the estimates (no GPU needed).
+
+The settings runs (`settings-12gb`, `settings-16gb`, `settings-24gb`) play a card of that size on the GPU lent:
+the process may allocate only that much (`torch.cuda.set_per_process_memory_fraction`), `--offload auto`'s
+choice for the 22B distilled run at this size is made from the released sizes (`ltx_core.offload_table`),
+and the transformer runs in the mode it picked (full, fp8-cast, blocks streamed from pinned RAM or from a
+file on disk) for one stage-1 step (half size) and one stage-2 step. Printed: the picks, wall time per step,
+the peak GPU memory against the estimate of those phases. (The text encoder's fp8 / streamed modes are built
+by ltx_core's Gemma loader; here only its pick is printed.) `--dry-run` prints the picks and estimates only
+(no GPU needed).
 
 Printed per variant: seconds per step (median of --steps after a warm-up), x8 for the 8-step
 distilled schedule, achieved TFLOP/s (FLOPs counted once with torch's FlopCounterMode on the SDPA
@@ -24,6 +38,8 @@ run) and peak GPU memory. Targets from other servers on an H100 for this size: 8
     python benchmarks/gpu/check_22b.py                      # all variants
     python benchmarks/gpu/check_22b.py --variants bf16-sdpa fp8-cast --steps 2
     python benchmarks/gpu/check_22b.py --blocks 8           # a quick smoke run
+    python benchmarks/gpu/check_22b.py --variants settings-12gb settings-16gb settings-24gb
+    python benchmarks/gpu/check_22b.py --variants settings-12gb --dry-run   # picks and estimates, no GPU
 """
 
 from __future__ import annotations
@@ -42,7 +58,11 @@ import torch
 from ltx_core.model.transformer import Modality, configure_transformer
 
 VARIANTS = ("bf16-sdpa", "bf16-fa3", "fp8-cast", "fp8-scaled-mm", "bf16-compile", "bf16-stream2")
-TRAIN_VARIANTS = ("train-lora", "train-lora-gc", "train-int8-gc")
+TRAIN_VARIANTS = (
+    "train-lora", "train-lora-gc", "train-int8-gc", "train-fp8-gc", "train-offload-gc",
+    "train-plan-12", "train-plan-16", "train-plan-24",
+)  # fmt: skip
+SETTINGS_VARIANTS = ("settings-12gb", "settings-16gb", "settings-24gb")
 _KEYS = Path(__file__).resolve().parents[2] / "tests" / "golden" / "ltx-2.3-22b-keys.json"
 
 
@@ -148,31 +168,62 @@ def count_flops(model, video, audio) -> int:
     return counter.get_total_flops()
 
 
-def _train_settings(name: str):
-    from ltx_trainer.memory_plan import TrainingSettings
+def _shape(args: argparse.Namespace):
+    from ltx_trainer.training.memory_estimate import TrainingShape
 
+    f, h, w = (args.frames - 1) // 8 + 1, args.height // 32, args.width // 32
+    return TrainingShape(f * h * w, round(args.frames / 24 * 25), args.text_tokens)
+
+
+def _train_settings(name: str, args: argparse.Namespace):
+    from ltx_trainer.training.memory_estimate import TrainingSettings, _Planner
+
+    if name.startswith("train-plan-"):
+        # The memory plan's fastest fitting setting for that card (as `python -m ltx_trainer.memory_table`).
+        budget = int(float(name.rsplit("-", 1)[1]) * 2**30 * 0.95)
+        found = _Planner(_config(args.blocks), _shape(args), "cuda").first_fitting(
+            TrainingSettings(lora_rank=32), budget
+        )
+        if found is None:
+            raise ValueError(f"{name}: the plan finds no setting that fits")
+        return found[0]
     return TrainingSettings(
         lora_rank=32,
-        quantization="int8-quanto" if "int8" in name else None,
+        quantization="int8-quanto" if "int8" in name else "fp8-cast" if "fp8" in name else None,
         gradient_checkpointing=name.endswith("-gc"),
+        offload_activations="offload" in name,
     )
 
 
 def plan_estimate(name: str, args: argparse.Namespace) -> dict:
-    from ltx_trainer.memory_plan import TrainingShape, estimate_training_memory
+    from ltx_trainer.training.memory_estimate import estimate_training_memory
 
-    f, h, w = (args.frames - 1) // 8 + 1, args.height // 32, args.width // 32
-    shape = TrainingShape(f * h * w, round(args.frames / 24 * 25), args.text_tokens)
-    estimate = estimate_training_memory(_config(args.blocks), _train_settings(name), shape, device="cuda")
+    settings = _train_settings(name, args)
+    estimate = estimate_training_memory(_config(args.blocks), settings, _shape(args), device="cuda")
     # The step below builds no text connectors (contexts are given): compare its step without them.
     step = estimate.step - (0 if estimate.connectors_released else estimate.connectors)
-    return {"plan_gib": round(step / 2**30, 2), "plan": estimate.describe()}
+    return {"plan_gib": round(step / 2**30, 2), "plan": estimate.describe(), "settings": settings.describe()}
+
+
+def swap_training_blocks(model: torch.nn.Module, settings, device: torch.device) -> None:
+    """Activation offload and block swap as the trainer sets them up (blocks in pinned host memory)."""
+    from ltx_core.block_streaming import stream_loaded_blocks
+    from ltx_trainer.training.activation_offload import enable_activation_offload
+
+    enable_activation_offload(model, settings.offload_activations)
+    if settings.blocks_to_swap:
+        streamer = stream_loaded_blocks(model, device, device_slots=model.num_blocks - settings.blocks_to_swap)
+        streamer.for_training(checkpointing=settings.gradient_checkpointing)
+        model.block_streamer = streamer
+        gc.collect()
+        torch.cuda.empty_cache()
 
 
 def run_training_step(name: str, args: argparse.Namespace, device: torch.device) -> dict:
+    from ltx_trainer.training.block_swap import adapter_stand_ins
     from ltx_trainer.training.lora_files import add_lora
 
-    settings = _train_settings(name)
+    settings = _train_settings(name, args)
     torch.cuda.empty_cache()
     plan = plan_estimate(name, args)
     free = torch.cuda.mem_get_info(device)[0]
@@ -191,9 +242,14 @@ def run_training_step(name: str, args: argparse.Namespace, device: torch.device)
             from ltx_trainer.training.quantization import quantize_transformer
         except ImportError as e:
             return {"variant": name, "skipped": str(e)}
+    if settings.quantization == "fp8-cast":
+        to_fp8_cast(model)
+    elif settings.quantization:
         quantize_transformer(model, settings.quantization, device, progress=False)
     model.set_gradient_checkpointing(settings.gradient_checkpointing)
-    model = add_lora(model, 32, 32, 0.0, ["to_q", "to_k", "to_v", "to_out.0"])
+    swap_training_blocks(model, settings, device)
+    with adapter_stand_ins(model, torch.bfloat16, device):
+        model = add_lora(model, 32, 32, 0.0, ["to_q", "to_k", "to_v", "to_out.0"])
     for p in model.parameters():
         if p.requires_grad:
             p.data = p.data.float()
@@ -225,9 +281,108 @@ def run_training_step(name: str, args: argparse.Namespace, device: torch.device)
     return result
 
 
+def settings_choice(name: str, args: argparse.Namespace):
+    """`--offload auto`'s choice for a card of the variant's size, from the released sizes at this run size."""
+    from ltx_core.offload_table import TableRun, choices, released_runs
+
+    card_gib = int(name.removeprefix("settings-").removesuffix("gb"))
+    golden = Path(os.environ["LTX_GOLDEN_DIR"]) if "LTX_GOLDEN_DIR" in os.environ else _KEYS.parent
+    sizes = released_runs(golden)[0].sizes
+    run = TableRun("22B distilled", sizes, args.height, args.width, args.frames)
+    (choice,) = choices(run, cards=(card_gib,))
+    return card_gib, run, choice
+
+
+def settings_plan(name: str, args: argparse.Namespace, picked=None) -> dict:
+    card_gib, _run, choice = picked or settings_choice(name, args)
+    phases = {p.name: round(p.device / 2**30, 2) for p in choice.estimate.phases}
+    return {
+        "variant": name, "card_gib": card_gib, "fits": choice.fits, "pick": choice.cell(),
+        "reasons": choice.log_lines(), "estimate_gib": phases,
+    }  # fmt: skip
+
+
+def _stream_from_disk(model: torch.nn.Module, device: torch.device, folder: Path):
+    """Write the blocks to a safetensors file and stream them from it (2 host slots), as `--offload disk` does."""
+    from safetensors.torch import save_file
+
+    from ltx_core.block_streaming import attach_block_streaming
+    from ltx_core.loader.sd_ops import SDOps
+    from ltx_core.loader.tensorwise import WeightConversion
+
+    path = folder / "blocks.safetensors"
+    blocks = {k: v.contiguous() for k, v in model.state_dict().items() if k.startswith("transformer_blocks.")}
+    save_file({k: v.cpu() for k, v in blocks.items()}, str(path))
+    for block in model.transformer_blocks:
+        block.to(torch.device("meta"))
+    del blocks
+    conversion = WeightConversion(dtype=torch.bfloat16)
+    ops = SDOps("benchmark blocks").keeping(prefix="transformer_blocks.")
+    return attach_block_streaming(
+        model, path, ops, conversion, device=device, source="disk", device_slots=2, host_slots=2, prefetch=1,
+        blocks_attr="transformer_blocks",
+    )  # fmt: skip
+
+
+def run_settings(name: str, args: argparse.Namespace, device: torch.device) -> dict:
+    import tempfile
+
+    from ltx_core.block_streaming import stream_loaded_blocks
+
+    picked = settings_choice(name, args)
+    card_gib, _run, choice = picked
+    plan = settings_plan(name, args, picked)
+    if not choice.fits:
+        return {**plan, "skipped": "the estimate says nothing fits"}
+    mode = choice.transformer.mode
+    total = torch.cuda.get_device_properties(device).total_memory
+    if card_gib * 2**30 > total:
+        return {**plan, "skipped": f"the GPU has only {total / 2**30:.0f} GiB"}
+    torch.cuda.empty_cache()
+    # Built at full size first (random weights are made on the GPU), then cut down to the mode and capped.
+    model = random_model(_config(args.blocks), device)
+    streamer = None
+    folder = tempfile.TemporaryDirectory(prefix="ltx-settings-")
+    if mode == "fp8":
+        to_fp8_cast(model)
+    elif mode == "stream-ram":
+        streamer = stream_loaded_blocks(model, device, device_slots=2)
+    elif mode == "stream-disk":
+        streamer = _stream_from_disk(model, device, Path(folder.name))
+    gc.collect()
+    torch.cuda.empty_cache()
+    torch.cuda.set_per_process_memory_fraction(card_gib * 2**30 / total, device)
+    torch.cuda.reset_peak_memory_stats(device)
+    result = {**plan, "transformer_mode": mode}
+    try:
+        for stage, scale in (("stage_1", 2), ("stage_2", 1)):
+            video, audio = inputs(
+                model, args.frames, args.height // scale, args.width // scale, args.text_tokens, device
+            )
+            start = time.perf_counter()
+            with torch.inference_mode():
+                model(video, audio)
+            torch.cuda.synchronize()
+            result[f"{stage}_seconds_per_step"] = round(time.perf_counter() - start, 3)
+            del video, audio
+        result["peak_gib"] = round(torch.cuda.max_memory_allocated(device) / 2**30, 2)
+        result["estimate_transformer_gib"] = max(plan["estimate_gib"].get(k, 0) for k in ("stage 1", "stage 2"))
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0, device)
+        if streamer is not None:
+            streamer.close()
+        del model
+        gc.collect()
+        torch.cuda.empty_cache()
+        folder.cleanup()
+    return result
+
+
 def run_variant(name: str, args: argparse.Namespace, device: torch.device, flops: dict) -> dict | None:
     if name in TRAIN_VARIANTS:
         return run_training_step(name, args, device)
+    if name in SETTINGS_VARIANTS:
+        return run_settings(name, args, device)
     from ltx_core.compilation import CompileConfig, compile_blocks
     from ltx_core.model.transformer.attention_backends import check_backend, set_attention_backend
     from ltx_core.quantization import supports_scaled_mm
@@ -283,8 +438,12 @@ def run_variant(name: str, args: argparse.Namespace, device: torch.device, flops
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
-        "--variants", nargs="+", default=[*VARIANTS, *TRAIN_VARIANTS], choices=VARIANTS + TRAIN_VARIANTS
+        "--variants",
+        nargs="+",
+        default=[*VARIANTS, *TRAIN_VARIANTS, *SETTINGS_VARIANTS],
+        choices=VARIANTS + TRAIN_VARIANTS + SETTINGS_VARIANTS,
     )
+    parser.add_argument("--dry-run", action="store_true", help="print the settings variants' picks and estimates")
     parser.add_argument("--plan-only", action="store_true", help="print the training variants' memory estimates")
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--frames", type=int, default=121)
@@ -293,6 +452,10 @@ def main() -> None:
     parser.add_argument("--text-tokens", type=int, default=1024)
     parser.add_argument("--blocks", type=int, default=None, help="override the block count (smoke runs)")
     args = parser.parse_args()
+    if args.dry_run:
+        for name in (v for v in args.variants if v in SETTINGS_VARIANTS):
+            print(json.dumps(settings_plan(name, args)), flush=True)
+        return
     if args.plan_only:
         for name in (v for v in args.variants if v in TRAIN_VARIANTS):
             print(json.dumps({"variant": name, **plan_estimate(name, args)}), flush=True)

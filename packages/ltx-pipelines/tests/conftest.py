@@ -95,7 +95,7 @@ def model_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ModelFiles:
     """Header-only model files. The checkpoints declare the released 22B sizes, which no test machine's RAM
     holds, so the command line's memory check is off where they are used (it has its own tests in
     test_runtime_flags.py and test_t2a_one_stage.py)."""
-    monkeypatch.setattr("ltx_pipelines.cli.command.available_memory", lambda device: None)
+    monkeypatch.setattr("ltx_core.devices.available_memory", lambda device: None)
     models = tmp_path / "models"
     models.mkdir()
     junk = models / "notes.safetensors"
@@ -143,7 +143,7 @@ def stereo_tone() -> Callable[[int, int], torch.Tensor]:
 def demo_model_files(tmp_path_factory: pytest.TempPathFactory):
     """The demo's tiny random models (checkpoint, x2 upsampler, Gemma folder), built once per session in a
     temporary folder (never the user's cache)."""
-    from ltx_pipelines.demo_assets import ensure_demo_assets
+    from ltx_pipelines.demo import ensure_demo_assets
 
     return ensure_demo_assets(tmp_path_factory.mktemp("demo-models"))
 
@@ -152,7 +152,7 @@ def demo_model_files(tmp_path_factory: pytest.TempPathFactory):
 def ltx25_demo_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A test-owned `XDG_CACHE_HOME` whose LTX-2.5 demo set (split component files) is already built, for
     `--demo --demo-family ltx-2.5` runs and the component-file flags (set it with monkeypatch)."""
-    from ltx_pipelines.demo_assets import default_demo_dir, ensure_demo_assets
+    from ltx_pipelines.demo import default_demo_dir, ensure_demo_assets
 
     home = tmp_path_factory.mktemp("xdg_cache_ltx25")
     with pytest.MonkeyPatch.context() as patch:
@@ -164,7 +164,7 @@ def ltx25_demo_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def ltx25_demo(ltx25_demo_home: Path):
     """The LTX-2.5 demo set (`Ltx25DemoAssets`) of `ltx25_demo_home`."""
-    from ltx_pipelines.demo_assets import default_demo_dir, ensure_demo_assets
+    from ltx_pipelines.demo import default_demo_dir, ensure_demo_assets
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("XDG_CACHE_HOME", str(ltx25_demo_home))

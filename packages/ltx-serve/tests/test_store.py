@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ltx_serve.store import QueueFullError, open_store
+from ltx_serve.jobs import QueueFullError
+from ltx_serve.store import open_store
 
 
 @pytest.fixture(scope="session")

@@ -31,7 +31,7 @@ class TinyModels:
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> TinyModels:
     """The demo checkpoint (all components, released key layout and config metadata) and its Gemma folder."""
-    from ltx_pipelines.demo_assets import write_demo_checkpoint, write_demo_gemma
+    from ltx_pipelines.demo import write_demo_checkpoint, write_demo_gemma
 
     root = tmp_path_factory.mktemp("tiny-models")
     checkpoint, gemma = root / "tiny-ltx.safetensors", root / "gemma"
@@ -127,14 +127,14 @@ def block_mean_checkpoint(tiny_models: TinyModels, tmp_path_factory: pytest.Temp
     from safetensors import safe_open
     from safetensors.torch import save_file
 
-    from ltx_pipelines.demo_assets import _file_keys_of
+    from ltx_pipelines.demo.files import file_keys_of
 
     with safe_open(str(tiny_models.checkpoint), framework="pt") as f:
         metadata = f.metadata()
         tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 - safe_open is not a mapping
     encoder, decoder = block_mean_vae(json.loads(metadata["config"]))
-    tensors.update(_file_keys_of("video_encoder", encoder))
-    tensors.update(_file_keys_of("video_decoder", decoder))
+    tensors.update(file_keys_of("video_encoder", encoder))
+    tensors.update(file_keys_of("video_decoder", decoder))
     path = tmp_path_factory.mktemp("block-mean") / "block-mean-vae.safetensors"
     save_file({k: v.contiguous() for k, v in tensors.items()}, str(path), metadata=metadata)
     return path

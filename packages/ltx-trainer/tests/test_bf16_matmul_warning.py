@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from ltx_core.tune import KernelChoices, MachineKey
-from ltx_trainer.training import parts
+from ltx_trainer.training import build as parts
 
 
 @pytest.mark.parametrize("bf16_faster", [True, False])

@@ -13,11 +13,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from typer.testing import CliRunner
 
-from ltx_trainer.caption_videos import app, caption_media, find_media
+from ltx_trainer.caption_videos import app
 from ltx_trainer.captioning import load_media_sample, parse_caption
+from ltx_trainer.captioning.captions_file import caption_media
 from ltx_trainer.captioning.gemini import build_gemini_request
 from ltx_trainer.captioning.local_model import build_vlm_messages
 from ltx_trainer.captioning.openai_compatible import OpenAICompatibleCaptioner
+from ltx_trainer.preprocessing.media import find_media
 from ltx_trainer.serve_captioner import app as serve_app
 
 

@@ -14,7 +14,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from ltx_trainer import precomputed as pc
+from ltx_trainer.preprocessing import precomputed as pc
 
 COMMANDS = {
     "split_scenes": ["--detector", "--threshold", "--min-scene-length", "--filter-shorter-than", "--max-scenes",

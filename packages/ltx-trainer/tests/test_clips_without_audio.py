@@ -13,11 +13,12 @@ import pytest
 import torch
 
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
-from ltx_trainer import precomputed as pc
-from ltx_trainer.audio_latents import NO_TRACK_STAGE
-from ltx_trainer.buckets import parse_buckets
 from ltx_trainer.config import FlexibleStrategyConfig
-from ltx_trainer.preprocess import PreprocessSettings, preprocess_dataset
+from ltx_trainer.preprocessing import precomputed as pc
+from ltx_trainer.preprocessing.audio_latents import NO_TRACK_STAGE
+from ltx_trainer.preprocessing.buckets import parse_buckets
+from ltx_trainer.preprocessing.plan import PreprocessSettings
+from ltx_trainer.preprocessing.run import preprocess_dataset
 from ltx_trainer.training.data import PrecomputedTrainingData, audio_only_source, collate
 from ltx_trainer.training.draws import PerSampleDraws
 from ltx_trainer.training.flexible import FlexibleStrategy, masked_mse

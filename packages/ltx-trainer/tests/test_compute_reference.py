@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from ltx_pipelines.io import probe_video, read_video
-from ltx_trainer.compute_reference import compute_references
-from ltx_trainer.dataset_file import read_dataset, resolve_roles
+from ltx_trainer.preprocessing.dataset_file import read_dataset, resolve_roles
+from ltx_trainer.preprocessing.reference_videos import compute_references
 
 
 def test_edges_written_beside_clips_and_added_to_the_dataset(tmp_path, make_clip):

@@ -8,13 +8,20 @@ from pathlib import Path
 import pytest
 import torch
 
-from ltx_trainer import precomputed as pc
-from ltx_trainer.buckets import Bucket, BucketError, choose_bucket, parse_buckets, parse_durations, reference_bucket
-from ltx_trainer.captions import prepare_caption, remove_llm_prefixes
-from ltx_trainer.dataset_file import DatasetFileError, read_dataset, relative_media_key, resolve_roles
-from ltx_trainer.masks import pool_audio_mask, pool_video_mask
-from ltx_trainer.media import plan_crop, read_stereo_audio
-from ltx_trainer.sharding import Shard
+from ltx_trainer.preprocessing import precomputed as pc
+from ltx_trainer.preprocessing.buckets import (
+    Bucket,
+    BucketError,
+    choose_bucket,
+    parse_buckets,
+    parse_durations,
+    reference_bucket,
+)
+from ltx_trainer.preprocessing.caption_features import prepare_caption, remove_llm_prefixes
+from ltx_trainer.preprocessing.dataset_file import DatasetFileError, read_dataset, relative_media_key, resolve_roles
+from ltx_trainer.preprocessing.masks import pool_audio_mask, pool_video_mask
+from ltx_trainer.preprocessing.media import plan_crop, read_stereo_audio
+from ltx_trainer.preprocessing.sharding import Shard
 
 
 @pytest.mark.parametrize(
@@ -134,7 +141,7 @@ def test_random_crop_is_reproducible_and_shards_are_disjoint():
 
 
 def test_reference_crop_sits_where_the_target_crop_sits():
-    from ltx_trainer.media import crop_like
+    from ltx_trainer.preprocessing.media import crop_like
 
     target = plan_crop(100, 400, 64, 128, "random", torch.Generator().manual_seed(3))
     ref = crop_like(target, 64, 128, 50, 200, 32, 64)  # half-size reference of the same scene
@@ -143,7 +150,7 @@ def test_reference_crop_sits_where_the_target_crop_sits():
 
 
 def test_each_rank_takes_its_own_gpu(monkeypatch):
-    from ltx_trainer.sharding import shard_device
+    from ltx_trainer.preprocessing.sharding import shard_device
 
     monkeypatch.delenv("LOCAL_RANK", raising=False)
     assert shard_device("cuda") == "cuda" and shard_device(None) is None

@@ -33,7 +33,7 @@ def _curve(stdout: str) -> list[tuple[int, float, float]]:
 
 @pytest.mark.slow
 def test_two_processes_match_one_process_with_the_doubled_batch(tmp_path):
-    from ltx_pipelines.demo_assets import write_demo_checkpoint
+    from ltx_pipelines.demo import write_demo_checkpoint
 
     checkpoint = tmp_path / "tiny.safetensors"
     write_demo_checkpoint(checkpoint)
@@ -78,7 +78,7 @@ def test_sigterm_to_the_launcher_stops_both_ranks_cleanly_and_leaves_a_resumable
     lock left. (The launcher itself, torch's elastic agent, ends with its own traceback and exit 1.)"""
     import signal
 
-    from ltx_pipelines.demo_assets import write_demo_checkpoint
+    from ltx_pipelines.demo import write_demo_checkpoint
     from ltx_trainer.training import checkpoints as ckpt
 
     checkpoint = tmp_path / "tiny.safetensors"

@@ -9,10 +9,11 @@ import torch
 from typer.testing import CliRunner
 
 from ltx_pipelines.io import probe_video, read_audio
-from ltx_trainer import precomputed as pc
-from ltx_trainer.buckets import parse_buckets
 from ltx_trainer.decode_latents import app, decode_latents
-from ltx_trainer.preprocess import PreprocessSettings, preprocess_dataset
+from ltx_trainer.preprocessing import precomputed as pc
+from ltx_trainer.preprocessing.buckets import parse_buckets
+from ltx_trainer.preprocessing.plan import PreprocessSettings
+from ltx_trainer.preprocessing.run import preprocess_dataset
 
 
 @pytest.fixture

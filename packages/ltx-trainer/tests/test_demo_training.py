@@ -10,8 +10,9 @@ import re
 import pytest
 import yaml
 
-from ltx_trainer import demo, train
-from ltx_trainer import precomputed as pc
+from ltx_trainer import train
+from ltx_trainer.preprocessing import precomputed as pc
+from ltx_trainer.training import demo
 
 
 @pytest.mark.slow

@@ -19,6 +19,7 @@ from ltx_core.loader import LoraSpec, build_model
 from ltx_core.model.transformer import AV_TRANSFORMER
 from ltx_trainer.config import parse_config
 from ltx_trainer.training.draws import PerSampleDraws
+from ltx_trainer.training.step import text_contexts, to_device
 from ltx_trainer.training.trainer import Trainer
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -45,9 +46,11 @@ def _effect_tolerance(with_lora: torch.Tensor, without: torch.Tensor) -> float:
 
 def test_file_through_the_pipeline_loader_matches_the_peft_forward(trained, tiny_models):
     trainer, lora_file = trained
-    peft_model = trainer._unwrapped().eval()
-    batch = trainer._to_device(_first_batch(trainer))
-    inputs = trainer.strategy.prepare(batch, trainer._contexts(batch, [0, 1]), PerSampleDraws(123, 0, [0, 1]))
+    peft_model = trainer.parts.unwrapped.eval()
+    batch = to_device(trainer.parts, _first_batch(trainer))
+    inputs = trainer.parts.strategy.prepare(
+        batch, text_contexts(trainer.parts, batch, [0, 1]), PerSampleDraws(123, 0, [0, 1])
+    )
     args = (inputs.video.modality, inputs.audio.modality)
     with torch.no_grad():
         want_v, want_a = peft_model(*args)
@@ -63,7 +66,7 @@ def test_file_through_the_pipeline_loader_matches_the_peft_forward(trained, tiny
 def _first_batch(trainer: Trainer):
     from ltx_trainer.training.data import collate
 
-    return collate([trainer.dataset[0], trainer.dataset[1]])
+    return collate([trainer.parts.dataset[0], trainer.parts.dataset[1]])
 
 
 def test_one_stage_pipeline_output_changes_as_peft_predicts(trained, tiny_models, tmp_path):
@@ -78,7 +81,7 @@ def test_one_stage_pipeline_output_changes_as_peft_predicts(trained, tiny_models
     trainer, lora_file = trained
     # peft's own delta per adapted layer (scale included), added to the base weights: its merge, without
     # unloading the adapters from the trainer's model.
-    peft_model = trainer._unwrapped()
+    peft_model = trainer.parts.unwrapped
     merged_state = {}
     for name, module in peft_model.base_model.model.named_modules():
         if hasattr(module, "get_delta_weight") and hasattr(module, "base_layer"):
@@ -122,7 +125,7 @@ def test_saved_and_converted_layouts_fuse_like_the_comfyui_file(trained, tiny_mo
     )
 
     trainer, lora_file = trained
-    model = trainer._unwrapped()
+    model = trainer.parts.unwrapped
     lora_cfg = trainer.config.lora
     saved = save_lora_file(tmp_path / f"saved.{layout}.safetensors", model, lora_cfg.rank, lora_cfg.alpha,
                            torch.float32, {"strategy": "t2v"}, layout)  # fmt: skip

@@ -14,13 +14,14 @@ import torch
 from safetensors import safe_open
 
 from ltx_core.loader import CheckpointError
-from ltx_pipelines.demo_assets import ensure_demo_assets
-from ltx_pipelines.demo_assets_ltx25 import Ltx25DemoAssets
-from ltx_trainer import precomputed as pc
-from ltx_trainer.buckets import parse_buckets
+from ltx_pipelines.demo import ensure_demo_assets
+from ltx_pipelines.demo.ltx25 import Ltx25DemoAssets
 from ltx_trainer.config import ConfigError, parse_config
 from ltx_trainer.model_files import is_split_set, training_model_files, video_compression
-from ltx_trainer.preprocess import PreprocessSettings, preprocess_dataset
+from ltx_trainer.preprocessing import precomputed as pc
+from ltx_trainer.preprocessing.buckets import parse_buckets
+from ltx_trainer.preprocessing.plan import PreprocessSettings
+from ltx_trainer.preprocessing.run import preprocess_dataset
 from ltx_trainer.training.trainer import Trainer
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -141,7 +142,7 @@ def test_audio_vae_path_is_checked_on_split_files(demo25, tmp_path):
 
 
 def test_validation_with_another_video_vae_is_refused(demo25, tmp_path):
-    from ltx_pipelines.demo_assets import ensure_demo_assets as ensure
+    from ltx_pipelines.demo import ensure_demo_assets as ensure
 
     single = ensure(tmp_path / "demo23")
     raw = training_config(single.checkpoint, write_dataset(tmp_path / "data", num_samples=2), tmp_path / "out")

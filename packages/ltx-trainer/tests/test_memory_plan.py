@@ -7,18 +7,18 @@ import torch
 
 from ltx_core.model.transformer import configure_transformer
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
-from ltx_pipelines.demo_assets import DEMO_CONFIG
+from ltx_pipelines.demo import DEMO_CONFIG
 from ltx_trainer.config import FlexibleStrategyConfig, ModalityConfig
-from ltx_trainer.memory_plan import (
+from ltx_trainer.training.draws import PerSampleDraws
+from ltx_trainer.training.flexible import FlexibleStrategy
+from ltx_trainer.training.lora_files import add_lora
+from ltx_trainer.training.memory_estimate import (
     TrainingMemoryError,
     TrainingSettings,
     TrainingShape,
     check_training_fits,
     estimate_training_memory,
 )
-from ltx_trainer.training.draws import PerSampleDraws
-from ltx_trainer.training.flexible import FlexibleStrategy
-from ltx_trainer.training.lora_files import add_lora
 from ltx_trainer.training.timesteps import ShiftedLogitNormalSampler
 
 
@@ -139,15 +139,128 @@ def test_trainer_start_stops_a_run_that_cannot_fit_unless_told_to_skip(
 ):
     from training_data import training_config
 
-    from ltx_trainer import memory_plan
     from ltx_trainer.config import parse_config
+    from ltx_trainer.training import memory_estimate
 
-    monkeypatch.setattr(memory_plan, "free_memory", lambda device: 64 * 2**20)  # 64 MiB "free"
+    monkeypatch.setattr(memory_estimate, "free_memory", lambda device: 64 * 2**20)  # 64 MiB "free"
     raw = training_config(checkpoint, data_root, tmp_path / "out")
     with pytest.raises(TrainingMemoryError, match="GiB of RAM is free"):
-        memory_plan.check_run(parse_config(raw), torch.device("cpu"))
+        memory_estimate.check_run(parse_config(raw), torch.device("cpu"))
     raw["acceleration"]["skip_memory_check"] = True
-    with caplog.at_level("WARNING", logger="ltx_trainer.memory_plan"):
-        estimate = memory_plan.check_run(parse_config(raw), torch.device("cpu"))
+    with caplog.at_level("WARNING", logger="ltx_trainer.training.memory_estimate"):
+        estimate = memory_estimate.check_run(parse_config(raw), torch.device("cpu"))
     assert estimate is not None and estimate.peak > 64 * 2**20
     assert "skip_memory_check" in caplog.text
+
+
+# -- block swap, fp8-cast, activation offload --------------------------------------------------------------
+
+
+def _block_bytes(config: dict, element_size: int) -> int:
+    with torch.device("meta"):
+        model = configure_transformer(config)
+    return element_size * sum(t.numel() for t in model.transformer_blocks[0].state_dict().values())
+
+
+def test_swapped_blocks_leave_the_device_for_the_host():
+    config = _config(6)
+    shape = TrainingShape(video_tokens=2000, audio_tokens=100, text_tokens=128)
+    block = _block_bytes(config, 2)  # bf16 base under bf16 LoRA
+    plain = estimate_training_memory(config, TrainingSettings(lora_rank=8), shape)
+    for source, host_blocks in (("ram", 6), ("disk", 2)):
+        swapped = estimate_training_memory(
+            config, TrainingSettings(lora_rank=8, blocks_to_swap=4, swap_source=source), shape
+        )
+        assert plain.base_weights - swapped.base_weights == 4 * block
+        assert swapped.host == host_blocks * block and plain.host == 0
+        assert swapped.activations == plain.activations
+        # On the CPU the host is the device: the RAM source holds every block beside the 2 device slots.
+        cpu_plain = estimate_training_memory(config, TrainingSettings(lora_rank=8), shape, "cpu")
+        cpu = estimate_training_memory(
+            config, TrainingSettings(lora_rank=8, blocks_to_swap=4, swap_source=source), shape, "cpu"
+        )
+        assert cpu.base_weights - cpu_plain.base_weights == (host_blocks - 4) * block and cpu.host == 0
+    with pytest.raises(ValueError, match="blocks_to_swap: 6 must be between 0 and 5"):
+        estimate_training_memory(config, TrainingSettings(lora_rank=8, blocks_to_swap=6), shape)
+
+
+def test_fp8_cast_and_activation_offload_are_counted():
+    config = _config(4)
+    shape = TrainingShape(video_tokens=2000, audio_tokens=100, text_tokens=128)
+    ckpt = TrainingSettings(lora_rank=8, gradient_checkpointing=True)
+    base = estimate_training_memory(config, ckpt, shape)
+    fp8 = estimate_training_memory(config, TrainingSettings(lora_rank=8, gradient_checkpointing=True,
+                                                             quantization="fp8-cast"), shape)  # fmt: skip
+    with torch.device("meta"):
+        model = configure_transformer(config)
+    from ltx_core.quantization import Fp8CastPolicy
+
+    selected = sum(t.numel() for n in Fp8CastPolicy().module_names(model) for t in model.get_submodule(n).parameters())
+    assert base.base_weights - fp8.base_weights == selected  # 2 bytes -> 1 per value
+    # One block's upcast weights are live while it is recomputed.
+    assert fp8.activations - base.activations == selected // len(model.transformer_blocks) * 2
+    offload = estimate_training_memory(
+        config, TrainingSettings(lora_rank=8, gradient_checkpointing=True, offload_activations=True), shape
+    )
+    inputs = 2000 * model.config.video.dim * 4 + 100 * model.config.audio.dim * 4
+    assert base.activations - offload.activations == (4 - 2) * inputs
+    assert offload.host == 4 * inputs
+
+
+def test_a_run_that_does_not_fit_names_the_fewest_swapped_blocks_that_would():
+    from ltx_trainer.training.memory_estimate import resolve_blocks_to_swap
+
+    config = _config(8)
+    shape = TrainingShape(video_tokens=4000, audio_tokens=100, text_tokens=128)
+    ready = TrainingSettings(lora_rank=8, gradient_checkpointing=True, offload_activations=True)
+    peaks = [
+        estimate_training_memory(config, TrainingSettings(**{**ready.__dict__, "blocks_to_swap": n}), shape).peak
+        for n in range(8)
+    ]
+    assert peaks == sorted(peaks, reverse=True) and peaks[0] > peaks[-1]
+    free = peaks[5]  # 5 blocks swapped just fit; 4 do not
+    assert resolve_blocks_to_swap(config, ready, shape, free, headroom=0.0) == 5
+    fp8_4 = estimate_training_memory(
+        config, TrainingSettings(**{**ready.__dict__, "blocks_to_swap": 4, "quantization": "fp8-cast"}), shape
+    )
+    with pytest.raises(TrainingMemoryError) as err:
+        check_training_fits(config, ready, shape, free, headroom=0.0)
+    # fp8-cast with 4 swapped blocks comes before the bf16 base with 5 (fewer swapped blocks), when it fits.
+    want = "acceleration.quantization: fp8-cast, acceleration.blocks_to_swap: 4" if fp8_4.peak <= free else (
+        "acceleration.blocks_to_swap: 5")  # fmt: skip
+    assert f"this would fit: {want} (" in str(err.value)
+    # Without checkpointing the first rung is checkpointing alone, then offload, then the swaps.
+    plain = TrainingSettings(lora_rank=8)
+    with pytest.raises(TrainingMemoryError, match="enable_gradient_checkpointing: true, acceleration.offload"):
+        check_training_fits(config, plain, shape, free, headroom=0.0)
+
+
+def test_trainer_start_resolves_auto_to_the_count_the_plan_picks(checkpoint, data_root, tmp_path, monkeypatch):
+    from training_data import training_config
+
+    from ltx_trainer.config import parse_config
+    from ltx_trainer.training import memory_estimate as memory_plan
+
+    raw = training_config(checkpoint, data_root, tmp_path / "out", acceleration={"blocks_to_swap": "auto"})
+    config = parse_config(raw)
+    checkpoint_config, shape = memory_plan._run_inputs(config)
+    settings = memory_plan.settings_of(config)
+    peaks = [
+        estimate_training_memory(checkpoint_config, TrainingSettings(**{**settings.__dict__, "blocks_to_swap": n}),
+                                 shape, "cpu").peak
+        for n in range(2)
+    ]  # fmt: skip
+    # The demo transformer on the CPU, RAM source: swapping adds host copies, so 0 is the fewest that fits.
+    monkeypatch.setattr(memory_plan, "free_memory", lambda device: int(max(peaks) / 0.95) + 1)
+    resolved = memory_plan.plan_run(config, torch.device("cpu"))
+    assert resolved.acceleration.blocks_to_swap == 0 and config.acceleration.blocks_to_swap == "auto"
+    # On a CUDA card one swapped block is lighter than none: a budget between the two picks 1.
+    cuda = torch.device("cuda")  # only named: the free memory is patched and nothing is allocated
+    zero, one = (
+        estimate_training_memory(checkpoint_config, TrainingSettings(**{**settings.__dict__, "blocks_to_swap": n}),
+                                 shape, cuda).peak
+        for n in range(2)
+    )  # fmt: skip
+    assert one < zero
+    monkeypatch.setattr(memory_plan, "free_memory", lambda device: int(one / 0.95) + 1)
+    assert memory_plan.plan_run(config, cuda).acceleration.blocks_to_swap == 1

@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from ltx_trainer import precomputed as pc
-from ltx_trainer.buckets import BucketError, parse_buckets
-from ltx_trainer.dataset_file import DatasetFileError
-from ltx_trainer.preprocess import PreprocessSettings, preprocess_dataset
+from ltx_trainer.preprocessing import precomputed as pc
+from ltx_trainer.preprocessing.buckets import BucketError, parse_buckets
+from ltx_trainer.preprocessing.dataset_file import DatasetFileError
+from ltx_trainer.preprocessing.plan import PreprocessSettings
+from ltx_trainer.preprocessing.run import preprocess_dataset
 
 BUCKETS = "96x64x17;64x96x9;64x64x1"
 

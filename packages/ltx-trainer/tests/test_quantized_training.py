@@ -34,6 +34,7 @@ from ltx_trainer.training.quantization import (
     keeps_full_precision,
     quantize_transformer,
 )
+from ltx_trainer.training.step import text_contexts, to_device
 from ltx_trainer.training.trainer import Trainer
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -80,7 +81,7 @@ def int8_run(checkpoint, data_root, tmp_path_factory):
     # A large learning rate makes the adapters' effect large next to the int8 rounding of the base.
     raw = _config(checkpoint, data_root, out, optimization={"steps": 2, "learning_rate": 3e-2})
     trainer = Trainer(parse_config(raw), disable_progress_bars=True)
-    before = {n: m.weight._data.clone() for n, m in _base_linears(trainer._unwrapped()).items()
+    before = {n: m.weight._data.clone() for n, m in _base_linears(trainer.parts.unwrapped).items()
               if isinstance(m, quanto.QLinear)}  # fmt: skip
     result = trainer.train()
     return trainer, result, before
@@ -90,7 +91,7 @@ def test_int8_run_trains_two_steps_with_int8_block_weights(int8_run):
     trainer, result, _ = int8_run
     assert [r.step for r in result.history] == [1, 2]
     assert all(torch.isfinite(torch.tensor(r.loss)) for r in result.history)
-    linears = _base_linears(trainer._unwrapped())
+    linears = _base_linears(trainer.parts.unwrapped)
     in_blocks = {n: m for n, m in linears.items() if n.startswith("transformer_blocks.")}
     assert len(in_blocks) > 30
     for name, module in in_blocks.items():
@@ -104,10 +105,10 @@ def test_int8_run_trains_two_steps_with_int8_block_weights(int8_run):
 
 def test_only_the_adapters_train_and_the_quantized_weights_stay_put(int8_run):
     trainer, _, before = int8_run
-    model = trainer._unwrapped()
+    model = trainer.parts.unwrapped
     trainable = [n for n, p in model.named_parameters() if p.requires_grad]
     assert trainable and all(".lora_A." in n or ".lora_B." in n for n in trainable)
-    assert {id(p) for p in trainer.trainable} == {id(p) for p in model.parameters() if p.requires_grad}
+    assert {id(p) for p in trainer.parts.trainable} == {id(p) for p in model.parameters() if p.requires_grad}
     after = _base_linears(model)
     assert before and all(torch.equal(after[n].weight._data, data) for n, data in before.items())
     lora_b = [p for n, p in model.named_parameters() if ".lora_B." in n]
@@ -130,7 +131,7 @@ def test_the_saved_lora_changes_the_pipeline_model_as_it_did_in_training(int8_ru
     """The pipelines fuse the file into the full-precision checkpoint; the change it makes there equals
     the adapters' change on the quantized training model, up to int8 rounding of the base."""
     trainer, result, _ = int8_run
-    peft_model = trainer._unwrapped().eval()
+    peft_model = trainer.parts.unwrapped.eval()
     args = _model_inputs(trainer, seed=5)
     with torch.no_grad():
         trained_v, _ = peft_model(*args)
@@ -198,8 +199,10 @@ def test_resume_with_another_quantization_is_refused(checkpoint, data_root, tmp_
 
 
 def _model_inputs(trainer: Trainer, seed: int):
-    batch = trainer._to_device(collate([trainer.dataset[0], trainer.dataset[1]]))
-    inputs = trainer.strategy.prepare(batch, trainer._contexts(batch, [0, 1]), PerSampleDraws(seed, 0, [0, 1]))
+    batch = to_device(trainer.parts, collate([trainer.parts.dataset[0], trainer.parts.dataset[1]]))
+    inputs = trainer.parts.strategy.prepare(
+        batch, text_contexts(trainer.parts, batch, [0, 1]), PerSampleDraws(seed, 0, [0, 1])
+    )
     return inputs.video.modality, inputs.audio.modality
 
 

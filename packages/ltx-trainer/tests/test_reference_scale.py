@@ -11,7 +11,7 @@ from safetensors import safe_open
 
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_trainer.config import FlexibleStrategyConfig, parse_config
-from ltx_trainer.precomputed import find_samples, load_sample, save_sample
+from ltx_trainer.preprocessing.precomputed import find_samples, load_sample, save_sample
 from ltx_trainer.training.draws import PerSampleDraws
 from ltx_trainer.training.flexible import FlexibleStrategy, ReferenceScale
 from ltx_trainer.training.timesteps import ShiftedLogitNormalSampler
@@ -46,7 +46,7 @@ def test_scaled_reference_positions():
 
 
 def test_factors_from_the_data_root_reach_the_lora_header(tmp_path, monkeypatch):
-    from ltx_pipelines.demo_assets import write_demo_checkpoint
+    from ltx_pipelines.demo import write_demo_checkpoint
 
     checkpoint = tmp_path / "tiny.safetensors"
     write_demo_checkpoint(checkpoint)

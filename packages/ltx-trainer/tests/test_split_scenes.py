@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from ltx_pipelines.io import probe_video, read_audio, read_video
-from ltx_trainer.split_scenes import Scene, parse_length, select_scenes, split_scenes
+from ltx_trainer.preprocessing.scenes import Scene, parse_length, select_scenes, split_scenes
 
 SCENE_COLOURS = ((200, 40, 40), (230, 230, 230), (40, 60, 200))
 

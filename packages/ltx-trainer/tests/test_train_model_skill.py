@@ -237,7 +237,7 @@ def test_probe_reports_each_resolution_and_orientation_and_buckets_that_fit_them
     buckets = next(line for line in lines if line.startswith("buckets: "))
     assert buckets.startswith("buckets: 960x544x17;544x960x17 (one per orientation: landscape 2, portrait 1")
     # Every proposed bucket is one the trainer parses, and each clip's chosen bucket has its orientation.
-    from ltx_trainer.buckets import choose_bucket, parse_buckets
+    from ltx_trainer.preprocessing.buckets import choose_bucket, parse_buckets
 
     proposed = parse_buckets(buckets.split()[1])
     for clip in probe.probe_clips(probe.find_clips([tmp_path / "clips"]))[0]:

@@ -100,7 +100,7 @@ CPU_OVERRIDES = {
 
 @pytest.mark.slow
 def test_the_skill_command_sequence_runs_end_to_end_on_synthetic_clips(tmp_path, make_clip):
-    from ltx_pipelines.demo_assets import ensure_demo_assets
+    from ltx_pipelines.demo import ensure_demo_assets
 
     assets = ensure_demo_assets(tmp_path / "models")
     run = tmp_path / "ltx-trainings" / "t2v-squares-20260101-0000"

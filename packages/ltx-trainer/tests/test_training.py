@@ -47,7 +47,7 @@ def test_the_connectors_are_released_before_the_first_step(checkpoint, data_root
     config = parse_config(training_config(checkpoint, data_root, tmp_path / "out"))
     trainer = Trainer(config, disable_progress_bars=True)
     cache = trainer.parts.context_cache
-    assert cache.connectors is None and len(cache) == len(trainer.dataset)
+    assert cache.connectors is None and len(cache) == len(trainer.parts.dataset)
     assert [r.step for r in trainer.train().history] == [1, 2]
 
 
@@ -56,7 +56,7 @@ def test_lora_b_carries_alpha_over_rank(checkpoint, data_root, tmp_path):
     trainer = Trainer(config, disable_progress_bars=True)
     trainer.train()
     tensors, _ = _read(trainer.checkpoint_dir / "lora_weights_step_00002.safetensors")
-    model = trainer._unwrapped()
+    model = trainer.parts.unwrapped
     param = dict(model.named_parameters())["base_model.model.transformer_blocks.0.attn1.to_q.lora_B.default.weight"]
     saved = tensors["diffusion_model.transformer_blocks.0.attn1.to_q.lora_B.weight"]
     assert torch.allclose(saved, param.detach() * (8 / 4))
@@ -80,9 +80,9 @@ def test_loss_falls_over_a_hundred_steps(checkpoint, data_root, tmp_path):
 
 
 def _state(trainer: Trainer) -> tuple[dict[str, torch.Tensor], dict, float]:
-    model = trainer._unwrapped()
+    model = trainer.parts.unwrapped
     weights = {k: v.detach().clone() for k, v in model.named_parameters() if v.requires_grad}
-    return weights, trainer.optimizer.state_dict(), trainer.scheduler.get_last_lr()[0]
+    return weights, trainer.parts.optimizer.state_dict(), trainer.parts.scheduler.get_last_lr()[0]
 
 
 def test_resume_is_bit_exact(checkpoint, data_root, tmp_path):
@@ -139,7 +139,7 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(checkpoint, data_root
     def poison(record):
         if record.step == 2:
             with torch.no_grad():
-                for name, p in trainer._unwrapped().named_parameters():
+                for name, p in trainer.parts.unwrapped.named_parameters():
                     if "lora_A" in name:
                         p.fill_(float("nan"))
 
@@ -152,7 +152,7 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(checkpoint, data_root
 
 def test_nan_in_the_training_data_names_the_sample_and_its_file(checkpoint, tmp_path):
     """A NaN in one sample's latents stops the run naming that sample, its file and the tensor."""
-    from ltx_trainer.precomputed import load_sample, sample_path, save_sample
+    from ltx_trainer.preprocessing.precomputed import load_sample, sample_path, save_sample
 
     root = write_dataset(tmp_path / "data")
     poisoned = sample_path(root, "latents", Path("videos/clip02.mp4"))

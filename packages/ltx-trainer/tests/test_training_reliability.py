@@ -19,7 +19,6 @@ import yaml
 from ltx_trainer import train as train_cli
 from ltx_trainer.config import parse_config
 from ltx_trainer.training import checkpoints as ckpt
-from ltx_trainer.training import hooks
 from ltx_trainer.training.interrupts import TrainingInterrupted
 from ltx_trainer.training.run_lock import LOCK_NAME, OutputDirLocked
 from ltx_trainer.training.trainer import Trainer
@@ -84,13 +83,13 @@ def test_resume_takes_the_newest_complete_checkpoint_of_an_old_layout(checkpoint
 def test_a_signal_during_a_save_lets_the_save_finish(checkpoint, data_root, tmp_path, monkeypatch):
     raw = training_config(checkpoint, data_root, tmp_path / "out", optimization={"steps": 3}, **RESUMABLE)
     trainer = Trainer(parse_config(raw), disable_progress_bars=True)
-    real = hooks.save_lora_file
+    real = ckpt.save_lora_file
 
     def signalled(*args, **kwargs):
         os.kill(os.getpid(), signal.SIGTERM)  # arrives while the weights are being written
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(hooks, "save_lora_file", signalled)
+    monkeypatch.setattr(ckpt, "save_lora_file", signalled)
     with pytest.raises(TrainingInterrupted) as info:
         trainer.train()
     assert info.value.signum == signal.SIGTERM

@@ -59,7 +59,7 @@ def test_validation_runs_the_trained_transformer_and_writes_nothing_else(tiny_mo
     trainer.train()
     hidden = [p.name for p in (tmp_path / "out").rglob(".*")]
     assert hidden == [], hidden
-    runner, model = trainer.validation, trainer._unwrapped()
+    runner, model = trainer.validation, trainer.parts.unwrapped
     from ltx_pipelines import TI2VidOneStagePipeline
 
     def latents():

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from ltx_trainer.precomputed import audio_latent_tensors, sample_path, save_sample, video_latent_tensors
+from ltx_trainer.preprocessing.precomputed import audio_latent_tensors, sample_path, save_sample, video_latent_tensors
 
 TEXT_LEN = 128  # the demo connector has 128 registers; the sequence must be a multiple of that
 VIDEO_GRID = (2, 2, 2)  # latent frames, height, width -> 8 tokens

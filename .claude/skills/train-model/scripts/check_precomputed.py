@@ -14,8 +14,8 @@ from pathlib import Path
 
 import torch
 
-from ltx_trainer import precomputed as pc
-from ltx_trainer.dataset_file import DatasetFileError, read_dataset, relative_media_key, resolve_roles
+from ltx_trainer.preprocessing import precomputed as pc
+from ltx_trainer.preprocessing.dataset_file import DatasetFileError, read_dataset, relative_media_key, resolve_roles
 
 
 def _same_path(recorded: object, given: Path) -> bool:

@@ -67,7 +67,7 @@ def find_clips(paths: Sequence[Path]) -> list[Path]:
 def probe_clips(paths: Sequence[Path]) -> tuple[list[Clip], list[tuple[Path, str]]]:
     """(readable clips, (unreadable path, reason)); symlinks are followed for reading only."""
     from ltx_pipelines.io import MediaError
-    from ltx_trainer.media import probe_media
+    from ltx_trainer.preprocessing.media import probe_media
 
     clips: list[Clip] = []
     unreadable: list[tuple[Path, str]] = []

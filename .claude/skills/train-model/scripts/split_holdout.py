@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ltx_trainer.dataset_file import DatasetFileError, read_dataset, write_records
+from ltx_trainer.preprocessing.dataset_file import DatasetFileError, read_dataset, write_records
 
 SMALL_DATASET = 10  # below this many rows the split is the user's decision, not a default
 

@@ -10,8 +10,7 @@ released single-file checkpoint with its spec::
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from ltx_core.lazy_exports import lazy_exports
 
 _EXPORTS: dict[str, str] = {
     # loading
@@ -50,14 +49,4 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'ltx_core' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

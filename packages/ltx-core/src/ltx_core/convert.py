@@ -3,6 +3,7 @@
     python -m ltx_core.convert to-diffusers CHECKPOINT OUT_DIR [--upsampler FILE ...] [--[no-]distilled]
     python -m ltx_core.convert from-diffusers FOLDER OUT.safetensors
     python -m ltx_core.convert to-gguf CHECKPOINT OUT.gguf [--qtype Q8_0|F16|BF16]
+    python -m ltx_core.convert to-gguf GEMMA_FOLDER OUT.gguf [--qtype Q8_0|F16|BF16]
 
 `to-diffusers` writes the folder diffusers' own converter writes (`model_index.json`, `transformer/`,
 `connectors/`, `vae/`, `audio_vae/`, `vocoder/`, `scheduler/`, and `latent_upsampler*/` for each
@@ -20,6 +21,8 @@ mean and std of the reference's five per-channel statistics (`channel`, `mean-of
 ComfyUI-GGUF's files name them) to a GGUF file: 2-D weights of at least 1024 values whose rows fill whole
 blocks in `--qtype`, the rest as stored; the checkpoint's metadata (`config`, `model_version`) becomes
 string fields of the same names, so the file builds the transformer on its own (`ltx_core.loader.gguf_file`).
+Given a Gemma 3 folder, it writes the text model in llama.cpp's gemma3 layout (the files ComfyUI-GGUF users
+download), with the config and tokenizer the text encoder needs (`ltx_core.text_encoders.gemma.gguf_gemma`).
 
 Nothing existing is overwritten; the output appears (renamed into place) only once complete. Exit status:
 0 written; 2 a bad input or an existing output; 1 the output could not be written (a full disk, a folder
@@ -372,6 +375,23 @@ def single_file_to_gguf(
     return out
 
 
+def gemma_folder_to_gguf_file(folder: str | Path, out_file: str | Path, *, qtype: str = "Q8_0") -> Path:
+    """The text model of a Gemma 3 folder as a GGUF file in llama.cpp's gemma3 layout (see
+    `ltx_core.text_encoders.gemma.gguf_gemma`)."""
+    from ltx_core.quantization.gguf import WRITABLE_QTYPES
+    from ltx_core.text_encoders.gemma.folder import locate_gemma_folder
+    from ltx_core.text_encoders.gemma.gguf_gemma import gemma_folder_to_gguf
+
+    if qtype not in WRITABLE_QTYPES:
+        raise CheckpointError(f"--qtype {qtype!r} cannot be written; writable: {list(WRITABLE_QTYPES)}")
+    locate_gemma_folder(folder)  # a bad folder is named before the output is created
+    out = Path(out_file)
+    with _atomic_file(out) as tmp:
+        tmp.unlink()  # GGUFWriter creates the file itself
+        gemma_folder_to_gguf(folder, tmp, qtype=qtype)
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = CommandParser(prog="python -m ltx_core.convert", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -388,8 +408,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     back = commands.add_parser("from-diffusers", help="diffusers model (or latent upsampler) folder -> single file")
     back.add_argument("folder", type=Path)
     back.add_argument("out_file", type=Path)
-    gg = commands.add_parser("to-gguf", help="single-file checkpoint -> GGUF transformer file")
-    gg.add_argument("checkpoint", type=Path)
+    gg = commands.add_parser(
+        "to-gguf", help="single-file checkpoint -> GGUF transformer file; Gemma 3 folder -> GGUF Gemma (llama.cpp)"
+    )
+    gg.add_argument("checkpoint", type=Path, help="a single-file checkpoint, or a Gemma 3 folder")
     gg.add_argument("out_file", type=Path)
     gg.add_argument("--qtype", default="Q8_0", help="ggml type of the large weights: Q8_0 (default), F16, BF16")
     args = parser.parse_args(argv)
@@ -399,6 +421,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             out = single_file_to_diffusers(
                 args.checkpoint, args.out_dir, upsamplers=args.upsampler, distilled=args.distilled
             )
+        elif args.command == "to-gguf" and args.checkpoint.is_dir():
+            out = gemma_folder_to_gguf_file(args.checkpoint, args.out_file, qtype=args.qtype)
         elif args.command == "to-gguf":
             out = single_file_to_gguf(args.checkpoint, args.out_file, qtype=args.qtype)
         else:

@@ -9,8 +9,11 @@ The estimate has three parts:
   width values live at once), the RoPE tables (cos and sin, float32) and the AdaLN modulation rows
   (one row per item when timesteps are shared, one per token otherwise). Attention itself is counted
   as memory-efficient (flash / efficient SDPA kernels keep no T x S score matrix);
-- VAE decode of one tile: about `VAE_LIVE_MAPS` feature maps of the decoder's widest full-resolution
-  stage (`vae_channels`, 128 for the released decoder) at the tile's output size.
+- VAE decode of one tile: `VAE_LIVE_MAPS` feature maps of the decoder's largest stage. The decoder
+  trades channels for resolution (depth to space), so its largest map holds a fixed number of values per
+  output pixel (`vae_values_per_pixel`, from the VAE config by `decoder_values_per_pixel`: 8 for the
+  released decoder, 128 channels at a quarter of the output's height and width; 3 for the demo's, whose
+  output itself is its largest map).
 
 The transformer is released before the VAE decodes, so the peak is the larger of the two phases.
 
@@ -22,14 +25,15 @@ What grows with the clip's length is held in host RAM whatever the device (`host
 - the final latents (kept for the latents file) and the encoder's buffers of one chunk.
 On the CPU (and MPS's shared memory) they add to the decode phase; on CUDA they are checked against the
 host's RAM on their own.
-It is an estimate (allocator fragmentation and kernel workspaces come on top): `check_fits` keeps a
-`headroom` fraction of free memory in reserve.
+It is an estimate (allocator fragmentation and kernel workspaces come on top). The whole run, phase by
+phase (text encoder, stages, decodes), is `ltx_core.generation_memory`; checking it against the free memory
+and `--offload auto`'s choice are `ltx_core.offload_auto`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -39,7 +43,7 @@ from ltx_core.quantization import Fp8CastPolicy
 from ltx_core.runtime import RuntimeOptions
 
 ACTIVATION_VALUES_PER_TOKEN_WIDTH = 16
-VAE_LIVE_MAPS = 6
+VAE_LIVE_MAPS = 4  # the stage input, its normalized copy, the conv output and the residual sum
 DECODED_BYTES_PER_PIXEL = 12  # float32 RGB frames on the host until written
 ENCODER_BYTES_PER_PIXEL = 18  # one chunk's YUV conversion: float32 planes + the uint8 I420 copy
 AUDIO_VALUES_PER_SAMPLE = 16  # float32 values per output sample: the stereo waveform and the vocoder's stages
@@ -59,7 +63,7 @@ class WorkloadShape:
     vae_tile_frames: int = 0  # output pixel frames / height / width of one decoded tile (0: no decode)
     vae_tile_height: int = 0
     vae_tile_width: int = 0
-    vae_channels: int = 128
+    vae_values_per_pixel: float = 8.0  # the released conv decoder's (see `decoder_values_per_pixel`)
     output_frames: int = 0  # the decoded clip (0: none, e.g. audio-only)
     output_height: int = 0
     output_width: int = 0
@@ -111,23 +115,151 @@ def _bytes(dtype: torch.dtype) -> int:
     return torch.empty((), dtype=dtype).element_size()
 
 
+@dataclass(frozen=True)
+class TransformerSize:
+    """What the estimate needs of a transformer, read once from a meta-device build of its config: parameter
+    counts outside the blocks and of one block (and how many of each sit in the Linears fp8 narrows), the block
+    count and the stream widths its activations grow with."""
+
+    non_block: int
+    non_block_narrow: int
+    block: int
+    block_narrow: int
+    num_blocks: int
+    video_dim: int
+    audio_dim: int  # 0: no audio stream
+    adaln_rows: int
+
+    def weight_bytes(self, options: RuntimeOptions, dtype: torch.dtype) -> tuple[int, int]:
+        """(non-block bytes, bytes of one block) under `options`' quantization."""
+        size = _bytes(dtype)
+        if options.quantization in ("fp8-cast", "fp8-scaled-mm"):
+            return (
+                (self.non_block - self.non_block_narrow) * size + self.non_block_narrow,
+                (self.block - self.block_narrow) * size + self.block_narrow,
+            )
+        return self.non_block * size, self.block * size
+
+
+def transformer_size(checkpoint_config: Mapping[str, Any]) -> TransformerSize:
+    with torch.device("meta"):
+        model = configure_transformer(checkpoint_config)
+    narrow_modules = set(Fp8CastPolicy().module_names(model))
+    counts = {"non_block": 0, "non_block_narrow": 0, "block": 0, "block_narrow": 0}
+    for name, tensor in model.state_dict().items():
+        if name.startswith("transformer_blocks.0."):
+            where = "block"
+        elif not name.startswith("transformer_blocks."):
+            where = "non_block"
+        else:
+            continue
+        counts[where] += tensor.numel()
+        if name.rpartition(".")[0] in narrow_modules:
+            counts[f"{where}_narrow"] += tensor.numel()
+    config = model.config
+    return TransformerSize(
+        **counts,
+        num_blocks=model.num_blocks,
+        video_dim=config.video.dim if config.video is not None else 0,
+        audio_dim=config.audio.dim if config.audio is not None else 0,
+        adaln_rows=config.adaln_rows,
+    )
+
+
 def transformer_weight_bytes(
     checkpoint_config: Mapping[str, Any], options: RuntimeOptions, dtype: torch.dtype
 ) -> tuple[int, int, int]:
     """(non-block bytes, bytes of one block, number of blocks) under `options`' quantization."""
-    with torch.device("meta"):
-        model = configure_transformer(checkpoint_config)
-    narrow: set[str] = set()
-    if options.quantization in ("fp8-cast", "fp8-scaled-mm"):
-        narrow = {f"{n}.{leaf}" for n in Fp8CastPolicy().module_names(model) for leaf in ("weight", "bias")}
-    non_block = block = 0
-    for name, tensor in model.state_dict().items():
-        size = tensor.numel() * (1 if name in narrow else _bytes(dtype))
-        if name.startswith("transformer_blocks.0."):
-            block += size
-        elif not name.startswith("transformer_blocks."):
-            non_block += size
-    return non_block, block, model.num_blocks
+    size = transformer_size(checkpoint_config)
+    return (*size.weight_bytes(options, dtype), size.num_blocks)
+
+
+def transformer_activation_bytes(size: TransformerSize, workload: WorkloadShape, dtype: torch.dtype) -> int:
+    """One transformer call's live activations (see the module docstring)."""
+    value = _bytes(dtype)
+    activations = 0
+    for dim, tokens in ((size.video_dim, workload.video_tokens), (size.audio_dim, workload.audio_tokens)):
+        if dim == 0 or tokens == 0:
+            continue
+        per_item = ACTIVATION_VALUES_PER_TOKEN_WIDTH * tokens * dim * value
+        per_item += 2 * tokens * dim * 4  # RoPE cos + sin, float32
+        per_item += workload.text_tokens * dim * value  # projected text context
+        mod_rows = 1 if workload.shared_timesteps else tokens
+        per_item += mod_rows * (size.adaln_rows + 4) * dim * value
+        activations += workload.batch * per_item
+    return activations
+
+
+def vae_decode_bytes(workload: WorkloadShape, dtype: torch.dtype) -> int:
+    """One decoded tile's live feature maps: `VAE_LIVE_MAPS` maps of the decoder's largest stage, which holds
+    `vae_values_per_pixel` values per output pixel (see `decoder_values_per_pixel`)."""
+    pixels = workload.vae_tile_frames * workload.vae_tile_height * workload.vae_tile_width
+    return int(VAE_LIVE_MAPS * workload.vae_values_per_pixel * pixels * _bytes(dtype))
+
+
+def decoder_values_per_pixel(vae_config: Mapping[str, Any]) -> float:
+    """The values per output pixel of the convolutional decoder's largest feature map, walking its stages
+    from the latent (bottleneck channels at the full compression) to the output: each depth-to-space block
+    trades channels for resolution. A diffusion decoder (LTX-2.5) counts its widest stage at a quarter of the
+    output's height and width (its patch size)."""
+    from ltx_core.model.video_vae.config import VideoVAEConfig
+    from ltx_core.model.video_vae.decoder import _bottleneck_channels
+
+    decoder = vae_config.get("decoder")
+    if isinstance(decoder, Mapping) and "stage_channels" in decoder:
+        patch = int(decoder.get("patch_size", 4))
+        return max(max(decoder["stage_channels"]) / patch**2, float(decoder.get("out_channels", 3)))
+    config = VideoVAEConfig.from_checkpoint_config(vae_config)
+    scale = config.decoder_scale
+    channels = _bottleneck_channels(config)
+    time, space = scale.time, scale.height
+    largest = channels / (time * space * space)
+    for block in reversed(config.decoder_blocks):
+        if block.kind == "res_x":
+            continue
+        channels //= block.multiplier or 1
+        if block.kind != "res_x_y":
+            t, h, _w = block.stride
+            time, space = time // t, space // h
+        largest = max(largest, channels / (time * space * space))
+    return max(largest, float(config.out_channels))
+
+
+def vocoder_values_per_sample(vocoder_config: Mapping[str, Any]) -> float:
+    """Values per output sample of the vocoder's largest map. Each generator (the vocoder, then the bandwidth
+    extension) upsamples its input by its `upsample_rates`, halving `upsample_initial_channel` at each stage;
+    stage i's map, per sample of that generator's output, is its channels over the upsampling still to come,
+    counted per final output sample (the vocoder's output is the extension's input rate)."""
+    sections = [vocoder_config.get("vocoder") or vocoder_config, vocoder_config.get("bwe")]
+    bwe = vocoder_config.get("bwe") or {}
+    final_rate = float(bwe.get("output_sampling_rate", 1))
+    largest = 0.0
+    for section in sections:
+        if not section or "upsample_rates" not in section:
+            continue
+        rates = [int(r) for r in section["upsample_rates"]]
+        channels = float(section.get("upsample_initial_channel", 512))
+        own_rate = float(section.get("output_sampling_rate", bwe.get("input_sampling_rate", final_rate)))
+        for i in range(len(rates)):
+            remaining = 1
+            for r in rates[i + 1 :]:
+                remaining *= r
+            per_sample = channels / 2 ** (i + 1) / remaining * (2 if section.get("stereo") else 1)
+            largest = max(largest, per_sample * own_rate / final_rate)
+    return largest
+
+
+def estimate_from_size(
+    size: TransformerSize, options: RuntimeOptions, workload: WorkloadShape, dtype: torch.dtype = torch.bfloat16
+) -> MemoryEstimate:
+    non_block, block = size.weight_bytes(options, dtype)
+    blocks_on_device = min(options.device_slots, size.num_blocks) if options.streams_blocks else size.num_blocks
+    return MemoryEstimate(
+        weights=non_block + blocks_on_device * block,
+        activations=transformer_activation_bytes(size, workload, dtype),
+        vae_decode=vae_decode_bytes(workload, dtype),
+        host_output=host_output_bytes(workload),
+    )
 
 
 def estimate_peak_memory(
@@ -136,105 +268,8 @@ def estimate_peak_memory(
     workload: WorkloadShape,
     dtype: torch.dtype = torch.bfloat16,
 ) -> MemoryEstimate:
-    non_block, block, num_blocks = transformer_weight_bytes(checkpoint_config, options, dtype)
-    blocks_on_device = min(options.device_slots, num_blocks) if options.streams_blocks else num_blocks
-    weights = non_block + blocks_on_device * block
-
-    with torch.device("meta"):
-        config = configure_transformer(checkpoint_config).config
-    size = _bytes(dtype)
-    activations = 0
-    for stream, tokens in ((config.video, workload.video_tokens), (config.audio, workload.audio_tokens)):
-        if stream is None or tokens == 0:
-            continue
-        per_item = ACTIVATION_VALUES_PER_TOKEN_WIDTH * tokens * stream.dim * size
-        per_item += 2 * tokens * stream.dim * 4  # RoPE cos + sin, float32
-        per_item += workload.text_tokens * stream.dim * size  # projected text context
-        mod_rows = 1 if workload.shared_timesteps else tokens
-        per_item += mod_rows * (config.adaln_rows + 4) * stream.dim * size
-        activations += workload.batch * per_item
-    vae = 0
-    if workload.vae_tile_frames:
-        pixels = workload.vae_tile_frames * workload.vae_tile_height * workload.vae_tile_width
-        vae = VAE_LIVE_MAPS * workload.vae_channels * pixels * size
-    return MemoryEstimate(
-        weights=weights, activations=activations, vae_decode=vae, host_output=host_output_bytes(workload)
-    )
-
-
-_FALLBACKS = (
-    RuntimeOptions(quantization="fp8-cast"),
-    RuntimeOptions(offload="cpu"),
-    RuntimeOptions(quantization="fp8-cast", offload="cpu"),
-    RuntimeOptions(quantization="fp8-cast", offload="disk"),
-)
-
-
-def _flags(options: RuntimeOptions) -> str:
-    parts = []
-    if options.quantization:
-        parts.append(f"--quantization {options.quantization}")
-    if options.offload != "none":
-        parts.append(f"--offload {options.offload}")
-    return " ".join(parts) or "(no flags)"
+    return estimate_from_size(transformer_size(checkpoint_config), options, workload, dtype)
 
 
 class InsufficientMemoryError(ValueError):
-    pass
-
-
-def check_fits(
-    checkpoint_config: Mapping[str, Any],
-    options: RuntimeOptions,
-    workload: WorkloadShape,
-    free_bytes: int,
-    dtype: torch.dtype = torch.bfloat16,
-    headroom: float = 0.1,
-    *,
-    host: bool = False,
-    free_host_bytes: int | None = None,
-) -> MemoryEstimate:
-    """The estimate, or an `InsufficientMemoryError` naming it and the flags that would make the run fit.
-
-    `host=True`: the models run in host RAM (CPU, or MPS's shared memory), where `--offload cpu` keeps every
-    block in that same memory: it saves nothing and is not suggested; the decoded output counts in the same
-    budget. Otherwise `free_host_bytes` (the host's available RAM) is checked against the decoded output."""
-
-    def estimate_for(candidate: RuntimeOptions) -> MemoryEstimate:
-        if host and candidate.offload == "cpu":
-            candidate = replace(candidate, offload="none")
-        return estimate_peak_memory(checkpoint_config, candidate, workload, dtype)
-
-    def need(e: MemoryEstimate) -> int:
-        return e.host_peak if host else e.peak
-
-    estimate = estimate_for(options)
-    if not host and free_host_bytes is not None and estimate.host_output > free_host_bytes * (1 - headroom):
-        raise InsufficientMemoryError(
-            f"the decoded clip needs about {estimate.host_output / _GIB:.1f} GiB of host RAM (float32 frames "
-            f"until the video is written, the waveform, the latents), but only {free_host_bytes / _GIB:.1f} GiB "
-            f"is available (keeping {headroom:.0%} in reserve); shorten the clip or lower the resolution"
-        )
-    budget = int(free_bytes * (1 - headroom))
-    if need(estimate) <= budget:
-        return estimate
-    fitting = []
-    for fallback in _FALLBACKS:
-        if host and fallback.offload == "cpu":
-            continue
-        candidate = replace(
-            options, quantization=fallback.quantization or options.quantization, offload=fallback.offload
-        )
-        other = estimate_for(candidate)
-        if need(other) <= budget:
-            fitting.append(f"{_flags(candidate)} ({need(other) / _GIB:.1f} GiB)")
-    advice = (
-        "these flags would fit: " + "; ".join(dict.fromkeys(fitting))
-        if fitting
-        else "no quantization/offload setting fits: lower the resolution or frame count, or tile the VAE decode"
-    )
-    memory = "RAM is available" if host else "device memory is free"
-    raise InsufficientMemoryError(
-        f"this run needs about {estimate.describe(host=host)} with {_flags(options)}, but only "
-        f"{free_bytes / _GIB:.1f} GiB of {memory} (keeping {headroom:.0%} in reserve); {advice}"
-    )
+    """A run that does not fit (raised by `ltx_core.offload_auto.check_generation_fits`)."""

@@ -52,14 +52,13 @@ from ltx_core.loader.lora import DEFAULT_LORA_FUSION, LoraDeltas, LoraFusionPrec
 from ltx_core.loader.safetensors_header import read_safetensors_header
 from ltx_core.loader.state_dict import FileReads
 from ltx_core.loader.tensorwise import WeightConversion, load_tensorwise_files
-from ltx_core.model.transformer.attention_backends import ACCEPTED_BACKEND_NAMES, check_backend, set_attention_backend
+from ltx_core.model.transformer.attention_backends import check_backend, set_attention_backend
 from ltx_core.quantization import Fp8CastPolicy, Fp8ScaledMMPolicy, require_scaled_mm
 from ltx_core.quantization.gguf import is_block_qtype, prepare_gguf, refuse_quantized_target
+from ltx_core.runtime_choices import ACCEPTED_BACKEND_NAMES, OFFLOAD_CHOICES, QUANTIZATION_CHOICES
 
 logger = logging.getLogger(__name__)
 
-QUANTIZATION_CHOICES = ("fp8-cast", "fp8-scaled-mm")
-OFFLOAD_CHOICES = ("none", "cpu", "disk")
 BLOCKS_ATTR = "transformer_blocks"
 
 

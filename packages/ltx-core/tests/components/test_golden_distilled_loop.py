@@ -15,10 +15,10 @@ from ltx_core.components.denoisers import SimpleDenoiser
 from ltx_core.components.noisers import add_noise
 from ltx_core.components.sampling import euler_denoising_loop
 from ltx_core.conditioning import VideoConditionByLatentIndex
+from ltx_core.latent_tools import AudioLatentTools, VideoLatentTools
 from ltx_core.loader import build_model
 from ltx_core.model.transformer import AV_TRANSFORMER, X0Model
 from ltx_core.model.video_vae import VIDEO_ENCODER
-from ltx_core.tools import AudioLatentTools, VideoLatentTools
 from ltx_core.types import VideoPixelShape
 
 pytestmark = [pytest.mark.golden, pytest.mark.slow]

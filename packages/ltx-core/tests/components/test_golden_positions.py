@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ltx_core.tools import AudioLatentTools, VideoLatentTools
+from ltx_core.latent_tools import AudioLatentTools, VideoLatentTools
 from ltx_core.types import VideoPixelShape
 
 pytestmark = pytest.mark.golden

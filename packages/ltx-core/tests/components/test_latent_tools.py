@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from ltx_core.components.patchifiers import AudioPatchifier, VideoPatchifier
-from ltx_core.tools import AudioLatentTools, VideoLatentTools, replace_latent
+from ltx_core.latent_tools import AudioLatentTools, VideoLatentTools, replace_latent
 from ltx_core.types import AudioLatentShape, LatentState, VideoLatentShape, VideoPixelShape
 
 

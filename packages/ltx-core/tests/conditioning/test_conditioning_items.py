@@ -19,7 +19,7 @@ from ltx_core.conditioning import (
     apply_conditionings,
     extend_attention_mask,
 )
-from ltx_core.tools import AudioLatentTools, VideoLatentTools
+from ltx_core.latent_tools import AudioLatentTools, VideoLatentTools
 from ltx_core.types import AudioLatentShape, VideoLatentShape
 
 FPS = 24.0

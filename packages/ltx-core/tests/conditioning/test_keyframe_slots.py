@@ -14,7 +14,7 @@ from ltx_core.conditioning import (
     apply_conditionings,
     read_generated_keyframes,
 )
-from ltx_core.tools import VideoLatentTools
+from ltx_core.latent_tools import VideoLatentTools
 from ltx_core.types import VideoLatentShape
 
 C, FPS = 4, 24.0

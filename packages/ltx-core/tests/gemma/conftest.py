@@ -92,8 +92,13 @@ def tiny_gemma_sizes() -> tuple[int, int]:
 def tiny_text_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A single-file checkpoint holding only the text embeddings stage (projection and both connectors,
     random weights) under the released key prefixes, with its `transformer` config section."""
-    spec = text_embeddings_spec(TINY_GEMMA_HIDDEN, TINY_GEMMA_LAYERS + 1)  # hidden states include the embeddings
-    config = {"transformer": TINY_TEXT_PATH}
+    return write_tiny_text_checkpoint(tmp_path_factory.mktemp("text_checkpoint"), TINY_GEMMA_HIDDEN, TINY_GEMMA_LAYERS)
+
+
+def write_tiny_text_checkpoint(folder: Path, hidden_size: int, num_layers: int) -> Path:
+    """`tiny_text_checkpoint` for a Gemma of `hidden_size` and `num_layers`, written in `folder`."""
+    spec = text_embeddings_spec(hidden_size, num_layers + 1)  # hidden states include the embeddings
+    config = {"transformer": {**TINY_TEXT_PATH, "caption_channels": hidden_size}}
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         processor = spec.configurator(config)
@@ -105,6 +110,6 @@ def tiny_text_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for key, value in processor.state_dict().items():
         prefix = next(p for p in _FILE_PREFIXES if key.startswith(p))
         tensors[_FILE_PREFIXES[prefix] + key.removeprefix(prefix)] = value.contiguous()
-    path = tmp_path_factory.mktemp("text_checkpoint") / "text-only.safetensors"
+    path = folder / "text-only.safetensors"
     save_file(tensors, str(path), metadata={"config": json.dumps(config)})
     return path

@@ -11,10 +11,10 @@ import torch
 from rank_jobs import tiled_data_parallel_forward_job
 
 from ltx_core.latent_tiles import AxisTileCount, TileCounts, balanced_tile_counts
+from ltx_core.latent_tools import AudioLatentTools, VideoLatentTools
 from ltx_core.model.transformer import Modality, ModelVariant, configure_transformer
 from ltx_core.multigpu.launch import run_ranks
 from ltx_core.multigpu.tiled_data_parallel import TiledDataParallelTransformer
-from ltx_core.tools import AudioLatentTools, VideoLatentTools
 from ltx_core.types import VideoPixelShape
 
 from ..transformer.conftest import TINY_TRANSFORMER, randomize_

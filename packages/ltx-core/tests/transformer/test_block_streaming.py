@@ -181,3 +181,48 @@ def test_cuda_streaming_with_copy_stream_matches_the_resident_model(checkpoint, 
         for g, w in zip(got, want):
             assert torch.allclose(g, w, atol=1e-5, rtol=1e-5), f"max |diff| {float((g - w).abs().max()):.3e}"
     release_transformer(streamed)
+
+
+def _loss_and_grads(model, make_inputs, steps: int = 2):
+    """Per step: the loss and the gradients of the inputs and of the non-block weights (the blocks' are frozen)."""
+    trained = [p for n, p in model.named_parameters() if not n.startswith("transformer_blocks.")]
+    out = []
+    for step in range(steps):
+        video, audio = make_inputs(seed=step)
+        video.latent.requires_grad_(True)
+        for p in trained:
+            p.grad = None
+        v, a = model(video, audio)
+        loss = v.square().mean() + a.square().mean()
+        loss.backward()
+        out.append((loss.detach(), video.latent.grad, *(p.grad for p in trained)))
+    return out
+
+
+@pytest.mark.parametrize("checkpointing", [False, True])
+def test_streamed_training_step_has_the_resident_gradients(make_model, make_inputs, checkpointing):
+    """Block swap for training: forward and backward read the frozen weights of 4 blocks through 2 slots."""
+    from ltx_core.block_streaming import stream_loaded_blocks
+
+    def build():
+        model = make_model(num_layers=_BLOCKS).train()
+        model.transformer_blocks.requires_grad_(False)
+        model.set_gradient_checkpointing(checkpointing)
+        return model
+
+    want = _loss_and_grads(build(), make_inputs)
+    model = build()
+    streamer = stream_loaded_blocks(model, torch.device("cpu"), device_slots=2)
+    streamer.for_training(checkpointing=checkpointing)
+    copies = []
+    acquire = streamer.source.acquire
+    streamer.source.acquire = lambda index: copies.append(index) or acquire(index)
+    got = _loss_and_grads(model, make_inputs, steps=3)
+    for step_got, step_want in zip(got, want):
+        for g, w in zip(step_got, step_want):
+            assert (g is None) == (w is None)
+            assert g is None or torch.equal(g, w), f"max |diff| {float((g - w).abs().max()):.3e}"
+    # The forward pass ends with the top blocks resident, where the backward pass starts, and vice versa:
+    # after the first step each step copies the 2 swapped blocks twice (upwards, then downwards).
+    assert copies == [0, 1, 2, 3, 1, 0] + [2, 3, 1, 0] * 2
+    streamer.close()

@@ -19,26 +19,18 @@ import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ltx_core.command_parser import CommandParser
-from ltx_core.loader import CheckpointError, ModelFiles
-from ltx_core.loader.model_files import (
-    COMPONENT_FLAGS,
-    COMPONENT_SECTIONS,
-    Component,
-    Layout,
-    model_files_of,
-    names_a_model_folder,
-)
-from ltx_core.model.video_vae.tiling import TilingConfig
+from ltx_core.loader.components import COMPONENT_FLAGS, COMPONENT_SECTIONS, Component, Layout
+from ltx_core.model.video_vae.tiling_config import TilingConfig
 from ltx_pipelines.cli.command import LOG_LEVELS, configure_logging, gc_skips_loaded_modules, run_reporting_errors
-from ltx_pipelines.cli.hf_paths import HfPathError, resolve_model_path
 from ltx_pipelines.cli.runtime_flags import DTYPE_CHOICES
 from ltx_pipelines.cli.tiling_flags import add_tiling_args, tiling_from_args
-from ltx_pipelines.engine.decoding import decode_video_generation
-from ltx_pipelines.engine.generation import write_generation
-from ltx_pipelines.engine.latents_file import LatentsFileError, decodes_audio, load_latents, read_latents_header
 from ltx_pipelines.io.atomic_files import check_output_path, sidecar_path
+
+if TYPE_CHECKING:
+    from ltx_core.loader import ModelFiles
 
 logger = logging.getLogger(__name__)
 
@@ -100,6 +92,8 @@ _MOVED_HINT = (
 def _check_sections(files: ModelFiles, flags: dict[Component, str]) -> None:
     """Each decoder's source describes it: its config has the sections the decoder is built from (a VAE
     file given as the checkpoint, or the transformer given as the VAE, is named here, before loading)."""
+    from ltx_core.loader import CheckpointError
+
     for component, flag in flags.items():
         source = files.source(component)
         config = source.read_metadata().get("config")
@@ -121,6 +115,10 @@ def decoding_files(
     single file or a diffusers folder), else the model files the latents record; only the decoders
     (`audio`: the latents hold an audio latent to decode) are looked for, so a moved transformer or text
     encoder does not matter. Raises `CheckpointError` / `HfPathError` naming the flag."""
+    from ltx_core.loader import CheckpointError, ModelFiles
+    from ltx_core.loader.model_files import model_files_of, names_a_model_folder
+    from ltx_pipelines.cli.hf_paths import resolve_model_path
+
     needed = [Component.VIDEO_VAE, *([Component.AUDIO_VAE] if audio else [])]
     local = {}
     for component, value in given.items():
@@ -160,12 +158,14 @@ def _recorded_tiling(metadata: dict[str, str]) -> TilingConfig | None:
     return None if spec is None else TilingConfig.from_dict(spec)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    configure_logging(args.log_level)
+def _checked(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[Any, ...]:
+    """The latents file, the output path, the decoder files, device, dtype and tiling, each checked before
+    anything is loaded (a bad one exits with code 2, like the pipelines' validation)."""
+    from ltx_core.devices import parse_dtype, resolve_device
+    from ltx_core.loader import CheckpointError
+    from ltx_pipelines.cli.hf_paths import HfPathError
+    from ltx_pipelines.engine.latents_file import LatentsFileError, decodes_audio, read_latents_header
 
-    # Checks before anything is loaded (exit code 2, like the pipelines' validation).
     latents_path = Path(args.latents).expanduser()
     try:
         metadata, keys = read_latents_header(latents_path)
@@ -189,8 +189,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     except (HfPathError, CheckpointError) as e:
         parser.error(str(e))
-    from ltx_core.devices import parse_dtype, resolve_device
-
     try:
         device = resolve_device(args.device)
     except (RuntimeError, ValueError) as e:
@@ -201,6 +199,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         tiling = tiling_from_args(args, height=None, width=None, base=recorded)
     except ValueError as e:
         parser.error(str(e))
+    return latents_path, output, checkpoint, device, dtype, tiling
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    configure_logging(args.log_level)
+    # Imported once the arguments parse: `--help` and a usage error need none of it.
+    from ltx_pipelines.engine.decoding import decode_video_generation
+    from ltx_pipelines.engine.generation import write_generation
+    from ltx_pipelines.engine.latents_file import load_latents
+
+    latents_path, output, checkpoint, device, dtype, tiling = _checked(parser, args)
 
     def body() -> None:
         loaded = load_latents(latents_path, checkpoint=checkpoint, device=device, dtype=dtype, tiling=tiling)

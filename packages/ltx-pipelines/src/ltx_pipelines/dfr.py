@@ -21,333 +21,25 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import torch
-from torch import nn
-
-from ltx_core.components.denoisers import SimpleDenoiser
-from ltx_core.components.schedulers import distilled_sigmas, stage_2_distilled_sigmas
-from ltx_core.conditioning import (
-    ConditioningItem,
-    VideoConditionByKeyframeIndex,
-    VideoConditionByReferenceLatent,
-    VideoGeneratedKeyframeSlots,
-)
-from ltx_core.loader import LoraSpec, ModelFiles
-from ltx_core.model.duration_head import DurationRange
-from ltx_core.model.transformer import X0Model
-from ltx_core.model.upsampler import LATENT_UPSAMPLER, upsample_video_latent
-from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
-from ltx_core.types import DEFAULT_SCALE_FACTORS, VideoPixelShape
 from ltx_pipelines.cli.arg_types import LoraAction
 from ltx_pipelines.cli.command import PipelineCommand, Run
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
+from ltx_pipelines.cli.lazy import forward_to
 from ltx_pipelines.cli.model_flags import ModelFlags, RunModels
 from ltx_pipelines.cli.tiling_flags import TilingFlags
 from ltx_pipelines.cli.video_flags import VideoFlags
-from ltx_pipelines.engine import dfr_layout
-from ltx_pipelines.engine.decoding import decode_waveform
-from ltx_pipelines.engine.defaults import DEFAULT_LORA_STRENGTH, TWO_STAGE_SPATIAL_MULTIPLE, PipelineDefaults
-from ltx_pipelines.engine.duration import check_length_request, requested_frames
-from ltx_pipelines.engine.file_steps import contexts_on, encode_conditioning_images
-from ltx_pipelines.engine.final_latents import FinalLatents, Waveform
-from ltx_pipelines.engine.generated_keyframes import keyframe_embedding_problem
-from ltx_pipelines.engine.ic_references import reference_factors
-from ltx_pipelines.engine.model_loading import loaded
-from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
-from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
-from ltx_pipelines.engine.samplers import AncestralSampler
-from ltx_pipelines.engine.stages import ImageCondition, run_denoising_stage
+from ltx_pipelines.engine.defaults import DEFAULT_LORA_STRENGTH, MAX_TEMPORAL_ROUNDS, PipelineDefaults
 
 if TYPE_CHECKING:
-    from typing_extensions import Unpack
+    from ltx_core.loader import LoraSpec
+    from ltx_pipelines.engine.final_latents import FinalLatents
+    from ltx_pipelines.pipelines.dfr import DFRPipeline
 
 logger = logging.getLogger(__name__)
-
-# Carried keyframes anchor a tile almost clean, so a tile can still settle its seam frame.
-ANCHOR_KEYFRAME_STRENGTH = 0.95
-TEMPORAL_ANCESTRAL_ETA = 0.5
-# RoPE time is frame / fps: above this the trained token time spans no longer fit, so conditioning fps
-# is capped while the playback fps keeps doubling.
-MAX_CONDITIONING_FPS = 60.0
-# The temporal rounds start from the distilled schedule's fifth sigma (0.975).
-TEMPORAL_SIGMA_START = 4
-MAX_TEMPORAL_ROUNDS = 2
-# Each tile's ancestral stream: seed + this * round + tile (tiles are positionally alike, so one shared
-# stream would re-noise them identically).
-TILE_SEED_STRIDE = 1000
-DEFAULT_DETAILING_DOWNSCALE = 2
-
-
-def nearest_latent_frames(video_latent: torch.Tensor, positions: Sequence[int]) -> torch.Tensor:
-    """The latent frames nearest to pixel `positions`, stacked (B, C, K, h, w): new slots start from them."""
-    last = video_latent.shape[2] - 1
-    index = [min(max(round(p / DEFAULT_SCALE_FACTORS.time), 0), last) for p in positions]
-    return video_latent[:, :, index]
-
-
-class DFRPipeline(PromptPipeline):
-    """DFR over LTX-2.5 model files with the keyframe embedding, an x2 spatial upsampler, Gemma, the
-    detailing IC-LoRA (`detailing_lora`, fused in stage 2 only) and, for temporal rounds, the x2 temporal
-    upsampler. `loras` and the `distilled_lora` (a dev transformer's; None on a distilled one) are fused in
-    every stage."""
-
-    spatial_multiple = TWO_STAGE_SPATIAL_MULTIPLE
-
-    def __init__(
-        self,
-        checkpoint_path: str | Path | ModelFiles,
-        spatial_upsampler_path: str | Path,
-        gemma_root: str | Path | None,
-        *,
-        detailing_lora: Sequence[LoraSpec] = (),
-        temporal_upsampler_path: str | Path | None = None,
-        distilled_lora: LoraSpec | None = None,
-        **options: Unpack[PipelineOptions],
-    ) -> None:
-        problem = keyframe_embedding_problem(checkpoint_path)
-        if problem is not None:
-            raise ValueError(f"DFR cannot run on {checkpoint_path}: {problem}")
-        if distilled_lora is not None and not Path(distilled_lora.path).is_file():
-            raise ValueError(f"distilled_lora {str(distilled_lora.path)!r}: no such file (a LoRA .safetensors file)")
-        super().__init__(checkpoint_path, gemma_root, **options)
-        self.distilled_lora = distilled_lora
-        self.spatial_upsampler_path = Path(spatial_upsampler_path)
-        self.temporal_upsampler_path = Path(temporal_upsampler_path) if temporal_upsampler_path else None
-        self.detailing_lora = tuple(detailing_lora)
-        factor = reference_factors(self.detailing_lora).downscale if self.detailing_lora else 1
-        # A detailing LoRA without the metadata is the x2 one the reference ships.
-        self.detailing_downscale = factor if factor != 1 else DEFAULT_DETAILING_DOWNSCALE
-
-    def stage_loras(self) -> tuple[LoraSpec, ...]:
-        """The LoRAs of stage 1 and the temporal tiles (the detailing stage adds the detailing IC-LoRA): the
-        user LoRAs, then the distilled LoRA, the reference's order."""
-        return (*self.loras, *([self.distilled_lora] if self.distilled_lora is not None else []))
-
-    def generate(
-        self,
-        prompt: str,
-        *,
-        seed: int,
-        height: int,
-        width: int,
-        num_frames: int | None,
-        frame_rate: float,
-        temporal_upsample_rounds: int = 0,
-        images: Sequence[ImageCondition] = (),
-        enhance_prompt: bool = False,
-        duration: DurationRange | None = None,
-    ) -> FinalLatents:
-        """Generate from a prompt; the same seed gives the same result. `images` condition stages 1 and 2 and,
-        tile-locally, the temporal rounds (as the reference re-attaches them). `duration` (with `num_frames`
-        None): the duration head picks the requested length in that range of seconds."""
-        self._check_rounds(temporal_upsample_rounds)
-        check_length_request(self.checkpoint_path, num_frames, duration)
-        if num_frames is not None:
-            dfr_layout.plan_canvas(num_frames)
-        self.output_shape(height, width, num_frames or 1, frame_rate)
-        (contexts,), final_prompt = self.encode_prompts([prompt], seed=seed, images=images, enhance=enhance_prompt)
-        frames = requested_frames(
-            self.checkpoint_path, self.placement, contexts, num_frames=num_frames, duration=duration,
-            frame_rate=frame_rate,
-        )  # fmt: skip
-        final = self.latents_from_contexts(
-            contexts, height=height, width=width, num_frames=frames, frame_rate=frame_rate,
-            noise=SeededNoise(seed), seed=seed, temporal_upsample_rounds=temporal_upsample_rounds, images=images,
-        )  # fmt: skip
-        return replace(final, prompt=final_prompt)
-
-    def _check_rounds(self, rounds: int) -> None:
-        if not 0 <= rounds <= MAX_TEMPORAL_ROUNDS:
-            raise ValueError(f"temporal_upsample_rounds must be 0, 1 or 2, got {rounds}")
-        if rounds and self.temporal_upsampler_path is None:
-            raise ValueError(f"temporal_upsample_rounds {rounds} needs a temporal upsampler (temporal_upsampler_path)")
-
-    def latents_from_contexts(
-        self,
-        contexts: TextContexts,
-        *,
-        height: int,
-        width: int,
-        num_frames: int,
-        frame_rate: float,
-        noise: NoiseSource,
-        seed: int,
-        temporal_upsample_rounds: int = 0,
-        images: Sequence[ImageCondition] = (),
-    ) -> FinalLatents:
-        """Every stage from given contexts and a noise source (the parity seam). `seed` numbers the tiles'
-        ancestral streams (`seed + 1000 * round + tile`), offsets of `noise`'s own stream."""
-        self._check_rounds(temporal_upsample_rounds)
-        canvas = dfr_layout.plan_canvas(num_frames)
-        self.output_shape(height, width, num_frames, frame_rate)
-        full = VideoPixelShape(1, canvas.frames, height, width, frame_rate)
-        half = VideoPixelShape(1, canvas.frames, height // 2, width // 2, frame_rate)
-        device, dtype = self.placement.device, self.placement.dtype
-        positive = contexts_on(contexts, self.placement)
-        # The encoder is loaded even without images: the upsamplers work through its latent statistics.
-        encoded = encode_conditioning_images(
-            images, self.checkpoint_path, self.placement, [half, full], keep_latent_statistics=True
-        )
-        statistics = encoded.latent_statistics
-        assert statistics is not None
-        stage_1_images, stage_2_images = encoded.per_stage
-        latents: dict[str, torch.Tensor] = {}
-
-        with self.transformer(self.stage_loras()) as transformer:
-            denoiser = SimpleDenoiser(X0Model(transformer), positive.video, positive.audio)
-            stage_1 = run_denoising_stage(
-                denoiser, half, distilled_sigmas(), noise, "stage_1", device, dtype,
-                conditionings=[*stage_1_images, VideoGeneratedKeyframeSlots(canvas.positions)], progress=self.progress,
-            )  # fmt: skip
-        assert stage_1.video_generated_keyframes is not None
-        latents["stage_1.video_latent"] = stage_1.video_latent
-        latents["stage_1.video_generated_keyframes"] = stage_1.video_generated_keyframes
-        latents["stage_1.audio_latent"] = stage_1.audio_latent
-        with loaded(LATENT_UPSAMPLER, self.spatial_upsampler_path, self.placement) as upsampler, torch.no_grad():
-            slot_init = upsample_video_latent(stage_1.video_generated_keyframes, upsampler, statistics)
-            upsampled = upsample_video_latent(stage_1.video_latent, upsampler, statistics)
-        latents["upsampled_slot_keyframes"] = slot_init
-        latents["upsampled_video_latent"] = upsampled
-
-        detailing_items: list[ConditioningItem] = [
-            *stage_2_images,
-            VideoGeneratedKeyframeSlots(canvas.positions, slot_init),
-        ]
-        if self.detailing_lora:
-            detailing_items.append(
-                VideoConditionByReferenceLatent(stage_1.video_latent, downscale_factor=self.detailing_downscale)
-            )
-        with self.transformer([*self.stage_loras(), *self.detailing_lora]) as transformer:
-            denoiser = SimpleDenoiser(X0Model(transformer), positive.video, positive.audio)
-            stage_2 = run_denoising_stage(
-                denoiser, full, stage_2_distilled_sigmas(), noise, "stage_2", device, dtype,
-                conditionings=detailing_items,
-                initial_video=upsampled, initial_audio=stage_1.audio_latent, progress=self.progress,
-            )  # fmt: skip
-        assert stage_2.video_generated_keyframes is not None
-        latents["stage_2.video_latent"] = stage_2.video_latent
-        latents["stage_2.video_generated_keyframes"] = stage_2.video_generated_keyframes
-        if stage_2.audio_latent is not None:
-            latents["stage_2.audio_latent"] = stage_2.audio_latent
-
-        video = stage_2.video_latent
-        if temporal_upsample_rounds:
-            video = self._temporal_rounds(
-                video, stage_2.video_generated_keyframes, canvas, positive, noise, seed, temporal_upsample_rounds, full,
-                statistics, latents, images,
-            )  # fmt: skip
-        frames = dfr_layout.output_frames(num_frames, temporal_upsample_rounds)
-        video = video[:, :, : dfr_layout.output_latent_frames(frames)]
-        latents["final_video_latent"] = video
-        out = VideoPixelShape(1, frames, height, width, frame_rate * 2**temporal_upsample_rounds)
-        final = self.finished(out, video, stage_1.audio_latent, noise, latents)
-        return self._audio_cut_to_video(final)
-
-    @staticmethod
-    def _audio_cut_to_video(final: FinalLatents) -> FinalLatents:
-        """Stage 1's audio covers the padded canvas: ship it cut to the video's duration (decoded here, as
-        the reference cuts the waveform), so the container does not outlast the picture."""
-        waveform = decode_waveform(final)
-        if waveform is None:
-            return final
-        keep = round(final.shape.frames / final.shape.fps * waveform.sample_rate)
-        if keep >= waveform.samples.shape[-1]:
-            return final
-        return replace(final, shipped_audio=Waveform(waveform.samples[..., :keep], waveform.sample_rate))
-
-    def _temporal_rounds(
-        self,
-        video: torch.Tensor,
-        keyframes: torch.Tensor,
-        canvas: dfr_layout.Canvas,
-        contexts: TextContexts,
-        noise: NoiseSource,
-        seed: int,
-        rounds: int,
-        full: VideoPixelShape,
-        statistics: nn.Module,
-        latents: dict[str, torch.Tensor],
-        images: Sequence[ImageCondition],
-    ) -> torch.Tensor:
-        """The x2 temporal rounds: upsample, sample each seam tile, stitch; carried keyframes are the
-        previous round's anchors plus its new slots, all at this round's positions."""
-        assert self.temporal_upsampler_path is not None
-        device, dtype = self.placement.device, self.placement.dtype
-        sigmas = distilled_sigmas()[TEMPORAL_SIGMA_START:]
-        carried: dict[int, torch.Tensor] = {p: keyframes[:, :, i : i + 1] for i, p in enumerate(canvas.positions)}
-        fps = full.fps
-        # The tiles run the base stage: the detailing LoRA belongs to the full-size pass only.
-        with self.transformer(self.stage_loras()) as transformer:
-            denoiser = SimpleDenoiser(X0Model(transformer), contexts.video, contexts.audio)
-            for plan in dfr_layout.plan_rounds(canvas, rounds):
-                round_index, tiles = plan.index, plan.tiles
-                with loaded(LATENT_UPSAMPLER, self.temporal_upsampler_path, self.placement) as up, torch.no_grad():
-                    video = upsample_video_latent(video, up, statistics)
-                latents[f"round_{round_index}.temporal_upsampled_latent"] = video
-                fps *= 2
-                carried = {2 * p: k for p, k in carried.items()}
-                if tuple(sorted(carried)) != plan.seams:
-                    raise RuntimeError(
-                        f"temporal round {round_index}: carried keyframes at {sorted(carried)}, the layout's seams "
-                        f"are {list(plan.seams)}"
-                    )
-                stitched, new_slots = [], {}
-                for tile_index, tile in enumerate(tiles):
-                    name = f"round_{round_index}.tile_{tile_index}"
-                    tile_video = video[:, :, tile.latent_start : tile.latent_stop]
-                    shape = VideoPixelShape(
-                        1, tile.pixel_frames, full.height, full.width, min(fps, MAX_CONDITIONING_FPS)
-                    )
-                    items: list[ConditioningItem] = [
-                        *self._tile_images(images, tile, shape),
-                        *(
-                            VideoConditionByKeyframeIndex(carried[p], local, ANCHOR_KEYFRAME_STRENGTH)
-                            for p, local in zip(tile.anchors, tile.local(tile.anchors), strict=True)
-                        ),
-                    ]
-                    local_slots = tile.local(tile.slots)
-                    if local_slots:
-                        items.append(
-                            VideoGeneratedKeyframeSlots(local_slots, nearest_latent_frames(tile_video, local_slots))
-                        )
-                    sampler = AncestralSampler(
-                        eta=TEMPORAL_ANCESTRAL_ETA, noise_seed_offset=TILE_SEED_STRIDE * round_index + tile_index
-                    )
-                    result = run_denoising_stage(
-                        denoiser, shape, sigmas, noise, name, device, dtype, conditionings=items,
-                        initial_video=tile_video, with_audio=False, sampler=sampler, progress=self.progress,
-                    )  # fmt: skip
-                    latents[f"{name}.video_latent"] = result.video_latent
-                    stitched.append(result.video_latent)
-                    if result.video_generated_keyframes is not None:
-                        latents[f"{name}.video_generated_keyframes"] = result.video_generated_keyframes
-                        for i, p in enumerate(tile.slots):
-                            # A lead-in repeats the previous tile's slots: the earlier tile's wins.
-                            new_slots.setdefault(p, result.video_generated_keyframes[:, :, i : i + 1])
-                video = dfr_layout.stitch_tiles(stitched, tiles)
-                carried = {**carried, **new_slots}
-        return video
-
-    def _tile_images(
-        self, images: Sequence[ImageCondition], tile: dfr_layout.SeamTile, shape: VideoPixelShape
-    ) -> list[ConditioningItem]:
-        """The images re-attached to a tile, encoded at its size: all of them on a tile that starts the clip;
-        on a later one only those whose frame index falls in its window, shifted to tile-local frames (frame
-        indices read in the round's frame grid, as the reference does)."""
-        if tile.pixel_start > 0:
-            images = [
-                replace(image, frame_idx=image.frame_idx - tile.pixel_start)
-                for image in images
-                if tile.pixel_start <= image.frame_idx <= tile.pixel_end
-            ]
-        if not images:
-            return []
-        return list(encode_conditioning_images(images, self.checkpoint_path, self.placement, [shape]).per_stage[0])
 
 
 @dataclass(frozen=True)
@@ -371,6 +63,7 @@ class DfrFlags(FlagGroup[DfrInputs]):
     defaults; DFR places its keyframes itself, so it takes no `--num-generated-keyframes`, as the reference)."""
 
     def add(self, parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
+
         group = parser.add_argument_group("DFR")
         group.add_argument(
             "--detailing-lora",
@@ -398,6 +91,9 @@ class DfrFlags(FlagGroup[DfrInputs]):
         )
 
     def read(self, args: argparse.Namespace, context: ReadContext) -> DfrInputs:
+        from ltx_core.loader import LoraSpec
+        from ltx_pipelines.engine import dfr_layout
+
         loras = tuple(
             LoraSpec(_local_file("--detailing-lora", lora.path), lora.strength) for lora in args.detailing_lora
         )
@@ -416,12 +112,15 @@ class DfrFlags(FlagGroup[DfrInputs]):
         return DfrInputs(loras, path, int(args.temporal_upsample_rounds))
 
     def settle(self, value: DfrInputs, models: RunModels, context: ReadContext) -> DfrInputs:
+        from ltx_core.loader import LoraSpec
+        from ltx_pipelines.engine.generated_keyframes import keyframe_embedding_problem
+
         problem = keyframe_embedding_problem(models.checkpoint)
         if problem is not None:
             raise FlagError(f"DFR cannot run on {models.checkpoint}: {problem}")
         if not context.demo:
             return value
-        from ltx_pipelines.demo_assets import ensure_demo_assets
+        from ltx_pipelines.demo import ensure_demo_assets
 
         # The LTX-2.5 demo set (DFR's only demo family) ships the detailing IC-LoRA and the temporal upsampler:
         # used where none is given (read() refuses rounds without an upsampler outside --demo).
@@ -441,6 +140,8 @@ class DfrFlags(FlagGroup[DfrInputs]):
 
 
 def _build(run: Run) -> DFRPipeline:
+    from ltx_pipelines.pipelines.dfr import DFRPipeline
+
     dfr: DfrInputs = run.values[DfrFlags]
     return DFRPipeline(
         run.models.checkpoint,
@@ -477,12 +178,19 @@ COMMAND = PipelineCommand.for_module(
             "with a distilled transformer. Example: --distilled-lora distilled-lora.safetensors 0.8"
         ),
         demo_families=("ltx-2.5",),
+        # DFR needs the keyframe position embedding, which LTX-2.5 transformers introduced (checked in settle too).
+        model_versions=("2.5",),
     ),
     groups=(VideoFlags(two_stage=True, auto_duration=True), DfrFlags(), TilingFlags()),
     build=_build,
     generate=_generate,
 )
+
+
 main = COMMAND.main
+
+
+__getattr__ = forward_to("ltx_pipelines.pipelines.dfr")
 
 
 if __name__ == "__main__":

@@ -16,52 +16,27 @@ LTX-2.5 demo family (`--demo --demo-family ltx-2.5`, which fuses the demo set's 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
-from typing import TYPE_CHECKING
 
-from ltx_core.loader import LoraSpec, ModelFiles
-from ltx_pipelines.demo_assets import DEMO_FAMILIES
-from ltx_pipelines.lipdub import LipDubPipeline, LipDubReference, lip_dub_command
-
-if TYPE_CHECKING:
-    from typing_extensions import Unpack
-
-    from ltx_pipelines.engine.prompt_pipeline import PipelineOptions
-
-__all__ = ["COMMAND", "DubItPipeline", "DubItReference", "main"]
-
-DubItReference = LipDubReference
-"""The reference clip (video, and its audio unless given separately); see `LipDubReference`."""
-
-
-class DubItPipeline(LipDubPipeline):
-    """Distilled two-stage Dub-It over one Dub-It IC-LoRA (`ic_lora`), fused into the transformer of both
-    stages; `generate` -> `FinalLatents`, `latents_from_contexts` is the parity seam (see `LipDubPipeline`)."""
-
-    def __init__(
-        self,
-        checkpoint_path: str | Path | ModelFiles,
-        spatial_upsampler_path: str | Path,
-        gemma_root: str | Path | None,
-        *,
-        ic_lora: LoraSpec | None,
-        **options: Unpack[PipelineOptions],
-    ) -> None:
-        """`ic_lora` None only runs the random-weight demo."""
-        super().__init__(checkpoint_path, spatial_upsampler_path, gemma_root, lip_dub_lora=ic_lora, **options)
-
+from ltx_pipelines.cli.lazy import forward_to, resolve
+from ltx_pipelines.engine.defaults import DEMO_FAMILIES
+from ltx_pipelines.lipdub import lip_dub_command
 
 COMMAND = lip_dub_command(
     __name__,
     __doc__,
-    lambda checkpoint, upsampler, gemma, lora, **options: DubItPipeline(
+    lambda checkpoint, upsampler, gemma, lora, **options: resolve("ltx_pipelines.pipelines.dubit:DubItPipeline")(
         checkpoint, upsampler, gemma, ic_lora=lora, **options
     ),
     lora_name="Dub-It",
     demo_families=DEMO_FAMILIES,
     demo_ic_lora="dubit_ic_lora",
 )
+
+
 main = COMMAND.main
+
+
+__getattr__ = forward_to("ltx_pipelines.pipelines.dubit")
 
 
 if __name__ == "__main__":

@@ -15,251 +15,34 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import torch
-
-from ltx_core.components.denoisers import SimpleDenoiser
-from ltx_core.components.schedulers import distilled_sigmas, stage_2_distilled_sigmas
-from ltx_core.conditioning import VideoConditionByReferenceLatent
-from ltx_core.latent_tiles import AxisTileCount, LatentTile, TileCounts
-from ltx_core.loader import CheckpointError, LoraSpec, read_checkpoint_config, read_safetensors_header
-from ltx_core.model.transformer import X0Model
-from ltx_core.model.video_vae.tiling import AxisTiling, TilingConfig
-from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
-from ltx_core.types import VideoPixelShape
 from ltx_pipelines.cli.command import PipelineCommand, Run
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
+from ltx_pipelines.cli.lazy import forward_to
 from ltx_pipelines.cli.model_flags import ModelFlags, RunModels
 from ltx_pipelines.cli.runtime_flags import RuntimeFlags
-from ltx_pipelines.engine.checkpoint_kind import ExpectedKind, check_checkpoint_kind
-from ltx_pipelines.engine.decoding import video_frame_chunks
-from ltx_pipelines.engine.defaults import PipelineDefaults
-from ltx_pipelines.engine.file_steps import (
-    contexts_on,
-    encode_conditioning_images,
-    upsample_between_stages,
+from ltx_pipelines.engine.defaults import (
+    DEFAULT_NUM_FRAMES,
+    DEFAULT_SEED,
+    DEFAULT_SPATIAL_TILE,
+    DEMO_NUM_FRAMES,
+    SPATIAL_TILE_OVERLAP,
+    VIDEO_SUFFIXES,
+    PipelineDefaults,
 )
-from ltx_pipelines.engine.generation import _package_versions, describe_model_files
-from ltx_pipelines.engine.ic_references import ReferenceFactors, reference_factors
-from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
-from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
-from ltx_pipelines.engine.stages import run_denoising_stage
-from ltx_pipelines.engine.tiled_refinement import run_tiled_video_stage
-from ltx_pipelines.io import MediaError, iter_video_frames, probe_video
 from ltx_pipelines.io.atomic_files import check_output_path, write_json_atomic
-from ltx_pipelines.io.hdr import aligned_size, fit_reflect_pad, logc3_decode, sdr_to_working_space
-from ltx_pipelines.io.hdr_outputs import read_exr_frame, write_exr_frames, write_hevc_hlg_master
 
 if TYPE_CHECKING:
-    from typing_extensions import Unpack
-
-__all__ = ["COMMAND", "HDRGeneration", "HDRICLoraPipeline", "SdrClip", "main"]
+    from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
+    from ltx_pipelines.engine.checkpoint_kind import ExpectedKind
+    from ltx_pipelines.pipelines.hdr_ic_lora import HDRGeneration, HDRICLoraPipeline
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_NUM_FRAMES = 161
-DEFAULT_SEED = 10
-SIZE_MULTIPLE = 64
-DEFAULT_SPATIAL_TILE = 1280
-SPATIAL_TILE_OVERLAP = 256
-TEMPORAL_TILE, TEMPORAL_TILE_OVERLAP = 32, 16
-# Stage 2 as the reference runs it: two tiles per axis (latent overlaps 8 frames, 6 cells), and the first
-# two stage-2 sigmas, then 0.
-STAGE_2_TILES = TileCounts(frames=AxisTileCount(2, 8), height=AxisTileCount(2, 6), width=AxisTileCount(2, 6))
-VIDEO_SUFFIXES = (".mp4", ".mov")
-TILED_ENCODE_PIXELS = 512 * 768
-"""References larger than this (height x width) are VAE-encoded tile by tile."""
-DEMO_NUM_FRAMES = 9
-
-
-def stage_2_sigmas() -> torch.Tensor:
-    return torch.cat([stage_2_distilled_sigmas()[:2].float(), torch.zeros(1)])
-
-
-def decode_tiling(spatial_tile: int) -> TilingConfig:
-    """The float32 VAE decode layout: `spatial_tile`-pixel tiles (256 overlap), 32-frame tiles (16 overlap)."""
-    spatial = AxisTiling(spatial_tile, SPATIAL_TILE_OVERLAP)
-    return TilingConfig(AxisTiling(TEMPORAL_TILE, TEMPORAL_TILE_OVERLAP), spatial, spatial)
-
-
-@dataclass(frozen=True)
-class SdrClip:
-    """An SDR input clip: (F, H, W, 3) uint8 Rec.709 frames and their rate."""
-
-    frames: torch.Tensor
-    fps: float
-
-    @classmethod
-    def from_file(cls, path: str | Path, max_frames: int | None = None) -> SdrClip:
-        frames = list(iter_video_frames(path, max_frames=max_frames))
-        if not frames:
-            raise MediaError(f"no frames decoded from {str(path)!r}")
-        return cls(torch.stack(frames), probe_video(path).fps)
-
-
-@dataclass
-class HDRGeneration:
-    """Scene-linear Rec.709 frames, decoded: (f, H, W, 3) float32 chunks on the CPU (writing them builds no
-    model)."""
-
-    frames: Sequence[torch.Tensor]
-    num_frames: int
-    height: int
-    width: int
-    frame_rate: float
-    latents: dict[str, torch.Tensor] = field(default_factory=dict)
-
-
-def _every_other(chunks: Iterator[torch.Tensor]) -> Iterator[torch.Tensor]:
-    """Frames 0, 2, 4, ... of a chunked frame stream (the high-quality mode generated twice as many)."""
-    seen = 0
-    for chunk in chunks:
-        yield chunk[(-seen) % 2 :: 2]
-        seen += chunk.shape[0]
-
-
-class HDRICLoraPipeline(PromptPipeline):
-    """Two-stage distilled SDR-to-HDR over the HDR IC-LoRA (fused into both stages), from given contexts.
-
-    The reference downscale factor comes from the LoRA's metadata. `hdr_lora` None only runs the
-    random-weight demo.
-    """
-
-    spatial_multiple = SIZE_MULTIPLE
-
-    def __init__(
-        self,
-        checkpoint_path: str | Path,
-        spatial_upsampler_path: str | Path,
-        *,
-        hdr_lora: LoraSpec | None,
-        stage_2_tiles: TileCounts = STAGE_2_TILES,
-        **options: Unpack[PipelineOptions],
-    ) -> None:
-        super().__init__(checkpoint_path, None, **options)
-        self.spatial_upsampler_path = Path(spatial_upsampler_path)
-        self.hdr_lora = hdr_lora
-        self.factors: ReferenceFactors = reference_factors([hdr_lora] if hdr_lora is not None else [])
-        self.stage_2_tiles = stage_2_tiles
-
-    @property
-    def decode_tiling(self) -> TilingConfig:
-        """The VAE layout of the float32 decode (and of encoding large references)."""
-        return self.tiling if self.tiling is not None else decode_tiling(DEFAULT_SPATIAL_TILE)
-
-    @property
-    def size_multiple(self) -> int:
-        """Generated sizes are multiples of this: 64 times the reference downscale factor."""
-        return SIZE_MULTIPLE * self.factors.downscale
-
-    def _reference_pixels(self, clip: SdrClip, frames: int, height: int, width: int, duplicate: bool) -> torch.Tensor:
-        """The clip's first frames in the working space, reflect-padded to (height, width): (1, 3, F, h, w)
-        in [-1, 1]; with `duplicate` each frame is repeated twice (high-quality mode)."""
-        used = (frames + 1) // 2 if duplicate else frames
-        if clip.frames.shape[0] < used:
-            raise ValueError(f"the input has {clip.frames.shape[0]} frames; {used} are needed")
-        working = sdr_to_working_space(clip.frames[:used])
-        video = fit_reflect_pad(working, height, width) * 2.0 - 1.0
-        if duplicate:
-            video = video.repeat_interleave(2, dim=2)[:, :, :frames]
-        return video
-
-    def generate_from_contexts(
-        self,
-        contexts: TextContexts,
-        *,
-        clip: SdrClip,
-        height: int,
-        width: int,
-        num_frames: int,
-        frame_rate: float,
-        noise: NoiseSource,
-        high_quality: bool = False,
-        reference_strength: float = 1.0,
-    ) -> HDRGeneration:
-        """Both stages and the float32 decode of `num_frames` frames at (height, width) (any size: it is
-        generated padded up to `size_multiple` and cropped back)."""
-        if num_frames < 1 or (num_frames - 1) % 8:
-            raise ValueError(f"num_frames must be 8k+1, got {num_frames}")
-        generated = 2 * num_frames - 1 if high_quality else num_frames
-        gen_h, gen_w = aligned_size(height, width, self.size_multiple)
-        full = self.output_shape(gen_h, gen_w, generated, frame_rate)
-        half = VideoPixelShape(1, generated, gen_h // 2, gen_w // 2, frame_rate)
-        device, dtype = self.placement.device, self.placement.dtype
-        positive = contexts_on(contexts, self.placement)
-        scale = self.factors.downscale
-
-        def encode_reference(encoder: torch.nn.Module) -> list[list[Any]]:
-            latents = []
-            for shape in (half, full):
-                pixels = self._reference_pixels(
-                    clip, generated, shape.height // scale, shape.width // scale, high_quality
-                )
-                pixels = pixels.to(device=device, dtype=dtype)
-                with torch.no_grad():
-                    if pixels.shape[-2] * pixels.shape[-1] > TILED_ENCODE_PIXELS:
-                        # Large references are encoded in tiles (the decode layout) to bound activation memory.
-                        latents.append(encoder.encode_tiled(pixels, self.decode_tiling).to(dtype))
-                    else:
-                        latents.append(encoder(pixels))
-            return [[latent] for latent in latents]
-
-        encoded = encode_conditioning_images(
-            (), self.checkpoint_path, self.placement, [half, full],
-            keep_latent_statistics=True, also_encode=encode_reference,
-        )  # fmt: skip
-        (reference_half,), (reference_full,) = encoded.per_stage
-        assert encoded.latent_statistics is not None
-
-        def reference(latent: torch.Tensor) -> VideoConditionByReferenceLatent:
-            return VideoConditionByReferenceLatent(latent, downscale_factor=scale, strength=reference_strength)
-
-        def tile_reference(tile: LatentTile) -> list[VideoConditionByReferenceLatent]:
-            f, h, w = tile.cells
-            cells = (f, slice(h.start // scale, h.stop // scale), slice(w.start // scale, w.stop // scale))
-            return [reference(reference_full[(slice(None), slice(None), *cells)])]
-
-        latents: dict[str, torch.Tensor] = {}
-        loras = (*self.loras, *([self.hdr_lora] if self.hdr_lora is not None else []))
-        with self.transformer(loras) as transformer:
-            denoiser = SimpleDenoiser(X0Model(transformer), positive.video, None)
-            stage_1 = run_denoising_stage(
-                denoiser, half, distilled_sigmas(), noise, "stage_1", device, dtype,
-                conditionings=[reference(reference_half)], with_audio=False, progress=self.progress,
-            )  # fmt: skip
-            assert stage_1.video_latent is not None
-            latents["stage_1.video_latent"] = stage_1.video_latent
-            upsampled = upsample_between_stages(
-                stage_1.video_latent, self.spatial_upsampler_path, encoded.latent_statistics, self.placement
-            )
-            latents["upsampled_video_latent"] = upsampled
-            refined = run_tiled_video_stage(
-                denoiser, upsampled, stage_2_sigmas(), noise, "stage_2", fps=frame_rate, counts=self.stage_2_tiles,
-                tile_conditionings=tile_reference, device=device, dtype=dtype, progress=self.progress,
-            )  # fmt: skip
-        latents["stage_2.video_latent"] = refined
-
-        def linear_frames() -> Iterator[torch.Tensor]:
-            # float32 weights and latent: the inverse LogC3 curve amplifies any rounding of the codes.
-            placement = replace(self.placement, dtype=torch.float32)
-            for chunk in video_frame_chunks(
-                self.checkpoint_path, placement, refined.float(), self.decode_tiling, noise
-            ):
-                # Scene light is never negative; codes below the curve's black level would decode below 0.
-                yield logc3_decode(chunk.float()).clamp(min=0.0)[:, :height, :width]
-
-        # Decoded here, before anything is written: the EXR and HEVC writers only encode what they are given.
-        chunks = _every_other(linear_frames()) if high_quality else linear_frames()
-        frames = tuple(chunk.to("cpu") for chunk in chunks)
-        return HDRGeneration(frames, num_frames, height, width, frame_rate, latents)
-
-
-# ---- command line ----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -294,6 +77,7 @@ class HdrFlags(FlagGroup[HdrJobs]):
     `--skip-mp4`, `--seed`."""
 
     def add(self, parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
+
         parser.allow_abbrev = False  # `--hdr` must never abbreviate to `--hdr-lora`
         group = parser.add_argument_group("inputs and outputs")
         group.add_argument("--input", required=True, help="An SDR .mp4/.mov video, or a folder of them (required).")
@@ -328,6 +112,8 @@ class HdrFlags(FlagGroup[HdrJobs]):
         run.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"Random seed (default: {DEFAULT_SEED}).")
 
     def read(self, args: argparse.Namespace, context: ReadContext) -> HdrJobs:
+        from ltx_pipelines.io import MediaError, probe_video
+
         n = args.num_frames
         if n is None:
             n = DEMO_NUM_FRAMES if context.demo else DEFAULT_NUM_FRAMES
@@ -410,6 +196,9 @@ class HdrModelFlags(FlagGroup[HdrModels]):
         return HdrModels(args.hdr_lora, args.text_embeddings)
 
     def settle(self, value: HdrModels, models: RunModels, context: ReadContext) -> HdrModels:
+        from ltx_core.loader import LoraSpec
+        from ltx_pipelines.engine.ic_references import reference_factors
+
         hdr_lora = None
         if value.hdr_lora is not None:
             hdr_lora = _model_file("--hdr-lora", str(value.hdr_lora), "lora")
@@ -427,6 +216,7 @@ class HdrModelFlags(FlagGroup[HdrModels]):
 
 
 def _inputs(raw: str) -> list[Path]:
+
     path = Path(raw).expanduser()
     if path.is_file():
         return [path]
@@ -439,7 +229,9 @@ def _inputs(raw: str) -> list[Path]:
 
 
 def _model_file(flag: str, raw: str, kind: ExpectedKind) -> Path:
+    from ltx_core.loader import CheckpointError
     from ltx_pipelines.cli.hf_paths import HfPathError, resolve_model_path
+    from ltx_pipelines.engine.checkpoint_kind import check_checkpoint_kind
 
     try:
         path = resolve_model_path(raw)
@@ -454,14 +246,10 @@ def _model_file(flag: str, raw: str, kind: ExpectedKind) -> Path:
     return path
 
 
-def _context_width(checkpoint: Path) -> int | None:
-    transformer = read_checkpoint_config(checkpoint).get("transformer", {})
-    key = "cross_attention_dim" if transformer.get("caption_proj_before_connector") else "caption_channels"
-    value = transformer.get(key)
-    return int(value) if isinstance(value, int) else None
-
-
 def _check_embeddings(raw: str, checkpoint: Path) -> Path:
+    from ltx_core.loader import CheckpointError, read_safetensors_header
+    from ltx_pipelines.pipelines.hdr_ic_lora import _context_width
+
     path = Path(raw).expanduser()
     if not path.is_file():
         raise FlagError(f"--text-embeddings {raw!r}: no such file")
@@ -483,6 +271,11 @@ def _check_embeddings(raw: str, checkpoint: Path) -> Path:
 
 def load_contexts(run: Run) -> TextContexts:
     """The embeddings file's contexts, or (demo without one) seeded random contexts of the right width."""
+    import torch
+
+    from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
+    from ltx_pipelines.pipelines.hdr_ic_lora import _context_width
+
     embeddings = run[HdrModelFlags].text_embeddings
     if embeddings is not None:
         from safetensors.torch import load_file
@@ -496,7 +289,22 @@ def load_contexts(run: Run) -> TextContexts:
     return TextContexts(video=video.float(), audio=None, mask=torch.ones(video.shape[:2], dtype=torch.int64))
 
 
+@dataclass(frozen=True, kw_only=True)
+class HdrCommand(PipelineCommand["HDRICLoraPipeline"]):
+    """The command of a pipeline that writes its own outputs: `generate` yields each job's HDR frames and
+    `write` turns them into EXR frames, an HEVC master and a sidecar (no latents file: the run is from stored
+    contexts and has no decode step of its own)."""
+
+    write: Callable[[Run, Any], Path]
+
+    def produce(self, pipeline: HDRICLoraPipeline, run: Run, saved: list[Path]) -> None:
+        self.write(run, self.generate(pipeline, run))
+
+
 def _build(run: Run) -> HDRICLoraPipeline:
+    from ltx_core.loader import LoraSpec
+    from ltx_pipelines.pipelines.hdr_ic_lora import HDRICLoraPipeline, decode_tiling
+
     hdr_lora = run[HdrModelFlags].hdr_lora
     return HDRICLoraPipeline(
         run.models.checkpoint,
@@ -510,6 +318,9 @@ def _build(run: Run) -> HDRICLoraPipeline:
 
 def _generate(pipeline: HDRICLoraPipeline, run: Run) -> Iterator[tuple[HdrJob, HDRGeneration]]:
     """Each job's generation, made as the writer asks for it (one clip in memory at a time)."""
+    from ltx_pipelines.engine.noise_sources import SeededNoise
+    from ltx_pipelines.pipelines.hdr_ic_lora import SdrClip
+
     contexts = load_contexts(run)
     hdr = run[HdrFlags]
     for job in hdr.jobs:
@@ -523,6 +334,11 @@ def _generate(pipeline: HDRICLoraPipeline, run: Run) -> Iterator[tuple[HdrJob, H
 
 def _write(run: Run, generations: Iterator[tuple[HdrJob, HDRGeneration]]) -> Path:
     """Every job's EXR frames, HEVC master (unless `--skip-mp4`) and sidecar; returns the output folder."""
+    import torch
+
+    from ltx_pipelines.engine.generation import _package_versions, describe_model_files
+    from ltx_pipelines.io.hdr_outputs import read_exr_frame, write_exr_frames, write_hevc_hlg_master
+
     hdr, resolved = run[HdrFlags], run[HdrModelFlags]
     files = describe_model_files(
         {
@@ -569,7 +385,7 @@ def _write(run: Run, generations: Iterator[tuple[HdrJob, HDRGeneration]]) -> Pat
     return hdr.jobs[0].exr_dir.parent
 
 
-COMMAND = PipelineCommand(
+COMMAND = HdrCommand(
     prog="python -m ltx_pipelines.hdr_ic_lora",
     description=__doc__.splitlines()[0] if __doc__ else None,
     groups=(
@@ -583,7 +399,12 @@ COMMAND = PipelineCommand(
     generate=_generate,
     write=_write,
 )
+
+
 main = COMMAND.main
+
+
+__getattr__ = forward_to("ltx_pipelines.pipelines.hdr_ic_lora")
 
 
 if __name__ == "__main__":

@@ -13,25 +13,20 @@ from __future__ import annotations
 import sys
 
 from ltx_pipelines.cli.guided_command import build_guided, guided_command
-from ltx_pipelines.ti2vid_two_stages import TI2VidTwoStagesPipeline
-
-
-class KeyframeInterpolationPipeline(TI2VidTwoStagesPipeline):
-    """Two-stage generation between keyframes given as `ImageCondition`s (any frame, any strength).
-
-    The models, stages, options and call of `TI2VidTwoStagesPipeline` (`loras` in both stages,
-    `distilled_lora` in stage 2); only what the images become and which audio is decoded differ: every image
-    (frame 0 too) is appended as keyframe tokens, and stage 2's audio is decoded.
-    """
-
-    images_as_keyframes = True
-    ship_refined_audio = True
-
+from ltx_pipelines.cli.lazy import forward_to
 
 COMMAND = guided_command(
-    __name__, __doc__, lambda run: build_guided(KeyframeInterpolationPipeline, run), two_stage=True
+    __name__,
+    __doc__,
+    lambda run: build_guided("ltx_pipelines.pipelines.keyframe_interpolation:KeyframeInterpolationPipeline", run),
+    two_stage=True,
 )
+
+
 main = COMMAND.main
+
+
+__getattr__ = forward_to("ltx_pipelines.pipelines.keyframe_interpolation")
 
 
 if __name__ == "__main__":

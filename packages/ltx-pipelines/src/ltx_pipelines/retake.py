@@ -13,284 +13,27 @@ import argparse
 import logging
 import math
 import sys
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import torch
-
-from ltx_core.components.denoisers import Denoiser, SimpleDenoiser
-from ltx_core.components.guiders import MultiModalGuiderParams
-from ltx_core.components.schedulers import LTX2Scheduler, distilled_sigmas
-from ltx_core.conditioning import ConditioningItem, FrozenModality, TemporalRegionMask
-from ltx_core.model.transformer import X0Model
-from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
-from ltx_core.types import DEFAULT_SCALE_FACTORS, AudioLatentShape, VideoLatentShape, VideoPixelShape
 from ltx_pipelines.cli.command import PipelineCommand, Run
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
 from ltx_pipelines.cli.guidance_flags import MaxBatchSizeFlags
+from ltx_pipelines.cli.lazy import forward_to, resolve
 from ltx_pipelines.cli.media_inputs import video_file
 from ltx_pipelines.cli.model_flags import ModelFlags
 from ltx_pipelines.cli.tiling_flags import TilingFlags
 from ltx_pipelines.engine.defaults import (
-    DEFAULT_MAX_BATCH_SIZE,
-    ONE_STAGE_SPATIAL_MULTIPLE,
     PipelineDefaults,
-    defaults_for_checkpoint,
 )
-from ltx_pipelines.engine.final_latents import FinalLatents
-from ltx_pipelines.engine.guided import (
-    GuidanceSettings,
-    checked_max_batch_size,
-    checked_stage_sigmas,
-    guided_inputs,
-    negative_prompt_or_default,
-    resolve_guidance,
-    stage_guided_denoiser,
-    stage_sigmas_or,
-)
-from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
-from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
-from ltx_pipelines.engine.source_latents import encode_audio_latent, encode_video_latent
-from ltx_pipelines.engine.stages import run_denoising_stage
-from ltx_pipelines.io import frames_to_model_input, probe_video, read_audio, read_video
 
 if TYPE_CHECKING:
-    from typing_extensions import Unpack
-
-# The reference's step count for a full checkpoint under guidance (its library default).
-FULL_CHECKPOINT_STEPS = 40
+    from ltx_pipelines.engine.final_latents import FinalLatents
+    from ltx_pipelines.pipelines.retake import RetakePipeline, RetakeRequest
 
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class RetakeSource:
-    """The video to retake: its shape (frames, size, fps) and, for each modality, either its encoded
-    latent or its media (pixels (1, 3, F, H, W) in [-1, 1]; a waveform (channels, N) at `sample_rate`).
-    No audio at all: the audio is generated for the whole clip."""
-
-    shape: VideoPixelShape
-    pixels: torch.Tensor | None = None
-    video_latent: torch.Tensor | None = None
-    waveform: torch.Tensor | None = None
-    sample_rate: int | None = None
-    audio_latent: torch.Tensor | None = None
-
-    def __post_init__(self) -> None:
-        if (self.pixels is None) == (self.video_latent is None):
-            raise ValueError("a retake source needs exactly one of pixels and video_latent")
-        if self.waveform is not None and self.audio_latent is not None:
-            raise ValueError("a retake source takes a waveform or an audio latent, not both")
-        if self.waveform is not None and not self.sample_rate:
-            raise ValueError("a source waveform needs its sample_rate")
-        check_source_shape(self.shape.frames, self.shape.height, self.shape.width)
-
-    @property
-    def has_audio(self) -> bool:
-        return self.waveform is not None or self.audio_latent is not None
-
-    @classmethod
-    def from_file(cls, path: str | Path) -> RetakeSource:
-        """Every frame of the file's video (at its own size and frame rate) and the audio that spans it."""
-        info = probe_video(path)
-        clip = read_video(path)
-        frames, height, width = clip.frames.shape[:3]
-        shape = VideoPixelShape(1, int(frames), int(height), int(width), info.fps)
-        pixels = frames_to_model_input(clip.frames, int(height), int(width))
-        waveform = rate = None
-        if info.has_audio:
-            audio = read_audio(path, max_duration=frames / info.fps)
-            waveform, rate = audio.waveform, audio.sample_rate
-        return cls(shape, pixels=pixels, waveform=waveform, sample_rate=rate)
-
-
-def check_source_shape(frames: int, height: int, width: int) -> None:
-    """Frames 8k+1, height and width multiples of 32; the error names the nearest valid values."""
-    t, s = DEFAULT_SCALE_FACTORS.time, ONE_STAGE_SPATIAL_MULTIPLE
-    problems = []
-    if frames < 1 or (frames - 1) % t:
-        below = max(1, (frames - 1) // t * t + 1)
-        problems.append(f"{frames} frames (must be {t}k+1: use {below} or {below + t} frames)")
-    for name, value in (("height", height), ("width", width)):
-        if value < s or value % s:
-            below = max(s, value // s * s)
-            problems.append(f"{name} {value} (must be a multiple of {s}: use {below} or {below + s})")
-    if problems:
-        raise ValueError("the source video does not fit the model's grid: " + "; ".join(problems))
-
-
-class RetakePipeline(PromptPipeline):
-    """Regenerate [start_time, end_time) seconds of a source video from a prompt.
-
-    `distilled=True` (default): a distilled checkpoint, its sigmas, no guidance, only the prompt is
-    encoded. `distilled=False`: a full checkpoint, the LTX-2 scheduler (40 steps by default) and
-    multi-modal guidance against the negative prompt. Call with a prompt and a `RetakeSource` or
-    drive `generate_from_contexts` directly.
-    """
-
-    stage_names = ("stage_1",)
-    """The denoising stage, as named in noise draws, latents and `stage_sigmas`."""
-
-    def __init__(
-        self,
-        checkpoint_path: str | Path,
-        gemma_root: str | Path | None,
-        *,
-        distilled: bool = True,
-        max_batch_size: int | None = DEFAULT_MAX_BATCH_SIZE,
-        **options: Unpack[PipelineOptions],
-    ) -> None:
-        """`max_batch_size` (how many guidance passes share one transformer call, None: all) applies with
-        `distilled=False`; `options`: see `PipelineOptions`."""
-        self.max_batch_size = checked_max_batch_size(max_batch_size)
-        super().__init__(checkpoint_path, gemma_root, **options)
-        self.distilled = distilled
-
-    def guidance_settings(
-        self,
-        num_inference_steps: int | None = None,
-        video_guidance: MultiModalGuiderParams | None = None,
-        audio_guidance: MultiModalGuiderParams | None = None,
-    ) -> GuidanceSettings:
-        """Distilled: no guidance (refused when given). Full: the given values, with 40 steps and the checkpoint
-        generation's guidance for those left as None."""
-        if self.distilled:
-            given = [n for n, v in (("num_inference_steps", num_inference_steps), ("video_guidance", video_guidance),
-                     ("audio_guidance", audio_guidance)) if v is not None]  # fmt: skip
-            if given:
-                raise ValueError(f"the distilled retake runs without guidance: {given} not accepted")
-            off = MultiModalGuiderParams()
-            return resolve_guidance(defaults_for_checkpoint(self.checkpoint_path), None, off, off)
-        steps = FULL_CHECKPOINT_STEPS if num_inference_steps is None else num_inference_steps
-        return resolve_guidance(defaults_for_checkpoint(self.checkpoint_path), steps, video_guidance, audio_guidance)
-
-    def generate(
-        self,
-        prompt: str,
-        *,
-        source: RetakeSource,
-        start_time: float,
-        end_time: float,
-        seed: int,
-        regenerate_video: bool = True,
-        regenerate_audio: bool = True,
-        negative_prompt: str | None = None,
-        num_inference_steps: int | None = None,
-        video_guidance: MultiModalGuiderParams | None = None,
-        audio_guidance: MultiModalGuiderParams | None = None,
-        enhance_prompt: bool = False,
-    ) -> FinalLatents:
-        """The source with [start_time, end_time) regenerated; the same seed gives the same result."""
-        check_region(start_time, end_time, regenerate_video, regenerate_audio)
-        if self.distilled and negative_prompt is not None:
-            raise ValueError("the distilled retake runs without guidance: ['negative_prompt'] not accepted")
-        settings = self.guidance_settings(num_inference_steps, video_guidance, audio_guidance)  # before Gemma runs
-        prompts = [prompt] if self.distilled else [prompt, negative_prompt_or_default(negative_prompt)]
-        contexts, final_prompt = self.encode_prompts(prompts, seed=seed, images=(), enhance=enhance_prompt)
-        guidance = {} if self.distilled else {
-            "num_inference_steps": settings.num_inference_steps, "video_guidance": settings.video,
-            "audio_guidance": settings.audio,
-        }  # fmt: skip
-        final = self.latents_from_contexts(
-            contexts[0], contexts[1] if len(contexts) > 1 else None, source=source, start_time=start_time,
-            end_time=end_time, regenerate_video=regenerate_video, regenerate_audio=regenerate_audio,
-            noise=SeededNoise(seed), **guidance,
-        )  # fmt: skip
-        return replace(final, prompt=final_prompt)
-
-    def latents_from_contexts(
-        self,
-        contexts: TextContexts,
-        negative_contexts: TextContexts | None = None,
-        *,
-        source: RetakeSource,
-        start_time: float,
-        end_time: float,
-        noise: NoiseSource,
-        regenerate_video: bool = True,
-        regenerate_audio: bool = True,
-        num_inference_steps: int | None = None,
-        video_guidance: MultiModalGuiderParams | None = None,
-        audio_guidance: MultiModalGuiderParams | None = None,
-        stage_sigmas: Mapping[str, torch.Tensor] | None = None,
-    ) -> FinalLatents:
-        """The retake stage, to the final latents, from given contexts, the source and a noise source (the parity
-        seam). Distilled: `negative_contexts` and the guidance settings must be None."""
-        check_region(start_time, end_time, regenerate_video, regenerate_audio)
-        if self.distilled and negative_contexts is not None:
-            raise ValueError("the distilled retake runs without guidance: ['negative_contexts'] not accepted")
-        settings = self.guidance_settings(num_inference_steps, video_guidance, audio_guidance)
-        given = checked_stage_sigmas(stage_sigmas, self.stage_names)
-        inputs = guided_inputs(settings, contexts, negative_contexts, self.placement)
-        if self.distilled:
-            sigmas = stage_sigmas_or(given, "stage_1", distilled_sigmas)
-        else:
-            sigmas = stage_sigmas_or(given, "stage_1", lambda: LTX2Scheduler().sigmas(settings.num_inference_steps))
-        video_latent, audio_latent = self.source_latents(source)
-        region = TemporalRegionMask(start_time, end_time)
-        video_items: list[ConditioningItem] = [region if regenerate_video else FrozenModality()]
-        # A source without sound: the audio of the whole clip is generated.
-        audio_items: list[ConditioningItem] = []
-        if audio_latent is not None:
-            audio_items = [region if regenerate_audio else FrozenModality()]
-
-        with self.transformer(self.loras) as transformer:
-            denoiser: Denoiser
-            if self.distilled:
-                denoiser = SimpleDenoiser(X0Model(transformer), inputs.positive.video, inputs.positive.audio)
-            else:
-                denoiser = stage_guided_denoiser(transformer, inputs, self.max_batch_size)
-            result = run_denoising_stage(
-                denoiser, source.shape, sigmas, noise, "stage_1", self.placement.device, self.placement.dtype,
-                conditionings=video_items, audio_conditionings=audio_items, initial_video=video_latent,
-                initial_audio=audio_latent, progress=self.progress,
-            )  # fmt: skip
-        latents = {"source_video_latent": video_latent, **result.named("stage_1")}
-        if audio_latent is not None:
-            latents["source_audio_latent"] = audio_latent
-        return self.finished(source.shape, result.video_latent, result.audio_latent, noise, latents)
-
-    def source_latents(self, source: RetakeSource) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """The source's video latent and audio latent (None without audio), encoded where not given."""
-        shape = source.shape
-        video = source.video_latent
-        if video is None:
-            assert source.pixels is not None
-            frames = VideoLatentShape.from_pixel_shape(shape).frames
-            video = encode_video_latent(self.checkpoint_path, self.placement, source.pixels, latent_frames=frames)
-        audio = source.audio_latent
-        if audio is None and source.waveform is not None:
-            assert source.sample_rate is not None
-            frames = AudioLatentShape.from_video(shape).frames
-            audio = encode_audio_latent(
-                self.checkpoint_path, self.placement, source.waveform, source.sample_rate, latent_frames=frames
-            )
-        return video.to(self.placement.device), None if audio is None else audio.to(self.placement.device)
-
-
-def check_region(start_time: float, end_time: float, regenerate_video: bool, regenerate_audio: bool) -> None:
-    if not (math.isfinite(start_time) and start_time >= 0):
-        raise ValueError(f"start_time {start_time} must be >= 0 seconds")
-    if not (math.isfinite(end_time) and end_time > start_time):
-        raise ValueError(f"end_time {end_time} must be after start_time {start_time}")
-    if not (regenerate_video or regenerate_audio):
-        raise ValueError("nothing to retake: regenerate_video and regenerate_audio are both off")
-
-
-@dataclass(frozen=True)
-class RetakeRequest:
-    """The retake flags, checked: the source video and the region to regenerate in it."""
-
-    video_path: Path
-    start_time: float
-    end_time: float
-    regenerate_video: bool
-    regenerate_audio: bool
-
-
-class RetakeFlags(FlagGroup[RetakeRequest]):
+class RetakeFlags(FlagGroup["RetakeRequest"]):
     """The source video and the region; the output's size, length and rate come from the source."""
 
     def add(self, parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
@@ -318,6 +61,9 @@ class RetakeFlags(FlagGroup[RetakeRequest]):
         )
 
     def read(self, args: argparse.Namespace, context: ReadContext) -> RetakeRequest:
+        from ltx_pipelines.io import probe_video
+        from ltx_pipelines.pipelines.retake import RetakeRequest, check_source_shape
+
         info = probe_video(args.video_path)
         try:
             check_source_shape(info.frames, info.height, info.width)
@@ -364,6 +110,8 @@ class RetakeFlags(FlagGroup[RetakeRequest]):
 
 
 def _retake(pipeline: RetakePipeline, run: Run) -> FinalLatents:
+    from ltx_pipelines.pipelines.retake import RetakeSource
+
     request = run[RetakeFlags]
     return pipeline.generate(
         run.prompt.text,
@@ -382,7 +130,7 @@ COMMAND = PipelineCommand.for_module(
     __doc__,
     models=ModelFlags(distilled=True),
     groups=(TilingFlags(), MaxBatchSizeFlags(), RetakeFlags()),
-    build=lambda run: RetakePipeline(
+    build=lambda run: resolve("ltx_pipelines.pipelines.retake:RetakePipeline")(
         run.models.checkpoint,
         run.models.gemma_root,
         distilled=True,
@@ -391,7 +139,12 @@ COMMAND = PipelineCommand.for_module(
     ),
     generate=_retake,
 )
+
+
 main = COMMAND.main
+
+
+__getattr__ = forward_to("ltx_pipelines.pipelines.retake")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from ltx_pipelines.cli.guidance_flags import GuidanceFlags
 from ltx_pipelines.cli.model_flags import ModelFlags
 from ltx_pipelines.cli.output_flags import OutputFlags
 from ltx_pipelines.engine.defaults import DEFAULT_NEGATIVE_PROMPT, LTX_2_3_DEFAULTS
-from ltx_pipelines.engine.stages import ImageCondition
+from ltx_pipelines.engine.stage_blocks import ImageCondition
 
 TWO_STAGE = ti2vid_two_stages.COMMAND
 
@@ -119,7 +119,7 @@ def test_defaults_and_a_valid_run(base_argv, model_files, tmp_path):
     assert not (tmp_path / "out").exists()  # validation creates nothing
 
 
-def test_generation_defaults_flow_into_the_run_and_crf(base_argv, model_files):
+def test_model_version_defaults_flow_into_the_run_and_crf(base_argv, model_files):
     command = dataclasses.replace(
         ti2vid_one_stage.COMMAND,
         groups=tuple(

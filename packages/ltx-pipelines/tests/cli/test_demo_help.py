@@ -13,11 +13,10 @@ import ltx_pipelines
 from ltx_pipelines import dfr, distilled
 from ltx_pipelines.cli.flag_group import ReadContext
 
-NOT_COMMANDS = {"demo_assets", "demo_assets_ltx25"}
 COMMAND_MODULES = sorted(
     info.name
     for info in pkgutil.iter_modules(ltx_pipelines.__path__)
-    if not info.ispkg and info.name not in NOT_COMMANDS
+    if not info.ispkg  # the sub-packages (cli, engine, io, demo) are libraries
 )
 
 

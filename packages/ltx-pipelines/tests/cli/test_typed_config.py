@@ -22,7 +22,7 @@ from ltx_pipelines.engine.defaults import (
     ONE_STAGE_SPATIAL_MULTIPLE,
     TWO_STAGE_SPATIAL_MULTIPLE,
 )
-from ltx_pipelines.engine.stages import ImageCondition
+from ltx_pipelines.engine.stage_blocks import ImageCondition
 from ltx_pipelines.keyframe_interpolation import KeyframeInterpolationPipeline
 from ltx_pipelines.retake import RetakePipeline
 from ltx_pipelines.t2a_one_stage import T2AOneStagePipeline

@@ -49,7 +49,7 @@ def test_model_version_parsing(model_files):
 def test_the_command_line_takes_the_defaults_of_the_checkpoints_generation(model_files):
     def defaults(checkpoint: object, *, distilled: bool = False):
         group = ModelFlags(distilled=distilled)
-        return group.generation_defaults(argparse.Namespace(**{group.checkpoint_dest: checkpoint}))
+        return group.model_version_defaults(argparse.Namespace(**{group.checkpoint_dest: checkpoint}))
 
     assert defaults(str(model_files.checkpoint_v20)) is LTX_2_DEFAULTS
     assert defaults(str(model_files.checkpoint_v24)) is LTX_2_4_DEFAULTS

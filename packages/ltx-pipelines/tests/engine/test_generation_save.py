@@ -132,7 +132,7 @@ def with_final(generation: Generation) -> Generation:
     from ltx_core.types import VideoPixelShape
     from ltx_pipelines.engine.final_latents import FinalLatents
     from ltx_pipelines.engine.model_loading import Placement
-    from ltx_pipelines.engine.noise import SeededNoise
+    from ltx_pipelines.engine.noise_sources import SeededNoise
 
     noise = SeededNoise(3)
     noise("stage_1.video", (2, 5), device=torch.device("cpu"), dtype=torch.float32)  # denoising's draws
@@ -171,7 +171,7 @@ def test_kept_latents_follow_the_video_to_its_numbered_name(tmp_path, monkeypatc
 
 def test_saved_latents_read_back_as_the_run_left_them(tmp_path):
     from ltx_pipelines.engine.latents_file import RunRecord, load_latents, save_latents_beside
-    from ltx_pipelines.engine.noise import SeededNoise
+    from ltx_pipelines.engine.noise_sources import SeededNoise
 
     generation = with_final(fake_generation(CountingFrames()))
     assert generation.final is not None

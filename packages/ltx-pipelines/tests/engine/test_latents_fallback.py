@@ -16,7 +16,7 @@ from ltx_pipelines.engine import latents_file
 from ltx_pipelines.engine.final_latents import FinalLatents
 from ltx_pipelines.engine.latents_file import RunRecord, load_latents, save_latents_safely
 from ltx_pipelines.engine.model_loading import Placement
-from ltx_pipelines.engine.noise import SeededNoise
+from ltx_pipelines.engine.noise_sources import SeededNoise
 
 RECORD = RunRecord(prompt="a test pattern", parameters={"seed": 3}, model_files={})
 

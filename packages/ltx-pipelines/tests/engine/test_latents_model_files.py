@@ -11,7 +11,7 @@ from ltx_core.types import VideoPixelShape
 from ltx_pipelines.engine.final_latents import FinalLatents
 from ltx_pipelines.engine.latents_file import LatentsFileError, RunRecord, load_latents, save_latents
 from ltx_pipelines.engine.model_loading import Placement
-from ltx_pipelines.engine.noise import SeededNoise
+from ltx_pipelines.engine.noise_sources import SeededNoise
 
 pytestmark = pytest.mark.slow
 

@@ -23,7 +23,7 @@ from ltx_core.model.audio_vae import VOCODER
 from ltx_core.model.transformer import AV_TRANSFORMER
 from ltx_core.model.transformer.model import Modality
 from ltx_core.model.video_vae import VIDEO_DECODER
-from ltx_pipelines.demo_assets import DEMO_CONFIG, write_demo_checkpoint
+from ltx_pipelines.demo import DEMO_CONFIG, write_demo_checkpoint
 
 diffusers = pytest.importorskip("diffusers", reason="diffusers (dev group) is not installed")
 # Importing diffusers' LTX-2 classes alone takes several seconds on 2 cores.

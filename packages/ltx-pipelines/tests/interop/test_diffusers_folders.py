@@ -19,7 +19,7 @@ from ltx_core.model.audio_vae import VOCODER
 from ltx_core.model.transformer import AV_TRANSFORMER
 from ltx_core.model.upsampler import LATENT_UPSAMPLER
 from ltx_core.model.video_vae import VIDEO_DECODER
-from ltx_pipelines.demo_assets import write_demo_checkpoint, write_demo_upsampler
+from ltx_pipelines.demo import write_demo_checkpoint, write_demo_upsampler
 
 
 @pytest.fixture(scope="module")

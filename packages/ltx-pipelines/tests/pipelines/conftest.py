@@ -19,7 +19,7 @@ from safetensors.torch import save_file
 
 from ltx_core.loader import read_safetensors_header
 from ltx_core.loader import state_dict as state_dict_module
-from ltx_pipelines.demo_assets import DemoAssets, default_demo_dir, ensure_demo_assets
+from ltx_pipelines.demo import DemoAssets, default_demo_dir, ensure_demo_assets
 
 # The prefix transformer keys have in a released checkpoint, and the one LoRA files use for them.
 _CHECKPOINT_TRANSFORMER_PREFIX = "model.diffusion_model."

@@ -16,7 +16,7 @@ import torch
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_pipelines import a2vid_two_stage
 from ltx_pipelines.a2vid_two_stage import A2VidPipelineTwoStage, AudioInput
-from ltx_pipelines.engine.noise import SeededNoise
+from ltx_pipelines.engine.noise_sources import SeededNoise
 
 
 def write_tone(path: Path, *, seconds: float, rate: int, codec: str = "pcm_s16le", channels: int = 2) -> np.ndarray:

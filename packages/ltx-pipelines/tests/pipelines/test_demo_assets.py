@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from safetensors.torch import load_file
 
-import ltx_pipelines.demo_assets as demo_assets
-from ltx_pipelines.demo_assets import DemoAssets, ensure_demo_assets
+import ltx_pipelines.demo.ltx23 as ltx23
+from ltx_pipelines.demo import MANIFEST_NAME, DemoAssets, demo_assets_at, ensure_demo_assets, stale_parts
 from ltx_pipelines.engine.checkpoint_kind import check_checkpoint_kind
 
 pytestmark = pytest.mark.slow
@@ -48,13 +48,13 @@ def counted_builds(monkeypatch) -> Counter:
         return build
 
     for name in BUILDERS:
-        monkeypatch.setattr(demo_assets, name, counting(name, getattr(demo_assets, name)))
+        monkeypatch.setattr(ltx23, name, counting(name, getattr(ltx23, name)))
     return calls
 
 
 def _copy_cache(assets: DemoAssets, to: Path) -> DemoAssets:
     shutil.copytree(assets.checkpoint.parent, to)
-    return demo_assets.demo_assets_at(to)
+    return demo_assets_at(to)
 
 
 def test_demo_files_are_the_kinds_the_cli_expects(built):
@@ -108,13 +108,13 @@ def test_changed_upsampler_and_partial_gemma_folder_are_rebuilt(built, counted_b
 def test_missing_manifest_and_leftovers_of_a_killed_build_are_cleaned_up(built, counted_builds, tmp_path):
     assets = _copy_cache(built, tmp_path / "cache")
     root = assets.checkpoint.parent
-    (root / demo_assets.MANIFEST_NAME).unlink()
+    (root / MANIFEST_NAME).unlink()
     (root / ".ltx-demo-distilled.safetensors.999-deadbeef.partial").write_bytes(b"half a file")
     (root / ".gemma-3-demo.999-deadbeef.partial").mkdir()
     ensure_demo_assets(root)
     assert set(counted_builds) == set(BUILDERS)
     assert not [p.name for p in root.iterdir() if ".partial" in p.name]
-    assert (root / demo_assets.MANIFEST_NAME).is_file()
+    assert (root / MANIFEST_NAME).is_file()
 
 
 def test_callers_starting_together_build_once(counted_builds, tmp_path):
@@ -138,4 +138,4 @@ def test_callers_starting_together_build_once(counted_builds, tmp_path):
     assert not errors, errors
     assert len(results) == 3 and len(set(results)) == 1
     assert counted_builds == Counter(dict.fromkeys(BUILDERS, 1))
-    assert demo_assets._stale_parts(root, results[0]) == []
+    assert stale_parts(root, results[0]) == []

@@ -14,7 +14,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-import ltx_pipelines.demo_assets_ltx25 as ltx25
+import ltx_pipelines.demo.ltx25 as ltx25
 from ltx_core.loader import Component, LoraSpec, ModelFiles, build_model, read_safetensors_header
 from ltx_core.loader.model_files import text_encoder_version
 from ltx_core.model.audio_vae import AUDIO_DECODER, AUDIO_ENCODER, VOCODER, decode_audio
@@ -24,8 +24,8 @@ from ltx_core.model.upsampler import LATENT_UPSAMPLER, upsample_video_latent
 from ltx_core.model.video_vae import DIFFUSION_VIDEO_DECODER, VIDEO_DECODER, VIDEO_ENCODER, video_decoder_spec
 from ltx_core.model.video_vae.vae_class import video_scale_factors
 from ltx_core.text_encoders.gemma.prompt_encoding import encode_prompts_from_files
-from ltx_pipelines.demo_assets import DEMO_FAMILIES, default_demo_dir, ensure_demo_assets
-from ltx_pipelines.demo_assets_ltx25 import Ltx25DemoAssets
+from ltx_pipelines.demo import DEMO_FAMILIES, default_demo_dir, ensure_demo_assets
+from ltx_pipelines.demo.ltx25 import Ltx25DemoAssets
 from ltx_pipelines.engine.ic_references import reference_factors
 
 pytestmark = pytest.mark.slow

@@ -233,10 +233,10 @@ def no_model_building(monkeypatch) -> None:
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise ModelBuilt("a model was built before the input was validated")
 
-    monkeypatch.setattr(distilled, "DistilledPipeline", refuse)
+    monkeypatch.setattr("ltx_pipelines.pipelines.distilled.DistilledPipeline", refuse)
     monkeypatch.setattr("ltx_pipelines.engine.model_loading.build_model", refuse)
     monkeypatch.setattr("ltx_core.text_encoders.gemma.text_encoder.GemmaTextEncoder.from_folder", refuse)
-    monkeypatch.setattr("ltx_pipelines.demo_assets.ensure_demo_assets", refuse)
+    monkeypatch.setattr("ltx_pipelines.demo.ensure_demo_assets", refuse)
 
 
 @pytest.fixture
@@ -413,7 +413,7 @@ def fake_pipeline(monkeypatch, tiny_models) -> Callable[[Callable[[], Generation
     from ltx_core.types import VideoPixelShape
     from ltx_pipelines.engine.final_latents import FinalLatents
     from ltx_pipelines.engine.model_loading import Placement
-    from ltx_pipelines.engine.noise import SeededNoise
+    from ltx_pipelines.engine.noise_sources import SeededNoise
 
     final = FinalLatents(
         video=torch.zeros(1, 128, 2, HEIGHT // 32, WIDTH // 32),
@@ -466,7 +466,7 @@ def test_fake_generation_is_written_when_nothing_fails(runner, workdir, fake_pip
 
 @pytest.mark.slow
 def test_demo_writes_a_video_marked_random_and_reuses_its_cache(tmp_path, monkeypatch):
-    import ltx_pipelines.demo_assets as demo_assets
+    import ltx_pipelines.demo.ltx23 as ltx23
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     first = tmp_path / "demo.mp4"
@@ -490,7 +490,7 @@ def test_demo_writes_a_video_marked_random_and_reuses_its_cache(tmp_path, monkey
         raise AssertionError("the demo cache was rebuilt although it was complete")
 
     for name in ("write_demo_checkpoint", "write_demo_upsampler", "write_demo_gemma"):
-        monkeypatch.setattr(demo_assets, name, rebuilt)
+        monkeypatch.setattr(ltx23, name, rebuilt)
     second = tmp_path / "again.mp4"
     assert main(["--demo", "--prompt", "a cat", "--output-path", str(second), "--log-level", "WARNING"]) == 0
     assert {p: p.stat().st_mtime_ns for p in cache.rglob("*") if p.is_file()} == stamps

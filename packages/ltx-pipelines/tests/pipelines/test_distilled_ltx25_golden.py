@@ -24,8 +24,8 @@ from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_pipelines.distilled import DistilledPipeline
 from ltx_pipelines.engine.duration import predict_frame_count
 from ltx_pipelines.engine.model_loading import Placement
-from ltx_pipelines.engine.noise import ReplayedNoise, SeededNoise, offset_stream
-from ltx_pipelines.engine.samplers import ANCESTRAL_NOISE_SEED_OFFSET, AncestralSampler
+from ltx_pipelines.engine.noise_sources import ReplayedNoise, SeededNoise, offset_stream
+from ltx_pipelines.engine.stage_samplers import ANCESTRAL_NOISE_SEED_OFFSET, AncestralSampler
 
 pytestmark = [pytest.mark.golden, pytest.mark.slow]
 

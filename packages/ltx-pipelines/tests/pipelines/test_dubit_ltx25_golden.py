@@ -25,7 +25,7 @@ from ltx_pipelines.dubit import DubItPipeline, DubItReference
 from ltx_pipelines.engine.final_latents import FinalLatents
 from ltx_pipelines.engine.ic_references import VideoReference, reference_conditionings
 from ltx_pipelines.engine.model_loading import loaded
-from ltx_pipelines.engine.noise import ReplayedNoise, SeededNoise
+from ltx_pipelines.engine.noise_sources import ReplayedNoise, SeededNoise
 from ltx_pipelines.io import AudioClip
 from ltx_pipelines.lipdub import snap_to_frame_grid
 

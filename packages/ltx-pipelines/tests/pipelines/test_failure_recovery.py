@@ -26,7 +26,7 @@ from ltx_pipelines.cli.command import DEMO_SIZE
 from ltx_pipelines.engine.final_latents import FinalLatents
 from ltx_pipelines.engine.generation import Generation
 from ltx_pipelines.engine.model_loading import Placement
-from ltx_pipelines.engine.noise import SeededNoise
+from ltx_pipelines.engine.noise_sources import SeededNoise
 
 pytestmark = pytest.mark.slow
 
@@ -121,13 +121,11 @@ def test_a_timestep_conditioned_decoder_resumes_with_the_runs_decoder_noise(
     import copy
     from types import SimpleNamespace
 
-    import ltx_pipelines.demo_assets as demo_assets
+    from ltx_pipelines.demo import DEMO_CONFIG, write_demo_checkpoint
 
-    config = copy.deepcopy(demo_assets.DEMO_CONFIG)
+    config = copy.deepcopy(DEMO_CONFIG)
     config["vae"]["timestep_conditioning"] = True
-    with monkeypatch.context() as patch:
-        patch.setattr(demo_assets, "DEMO_CONFIG", config)
-        demo_assets.write_demo_checkpoint(tmp_path / "noisy-decoder.safetensors")
+    write_demo_checkpoint(tmp_path / "noisy-decoder.safetensors", config=config)
     models = SimpleNamespace(
         checkpoint=tmp_path / "noisy-decoder.safetensors",
         spatial_upsampler=demo_model_files.spatial_upsampler,
@@ -295,7 +293,8 @@ def test_an_output_that_appears_while_denoising_moves_the_finished_run_to_a_numb
             output.write_bytes(b"another program's video")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(distilled, "run_denoising_stage", denoise_while_someone_writes_the_output)
+    stage = "ltx_pipelines.pipelines.distilled.run_denoising_stage"
+    monkeypatch.setattr(stage, denoise_while_someone_writes_the_output)
     assert distilled.main(argv(demo_model_files, output)) == 0
     assert output.read_bytes() == b"another program's video"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["clip-1.json", "clip-1.mp4", "clip.mp4"]

@@ -26,8 +26,8 @@ from ltx_pipelines.engine.generated_keyframes import (
     evenly_spaced_keyframe_positions,
     generated_keyframe_positions,
 )
-from ltx_pipelines.engine.noise import SeededNoise
-from ltx_pipelines.engine.stages import run_denoising_stage
+from ltx_pipelines.engine.noise_sources import SeededNoise
+from ltx_pipelines.engine.stage_blocks import run_denoising_stage
 from ltx_pipelines.ti2vid_one_stage import TI2VidOneStagePipeline
 from ltx_pipelines.ti2vid_two_stages import TI2VidTwoStagesPipeline
 from ltx_pipelines.ti2vid_two_stages_hq import TI2VidTwoStagesHQPipeline
@@ -354,10 +354,10 @@ def test_slot_tokens_shard_over_ranks_like_any_other_token():
     keeps its latent, its one-frame timing and its keyframe mark on whichever rank holds it, and the padding is
     unmarked. (A 2-rank gloo CLI run of the 2.5 demo with 2 slots wrote the single-process video exactly; it is
     too slow for the suite, so the slicing is checked here.)"""
+    from ltx_core.latent_tools import VideoLatentTools
     from ltx_core.model.transformer import Modality
     from ltx_core.multigpu.comm import padded_length
     from ltx_core.multigpu.sequence_parallel import StreamShard, _shard_modality
-    from ltx_core.tools import VideoLatentTools
 
     tools = VideoLatentTools.from_pixel_shape(VideoPixelShape(1, 17, 64, 64, 24.0))
     state = VideoGeneratedKeyframeSlots((5, 11)).apply_to(tools.create_initial_state(), tools)

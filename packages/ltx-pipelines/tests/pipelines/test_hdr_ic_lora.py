@@ -181,7 +181,7 @@ def no_model_building(monkeypatch) -> None:
         raise ModelBuilt("a model was built before the input was validated")
 
     monkeypatch.setattr("ltx_pipelines.engine.model_loading.build_model", refuse)
-    monkeypatch.setattr("ltx_pipelines.demo_assets.ensure_demo_assets", refuse)
+    monkeypatch.setattr("ltx_pipelines.demo.ensure_demo_assets", refuse)
 
 
 INVALID = {

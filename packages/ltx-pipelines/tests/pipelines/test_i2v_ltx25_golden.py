@@ -18,9 +18,9 @@ import torch
 from ltx_core.loader import ModelFiles
 from ltx_core.types import VideoPixelShape
 from ltx_pipelines.distilled import DistilledPipeline
-from ltx_pipelines.engine.file_steps import encode_conditioning_images
-from ltx_pipelines.engine.noise import ReplayedNoise
-from ltx_pipelines.engine.stages import ImageCondition
+from ltx_pipelines.engine.noise_sources import ReplayedNoise
+from ltx_pipelines.engine.stage_blocks import ImageCondition
+from ltx_pipelines.engine.stage_steps import encode_conditioning_images
 
 pytestmark = [pytest.mark.golden, pytest.mark.slow]
 

@@ -20,8 +20,8 @@ from ltx_core.loader import LoraSpec
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_pipelines.distilled import DistilledPipeline
 from ltx_pipelines.engine.defaults import LTX_2_3_DEFAULTS
-from ltx_pipelines.engine.noise import SeededNoise
-from ltx_pipelines.engine.stages import ImageCondition
+from ltx_pipelines.engine.noise_sources import SeededNoise
+from ltx_pipelines.engine.stage_blocks import ImageCondition
 from ltx_pipelines.ic_lora import ICLoraPipeline, VideoReference
 from ltx_pipelines.keyframe_interpolation import KeyframeInterpolationPipeline
 
@@ -136,8 +136,8 @@ def test_keyframe_at_frame_zero_is_appended_not_substituted(
     image = write_test_image(tmp_path / "key.png", width=128, height=128)
     from ltx_core.conditioning import VideoConditionByKeyframeIndex, VideoConditionByLatentIndex
     from ltx_core.types import VideoPixelShape
-    from ltx_pipelines.engine.file_steps import encode_conditioning_images
     from ltx_pipelines.engine.model_loading import Placement
+    from ltx_pipelines.engine.stage_steps import encode_conditioning_images
 
     shape = VideoPixelShape(1, FRAMES, HEIGHT, WIDTH, FPS)
     images = [ImageCondition(frame_idx=0, strength=1.0, path=image)]
@@ -344,7 +344,7 @@ def no_model_building(monkeypatch) -> None:
         raise ModelBuilt("a model was built before the input was validated")
 
     monkeypatch.setattr("ltx_pipelines.engine.model_loading.build_model", refuse)
-    monkeypatch.setattr("ltx_pipelines.demo_assets.ensure_demo_assets", refuse)
+    monkeypatch.setattr("ltx_pipelines.demo.ensure_demo_assets", refuse)
 
 
 def _rejected(main, argv: list[str], capsys) -> str:

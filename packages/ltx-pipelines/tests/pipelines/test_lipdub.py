@@ -17,7 +17,7 @@ from ltx_core.loader import LoraSpec, read_checkpoint_config
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_pipelines.engine.defaults import LTX_2_3_DEFAULTS
 from ltx_pipelines.engine.ic_references import VideoReference
-from ltx_pipelines.engine.noise import SeededNoise
+from ltx_pipelines.engine.noise_sources import SeededNoise
 from ltx_pipelines.lipdub import LipDubPipeline, LipDubReference, reference_timing
 
 HEIGHT, WIDTH, REF_FRAMES, FPS = 128, 128, 12, 25  # 12 frames snap to 9
@@ -54,7 +54,8 @@ def test_stage_2_keeps_the_stage_1_audio_and_the_reference_audio_precedes_the_cl
         return euler_denoising_loop(denoiser, sigmas, video, audio, **kwargs)
 
     run_stage = lipdub.run_denoising_stage
-    monkeypatch.setattr(lipdub, "run_denoising_stage", lambda *a, **k: run_stage(*a, loop=recording_loop, **k))
+    stage = "ltx_pipelines.pipelines.lipdub.run_denoising_stage"
+    monkeypatch.setattr(stage, lambda *a, **k: run_stage(*a, loop=recording_loop, **k))
     config = read_checkpoint_config(tiny_checkpoint)["transformer"]
     g = torch.Generator().manual_seed(0)
     contexts = TextContexts(
@@ -121,7 +122,7 @@ def no_model_building(monkeypatch) -> None:
         raise ModelBuilt("a model was built before the input was validated")
 
     monkeypatch.setattr("ltx_pipelines.engine.model_loading.build_model", refuse)
-    monkeypatch.setattr("ltx_pipelines.demo_assets.ensure_demo_assets", refuse)
+    monkeypatch.setattr("ltx_pipelines.demo.ensure_demo_assets", refuse)
 
 
 INVALID = {

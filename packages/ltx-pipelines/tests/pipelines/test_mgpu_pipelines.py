@@ -24,7 +24,7 @@ import ltx_pipelines.decode as decode
 import ltx_pipelines.distilled_mgpu as distilled_mgpu
 from ltx_core.multigpu.launch import computing_as_a_rank
 from ltx_pipelines.engine.final_latents import FinalLatents
-from ltx_pipelines.engine.noise import SeededNoise
+from ltx_pipelines.engine.noise_sources import SeededNoise
 
 HEIGHT, WIDTH, FRAMES, SEED = 128, 128, 9, 3
 PROMPT = "a heron lands on a frozen pond"

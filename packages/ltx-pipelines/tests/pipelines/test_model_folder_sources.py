@@ -21,7 +21,7 @@ from ltx_pipelines.engine.checkpoint_kind import check_checkpoint_kind, detect_c
 from ltx_pipelines.engine.defaults import checkpoint_model_version, defaults_for_checkpoint
 from ltx_pipelines.engine.generation import describe_model_files
 from ltx_pipelines.engine.model_loading import Placement, loaded
-from ltx_pipelines.engine.stages import ImageCondition
+from ltx_pipelines.engine.stage_blocks import ImageCondition
 from ltx_pipelines.ti2vid_one_stage import TI2VidOneStagePipeline
 
 pytestmark = pytest.mark.slow

@@ -14,7 +14,7 @@ from ltx_core.multigpu import SequenceParallelTransformer
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_pipelines.distilled import DistilledPipeline
 from ltx_pipelines.engine.multigpu import MultiDevice
-from ltx_pipelines.engine.noise import SeededNoise
+from ltx_pipelines.engine.noise_sources import SeededNoise
 
 
 def _contexts(checkpoint: Path) -> TextContexts:

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 import torch
 
+from ltx_core.latent_tools import AudioLatentTools, VideoLatentTools
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
-from ltx_core.tools import AudioLatentTools, VideoLatentTools
 from ltx_pipelines import retake
-from ltx_pipelines.engine.noise import SeededNoise
+from ltx_pipelines.engine.noise_sources import SeededNoise
 from ltx_pipelines.io import write_video
 from ltx_pipelines.retake import RetakePipeline, RetakeSource
 

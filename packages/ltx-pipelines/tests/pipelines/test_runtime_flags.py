@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from ltx_core.runtime import RuntimeOptions
 from ltx_pipelines.distilled import main
@@ -86,7 +87,7 @@ def test_default_flags_mean_a_plain_load():
 
 def test_a_run_that_cannot_fit_stops_with_the_estimate_and_the_flags_that_would(tmp_path, capsys, monkeypatch):
     # Free memory is only known on CUDA; pretend the device reports 2 MiB free so the check runs here.
-    monkeypatch.setattr("ltx_pipelines.cli.command.available_memory", lambda device: 2 * 2**20)
+    monkeypatch.setattr("ltx_core.devices.available_memory", lambda device: 2 * 2**20)
     monkeypatch.setattr("ltx_pipelines.engine.model_loading.build_model", _refuse)
     with pytest.raises(SystemExit) as info:
         main(demo_argv(tmp_path / "x.mp4"))
@@ -98,7 +99,7 @@ def test_a_run_that_cannot_fit_stops_with_the_estimate_and_the_flags_that_would(
 def test_a_long_clip_counts_its_decoded_frames_in_host_ram(tmp_path, capsys, monkeypatch):
     """1000 s at 64 x 64: its float32 frames (1.2 GB) and its 48 kHz track's decode do not fit in 4 GiB, where the
     models alone would."""
-    monkeypatch.setattr("ltx_pipelines.cli.command.available_memory", lambda device: 4 * 2**30)
+    monkeypatch.setattr("ltx_core.devices.available_memory", lambda device: 4 * 2**30)
     monkeypatch.setattr("ltx_pipelines.engine.model_loading.build_model", _refuse)
     with pytest.raises(SystemExit) as info:
         main([*demo_argv(tmp_path / "x.mp4"), "--num-frames", "24001"])
@@ -107,20 +108,46 @@ def test_a_long_clip_counts_its_decoded_frames_in_host_ram(tmp_path, capsys, mon
 
 
 def test_a_run_that_fits_is_not_stopped(tmp_path, monkeypatch):
-    monkeypatch.setattr("ltx_pipelines.cli.command.available_memory", lambda device: 64 * 2**30)
+    monkeypatch.setattr("ltx_core.devices.available_memory", lambda device: 64 * 2**30)
     assert main(demo_argv(tmp_path / "x.mp4")) == 0
 
 
-def test_offload_streams_gemma_too(tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    ("extra", "mode"),
+    [(["--offload", "disk"], "stream-disk"), (["--offload", "disk", "--text-encoder-mode", "fp8"], "fp8")],
+)
+def test_offload_streams_gemma_too_unless_the_text_encoder_mode_is_given(tmp_path, monkeypatch, extra, mode):
     seen = []
     from ltx_core.text_encoders.gemma import text_encoder
 
     real = text_encoder.GemmaTextEncoder.from_folder.__func__
 
     def recording(cls, *args, **kwargs):
-        seen.append(kwargs.get("offload", "none"))
+        seen.append(kwargs.get("mode", "full"))
         return real(cls, *args, **kwargs)
 
     monkeypatch.setattr(text_encoder.GemmaTextEncoder, "from_folder", classmethod(recording))
-    assert main(demo_argv(tmp_path / "disk.mp4", "--offload", "disk")) == 0
-    assert seen == ["disk"]
+    assert main(demo_argv(tmp_path / "disk.mp4", *extra)) == 0
+    assert seen == [mode]
+
+
+@pytest.mark.slow
+def test_a_gguf_gemma_encodes_the_prompt_through_gemma_root(tmp_path, demo_cache_home, monkeypatch, capsys):
+    """`--gemma-root` takes a GGUF Gemma 3 (here the demo Gemma written by `to-gguf`): the run completes, and a
+    GGUF of another architecture is refused with exit status 2 before any model is built."""
+    from ltx_core.convert import gemma_folder_to_gguf_file
+    from ltx_core.loader.gguf_file import write_gguf
+    from ltx_pipelines.demo import default_demo_dir, demo_assets_at
+
+    gguf = gemma_folder_to_gguf_file(
+        demo_assets_at(default_demo_dir()).gemma_root, tmp_path / "gemma.gguf", qtype="F16"
+    )
+    assert main(demo_argv(tmp_path / "gguf.mp4", "--gemma-root", str(gguf))) == 0
+    assert (tmp_path / "gguf.mp4").is_file()
+    other = tmp_path / "transformer.gguf"
+    write_gguf(other, {"model.diffusion_model.x.weight": torch.zeros(4, 4)}, {}, "F16")
+    monkeypatch.setattr("ltx_pipelines.engine.model_loading.build_model", _refuse)
+    with pytest.raises(SystemExit) as info:
+        main(demo_argv(tmp_path / "other.mp4", "--gemma-root", str(other)))
+    assert info.value.code == 2
+    assert "architecture 'ltxv'; a Gemma text encoder is 'gemma3'" in capsys.readouterr().err

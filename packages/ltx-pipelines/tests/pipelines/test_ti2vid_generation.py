@@ -27,9 +27,9 @@ from ltx_pipelines import ti2vid_one_stage, ti2vid_two_stages, ti2vid_two_stages
 from ltx_pipelines.engine.audio_output import AudioGeneration
 from ltx_pipelines.engine.defaults import LTX_2_3_HQ_DEFAULTS, defaults_for_checkpoint
 from ltx_pipelines.engine.model_loading import Placement
-from ltx_pipelines.engine.noise import SeededNoise
+from ltx_pipelines.engine.noise_sources import SeededNoise
 from ltx_pipelines.engine.prompts import encode_prompt
-from ltx_pipelines.engine.stages import ImageCondition, StageConditions
+from ltx_pipelines.engine.stage_blocks import ImageCondition, StageConditions
 from ltx_pipelines.ti2vid_one_stage import TI2VidOneStagePipeline
 from ltx_pipelines.ti2vid_two_stages import TI2VidTwoStagesPipeline
 from ltx_pipelines.ti2vid_two_stages_hq import TI2VidTwoStagesHQPipeline

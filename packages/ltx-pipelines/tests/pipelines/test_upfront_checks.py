@@ -121,7 +121,7 @@ def test_python_m_with_a_lora_that_does_not_fit_exits_2_in_seconds(tiny_checkpoi
 def _final_latents(checkpoint: Path, *, video: torch.Tensor, audio: torch.Tensor | None) -> FinalLatents:
     from ltx_core.types import VideoPixelShape
     from ltx_pipelines.engine.model_loading import Placement
-    from ltx_pipelines.engine.noise import SeededNoise
+    from ltx_pipelines.engine.noise_sources import SeededNoise
 
     return FinalLatents(
         video=video,

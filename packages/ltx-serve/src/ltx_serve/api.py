@@ -20,8 +20,8 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
 
+from ltx_serve.jobs import Job, JobStore, QueueFullError
 from ltx_serve.requests import ApiError, Limits, check_request, save_image
-from ltx_serve.store import Job, JobStore, QueueFullError
 from ltx_serve.worker import remove_job_files, uploads_dir
 
 

@@ -11,7 +11,7 @@ import json
 import time
 from typing import Any
 
-from ltx_serve.store import COLUMNS, Job, QueueFullError, gave_up_error, job_from_row, new_job_id
+from ltx_serve.jobs import COLUMNS, Job, QueueFullError, gave_up_error, job_from_row, new_job_id
 
 VISIBLE = "status IN ('queued', 'in_progress', 'completed', 'failed')"
 

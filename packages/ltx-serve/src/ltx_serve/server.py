@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ltx_serve.jobs import JobStore
 from ltx_serve.requests import Limits
-from ltx_serve.store import JobStore, SqliteJobStore, open_store
+from ltx_serve.store import SqliteJobStore, open_store
 from ltx_serve.worker import WorkerConfig, remove_job_files, worker_main
 
 logger = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """The durable job queue: every accepted request is a row before the API answers, so a restart (or `kill -9`)
-loses nothing. `JobStore` is the interface; `SqliteJobStore` (WAL, the default) keeps it in one file of the
-data folder, `PostgresJobStore` (in `postgres_store`) in a table several servers share.
+loses nothing. `JobStore` (in `jobs`) is the interface; `SqliteJobStore` (WAL, the default) keeps it in one
+file of the data folder, `PostgresJobStore` (in `postgres_store`) in a table several servers share.
 
 A job's life: `queued` -> `in_progress` (claimed by one worker, `attempts` + 1) -> `completed` | `failed`.
 `cancelled` rows are deleted jobs whose worker has not noticed yet; the API never shows them. A claim whose
@@ -12,122 +12,13 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-
-@dataclass(frozen=True)
-class Job:
-    """One row of the queue, as the API and the workers read it."""
-
-    id: str
-    seq: int
-    created_at: float
-    status: str
-    progress: int
-    request: dict[str, Any]
-    attempts: int = 0
-    max_attempts: int = 3
-    error: dict[str, Any] | None = None
-    claimed_by: str | None = None
-    started_at: float | None = None
-    completed_at: float | None = None
-    phase: str | None = None
-    step: int = 0
-    steps: int = 0
-    output: str | None = None
-    timings: dict[str, float] = field(default_factory=dict)
-    """Seconds spent per phase of the last attempt (encode, denoise, decode, write), for /metrics."""
-
-
-class QueueFullError(Exception):
-    """The queue holds `limit` active jobs already (the API answers 429)."""
-
-
-class JobStore(Protocol):
-    """What the API and the workers need from the queue; every method is atomic on its own."""
-
-    def enqueue(
-        self, request: dict[str, Any], *, idempotency_key: str | None, max_attempts: int, max_queued: int | None
-    ) -> tuple[Job, bool]: ...
-    def get(self, job_id: str) -> Job | None: ...
-    def list(self, *, after: str | None, limit: int, order: str) -> tuple[list[Job], bool]: ...
-    def claim(self, worker: str) -> Job | None: ...
-    def heartbeat(self, job_id: str, worker: str) -> None: ...
-    def progress(self, job_id: str, worker: str, *, progress: int, phase: str, step: int, steps: int) -> None: ...
-    def complete(self, job_id: str, worker: str, *, output: str, timings: dict[str, float]) -> bool: ...
-    def fail(self, job_id: str, worker: str, *, error: dict[str, Any], retry: bool) -> None: ...
-    def cancel(self, job_id: str) -> Job | None: ...
-    def is_cancelled(self, job_id: str) -> bool: ...
-    def purge(self, job_id: str) -> None: ...
-    def requeue_stale(self, *, older_than_s: float | None) -> list[str]: ...
-    def requeue_worker(self, worker: str) -> list[str]: ...
-    def cancelled_claim(self, worker: str) -> str | None: ...
-    def counts(self) -> dict[str, int]: ...
-    def close(self) -> None: ...
-
-
-def new_job_id() -> str:
-    return f"video_{uuid.uuid4().hex}"
-
-
-# Columns in one order for both SQL back-ends (JSON columns are text).
-COLUMNS = (
-    "id, seq, created_at, status, progress, request, attempts, max_attempts, error, claimed_by, started_at, "
-    "completed_at, phase, step, steps, output, timings"
-)
-
-
-def job_from_row(row: tuple[Any, ...]) -> Job:
-    (
-        id_,
-        seq,
-        created,
-        status,
-        progress,
-        request,
-        attempts,
-        max_attempts,
-        error,
-        claimed_by,
-        started,
-        completed,
-        phase,
-        step,
-        steps,
-        output,
-        timings,
-    ) = row
-    return Job(
-        id=id_,
-        seq=seq,
-        created_at=created,
-        status=status,
-        progress=progress,
-        request=json.loads(request),
-        attempts=attempts,
-        max_attempts=max_attempts,
-        error=json.loads(error) if error else None,
-        claimed_by=claimed_by,
-        started_at=started,
-        completed_at=completed,
-        phase=phase,
-        step=step,
-        steps=steps,
-        output=output,
-        timings=json.loads(timings) if timings else {},
-    )
-
-
-def gave_up_error(attempts: int) -> dict[str, Any]:
-    return {
-        "code": "worker_lost",
-        "message": f"the worker running this job stopped {attempts} times (server restarts or crashes); gave up",
-    }
+from ltx_serve.jobs import COLUMNS, Job, JobStore, QueueFullError, gave_up_error, job_from_row, new_job_id
+from ltx_serve.postgres_store import PostgresJobStore
 
 
 class SqliteJobStore:
@@ -332,8 +223,6 @@ def open_store(queue: str | None, data_dir: Path) -> JobStore:
     if queue is None:
         return SqliteJobStore(data_dir / "jobs.sqlite3")
     if queue.startswith(("postgresql://", "postgres://")):
-        from ltx_serve.postgres_store import PostgresJobStore
-
         return PostgresJobStore(queue)
     if queue.startswith("sqlite:///"):
         return SqliteJobStore(Path(queue.removeprefix("sqlite:///")))

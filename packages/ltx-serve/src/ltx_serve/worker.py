@@ -25,7 +25,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ltx_serve.store import Job, JobStore, open_store
+from ltx_serve.jobs import Job, JobStore
+from ltx_serve.store import open_store
 
 logger = logging.getLogger(__name__)
 

@@ -1,119 +1,28 @@
 """`python -m ltx_trainer.caption_videos INPUT -o dataset.json`: caption every video (or image) under INPUT.
 
-Output rows are `{"caption": ..., "media_path": ...}` with paths relative to the output file, in
-JSON, JSONL, CSV or TXT by the output's extension. The file is rewritten (atomically) every few
-captions, so an interrupted run keeps its work; a rerun skips media that already have a caption
-unless --override.
+The output file's format and how an interrupted run resumes: `captioning.captions_file`; a rerun skips
+media that already have a caption unless --override.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import typer
 
-from ltx_pipelines.io.progress import progress
 from ltx_trainer.captioning.base import DEFAULT_INSTRUCTION, Captioner
-from ltx_trainer.cli_support import configure_logging, exit_if_nothing_done, new_app, run_or_exit
-from ltx_trainer.dataset_file import DatasetFileError, read_dataset, write_records
-from ltx_trainer.drop_report import RunReport
+from ltx_trainer.captioning.captions_file import caption_media
+from ltx_trainer.cli.app import configure_logging, new_app
+from ltx_trainer.cli.errors import exit_if_nothing_done, run_or_exit
+from ltx_trainer.preprocessing.drop_report import RunReport
+from ltx_trainer.preprocessing.media import DEFAULT_EXTENSIONS, find_media
 
 logger = logging.getLogger(__name__)
 
 CAPTIONERS = ("qwen_omni", "gemini_flash", "transformers")
-DEFAULT_EXTENSIONS = "mp4,mov,mkv,avi,webm,m4v,png,jpg,jpeg,webp"
-OUTPUT_SUFFIXES = (".json", ".jsonl", ".csv", ".txt")
 
 app = new_app("Caption videos (with their audio) or images with a multimodal model.")
-
-
-def find_media(input_path: Path, extensions: Sequence[str], recursive: bool) -> list[Path]:
-    if input_path.is_file():
-        return [input_path]
-    if not input_path.is_dir():
-        raise FileNotFoundError(f"input {str(input_path)!r} does not exist")
-    wanted = {"." + e.lower().lstrip(".") for e in extensions}
-    pattern = "**/*" if recursive else "*"
-    return sorted(p for p in input_path.glob(pattern) if p.is_file() and p.suffix.lower() in wanted)
-
-
-def _relative(path: Path, root: Path) -> str:
-    try:
-        return path.resolve().relative_to(root.resolve()).as_posix()
-    except ValueError:
-        return str(path.resolve())
-
-
-def caption_media(
-    media: Sequence[Path],
-    output: str | Path,
-    captioner: Captioner,
-    *,
-    override: bool = False,
-    save_every: int = 5,
-    num_workers: int = 1,
-) -> RunReport:
-    """Caption `media` into `output`, keeping captions already there (unless `override`)."""
-    out = Path(output)
-    if out.suffix.lower() not in OUTPUT_SUFFIXES:
-        raise DatasetFileError(f"output {str(out)!r} must end in one of {', '.join(OUTPUT_SUFFIXES)}")
-    root = out.parent
-    records: dict[str, dict] = {}
-    if out.exists() and out.suffix.lower() != ".txt":
-        for row in read_dataset(out).rows:
-            path = row.get("media_path")
-            if path:
-                records[path] = dict(row.values)
-    report = RunReport()
-    todo: list[tuple[str, Path]] = []
-    for path in media:
-        key = _relative(path, root)
-        if not override and (records.get(key) or {}).get("caption"):
-            report.skip("caption")
-        else:
-            todo.append((key, path))
-    if not todo:
-        return report
-
-    pending = 0
-
-    def save() -> None:
-        write_records(out, list(records.values()), overwrite=True)
-
-    def work(item: tuple[str, Path]) -> tuple[str, Path, str | None, str | None]:
-        key, path = item
-        try:
-            return key, path, captioner.caption(path), None
-        except Exception as e:  # one bad file must not end the run; it is reported at the end
-            return key, path, None, f"{type(e).__name__}: {e}"
-
-    runner: Callable = map
-    pool = ThreadPoolExecutor(max_workers=num_workers) if num_workers > 1 else None
-    if pool is not None:
-        runner = pool.map
-    try:
-        for key, _path, caption, error in progress(
-            runner(work, todo), desc=f"captions ({captioner.name})", total=len(todo), unit="file"
-        ):
-            if error is not None:
-                report.drop("caption", key, error)
-                continue
-            records[key] = {**records.get(key, {}), "caption": caption, "media_path": key}
-            report.wrote("caption")
-            pending += 1
-            if pending >= save_every:
-                save()
-                pending = 0
-    finally:
-        # Also on Ctrl-C or a crash: what was captioned so far is kept.
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
-        if pending:
-            save()
-    return report
 
 
 def make_captioner(

@@ -270,10 +270,29 @@ class OptimizationConfig(_Section):
 
 class AccelerationConfig(_Section):
     mixed_precision_mode: Literal["no", "fp16", "bf16"] = Field("bf16", description="accelerate autocast mode.")
-    quantization: Literal["int8-quanto", "int4-quanto", "int2-quanto", "fp8-quanto", "fp8uz-quanto"] | None = Field(
+    quantization: (
+        Literal["int8-quanto", "int4-quanto", "int2-quanto", "fp8-quanto", "fp8uz-quanto", "fp8-cast"] | None
+    ) = Field(
         None,
         description="Quantize the frozen transformer's block Linears with optimum-quanto (LoRA mode only; "
-        "needs `ltx-trainer[quanto]`). LoRA files are unchanged.",
+        "needs `ltx-trainer[quanto]`), or `fp8-cast`: the blocks' attention and feed-forward weights stored as "
+        "float8 and computed in the activations' dtype (any device, no extra). LoRA files are unchanged.",
+    )
+    blocks_to_swap: int | Literal["auto"] = Field(
+        0,
+        description="Keep this many of the transformer's frozen blocks off the device: each is copied in ahead of "
+        "its use in the forward pass and again in the backward pass (LoRA mode; LoRA weights and optimizer "
+        "state stay on the device). `auto`: the fewest that fit per the memory plan.",
+    )
+    block_swap_source: Literal["ram", "disk"] = Field(
+        "ram",
+        description="Where swapped blocks live: `ram` (all blocks in host memory, pinned on CUDA) or `disk` (read "
+        "from the checkpoint file into a few host buffers: least host memory).",
+    )
+    offload_activations: bool = Field(
+        False,
+        description="Keep each checkpointed block's input in host memory until the backward pass needs it "
+        "(needs optimization.enable_gradient_checkpointing).",
     )
     load_text_encoder_in_8bit: bool = Field(
         False, description="8-bit Gemma (bitsandbytes LLM.int8()) for validation prompts; needs CUDA and bitsandbytes."
@@ -282,6 +301,14 @@ class AccelerationConfig(_Section):
         default=False,
         description="Move optimizer state to the CPU while validation samples are generated (CUDA).",
     )
+
+    @field_validator("blocks_to_swap")
+    @classmethod
+    def _swap_count(cls, value: int | str) -> int | str:
+        if isinstance(value, int) and value < 0:
+            raise ValueError(f"must be a number of blocks >= 0 or 'auto', got {value}")
+        return value
+
     skip_memory_check: bool = Field(
         False,
         description="Start even when the memory plan (`python -m ltx_trainer.memory_plan`) estimates that the run "
@@ -605,6 +632,22 @@ class LtxTrainerConfig(_Section):
             raise ValueError(
                 f"acceleration.quantization: {self.acceleration.quantization!r} needs model.training_mode 'lora' "
                 "(a quantized base cannot be fully trained); with training_mode 'full' the accepted value is null"
+            )
+        acc = self.acceleration
+        if acc.blocks_to_swap != 0 and self.model.training_mode != "lora":
+            raise ValueError(
+                f"acceleration.blocks_to_swap: {acc.blocks_to_swap!r} needs model.training_mode 'lora' (swapped "
+                "blocks are frozen); with training_mode 'full' the accepted value is 0"
+            )
+        if acc.blocks_to_swap != 0 and acc.quantization not in (None, "fp8-cast"):
+            raise ValueError(
+                f"acceleration.blocks_to_swap: {acc.blocks_to_swap!r} cannot swap optimum-quanto layers "
+                f"(acceleration.quantization: {acc.quantization}); use quantization fp8-cast or null with block swap"
+            )
+        if acc.offload_activations and not self.optimization.enable_gradient_checkpointing:
+            raise ValueError(
+                "acceleration.offload_activations: true offloads the checkpointed block inputs; it needs "
+                "optimization.enable_gradient_checkpointing: true"
             )
         root = self.data.preprocessed_data_root
         fields = _source_fields(self.training_strategy)

@@ -19,7 +19,8 @@ from safetensors.torch import save_file
 from ltx_core.loader.lora_layouts import LoraLayout, lora_file_tensors, read_lora
 from ltx_core.write_errors import write_failure
 from ltx_pipelines.io.atomic_files import atomic_output, check_output_path
-from ltx_trainer.cli_support import configure_logging, new_app, run_or_exit
+from ltx_trainer.cli.app import configure_logging, new_app
+from ltx_trainer.cli.errors import run_or_exit
 
 logger = logging.getLogger(__name__)
 

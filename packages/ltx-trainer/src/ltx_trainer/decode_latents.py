@@ -10,11 +10,12 @@ from pathlib import Path
 
 import typer
 
-from ltx_trainer.cli_support import NothingDone, configure_logging, new_app, run_or_exit
-from ltx_trainer.decoding import decode_audio_folder, decode_video_folder
-from ltx_trainer.drop_report import RunReport
-from ltx_trainer.models import LazyModels, ModelSources
-from ltx_trainer.precomputed import AUDIO_LATENTS, DECODED_AUDIO, find_samples
+from ltx_trainer.cli.app import configure_logging, new_app
+from ltx_trainer.cli.errors import NothingDone, run_or_exit
+from ltx_trainer.preprocessing.drop_report import RunReport
+from ltx_trainer.preprocessing.latent_previews import decode_audio_folder, decode_video_folder
+from ltx_trainer.preprocessing.models import LazyModels, ModelSources
+from ltx_trainer.preprocessing.precomputed import AUDIO_LATENTS, DECODED_AUDIO, find_samples
 
 app = new_app("Decode precomputed latents to mp4/png (video) and wav (audio) previews.")
 

@@ -12,11 +12,12 @@ import typer
 
 from ltx_core.devices import resolve_device
 from ltx_core.text_encoders.gemma.eight_bit import require_gemma_8bit
-from ltx_trainer.captions import compute_caption_features
-from ltx_trainer.cli_support import configure_logging, new_app, run_or_exit
-from ltx_trainer.dataset_file import DatasetFileError, read_dataset, resolve_roles
-from ltx_trainer.drop_report import RunReport
-from ltx_trainer.sharding import current_shard, shard_device
+from ltx_trainer.cli.app import configure_logging, new_app
+from ltx_trainer.cli.errors import run_or_exit
+from ltx_trainer.preprocessing.caption_features import compute_caption_features
+from ltx_trainer.preprocessing.dataset_file import DatasetFileError, read_dataset, resolve_roles
+from ltx_trainer.preprocessing.drop_report import RunReport
+from ltx_trainer.preprocessing.sharding import current_shard, shard_device
 
 app = new_app("Encode a dataset's captions with Gemma and the checkpoint's feature extractor.")
 

@@ -11,10 +11,12 @@ from pathlib import Path
 
 import typer
 
-from ltx_trainer.buckets import parse_durations
-from ltx_trainer.cli_support import configure_logging, exit_if_nothing_done, new_app, run_or_exit
-from ltx_trainer.media import CROP_MODES
-from ltx_trainer.preprocess import PreprocessSettings, parse_optional_buckets, positive_factor, preprocess_dataset
+from ltx_trainer.cli.app import configure_logging, new_app
+from ltx_trainer.cli.errors import exit_if_nothing_done, run_or_exit
+from ltx_trainer.preprocessing.buckets import parse_durations
+from ltx_trainer.preprocessing.media import CROP_MODES
+from ltx_trainer.preprocessing.plan import PreprocessSettings, parse_optional_buckets, positive_factor
+from ltx_trainer.preprocessing.run import preprocess_dataset
 
 app = new_app(__doc__.splitlines()[0].split(": ", 1)[1])
 

@@ -11,15 +11,16 @@ from pathlib import Path
 
 import typer
 
-from ltx_trainer.audio_latents import compute_audio_latents
-from ltx_trainer.buckets import parse_buckets
-from ltx_trainer.cli_support import configure_logging, new_app, run_or_exit
-from ltx_trainer.dataset_file import DatasetFileError, read_dataset, resolve_roles
-from ltx_trainer.drop_report import RunReport
-from ltx_trainer.media import CROP_MODES
-from ltx_trainer.models import LazyModels, ModelSources
-from ltx_trainer.sharding import current_shard, shard_device
-from ltx_trainer.video_latents import compute_video_latents
+from ltx_trainer.cli.app import configure_logging, new_app
+from ltx_trainer.cli.errors import run_or_exit
+from ltx_trainer.preprocessing.audio_latents import compute_audio_latents
+from ltx_trainer.preprocessing.buckets import parse_buckets
+from ltx_trainer.preprocessing.dataset_file import DatasetFile, DatasetFileError, read_dataset, resolve_roles
+from ltx_trainer.preprocessing.drop_report import RunReport
+from ltx_trainer.preprocessing.media import CROP_MODES
+from ltx_trainer.preprocessing.models import LazyModels, ModelSources
+from ltx_trainer.preprocessing.sharding import current_shard, shard_device
+from ltx_trainer.preprocessing.video_latents import compute_video_latents
 
 app = new_app("Encode a dataset's clips into video (and audio) latents, bucketed by size and length.")
 
@@ -45,12 +46,7 @@ def process_videos(
     if reshape_mode not in CROP_MODES:
         raise typer.BadParameter(f"--reshape-mode {reshape_mode!r}; accepted: {', '.join(CROP_MODES)}")
     dataset = read_dataset(dataset_path)
-    roles = resolve_roles(dataset.columns, {"video": video_column})
-    if "video" not in roles:
-        raise DatasetFileError(
-            f"{dataset.path.name} has no video column (columns: {list(dataset.columns)}); "
-            "expected 'video' or 'media_path', or pass --video-column"
-        )
+    column = _video_column(dataset, video_column)
     sources = ModelSources(
         Path(model_path) if model_path else None,
         Path(video_vae_path) if video_vae_path else None,
@@ -61,7 +57,7 @@ def process_videos(
     with LazyModels(sources, device=shard_device(device)) as models:
         compute_video_latents(
             dataset,
-            roles["video"],
+            column,
             buckets,
             output_dir,
             models,
@@ -76,16 +72,26 @@ def process_videos(
             audio_dir = Path(audio_output_dir) if audio_output_dir else Path(output_dir).parent / "audio_latents"
             compute_audio_latents(
                 dataset,
-                roles["video"],
+                column,
                 audio_dir,
                 models,
                 report=report,
-                video_column=roles["video"],
+                video_column=column,
                 latents_dir=output_dir,
                 overwrite=overwrite,
                 shard=shard,
             )
     return report
+
+
+def _video_column(dataset: DatasetFile, video_column: str | None) -> str:
+    roles = resolve_roles(dataset.columns, {"video": video_column})
+    if "video" not in roles:
+        raise DatasetFileError(
+            f"{dataset.path.name} has no video column (columns: {list(dataset.columns)}); "
+            "expected 'video' or 'media_path', or pass --video-column"
+        )
+    return roles["video"]
 
 
 @app.command()

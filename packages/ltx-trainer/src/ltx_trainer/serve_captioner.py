@@ -14,7 +14,7 @@ import subprocess
 
 import typer
 
-from ltx_trainer.cli_basics import configure_logging, new_app
+from ltx_trainer.cli.app import configure_logging, new_app
 
 DEFAULT_MODEL = "Qwen/Qwen3-Omni-30B-A3B-Thinking"
 DEFAULT_VLLM_SPEC = "vllm[audio]==0.11.2"

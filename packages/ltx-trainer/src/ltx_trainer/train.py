@@ -27,7 +27,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--demo",
         action="store_true",
-        help="no config: train a few CPU steps on synthetic clips with the tiny demo models (ltx_trainer.demo)",
+        help="no config: train a few CPU steps on synthetic clips with the tiny demo models (training.demo)",
     )
     parser.add_argument("--demo-dir", default="outputs/demo-training", help="folder of the --demo run")
     parser.add_argument(
@@ -42,7 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # force: each in-process call (tests, notebooks) writes to the stdout of that call, not a closed one
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout, force=True)
     if args.demo:
-        from ltx_trainer.demo import demo_main
+        from ltx_trainer.training.demo import demo_main
 
         return demo_main(args.demo_dir, disable_progress_bars=args.disable_progress_bars, log_every=args.log_every)
     try:
@@ -50,9 +50,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    from ltx_trainer.training.checkpoints import ResumeError
+    from ltx_trainer.training.checkpoints import CheckpointWriteError, ResumeError
     from ltx_trainer.training.data import DataFileError
-    from ltx_trainer.training.hooks import CheckpointWriteError
     from ltx_trainer.training.interrupts import StopSignals
     from ltx_trainer.training.run_lock import OutputDirLocked
     from ltx_trainer.training.trainer import Trainer, TrainingDiverged, TrainingInterrupted

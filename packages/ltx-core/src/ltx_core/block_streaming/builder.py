@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Literal
 
 import torch
@@ -15,7 +14,7 @@ from ltx_core.block_streaming.layout import BlockLayout
 from ltx_core.block_streaming.sources import BlockKeys, BlockSource, DiskBlockSource, RamBlockSource
 from ltx_core.block_streaming.streamer import BlockStreamer
 from ltx_core.loader.sd_ops import SDOps
-from ltx_core.loader.tensor_reader import TensorReader
+from ltx_core.loader.tensor_reader import TensorReader, WeightFiles, open_tensor_reader
 from ltx_core.loader.tensorwise import WeightConversion
 from ltx_core.quantization.gguf import is_block_qtype, use_gguf_linears
 
@@ -57,7 +56,7 @@ def _block_qtypes(reader: TensorReader, ops: SDOps, block_prefix: str) -> dict[s
 
 def attach_block_streaming(
     model: nn.Module,
-    path: str | Path,
+    path: WeightFiles,
     ops: SDOps,
     conversion: WeightConversion,
     *,
@@ -70,14 +69,15 @@ def attach_block_streaming(
 ) -> BlockStreamer:
     """Serve `model.<blocks_attr>` from a RAM or disk source through `device_slots` device buffers.
 
-    The non-block weights must be loaded separately; the blocks' own parameters stay on the meta
-    device and are pointed at a device slot by the streamer's hooks before each block runs.
+    `path`: one file, or the shards of one model. The non-block weights must be loaded separately; the
+    blocks' own parameters stay on the meta device and are pointed at a device slot by the streamer's
+    hooks before each block runs.
     """
     if not 1 <= device_slots <= MAX_DEVICE_SLOTS:
         raise ValueError(f"device_slots must be 1..{MAX_DEVICE_SLOTS}, got {device_slots}")
     blocks = getattr(model, blocks_attr)
     prefix = f"{blocks_attr}."
-    with TensorReader(path) as reader:
+    with open_tensor_reader(path) as reader:
         qtypes = _block_qtypes(reader, ops, f"{prefix}0.")
         layout = block_layout(blocks, prefix, conversion, qtypes)
         keys = BlockKeys.scan(reader, ops, prefix, layout)

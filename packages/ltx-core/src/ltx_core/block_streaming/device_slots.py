@@ -124,3 +124,24 @@ class DeviceBlockSlots:
         slot = self._resident.get(index)
         if slot is not None:
             slot.compute_done = self._backend.compute_done()
+
+    def finished_all_but(self, index: int) -> None:
+        """Every resident block other than `index` is done with, as of the compute issued so far.
+
+        The backward pass reads a block's weights after its forward post-hook has run, so the
+        event that post-hook recorded is too early; before the backward pass moves on to block
+        `index`, the blocks it has left get an event that covers their backward kernels."""
+        event = None
+        for resident, slot in self._resident.items():
+            if resident != index:
+                event = event if event is not None else self._backend.compute_done()
+                slot.compute_done = event
+
+    def storage_of(self, index: int) -> torch.Tensor:
+        """The device buffer block `index` occupies (it must be resident)."""
+        return self._resident[index].buffer
+
+    def holds(self, tensor: torch.Tensor) -> bool:
+        """Whether `tensor` lives in one of the slots (a view of a block's streamed weights)."""
+        ptr = tensor.untyped_storage().data_ptr()
+        return any(slot.buffer.untyped_storage().data_ptr() == ptr for slot in self._slots)

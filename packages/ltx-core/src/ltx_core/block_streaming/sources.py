@@ -14,7 +14,6 @@ import threading
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol
 
 import torch
@@ -24,7 +23,13 @@ from tqdm import tqdm
 from ltx_core.block_streaming.layout import BlockLayout
 from ltx_core.loader.errors import CheckpointError
 from ltx_core.loader.sd_ops import SDOps
-from ltx_core.loader.tensor_reader import TensorReader, torch_dtype
+from ltx_core.loader.tensor_reader import (
+    ShardedTensorReader,
+    TensorReader,
+    WeightFiles,
+    open_tensor_reader,
+    torch_dtype,
+)
 from ltx_core.loader.tensorwise import WeightConversion
 
 logger = logging.getLogger(__name__)
@@ -52,7 +57,9 @@ class BlockKeys:
     per_block: tuple[tuple[tuple[str, str], ...], ...]
 
     @classmethod
-    def scan(cls, reader: TensorReader, ops: SDOps, prefix: str, layout: BlockLayout) -> BlockKeys:
+    def scan(
+        cls, reader: TensorReader | ShardedTensorReader, ops: SDOps, prefix: str, layout: BlockLayout
+    ) -> BlockKeys:
         found: dict[int, list[tuple[str, str]]] = {}
         for file_key, info in reader.header.tensors.items():
             module_key = ops.rename(file_key)
@@ -62,7 +69,7 @@ class BlockKeys:
             if not index_text.isdigit():
                 continue
             found.setdefault(int(index_text), []).append((file_key, module_key))
-            if not ops.value_ops and local in layout.names:
+            if not ops.changes_values and local in layout.names:
                 want = layout.place(local).shape
                 if tuple(info.shape) != want:
                     raise CheckpointError(
@@ -72,7 +79,7 @@ class BlockKeys:
             raise CheckpointError(
                 f"{str(reader.path)!r}: block indices under {prefix!r} are not 0..n-1: {sorted(found)}"
             )
-        if not ops.value_ops:
+        if not ops.changes_values:
             for index, keys in found.items():
                 local = {m[len(prefix) :].partition(".")[2] for _, m in keys}
                 if local != layout.names:
@@ -85,7 +92,7 @@ class BlockKeys:
 
 
 def fill_block(
-    reader: TensorReader,
+    reader: TensorReader | ShardedTensorReader,
     ops: SDOps,
     keys: BlockKeys,
     index: int,
@@ -114,7 +121,7 @@ def fill_block(
             continue
         stored = torch_dtype(reader.info(file_key), path=reader.path, key=file_key)
         if (
-            not ops.value_ops
+            not ops.changes_values
             and local in views
             and conversion.is_identity(module_key, stored)
             and stored == views[local].dtype
@@ -139,12 +146,12 @@ class RamBlockSource:
     """Every block packed in host memory (pinned when CUDA is present), LoRAs fused once at build."""
 
     def __init__(
-        self, path: str | Path, ops: SDOps, keys: BlockKeys, layout: BlockLayout, conversion: WeightConversion,
+        self, path: WeightFiles, ops: SDOps, keys: BlockKeys, layout: BlockLayout, conversion: WeightConversion,
         *, pin: bool = False,
     ) -> None:  # fmt: skip
         self.num_blocks = len(keys.per_block)
         self._buffers: list[torch.Tensor] = []
-        with TensorReader(path) as reader:
+        with open_tensor_reader(path) as reader:
             for index in tqdm(range(self.num_blocks), desc="packing blocks in RAM", leave=False):
                 buffer = layout.allocate(torch.device("cpu"), pin=pin)
                 fill_block(reader, ops, keys, index, layout, conversion, buffer)
@@ -184,13 +191,13 @@ class DiskBlockSource:
     """
 
     def __init__(
-        self, path: str | Path, ops: SDOps, keys: BlockKeys, layout: BlockLayout, conversion: WeightConversion,
+        self, path: WeightFiles, ops: SDOps, keys: BlockKeys, layout: BlockLayout, conversion: WeightConversion,
         *, slots: int = 2, prefetch: int = 1, pin: bool = False,
     ) -> None:  # fmt: skip
         if slots < 1:
             raise ValueError(f"a disk block source needs at least 1 host slot, got {slots}")
         self.num_blocks = len(keys.per_block)
-        self._path, self._ops, self._keys, self._layout, self._conversion = Path(path), ops, keys, layout, conversion
+        self._path, self._ops, self._keys, self._layout, self._conversion = path, ops, keys, layout, conversion
         self._prefetch = max(0, min(prefetch, slots - 1))
         # Free slots carry the event of the device copy that last read them (None: nothing pending).
         self._free: list[tuple[torch.Tensor, CopyDone | None]] = [
@@ -199,6 +206,7 @@ class DiskBlockSource:
         self._ready: dict[int, torch.Tensor] = {}
         self._in_use: set[int] = set()
         self._loading: int | None = None
+        self._last: int | None = None  # the block last asked for (read-ahead direction)
         self._queue: deque[int] = deque()
         self._error: BaseException | None = None
         self._closed = False
@@ -209,7 +217,7 @@ class DiskBlockSource:
     # -- worker -----------------------------------------------------------------------------------
     def _run(self) -> None:
         try:
-            with TensorReader(self._path) as reader:
+            with open_tensor_reader(self._path) as reader:
                 while True:
                     with self._cond:
                         while not self._closed and not (self._queue and self._free):
@@ -267,8 +275,14 @@ class DiskBlockSource:
         self._cond.notify_all()
 
     def _schedule_after(self, index: int) -> None:
+        # A training step's backward pass asks for the blocks downwards: read ahead in that direction
+        # once two requests in a row went down by one (inference only ever goes up, wrapping to 0).
+        down = self._last is not None and index == self._last - 1
+        self._last = index
         for step in range(1, self._prefetch + 1):
-            ahead = (index + step) % self.num_blocks
+            if down and index - step < 0:
+                break  # the next forward pass starts with blocks still resident on the device
+            ahead = (index - step) % self.num_blocks if down else (index + step) % self.num_blocks
             if ahead != index and not self._pending(ahead):
                 self._queue.append(ahead)
 

@@ -8,7 +8,7 @@ import torch
 
 from ltx_core.conditioning.attention import AttentionStrength, extend_attention_mask
 from ltx_core.conditioning.item import ConditioningError, check_strength
-from ltx_core.tools import VideoLatentTools
+from ltx_core.latent_tools import VideoLatentTools
 from ltx_core.types import LatentState, VideoLatentShape
 
 

@@ -16,7 +16,7 @@ import torch
 
 from ltx_core.conditioning.item import ConditioningError
 from ltx_core.conditioning.keyframe import VideoConditionByKeyframeIndex, extend_keyframes_mask
-from ltx_core.tools import VideoLatentTools
+from ltx_core.latent_tools import VideoLatentTools
 from ltx_core.types import LatentState
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from ltx_core.conditioning.item import ConditioningError, check_strength
-from ltx_core.tools import VideoLatentTools
+from ltx_core.latent_tools import VideoLatentTools
 from ltx_core.types import LatentState
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from ltx_core.conditioning.item import ConditioningError, check_strength
-from ltx_core.tools import AudioLatentTools, LatentTools, VideoLatentTools
+from ltx_core.latent_tools import AudioLatentTools, LatentTools, VideoLatentTools
 from ltx_core.types import LatentState
 
 

@@ -9,7 +9,7 @@ import torch
 from ltx_core.conditioning.attention import AttentionStrength
 from ltx_core.conditioning.item import ConditioningError, check_strength
 from ltx_core.conditioning.keyframe import append_tokens
-from ltx_core.tools import AudioLatentTools
+from ltx_core.latent_tools import AudioLatentTools
 from ltx_core.types import AudioLatentShape, LatentState
 
 # Gap left between a reference placed before the target and the target's start (Dub-It training layout).

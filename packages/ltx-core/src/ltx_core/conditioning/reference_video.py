@@ -9,7 +9,7 @@ import torch
 from ltx_core.conditioning.attention import AttentionStrength
 from ltx_core.conditioning.item import ConditioningError, check_strength
 from ltx_core.conditioning.keyframe import append_tokens
-from ltx_core.tools import VideoLatentTools
+from ltx_core.latent_tools import VideoLatentTools
 from ltx_core.types import LatentState, VideoLatentShape
 
 

@@ -13,9 +13,10 @@ from torch import nn
 
 from ltx_core.devices import resolve_device
 from ltx_core.loader.cache import StateDictCache
+from ltx_core.loader.component_source import Component, ComponentSource
 from ltx_core.loader.errors import CheckpointError
 from ltx_core.loader.lora import DEFAULT_LORA_FUSION, LoraFusionPrecision, LoraSpec, fuse_loras
-from ltx_core.loader.model_files import Component, ComponentSource, ModelFiles, model_files_of, names_a_model_folder
+from ltx_core.loader.model_files import ModelFiles, model_files_of, names_a_model_folder
 from ltx_core.loader.safetensors_header import read_safetensors_header
 from ltx_core.loader.sd_ops import SDOps
 from ltx_core.loader.state_dict import StateDict, load_files, stored_float_dtypes_of, whole_key

@@ -28,8 +28,8 @@ from typing import Any
 
 from ltx_core.loader import diffusers_config as dc
 from ltx_core.loader import diffusers_names as dn
+from ltx_core.loader.component_source import Component, ComponentSource
 from ltx_core.loader.errors import CheckpointError
-from ltx_core.loader.model_files import Component, ComponentSource
 from ltx_core.loader.safetensors_header import read_safetensors_header
 from ltx_core.loader.sd_ops import SDOps
 

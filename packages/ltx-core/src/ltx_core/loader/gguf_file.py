@@ -16,6 +16,7 @@ file without one takes its config from a companion file (`ComponentSource.config
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ import numpy as np
 import torch
 
 from ltx_core.loader.errors import CheckpointError
-from ltx_core.loader.safetensors_header import SafetensorsHeader, TensorInfo
+from ltx_core.loader.file_index import SafetensorsHeader, TensorInfo
 
 GGUF_MAGIC = b"GGUF"
 # Field namespaces of the GGUF format and llama.cpp, never LTX metadata.
@@ -144,22 +145,31 @@ def write_gguf(
     qtype: str,
     *,
     min_quantized_numel: int = MIN_QUANTIZED_NUMEL,
+    architecture: str = GGUF_ARCHITECTURE,
+    fields: Callable[[Any], None] | None = None,
 ) -> dict[str, str]:
     """Write `tensors` (released key names) to the GGUF file `out_path` (which must not exist yet:
     the caller writes to a temporary name); each metadata entry becomes a string field of its own
-    (JSON for non-strings). Returns key -> the ggml type it was stored in."""
+    (JSON for non-strings), and `fields(writer)` may add typed ones (a Gemma's llama.cpp fields).
+    A `GGUFTensor` value is written as the blocks it holds. Returns key -> the ggml type it was stored in."""
     from gguf import GGUFWriter
 
     from ltx_core.quantization.gguf import GGUFTensor, qtype_named, quantize
 
-    writer = GGUFWriter(str(out_path), GGUF_ARCHITECTURE)
+    writer = GGUFWriter(str(out_path), architecture)
     for name, value in metadata.items():
         writer.add_string(name, value if isinstance(value, str) else json.dumps(value))
     writer.add_string(QTYPE_FIELD, qtype)
+    if fields is not None:
+        fields(writer)
     stored: dict[str, str] = {}
     for key, value in tensors.items():
-        kind = gguf_storage(key, value, qtype, min_quantized_numel)
-        q = quantize(value, kind) if kind != "F32" else value.to(torch.float32)
+        if isinstance(value, GGUFTensor):
+            # Blocks quantized elsewhere (e.g. K-quants, which the gguf package cannot make) go in as they are.
+            kind, q = value.qtype.name, value
+        else:
+            kind = gguf_storage(key, value, qtype, min_quantized_numel)
+            q = quantize(value, kind) if kind != "F32" else value.to(torch.float32)
         stored[key] = kind
         if isinstance(q, GGUFTensor):
             writer.add_tensor(key, q.raw.numpy(), raw_dtype=qtype_named(kind))

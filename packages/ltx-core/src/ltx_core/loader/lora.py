@@ -18,7 +18,6 @@ Two numerics (`LoraFusionPrecision`):
 
 from __future__ import annotations
 
-import enum
 import logging
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ import torch
 from ltx_core.loader.diffusers_names import CONNECTOR_REFERENCE_ROOTS
 from ltx_core.loader.errors import CheckpointError
 from ltx_core.loader.lora_layouts import read_lora
+from ltx_core.loader.lora_spec import DEFAULT_LORA_FUSION, LoraFusionPrecision, LoraSpec
 from ltx_core.loader.safetensors_header import read_metadata
 from ltx_core.loader.state_dict import StateDict
 from ltx_core.quantization.gguf import GGUFTensor, refuse_quantized_target
@@ -39,31 +39,6 @@ logger = logging.getLogger(__name__)
 _WEIGHT = ".weight"
 
 
-class LoraFusionPrecision(str, enum.Enum):
-    """How a LoRA update is rounded when it is fused into a weight (see the module docstring)."""
-
-    WEIGHT_DTYPE = "weight-dtype"
-    FLOAT32 = "float32"
-
-    @classmethod
-    def parse(cls, value: LoraFusionPrecision | str) -> LoraFusionPrecision:
-        """`value` as a member, with an error naming the accepted spellings."""
-        try:
-            return cls(value)
-        except ValueError:
-            accepted = ", ".join(repr(m.value) for m in cls)
-            raise ValueError(f"LoRA fusion precision {value!r} is not one of {accepted}") from None
-
-
-DEFAULT_LORA_FUSION = LoraFusionPrecision.WEIGHT_DTYPE
-
-
-@dataclass(frozen=True)
-class LoraSpec:
-    """One LoRA file (any layout `read_lora` accepts) to fuse, at a strength."""
-
-    path: str | Path
-    strength: float = 1.0
 
 
 def lora_metadata(path: str | Path) -> dict[str, Any]:

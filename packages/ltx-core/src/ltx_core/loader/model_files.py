@@ -13,63 +13,35 @@ as the released files store it) and a key translation to the released names (`SD
 before each component's own rules).
 
 Latent upsamplers are separate files in every layout and stay plain paths.
+
+`diffusers_folder` (which builds on `component_source`, never on this module) is imported where a folder
+is read rather than at the top, so that its translation tables load only for a diffusers folder.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
-from enum import Enum
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ltx_core.loader.component_source import ComponentSource
+from ltx_core.loader.components import (
+    CHECKPOINT_FLAG,
+    COMPONENT_FLAGS,
+    COMPONENT_SECTIONS,
+    DURATION_HEAD_PREFIX,
+    GEMMA_ROOT_FLAG,
+    Component,
+    Layout,
+)
 from ltx_core.loader.errors import CheckpointError
-from ltx_core.loader.safetensors_header import check_checkpoint_path, parse_model_version, read_safetensors_header
-from ltx_core.loader.sd_ops import SDOps
+from ltx_core.loader.gguf_file import is_gguf
+from ltx_core.loader.safetensors_header import check_checkpoint_path, read_safetensors_header
+from ltx_core.model_version import parse_model_version
 
 logger = logging.getLogger(__name__)
-
-
-class Component(str, Enum):
-    """The parts a set of model files provides. Values are the keyword names of `ModelFiles.split`."""
-
-    TRANSFORMER = "transformer"
-    TEXT_ENCODER = "text_encoder"  # Gemma: a folder (Gemma 3) or a packed single file (Gemma 4)
-    TEXT_EMBEDDINGS = "text_embeddings"  # text projection + embeddings connectors (spread over files)
-    VIDEO_VAE = "video_vae"
-    AUDIO_VAE = "audio_vae"  # audio VAE encoder / decoder and the vocoder
-    DURATION_HEAD = "duration_head"
-
-
-class Layout(str, Enum):
-    SINGLE_FILE = "single-file"
-    SPLIT = "split"
-    DIFFUSERS = "diffusers"
-
-
-# The command-line option that supplies each component (shared by every pipeline), so that errors
-# raised here name what the user typed.
-CHECKPOINT_FLAG = "--checkpoint-path"
-GEMMA_ROOT_FLAG = "--gemma-root"
-COMPONENT_FLAGS: Mapping[Component, str] = {
-    Component.TRANSFORMER: "--transformer-path",
-    Component.TEXT_ENCODER: "--text-encoder-path",
-    Component.VIDEO_VAE: "--video-vae-path",
-    Component.AUDIO_VAE: "--audio-vae-path",
-    Component.DURATION_HEAD: "--duration-head-path",
-}
-
-
-DURATION_HEAD_PREFIX = "duration_head."
-
-# The `config` sections each component is built from: a file given for a component must carry them.
-COMPONENT_SECTIONS: Mapping[Component, tuple[str, ...]] = {
-    Component.TRANSFORMER: ("transformer",),
-    Component.VIDEO_VAE: ("vae",),
-    Component.AUDIO_VAE: ("audio_vae", "vocoder"),
-    Component.DURATION_HEAD: ("duration_head",),
-}
 
 
 def component_flag(component: Component, layout: Layout) -> str:
@@ -87,58 +59,6 @@ def component_flag(component: Component, layout: Layout) -> str:
     return COMPONENT_FLAGS[component]
 
 
-@dataclass(frozen=True)
-class ComponentSource:
-    """Where one component's weights, config and key names come from.
-
-    `files`: the weight files, read in order (a component may be spread over several, as the
-    LTX-2.5 text embeddings are: connectors in the transformer file, projection in the text
-    encoder file). `metadata`: the safetensors-style metadata the configurators read (a `config`
-    object with the component's section, `model_version`, ...); None reads it from `config_file`
-    (default: the first file). `key_translation`: rules run on every file key before the
-    component's own rules, mapping a layout's names to the released ones (None: released names).
-    """
-
-    component: Component | None
-    files: tuple[Path, ...]
-    metadata: Mapping[str, Any] | None = field(default=None, compare=False)
-    config_file: Path | None = None
-    key_translation: SDOps | None = None
-    file_translations: tuple[tuple[Path, SDOps], ...] = ()
-    """Translations that replace `key_translation` for single files, for components read from files whose
-    key names overlap (diffusers' LTX-2.5 `vae/` and `diffusion_decoder/` both hold `latents_mean`)."""
-    config_files: tuple[Path, ...] = ()
-    """The files `metadata` was translated from (a diffusers folder's `config.json`s), named in errors about
-    the config; empty: the config is the metadata of `path`."""
-
-    def __post_init__(self) -> None:
-        if not self.files:
-            raise ValueError(f"the {self.component} source names no file")
-        stray = [str(p) for p, _ in self.file_translations if p not in self.files]
-        if stray:
-            raise ValueError(f"the {self.component} source translates files it does not read: {stray}")
-
-    def reads(self, ops: SDOps) -> tuple[tuple[Path, SDOps], ...]:
-        """Each file with the rules its keys go through: the component's `ops` after the file's translation."""
-        own = dict(self.file_translations)
-        return tuple((f, ops.after(own.get(f, self.key_translation))) for f in self.files)
-
-    @property
-    def path(self) -> Path:
-        """The main file (where the metadata is read by default)."""
-        return self.config_file or self.files[0]
-
-    @property
-    def config_origin(self) -> str:
-        """Where the component's config comes from, for messages: the translated files, else `path`."""
-        return " + ".join(repr(str(p)) for p in self.config_files) or repr(str(self.path))
-
-    def read_metadata(self) -> Mapping[str, Any]:
-        if self.metadata is not None:
-            return self.metadata
-        return read_safetensors_header(self.path).metadata
-
-
 def _has_transformer_config(path: Path) -> bool:
     config = read_safetensors_header(path).metadata.get("config")
     return isinstance(config, dict) and isinstance(config.get("transformer"), dict)
@@ -148,8 +68,6 @@ def _gguf_config_companion(paths: Mapping[Component, Path]) -> Path | None:
     """The file a GGUF transformer without a config of its own takes its config from: the first other
     given file whose config has a `transformer` section (the single file, or a VAE file, that the
     user already has); None when the transformer file carries its config (or is no GGUF)."""
-    from ltx_core.loader.gguf_file import is_gguf
-
     transformer = paths[Component.TRANSFORMER]
     if not is_gguf(transformer) or _has_transformer_config(transformer):
         return None
@@ -597,3 +515,32 @@ def text_encoder_version(path: Path) -> str | None:
         return None
     version = config.get("gemma_version") or config.get("model_type")
     return str(version) if version is not None else None
+
+
+def read_checkpoint_config(path: Any, section: str | None = None, *, expected_kind: str = "") -> dict[str, Any]:
+    """The `config` metadata of a checkpoint, or one section of it.
+
+    `path`: a checkpoint file, a model folder (a diffusers folder: its configs translated to the
+    reference's sections) or a `ModelFiles` set (each section from the component that has it).
+    `expected_kind` describes the file the caller needs (e.g. "an LTX-2 single-file checkpoint")
+    so that a wrong file produces an error that says what was expected.
+    """
+    kind = f" (expected {expected_kind})" if expected_kind else ""
+    if isinstance(path, ModelFiles) or names_a_model_folder(path):
+        files = model_files_of(path)
+        config: Any = files.config()
+        where = str(files.location)
+        if not config:
+            raise CheckpointError(f"the model files {where!r} state no 'config' in their metadata{kind}")
+    else:
+        header = read_safetensors_header(path)
+        where = str(header.path)
+        config = header.metadata.get("config")
+        if not isinstance(config, dict):
+            raise CheckpointError(f"{where!r} has no 'config' entry in its safetensors metadata{kind}")
+    if section is None:
+        return config
+    if not isinstance(config.get(section), dict):
+        present = sorted(k for k, v in config.items() if isinstance(v, dict))
+        raise CheckpointError(f"{where!r}: its config has no {section!r} section{kind}; sections present: {present}")
+    return config[section]

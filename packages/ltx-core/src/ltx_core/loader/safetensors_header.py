@@ -4,38 +4,15 @@ from __future__ import annotations
 
 import json
 import struct
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ltx_core.loader.errors import CheckpointError
+from ltx_core.loader.file_index import SafetensorsHeader, TensorInfo
+from ltx_core.loader.gguf_file import is_gguf, read_gguf_header
 
 # A header larger than this is not a sane safetensors header (the 22B file's is ~1 MB).
 _MAX_HEADER_BYTES = 256 * 1024 * 1024
-
-
-@dataclass(frozen=True)
-class TensorInfo:
-    """Where one tensor lives in the file and what it is."""
-
-    dtype: str
-    shape: tuple[int, ...]
-    data_offsets: tuple[int, int]
-
-    @property
-    def numel(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
-
-
-@dataclass(frozen=True)
-class SafetensorsHeader:
-    path: Path
-    tensors: dict[str, TensorInfo]
-    metadata: dict[str, Any]
-    """`__metadata__` values, JSON-decoded where they are JSON, else the raw string."""
 
 
 def _decode_metadata_value(value: str) -> Any:
@@ -61,8 +38,6 @@ def read_safetensors_header(path: str | Path) -> SafetensorsHeader:
     Only the first 8 + header-length bytes are read, so this is cheap for a 46 GB file.
     """
     p = check_checkpoint_path(path)
-    from ltx_core.loader.gguf_file import is_gguf, read_gguf_header
-
     if is_gguf(p):
         # GGUF is one more weight-file kind, indexed in the same shape (see `gguf_file`).
         return read_gguf_header(p)
@@ -111,44 +86,3 @@ def read_metadata(path: str | Path) -> dict[str, Any]:
     return read_safetensors_header(path).metadata
 
 
-def read_checkpoint_config(path: Any, section: str | None = None, *, expected_kind: str = "") -> dict[str, Any]:
-    """The `config` metadata of a checkpoint, or one section of it.
-
-    `path`: a checkpoint file, a model folder (a diffusers folder: its configs translated to the
-    reference's sections) or a `ModelFiles` set (each section from the component that has it).
-    `expected_kind` describes the file the caller needs (e.g. "an LTX-2 single-file checkpoint")
-    so that a wrong file produces an error that says what was expected.
-    """
-    from ltx_core.loader.model_files import ModelFiles, model_files_of, names_a_model_folder
-
-    kind = f" (expected {expected_kind})" if expected_kind else ""
-    if isinstance(path, ModelFiles) or names_a_model_folder(path):
-        files = model_files_of(path)
-        config: Any = files.config()
-        where = str(files.location)
-        if not config:
-            raise CheckpointError(f"the model files {where!r} state no 'config' in their metadata{kind}")
-    else:
-        header = read_safetensors_header(path)
-        where = str(header.path)
-        config = header.metadata.get("config")
-        if not isinstance(config, dict):
-            raise CheckpointError(f"{where!r} has no 'config' entry in its safetensors metadata{kind}")
-    if section is None:
-        return config
-    if not isinstance(config.get(section), dict):
-        present = sorted(k for k, v in config.items() if isinstance(v, dict))
-        raise CheckpointError(f"{where!r}: its config has no {section!r} section{kind}; sections present: {present}")
-    return config[section]
-
-
-def parse_model_version(version: str | None) -> tuple[int, ...]:
-    """'2.3.0' -> (2, 3, 0); '2.3.rc1' -> (2, 3). Unknown -> ()."""
-    if not version:
-        return ()
-    parts: list[int] = []
-    for piece in str(version).split("."):
-        if not piece.isdigit():
-            break
-        parts.append(int(piece))
-    return tuple(parts)

@@ -120,6 +120,12 @@ class SDOps:
             value_ops=self.value_ops + other.value_ops,
         )
 
+    @property
+    def changes_values(self) -> bool:
+        """True when a value operation (its own or its layout translation's) may change a tensor, so the
+        stored bytes are not the module's tensor."""
+        return bool(self.value_ops) or (self.pre is not None and self.pre.changes_values)
+
     # -- application --------------------------------------------------------------------------
     def selects(self, key: str) -> bool:
         if self.pre is not None:

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Union
 
 import torch
 
 from ltx_core.loader.errors import CheckpointError
+from ltx_core.loader.file_index import SafetensorsHeader, TensorInfo
 from ltx_core.loader.gguf_file import is_gguf
-from ltx_core.loader.safetensors_header import SafetensorsHeader, TensorInfo, read_safetensors_header
+from ltx_core.loader.safetensors_header import read_safetensors_header
 from ltx_core.quantization.gguf import is_block_qtype, quantized
 
 SAFETENSORS_DTYPES: dict[str, torch.dtype] = {
@@ -107,3 +110,64 @@ class TensorReader:
 
     def __del__(self) -> None:
         self.close()
+
+
+class ShardedTensorReader:
+    """`TensorReader`'s interface over the shards of one model (a Hugging Face folder's
+    `model-0000N-of-0000M.safetensors`): each key is read from the shard that holds it."""
+
+    def __init__(self, paths: Sequence[str | Path]) -> None:
+        self._readers = [TensorReader(p) for p in paths]
+        owner: dict[str, TensorReader] = {}
+        tensors: dict[str, TensorInfo] = {}
+        for reader in self._readers:
+            for key, info in reader.header.tensors.items():
+                if key in owner:
+                    raise CheckpointError(
+                        f"{key!r} is stored in both {str(owner[key].path)!r} and {str(reader.path)!r}"
+                    )
+                owner[key] = reader
+                tensors[key] = info
+        self._owner = owner
+        self.path = self._readers[0].path
+        # Offsets in this merged index are per shard: only the owning reader interprets them.
+        self.header = SafetensorsHeader(path=self.path, tensors=tensors, metadata={})
+
+    def info(self, key: str) -> TensorInfo:
+        return self.header.tensors[key]
+
+    def nbytes(self, key: str) -> int:
+        return self._owner[key].nbytes(key)
+
+    def read_into(self, key: str, out: torch.Tensor) -> torch.Tensor:
+        return self._owner[key].read_into(key, out)
+
+    def read_raw_into(self, key: str, out: torch.Tensor) -> torch.Tensor:
+        return self._owner[key].read_raw_into(key, out)
+
+    def read(self, key: str) -> torch.Tensor:
+        return self._owner[key].read(key)
+
+    def close(self) -> None:
+        for reader in self._readers:
+            reader.close()
+
+    def __enter__(self) -> ShardedTensorReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+WeightFiles = Union[str, Path, Sequence[Union[str, Path]]]  # noqa: UP007 - a runtime alias on Python 3.10
+"""One weight file, or the shards of one model."""
+
+
+def open_tensor_reader(files: WeightFiles) -> TensorReader | ShardedTensorReader:
+    """A reader of one file, or of every shard when `files` is a sequence of several."""
+    if isinstance(files, (str, Path)):
+        return TensorReader(files)
+    paths = list(files)
+    if not paths:
+        raise ValueError("no weight files to read")
+    return TensorReader(paths[0]) if len(paths) == 1 else ShardedTensorReader(paths)

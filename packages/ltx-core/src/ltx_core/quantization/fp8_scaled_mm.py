@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ltx_core.loader.safetensors_header import TensorInfo
+from ltx_core.loader.file_index import TensorInfo
 from ltx_core.quantization.capability import require_scaled_mm
 
 _E4M3 = torch.float8_e4m3fn

@@ -6,12 +6,14 @@ import argparse
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ltx_core.loader import LoraSpec
 from ltx_pipelines.cli.hf_paths import is_hf_path
 from ltx_pipelines.engine.defaults import DEFAULT_LORA_STRENGTH
-from ltx_pipelines.engine.stages import ImageCondition
+
+if TYPE_CHECKING:
+    from ltx_core.loader import LoraSpec
+    from ltx_pipelines.engine.stage_blocks import ImageCondition
 
 
 def int_at_least(minimum: int) -> Callable[[str], int]:
@@ -75,6 +77,8 @@ class ImageAction(RepeatedValuesAction):
     display_metavar = "PATH FRAME_IDX STRENGTH [CRF]"
 
     def parse_values(self, values: list[str]) -> ImageCondition:
+        from ltx_pipelines.engine.stage_blocks import ImageCondition
+
         if len(values) not in (3, 4):
             raise argparse.ArgumentError(
                 self, f"takes 3 or 4 values (PATH FRAME_IDX STRENGTH [CRF]); got {len(values)}: {values}"
@@ -93,6 +97,8 @@ class LoraAction(RepeatedValuesAction):
     display_metavar = "PATH [STRENGTH]"
 
     def parse_values(self, values: list[str]) -> LoraSpec:
+        from ltx_core.loader import LoraSpec
+
         if len(values) not in (1, 2):
             raise argparse.ArgumentError(
                 self, f"takes PATH and an optional STRENGTH; got {len(values)} values: {values}"

@@ -18,16 +18,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Generic, TypeVar
-
-import torch
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ltx_core.command_parser import CommandParser
-from ltx_core.devices import available_memory
-from ltx_core.memory_estimate import InsufficientMemoryError, WorkloadShape, check_fits
-from ltx_core.model.video_vae.tiling import TilingConfig
-from ltx_core.runtime import RuntimeOptions
-from ltx_core.types import DEFAULT_SCALE_FACTORS
+from ltx_core.model.video_vae.tiling_config import TilingConfig
 from ltx_pipelines.cli.error_lines import report_error, stop_signals_interrupt
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
 from ltx_pipelines.cli.generated_keyframe_flags import GeneratedKeyframeFlags
@@ -38,12 +32,16 @@ from ltx_pipelines.cli.prompt_flags import PromptChoice, PromptFlags
 from ltx_pipelines.cli.runtime_flags import RuntimeChoice, RuntimeFlags
 from ltx_pipelines.cli.tiling_flags import TilingChoice, TilingFlags
 from ltx_pipelines.cli.video_flags import VideoChoice, VideoFlags
-from ltx_pipelines.engine.audio_output import AudioGeneration, write_audio_generation
 from ltx_pipelines.engine.defaults import PipelineDefaults
-from ltx_pipelines.engine.final_latents import FinalLatents, check_finite_latents
-from ltx_pipelines.engine.generation import Generation, describe_model_files, write_generation
-from ltx_pipelines.engine.latents_file import RunRecord, follow_video_name, save_latents_safely
 from ltx_pipelines.io.atomic_files import remove_stale_partials
+
+if TYPE_CHECKING:
+    import torch
+
+    from ltx_core.generation_memory import GenerationSizes, GenerationWorkload
+    from ltx_pipelines.engine.audio_output import AudioGeneration
+    from ltx_pipelines.engine.final_latents import FinalLatents
+    from ltx_pipelines.engine.generation import Generation
 
 logger = logging.getLogger(__name__)
 
@@ -137,6 +135,7 @@ class Run:
             "lora_fusion": self.models.lora_fusion,
             "runtime": self.runtime.options,
             "gemma_8bit": self.runtime.gemma_8bit,
+            "text_encoder_mode": self.runtime.text_encoder_mode,
         }
         for group in self.groups:
             options.update(group.pipeline_options(self.values[type(group)]))
@@ -191,9 +190,6 @@ class PipelineCommand(Generic[P]):
     generate: Generate[P] = call_with_video_flags
     fixed_defaults: PipelineDefaults | None = None
     check: Callable[[Run], None] | None = None
-    write: Callable[[Run, Any], Path] | None = None
-    """Writes what `generate` returns, decoding included (HDR); None: `generate` returns `FinalLatents`, which
-    the command saves, decodes (`pipeline.decode`) and writes with the sidecar."""
 
     @classmethod
     def for_module(
@@ -248,7 +244,7 @@ class PipelineCommand(Generic[P]):
     def run_defaults(self, args: argparse.Namespace) -> PipelineDefaults:
         """The defaults of a run with parsed `args`: the model generation's (or the fixed ones), made the demo's
         with `--demo`."""
-        defaults = self.fixed_defaults or self.models.generation_defaults(args)
+        defaults = self.fixed_defaults or self.models.model_version_defaults(args)
         if args.demo:
             defaults = demo_defaults(defaults, two_stage=self.models.two_stage)
         return defaults
@@ -301,7 +297,7 @@ class PipelineCommand(Generic[P]):
             defaults=defaults,
             log_level=args.log_level,
         )
-        check_fits_in_memory(run)
+        run = check_fits_in_memory(run)
         if self.check is not None:
             self.check(run)
         return run
@@ -312,6 +308,9 @@ class PipelineCommand(Generic[P]):
         """Save the final latents before decoding, so nothing is lost from here on: beside the output, else in
         the temp folder or the user cache (`save_latents_safely`). None for an audio-only run (the latents file
         and the decode command are for videos) or when no place took them."""
+        from ltx_pipelines.engine.generation import describe_model_files
+        from ltx_pipelines.engine.latents_file import RunRecord, save_latents_safely
+
         if final.video is None:
             return None
         record = RunRecord(
@@ -325,6 +324,9 @@ class PipelineCommand(Generic[P]):
         """Write the decoded result and its sidecar as a pair (no model is built here). The path was free when
         the flags were read: a file there now appeared during the run, and the result goes to a numbered name
         instead of being thrown away."""
+        from ltx_pipelines.engine.audio_output import AudioGeneration, write_audio_generation
+        from ltx_pipelines.engine.generation import write_generation
+
         output = run.output
         if isinstance(decoded, AudioGeneration):
             return write_audio_generation(
@@ -343,6 +345,8 @@ class PipelineCommand(Generic[P]):
     def settle_latents(self, run: Run, latents: Path | None, written: Path) -> None:
         """After a successful write: keep the latents (named after the output) with --save-latents, else
         remove them."""
+        from ltx_pipelines.engine.latents_file import follow_video_name
+
         if latents is None:
             return
         if run.output.save_latents:
@@ -351,37 +355,40 @@ class PipelineCommand(Generic[P]):
             latents.unlink(missing_ok=True)
 
     def run(self, run: Run) -> int:
-        """Build the pipeline, generate the final latents, save them, decode them, write the output and its
-        sidecar, and remove the latents unless --save-latents; 0, or the exit code of its error after printing
-        its line (after denoising, the line names the saved latents and the command that finishes the run).
-        A command with its own `write` (HDR) hands it what `generate` returns instead."""
+        """Build the pipeline and `produce` its outputs; 0, or the exit code of its error after printing its line
+        (after denoising, the line names the saved latents and the command that finishes the run)."""
         output: OutputChoice | None = run.values.get(OutputFlags)
         output_path = None if output is None else output.path
-        debug = run.log_level == "DEBUG"
-        latents: Path | None = None
+        saved: list[Path] = []  # the latents file once written: an error line after it names it
         with stop_signals_interrupt() as stop:
             try:
                 with gc_skips_loaded_modules():
-                    pipeline = self.build(run)
-                    result = self.generate(pipeline, run)
-                    if self.write is not None:
-                        self.write(run, result)
-                        return 0
-                    final: FinalLatents = result
-                    if "num_frames" in run.parameters and run.parameters["num_frames"] is None:
-                        # The length the duration head picked: the sidecar records it.
-                        run = replace(run, parameters={**run.parameters, "num_frames": final.shape.frames})
-                    # Before saving: NaN latents decode to nothing, so no decode command is offered for them.
-                    check_finite_latents(final, (*run.models.loras, *filter(None, [run.models.distilled_lora])))
-                    remove_stale_partials(run.output.path.parent)
-                    latents = self.save_latents(run, final)
-                    written = self.write_decoded(run, pipeline.decode(final))
+                    self.produce(self.build(run), run, saved)
             except SystemExit:
                 raise
             except BaseException as error:
+                latents = saved[0] if saved else None
+                debug = run.log_level == "DEBUG"
                 return report_error(error, debug=debug, output_path=output_path, latents=latents, stop=stop)
-        self.settle_latents(run, latents, written)
         return 0
+
+    def produce(self, pipeline: P, run: Run, saved: list[Path]) -> None:
+        """Generate the final latents, save them (their path is appended to `saved`), decode them, write the
+        output and its sidecar, and remove the latents unless --save-latents."""
+        from ltx_pipelines.engine.final_latents import check_finite_latents
+
+        final: FinalLatents = self.generate(pipeline, run)
+        if "num_frames" in run.parameters and run.parameters["num_frames"] is None:
+            # The length the duration head picked: the sidecar records it.
+            run = replace(run, parameters={**run.parameters, "num_frames": final.shape.frames})
+        # Before saving: NaN latents decode to nothing, so no decode command is offered for them.
+        check_finite_latents(final, (*run.models.loras, *filter(None, [run.models.distilled_lora])))
+        remove_stale_partials(run.output.path.parent)
+        latents = self.save_latents(run, final)
+        if latents is not None:
+            saved.append(latents)
+        written = self.write_decoded(run, pipeline.decode(final))  # type: ignore[attr-defined]
+        self.settle_latents(run, latents, written)
 
     def main(self, argv: Sequence[str] | None = None) -> int:
         """`python -m <module>`: bad arguments exit with code 2, a later failure with 1 (one line on stderr)."""
@@ -398,58 +405,108 @@ class PipelineCommand(Generic[P]):
         return self.run(run)
 
 
-AUDIO_OUTPUT_RATE = 48_000
-"""Samples a second of the released vocoders' output (bandwidth-extended; older ones give 24 kHz)."""
+def memory_inputs(run: Run) -> tuple[GenerationSizes, GenerationWorkload] | None:
+    """What the memory estimate takes of a run: its models' sizes (from the files' headers and configs) and its
+    workload; None where the run has no transformer config or video settings to estimate from."""
+    from ltx_core.generation_memory import GenerationWorkload, sizes_of_files, video_workload
+    from ltx_core.loader import Component, ModelFiles
 
-
-def check_fits_in_memory(run: Run) -> None:
-    """Stop before loading anything when the run's estimated peak memory exceeds what is free on its device
-    (on the CPU and MPS: the host's available RAM), naming the estimate and the flags that would fit."""
-    transformer = run.models.transformer_config
     video: VideoChoice | None = run.values.get(VideoFlags)
-    device = run.runtime.device
-    free = available_memory(device)
-    if free is None or not transformer or video is None:
-        return
-    scale = DEFAULT_SCALE_FACTORS
-    frames = video.num_frames
-    video_tokens = 0
-    tile = (0, 0, 0)
-    if video.height is not None and video.width is not None:  # audio-only runs have no picture
-        height, width = video.height, video.width
-        layout = run.tiling or TilingConfig.for_output(height, width, scale)
-        video_tokens = ((frames - 1) // scale.time + 1) * (height // scale.height) * (width // scale.width)
-        tile = (
-            min(frames, layout.frames.tile_size or frames),
-            min(height, layout.height.tile_size or height),
-            min(width, layout.width.tile_size or width),
-        )
+    runtime = run.runtime
+    config = run.models.metadata.get("config")
+    if not run.models.transformer_config or video is None or not config:
+        return None
+    gemma = run.models.gemma_root
+    checkpoint = run.models.checkpoint
+    if gemma is None and isinstance(checkpoint, ModelFiles) and checkpoint.has(Component.TEXT_ENCODER):
+        gemma = checkpoint.source(Component.TEXT_ENCODER).path
+    sizes = sizes_of_files(config, gemma, run.models.spatial_upsampler, gemma_8bit=runtime.gemma_8bit)
     batch: int | None = run.values.get(MaxBatchSizeFlags)
-    audio_tokens = int(video.seconds * 25) + 1  # 25 audio latents per second
-    picture = video.height is not None and video.width is not None
-    workload = WorkloadShape(
-        video_tokens=video_tokens,
-        audio_tokens=audio_tokens,
-        batch=batch or 1,
-        vae_tile_frames=tile[0],
-        vae_tile_height=tile[1],
-        vae_tile_width=tile[2],
-        output_frames=frames if picture else 0,
-        output_height=video.height or 0,
-        output_width=video.width or 0,
-        audio_samples=round(video.seconds * AUDIO_OUTPUT_RATE),
-        # 128 channels per video token, 8 x 16 per audio latent step.
-        latent_values=128 * video_tokens + 128 * audio_tokens,
+    shape = video_workload(
+        video.height, video.width, video.num_frames, video.frame_rate, tiling=run.tiling, batch=batch or 1,
+        seconds=video.seconds,
+    )  # fmt: skip
+    two_stage = run.models.spatial_upsampler is not None
+    work = GenerationWorkload(
+        shape=shape,
+        two_stage=two_stage,
+        prompts=2 if GuidanceFlags in run.values else 1,
+        enhance=run.prompt.enhance,
+        loads_video_encoder=two_stage or bool(video.images),
     )
-    options = run.runtime.options or RuntimeOptions()
-    host = device.type != "cuda"
+    return sizes, work
+
+
+def _transformer_is_gguf(run: Run) -> bool:
+    from ltx_core.loader import Component, ModelFiles
+    from ltx_core.loader.gguf_file import is_gguf
+
+    checkpoint = run.models.checkpoint
+    if isinstance(checkpoint, ModelFiles):
+        if not checkpoint.has(Component.TRANSFORMER):
+            return False
+        checkpoint = checkpoint.source(Component.TRANSFORMER).path
+    return is_gguf(checkpoint)
+
+
+def check_fits_in_memory(run: Run) -> Run:
+    """Stop before loading anything when the run's estimated peak memory, phase by phase, exceeds what is free
+    on its device (on the CPU and MPS: the host's available RAM), naming the phases and what would fit. With
+    `--offload auto`, pick the transformer's and the text encoder's modes here (logged, one line each) and
+    return the run with them (`ltx_core.offload_auto`)."""
+    import torch
+
+    from ltx_core.devices import available_memory
+    from ltx_core.generation_memory import TRANSFORMER_MODE_OPTIONS, TRANSFORMER_MODES
+    from ltx_core.memory_estimate import InsufficientMemoryError
+    from ltx_core.offload_auto import check_generation_fits, choose_offload
+    from ltx_core.runtime import RuntimeOptions
+    from ltx_core.text_encoders.gemma.modes import text_encoder_mode_for
+
+    runtime = run.runtime
+    free = available_memory(runtime.device)
+    inputs = None if free is None else memory_inputs(run)
+    if free is None or inputs is None:
+        return run
+    sizes, work = inputs
+    host = runtime.device.type != "cuda"
+    free_host = None if host else available_memory(torch.device("cpu"))
+    memory = {"free_bytes": free, "free_host_bytes": free_host, "in_host_ram": host, "dtype": runtime.dtype}
+    options = runtime.options or RuntimeOptions()
     try:
-        check_fits(
-            run.models.metadata["config"], options, workload, free, run.runtime.dtype, host=host,
-            free_host_bytes=None if host else available_memory(torch.device("cpu")),
-        )  # fmt: skip
+        if not runtime.offload_auto:
+            text_mode = text_encoder_mode_for(runtime.text_encoder_mode, options.offload)
+            check_generation_fits(sizes, work, transformer_options=options, text_encoder_mode=text_mode, **memory)
+            return run
+        # An 8-bit Gemma is loaded as it is and not streamed (the pipelines refuse offloading beside it): the
+        # transformer is picked among the modes that do not stream either. A --text-encoder-mode given is kept.
+        modes: dict[str, tuple[str, ...]] = {}
+        if runtime.gemma_8bit:
+            modes = {"transformer_modes": ("full", "fp8"), "text_encoder_modes": ("full",)}
+        elif runtime.text_encoder_mode is not None:
+            modes = {"text_encoder_modes": (runtime.text_encoder_mode,)}
+        if _transformer_is_gguf(run):  # already quantized: fp8-cast would refuse it
+            kept = modes.get("transformer_modes", TRANSFORMER_MODES)
+            modes["transformer_modes"] = tuple(m for m in kept if m != "fp8")
+        choice = choose_offload(sizes, work, **modes, **memory)
     except InsufficientMemoryError as e:
         raise FlagError(str(e)) from None
+    for line in choice.log_lines():
+        logger.info("%s", line)
+    if not choice.fits:
+        raise FlagError(choice.failure(free, in_host_ram=host))
+    picked = TRANSFORMER_MODE_OPTIONS[choice.transformer.mode or "full"]
+    options = replace(options, offload=picked.offload, quantization=options.quantization or picked.quantization)
+    try:
+        options.validate(runtime.device)  # e.g. --compile's settings with streaming
+    except (ValueError, RuntimeError) as e:
+        raise FlagError(f"--offload auto picked {choice.transformer.mode} for the transformer: {e}") from None
+    values = dict(run.values)
+    values[RuntimeFlags] = replace(
+        runtime, options=None if options == RuntimeOptions() else options, text_encoder_mode=choice.text_encoder.mode
+    )
+    picks = {"offload_auto": f"transformer {choice.transformer.mode}, text encoder {choice.text_encoder.mode}"}
+    return replace(run, values=values, parameters={**run.parameters, **picks})
 
 
 def run_reporting_errors(body: Callable[[], object], *, debug: bool, output_path: Path | None = None) -> int:

@@ -19,18 +19,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-import torch
-
-from ltx_core.conditioning import ConditioningError
-from ltx_core.loader import CheckpointError
 from ltx_core.write_errors import is_disk_full
-from ltx_pipelines.cli.hf_paths import HfPathError
-from ltx_pipelines.engine.final_latents import NonFiniteLatentsError
-from ltx_pipelines.engine.latents_file import LatentsFileError
 from ltx_pipelines.io.atomic_files import OutputExistsError
 from ltx_pipelines.io.errors import MediaError
+
+if TYPE_CHECKING:
+    pass
 
 EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130  # the shell's code for a run ended by Ctrl-C (128 + SIGINT)
@@ -91,6 +87,8 @@ def _detail(error: BaseException) -> str:
 
 
 def _is_out_of_memory(error: BaseException) -> bool:
+    import torch
+
     if isinstance(error, MemoryError):
         return True
     oom = getattr(torch, "OutOfMemoryError", None) or getattr(torch.cuda, "OutOfMemoryError", None)
@@ -102,6 +100,12 @@ def _is_out_of_memory(error: BaseException) -> bool:
 def describe_error(error: BaseException, *, output_path: Path | None = None, terminated: bool = False) -> ErrorLine:
     """The line (without the `error:` prefix) and the exit code for `error`; `terminated`: SIGTERM arrived
     before it (`StopSignal.received`), so an ordinary error is the signal's doing."""
+    from ltx_core.conditioning import ConditioningError
+    from ltx_core.loader import CheckpointError
+    from ltx_pipelines.cli.hf_paths import HfPathError
+    from ltx_pipelines.engine.final_latents import NonFiniteLatentsError
+    from ltx_pipelines.engine.latents_file import LatentsFileError
+
     if isinstance(error, Terminated) or (terminated and isinstance(error, Exception)):
         return ErrorLine("terminated (SIGTERM)", EXIT_TERMINATED)
     if isinstance(error, KeyboardInterrupt):

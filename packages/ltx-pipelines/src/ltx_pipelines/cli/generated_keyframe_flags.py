@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
 from ltx_pipelines.cli.model_flags import RunModels
 from ltx_pipelines.cli.video_flags import VideoFlags
 from ltx_pipelines.engine.defaults import PipelineDefaults
-from ltx_pipelines.engine.generated_keyframes import generated_keyframe_positions, keyframe_embedding_problem
+
+if TYPE_CHECKING:
+    pass
 
 FLAG = "--num-generated-keyframes"
 
@@ -38,6 +40,8 @@ class GeneratedKeyframeFlags(FlagGroup[int]):
         )
 
     def read(self, args: argparse.Namespace, context: ReadContext) -> int:
+        from ltx_pipelines.engine.generated_keyframes import generated_keyframe_positions
+
         count = args.num_generated_keyframes
         video = context.value(VideoFlags)
         if count < 0:
@@ -51,6 +55,8 @@ class GeneratedKeyframeFlags(FlagGroup[int]):
         return int(count)
 
     def settle(self, value: int, models: RunModels, context: ReadContext) -> int:
+        from ltx_pipelines.engine.generated_keyframes import keyframe_embedding_problem
+
         if value:
             problem = keyframe_embedding_problem(models.checkpoint)
             if problem is not None:

@@ -8,7 +8,7 @@ import logging
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ltx_core.components.guiders import MultiModalGuiderParams
+from ltx_core.components.guider_params import MultiModalGuiderParams
 from ltx_pipelines.cli.arg_types import positive_int
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext, finite
 from ltx_pipelines.cli.model_flags import RunModels

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 from ltx_pipelines.cli.command import Generate, PipelineCommand, Run, call_with_video_flags
 from ltx_pipelines.cli.flag_group import FlagGroup
 from ltx_pipelines.cli.guidance_flags import GuidanceFlags, MaxBatchSizeFlags
+from ltx_pipelines.cli.lazy import resolve
 from ltx_pipelines.cli.model_flags import ModelFlags
 from ltx_pipelines.cli.tiling_flags import TilingFlags
 from ltx_pipelines.cli.video_flags import VideoFlags
@@ -17,9 +18,12 @@ from ltx_pipelines.engine.defaults import PipelineDefaults
 P = TypeVar("P")
 
 
-def build_guided(pipeline_class: Callable[..., P], run: Run, **extra: Any) -> P:
+def build_guided(pipeline_class: Callable[..., P] | str, run: Run, **extra: Any) -> P:
     """`pipeline_class` over the run's model files (checkpoint, the upsampler of two-stage runs, Gemma) with
-    the options every guided pipeline takes from its command line; `extra` adds the pipeline's own."""
+    the options every guided pipeline takes from its command line; `extra` adds the pipeline's own. A
+    `module:Class` string is imported here, once the flags are checked (see `cli.lazy`)."""
+    if isinstance(pipeline_class, str):
+        pipeline_class = resolve(pipeline_class)
     models = run.models
     files = [models.checkpoint]
     if models.spatial_upsampler is not None:  # two-stage: stage 2 fuses the distilled LoRA

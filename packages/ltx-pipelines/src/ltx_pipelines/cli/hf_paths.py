@@ -17,14 +17,13 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
-import huggingface_hub
-from huggingface_hub import constants as hub_constants
-from huggingface_hub import errors as hub_errors
-
 from ltx_core.write_errors import is_disk_full
+
+if TYPE_CHECKING:
+    pass
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +89,8 @@ def parse_hf_path(value: str) -> HfPath:
 
 def hub_offline() -> bool:
     """HF_HUB_OFFLINE from the environment now (the hub library reads it once, at import)."""
+    from huggingface_hub import constants as hub_constants
+
     env = os.environ.get("HF_HUB_OFFLINE")
     if env is not None:
         return env.strip().lower() in _TRUE
@@ -98,12 +99,16 @@ def hub_offline() -> bool:
 
 def _hub_error(cls_name: str) -> type[BaseException]:
     """An error class of huggingface_hub by name; a never-raised placeholder where this version lacks it."""
+    from huggingface_hub import errors as hub_errors
+
     return getattr(hub_errors, cls_name, None) or type(f"_Absent{cls_name}", (Exception,), {})
 
 
 def _definitive_hub_error(error: BaseException, hf: HfPath, cache_dir: str | Path | None) -> HfPathError | None:
     """An answer the cache cannot improve on, worded with what to do; None for errors that may be the
     network's (the cache is tried then)."""
+    from huggingface_hub import constants as hub_constants
+
     repo_url = f"https://huggingface.co/{'' if hf.repo_type == 'model' else hf.repo_type + 's/'}{hf.repo_id}"
     if isinstance(error, _hub_error("GatedRepoError")):
         return HfPathError(
@@ -169,6 +174,8 @@ def resolve_hf_file(
     token: str | bool | None = None,
 ) -> Path:
     """Local path of the file an hf:// path names, downloading it into the cache if needed."""
+    import huggingface_hub
+
     hf = parse_hf_path(path) if isinstance(path, str) else path
     if not hf.path_in_repo:
         raise HfPathError(f"{str(hf)!r} names a repository, not a file; expected hf://<org>/<repo>/<file>")
@@ -195,6 +202,8 @@ def resolve_hf_folder(
     ignore_patterns: tuple[str, ...] = DEFAULT_FOLDER_IGNORE,
 ) -> Path:
     """Local folder for hf://<org>/<repo>[/<subfolder>] (a snapshot in the cache, downloaded if needed)."""
+    import huggingface_hub
+
     hf = parse_hf_path(path) if isinstance(path, str) else path
     allow = [f"{hf.path_in_repo}/*"] if hf.path_in_repo else None
     snapshot = _call_hub(
@@ -231,6 +240,8 @@ def resolve_model_path(
 
 def cached_hf_file(path: str | HfPath, *, cache_dir: str | Path | None = None) -> Path | None:
     """The cached copy of an hf:// file without any network access, or None when it is not cached."""
+    import huggingface_hub
+
     hf = parse_hf_path(path) if isinstance(path, str) else path
     if not hf.path_in_repo:
         return None

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import av
+if TYPE_CHECKING:
+    pass
 
-from ltx_pipelines.io import MediaError, check_decodes, probe_video
 
 # MediaError names the file itself and is passed on as it is.
-_OPEN_ERRORS = (av.error.FFmpegError, OSError, ValueError)
 
 
 def _existing_file(raw: str) -> Path:
@@ -26,6 +26,8 @@ def _existing_file(raw: str) -> Path:
 
 def audio_duration(path: Path) -> float:
     """Seconds of the first audio track (from the container, else by decoding it)."""
+    import av
+
     with av.open(str(path)) as container:
         stream = container.streams.audio[0]
         if stream.duration is not None and stream.time_base is not None:
@@ -38,6 +40,10 @@ def audio_duration(path: Path) -> float:
 def audio_file(raw: str) -> Path:
     """argparse type: a file PyAV can open whose first audio track decodes (any container: WAV, MP3,
     FLAC, M4A, a video with sound, ...)."""
+    import av
+
+    from ltx_pipelines.io import MediaError, check_decodes
+
     path = _existing_file(raw)
     try:
         with av.open(str(path)) as container:
@@ -49,21 +55,30 @@ def audio_file(raw: str) -> Path:
         raise argparse.ArgumentTypeError(f"{raw!r}: its audio track holds no decodable audio") from None
     except MediaError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
-    except _OPEN_ERRORS as e:
+    except _open_errors() as e:
         raise argparse.ArgumentTypeError(f"{raw!r} is not an audio or video file FFmpeg can decode: {e}") from None
     return path
 
 
 def video_file(raw: str) -> Path:
     """argparse type: a video file PyAV can open whose first video stream decodes."""
+    from ltx_pipelines.io import MediaError, check_decodes, probe_video
+
     path = _existing_file(raw)
     try:
         info = probe_video(path)
         check_decodes(path, audio=False)  # the run reads every frame: a damaged one fails here, not mid-run
     except MediaError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
-    except _OPEN_ERRORS as e:
+    except _open_errors() as e:
         raise argparse.ArgumentTypeError(f"{raw!r} is not a video file FFmpeg can decode: {e}") from None
     if info.frames < 1:
         raise argparse.ArgumentTypeError(f"{raw!r}: its video stream holds no decodable frame")
     return path
+
+
+def _open_errors() -> tuple[type[BaseException], ...]:
+    """What opening a file that is not media raises."""
+    import av
+
+    return (av.error.FFmpegError, OSError, ValueError)

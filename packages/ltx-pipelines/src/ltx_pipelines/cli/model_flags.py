@@ -14,39 +14,28 @@ import argparse
 import logging
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ltx_core.loader import (
-    DEFAULT_LORA_FUSION,
-    CheckpointError,
-    LoraFusionPrecision,
-    LoraSpec,
-    read_safetensors_header,
-)
-from ltx_core.loader.lora import check_lora_fits
-from ltx_core.loader.model_files import (
-    COMPONENT_FLAGS,
-    Component,
-    Layout,
-    ModelFiles,
-    model_files_of,
-    names_a_model_folder,
-)
-from ltx_core.text_encoders.gemma.folder import locate_gemma_folder
+from ltx_core.loader.components import COMPONENT_FLAGS, Component
+from ltx_core.loader.lora_spec import DEFAULT_LORA_FUSION, LoraFusionPrecision, LoraSpec
 from ltx_pipelines.cli.arg_types import LoraAction
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext, finite
-from ltx_pipelines.cli.hf_paths import HfPathError, cached_hf_file, is_hf_path, resolve_model_path
-from ltx_pipelines.demo_assets import DEFAULT_DEMO_FAMILY, DEMO_FAMILIES
-from ltx_pipelines.engine.checkpoint_kind import ExpectedKind, check_checkpoint_kind
 from ltx_pipelines.engine.defaults import (
+    DEFAULT_DEMO_FAMILY,
     DEFAULT_LORA_STRENGTH,
+    DEMO_FAMILIES,
+    DEMO_LTX25_MODEL_VERSION,
     LTX_2_3_DEFAULTS,
     PipelineDefaults,
     defaults_for_checkpoint,
     defaults_for_version,
     normalize_model_version,
 )
-from ltx_pipelines.engine.model_loading import check_model_configs
+from ltx_pipelines.engine.model_versions import RELEASED_MODEL_VERSIONS, model_version_problem
+
+if TYPE_CHECKING:
+    from ltx_core.loader.model_files import ModelFiles
+    from ltx_pipelines.engine.checkpoint_kind import ExpectedKind
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +60,7 @@ class ModelChoice:
 
     def components(self) -> dict[Component, str]:
         """The component files given (`--transformer-path`, ...), by component."""
+
         given = {
             Component.TRANSFORMER: self.transformer,
             Component.TEXT_ENCODER: self.text_encoder,
@@ -83,6 +73,7 @@ class ModelChoice:
     @property
     def split(self) -> bool:
         """Whether the model is given one file per component (`--video-vae-path` alone also fits a single file)."""
+
         return any(c is not Component.VIDEO_VAE for c in self.components())
 
 
@@ -127,6 +118,8 @@ class RunModels:
     def files(self) -> dict[str, Path]:
         """The model files by role, for the sidecar (a pipeline without an upsampler lists none; component
         files by component: transformer, text_encoder, video_vae, ...)."""
+        from ltx_core.loader.model_files import ModelFiles
+
         given: dict[str, Path | None] = {}
         if isinstance(self.checkpoint, ModelFiles):
             for source in self.checkpoint.sources:
@@ -168,6 +161,9 @@ class ModelFlags(FlagGroup[ModelChoice]):
     """Whether the pipeline needs a video VAE (component files without `--video-vae-path` are refused)."""
     demo_families: tuple[str, ...] = DEMO_FAMILIES
     """The demo sets `--demo-family` may pick for this pipeline (others are refused before anything is built)."""
+    model_versions: tuple[str, ...] = RELEASED_MODEL_VERSIONS
+    """The released model versions this pipeline runs on ("2", "2.3", "2.5"); a checkpoint whose `model_version`
+    is another is refused when its header is read. README's pipeline table is checked against this value."""
     demo_ic_lora: str | None = None
     """The LTX-2.5 demo set's IC-LoRA (an `Ltx25DemoAssets` field, e.g. `dubit_ic_lora`) that `--demo` passes as
     `--lora` when none is given; None: the demo runs without one."""
@@ -200,7 +196,8 @@ class ModelFlags(FlagGroup[ModelChoice]):
                 "--gemma-root",
                 type=str,
                 default=None,
-                help="The Gemma 3 text encoder folder (Hugging Face layout), a path or hf://<org>/<repo>.",
+                help="The Gemma 3 text encoder folder (Hugging Face layout) or a GGUF Gemma 3 file (llama.cpp's "
+                "layout, e.g. gemma-3-12b-it-Q8_0.gguf), a path or hf://<org>/<repo>.",
             )
         if self.two_stage:
             group.add_argument(
@@ -243,6 +240,7 @@ class ModelFlags(FlagGroup[ModelChoice]):
 
     def _add_component_flags(self, group: argparse._ArgumentGroup) -> None:
         """The one-file-per-component flags (LTX-2.5's release), instead of the single file."""
+
         what = {
             Component.TRANSFORMER: "the transformer file (e.g. ltx-2.5-22b-distilled-transformer-bf16.safetensors)",
             Component.TEXT_ENCODER: "the packed text encoder file (e.g. gemma4-12b-with-proj-ltx-2.5-bf16.safetensors) "
@@ -291,15 +289,15 @@ class ModelFlags(FlagGroup[ModelChoice]):
 
     # ---- reading -----------------------------------------------------------------------------------
 
-    def generation_defaults(self, args: argparse.Namespace) -> PipelineDefaults:
+    def model_version_defaults(self, args: argparse.Namespace) -> PipelineDefaults:
         """The defaults of the model generation the checkpoint declares (read from a local or already cached
         file's header only; none given or unreadable: LTX-2.3's)."""
+        from ltx_pipelines.cli.hf_paths import cached_hf_file, is_hf_path
+
         value = getattr(args, self.checkpoint_dest) or getattr(args, "transformer_path", None)
         if value is None:
             family = getattr(args, "demo_family", None) or self.default_demo_family
             if getattr(args, "demo", False) and family == "ltx-2.5":
-                from ltx_pipelines.demo_assets_ltx25 import DEMO_LTX25_MODEL_VERSION
-
                 return defaults_for_version(normalize_model_version(DEMO_LTX25_MODEL_VERSION))
             return LTX_2_3_DEFAULTS
         if is_hf_path(value):
@@ -315,19 +313,10 @@ class ModelFlags(FlagGroup[ModelChoice]):
         return defaults_for_checkpoint(path) if path.exists() else LTX_2_3_DEFAULTS
 
     def read(self, args: argparse.Namespace, context: ReadContext) -> ModelChoice:
-        loras = tuple(args.lora or []) if self.loras else ()
-        for lora in loras:
-            self._check_lora("--lora", lora)
-        distilled_lora = None
-        if self.distilled_lora:
-            given = args.distilled_lora or []
-            if len(given) > 1:
-                raise FlagError(f"--distilled-lora was given {len(given)} times; pass it once")
-            distilled_lora = given[0] if given else None
-            if distilled_lora is not None:
-                self._check_lora("--distilled-lora", distilled_lora)
-            elif self.distilled_lora_required and not context.demo:
-                raise FlagError("--distilled-lora PATH [STRENGTH] is required by this pipeline (or pass --demo)")
+        from ltx_core.loader.model_files import names_a_model_folder
+        from ltx_pipelines.cli.hf_paths import is_hf_path
+
+        loras, distilled_lora = self._read_loras(args, context)
         checkpoint = getattr(args, self.checkpoint_dest)
         gemma_root = args.gemma_root if self.gemma else None
         components = self._read_components(args)
@@ -375,8 +364,28 @@ class ModelFlags(FlagGroup[ModelChoice]):
             demo_family=family,
         )
 
+    def _read_loras(
+        self, args: argparse.Namespace, context: ReadContext
+    ) -> tuple[tuple[LoraSpec, ...], LoraSpec | None]:
+        """`--lora` and `--distilled-lora`, each file checked to be a LoRA."""
+        loras = tuple(args.lora or []) if self.loras else ()
+        for lora in loras:
+            self._check_lora("--lora", lora)
+        if not self.distilled_lora:
+            return loras, None
+        given = args.distilled_lora or []
+        if len(given) > 1:
+            raise FlagError(f"--distilled-lora was given {len(given)} times; pass it once")
+        distilled_lora = given[0] if given else None
+        if distilled_lora is not None:
+            self._check_lora("--distilled-lora", distilled_lora)
+        elif self.distilled_lora_required and not context.demo:
+            raise FlagError("--distilled-lora PATH [STRENGTH] is required by this pipeline (or pass --demo)")
+        return loras, distilled_lora
+
     def _read_components(self, args: argparse.Namespace) -> dict[Component, str]:
         """The component flags given; a mix with the single file (or --gemma-root) is refused, naming both."""
+
         components = {
             component: getattr(args, flag.lstrip("-").replace("-", "_")) for component, flag in COMPONENT_FLAGS.items()
         }
@@ -397,6 +406,7 @@ class ModelFlags(FlagGroup[ModelChoice]):
 
     def needed_components(self) -> tuple[Component, ...]:
         """What this pipeline needs from a set of component files (the duration head is optional)."""
+
         needed = [Component.TRANSFORMER]
         if self.gemma:
             needed.append(Component.TEXT_ENCODER)
@@ -408,6 +418,7 @@ class ModelFlags(FlagGroup[ModelChoice]):
     def _split_required(self, components: dict[Component, str], demo: bool) -> list[tuple[str, str | None]]:
         """Component files: every needed one given (with --demo the demo set fills the rest); each is then
         checked like the single file."""
+
         missing = [COMPONENT_FLAGS[c] for c in self.needed_components() if c not in components]
         if missing and not demo:
             given = ", ".join(COMPONENT_FLAGS[c] for c in components)
@@ -426,6 +437,7 @@ class ModelFlags(FlagGroup[ModelChoice]):
         components: dict[Component, str],
     ) -> str | None:
         """The demo family `--demo-family` picks, checked against the pipeline and the files given."""
+
         family = args.demo_family or self.default_demo_family
         if not context.demo:
             if args.demo_family is not None:
@@ -452,7 +464,7 @@ class ModelFlags(FlagGroup[ModelChoice]):
 
     def with_demo_files(self, choice: ModelChoice) -> ModelChoice:
         """`choice` with the demo model files wherever the user gave none (built on first use)."""
-        from ltx_pipelines.demo_assets import ensure_demo_assets
+        from ltx_pipelines.demo import ensure_demo_assets
 
         # One line here; how to get the released files is said once, with the output (`write_decoded`).
         logger.warning("--demo: the models are tiny and random, so the output is noise")
@@ -469,7 +481,7 @@ class ModelFlags(FlagGroup[ModelChoice]):
 
     def _with_ltx25_demo_files(self, choice: ModelChoice) -> ModelChoice:
         """`choice` with the LTX-2.5 demo's component files wherever the user gave none."""
-        from ltx_pipelines.demo_assets import ensure_demo_assets
+        from ltx_pipelines.demo import ensure_demo_assets
 
         assets = ensure_demo_assets(family="ltx-2.5")
         loras = choice.loras
@@ -488,11 +500,19 @@ class ModelFlags(FlagGroup[ModelChoice]):
 
     def resolve(self, choice: ModelChoice, *, demo: bool = False) -> RunModels:
         """Local copies of hf:// paths (may download) and each file checked to be the kind its flag expects."""
+        from ltx_core.loader.model_files import names_a_model_folder
+        from ltx_pipelines.cli.hf_paths import is_hf_path
+
         if choice.split:
             checkpoint, metadata = self._resolve_components(choice)
         else:
             checkpoint, metadata = self._resolve_single_file(choice)
         self._check_configs(checkpoint, single_file_flag=None if choice.split else self.checkpoint_flag)
+        if self.check_kinds:
+            problem = model_version_problem(normalize_model_version(metadata.get("model_version")), self.model_versions)
+            if problem is not None:
+                flag = COMPONENT_FLAGS[Component.TRANSFORMER] if choice.split else self.checkpoint_flag
+                raise FlagError(f"{flag} {str(checkpoint)!r}: {problem}")
         gemma_root = None
         if choice.gemma_root is not None:
             gemma_root = self._resolve("--gemma-root", choice.gemma_root, folder=True)
@@ -528,6 +548,15 @@ class ModelFlags(FlagGroup[ModelChoice]):
         )
 
     def _resolve_single_file(self, choice: ModelChoice) -> tuple[Path | ModelFiles, dict[str, Any]]:
+        from ltx_core.loader import CheckpointError, read_safetensors_header
+        from ltx_core.loader.model_files import (
+            COMPONENT_FLAGS,
+            Component,
+            ModelFiles,
+            model_files_of,
+            names_a_model_folder,
+        )
+
         assert choice.checkpoint is not None, "read() requires the checkpoint unless --demo substituted one"
         checkpoint = self._resolve(
             self.checkpoint_flag, choice.checkpoint, folder=names_a_model_folder(choice.checkpoint)
@@ -558,6 +587,10 @@ class ModelFlags(FlagGroup[ModelChoice]):
     def _resolve_components(self, choice: ModelChoice) -> tuple[ModelFiles, dict[str, Any]]:
         """The component files, local and checked: the transformer is an LTX transformer file, the set has what
         the pipeline needs, and the text encoder is the one the transformer was trained with (both named)."""
+        from ltx_core.loader import CheckpointError
+        from ltx_core.loader.model_files import ModelFiles, names_a_model_folder
+        from ltx_pipelines.cli.hf_paths import is_hf_path
+
         paths: dict[str, Path] = {}
         for component, value in choice.components().items():
             flag = COMPONENT_FLAGS[component]
@@ -589,6 +622,10 @@ class ModelFlags(FlagGroup[ModelChoice]):
     def _check_configs(self, checkpoint: Path | ModelFiles, *, single_file_flag: str | None) -> None:
         """A diffusers folder's translated configs describe buildable models (meta-device builds, no weight
         read). Released files carry the configs their weights were saved with and are checked when loaded."""
+        from ltx_core.loader import CheckpointError
+        from ltx_core.loader.model_files import Layout, ModelFiles, names_a_model_folder
+        from ltx_pipelines.engine.model_loading import check_model_configs
+
         if isinstance(checkpoint, ModelFiles):
             diffusers = checkpoint.layout is Layout.DIFFUSERS
         else:
@@ -604,6 +641,8 @@ class ModelFlags(FlagGroup[ModelChoice]):
     def _check_components(self, files: ModelFiles, *, single: bool) -> None:
         """Every component this pipeline builds is in `files`, each from a file that carries its config section
         (headers only); a single file or folder's text encoder is the Gemma folder, checked on its own."""
+        from ltx_core.loader import CheckpointError
+
         needed = self.needed_components()
         if single:
             needed = tuple(c for c in needed if c is not Component.TEXT_ENCODER)
@@ -614,6 +653,8 @@ class ModelFlags(FlagGroup[ModelChoice]):
 
     def _component_kind(self, flag: str, path: Path) -> None:
         """A component file is not a LoRA, an upsampler or a whole checkpoint given to the wrong flag."""
+        from ltx_core.loader import CheckpointError
+
         if not self.check_kinds:
             return
         from ltx_pipelines.engine.checkpoint_kind import detect_checkpoint_kind
@@ -626,6 +667,8 @@ class ModelFlags(FlagGroup[ModelChoice]):
             raise FlagError(f"{flag}: {str(path)!r} is {info.description}, not a model component file")
 
     def _resolve(self, flag: str, value: str | Path, *, folder: bool = False) -> Path:
+        from ltx_pipelines.cli.hf_paths import HfPathError, resolve_model_path
+
         try:
             return resolve_model_path(value, folder=folder, cache_dir=self.hf_cache_dir, offline=self.hf_offline)
         except HfPathError as e:
@@ -633,6 +676,8 @@ class ModelFlags(FlagGroup[ModelChoice]):
 
     def _transformer_shapes(self, checkpoint: Path | ModelFiles) -> dict[str, tuple[int, ...]]:
         """The transformer's weight shapes from the model's headers (what LoRAs are checked against)."""
+        from ltx_core.loader import CheckpointError
+
         if not self.check_kinds:
             return {}
         from ltx_core.loader.builder import header_weight_shapes
@@ -646,6 +691,9 @@ class ModelFlags(FlagGroup[ModelChoice]):
     def _lora_file(self, flag: str, lora: LoraSpec, transformer_shapes: dict[str, tuple[int, ...]]) -> LoraSpec:
         """The LoRA file, local, checked to be a LoRA whose every key, target and shape fits the transformer
         (headers only: a LoRA fusion would fail only after the prompt encoder and the transformer are built)."""
+        from ltx_core.loader import CheckpointError
+        from ltx_core.loader.lora import check_lora_fits
+
         path = self._resolve(flag, lora.path)
         self._kind(flag, path, "lora")
         if self.check_kinds and transformer_shapes:
@@ -656,6 +704,9 @@ class ModelFlags(FlagGroup[ModelChoice]):
         return LoraSpec(path, lora.strength)
 
     def _kind(self, flag: str, path: Path, expected: ExpectedKind) -> dict[str, Any]:
+        from ltx_core.loader import CheckpointError
+        from ltx_pipelines.engine.checkpoint_kind import check_checkpoint_kind
+
         if not self.check_kinds:
             return {}
         try:
@@ -664,6 +715,7 @@ class ModelFlags(FlagGroup[ModelChoice]):
             raise FlagError(f"{flag}: {e}") from None
 
     def record(self, value: ModelChoice) -> dict[str, Any]:
+
         recorded: dict[str, Any] = {self.checkpoint_dest: value.checkpoint}
         for component, flag in COMPONENT_FLAGS.items():
             recorded[flag.lstrip("-").replace("-", "_")] = value.components().get(component)
@@ -733,6 +785,8 @@ def ltx25_weights_help(*, distilled: bool, two_stage: bool) -> str:
 
 def _local_file(flag: str, value: str | Path) -> None:
     """Existence of a local (non-hf://) file; hf:// paths are checked when resolved."""
+    from ltx_pipelines.cli.hf_paths import is_hf_path
+
     if is_hf_path(value):
         return
     path = Path(value).expanduser()
@@ -748,6 +802,8 @@ def _folder_upsampler(checkpoint: str) -> str | None:
     folder is not listed here (no network while flags are read): its `latent_upsampler/` is fetched with it,
     and a repository without one is named when it is resolved."""
     from ltx_core.loader.diffusers_folder import UPSAMPLER_FOLDERS, is_diffusers_folder
+    from ltx_core.loader.model_files import names_a_model_folder
+    from ltx_pipelines.cli.hf_paths import is_hf_path
 
     if is_hf_path(checkpoint):
         if not names_a_model_folder(checkpoint):
@@ -766,6 +822,18 @@ def _folder_upsampler(checkpoint: str) -> str | None:
 def _gemma_folder(flag: str, root: Path) -> Path:
     """The Gemma folder checked by ltx_core's `locate_gemma_folder` (the loader's own check). A file given to
     --gemma-root is most often LTX-2.5's packed text encoder: the error says which flags take those files."""
+    from ltx_core.loader import CheckpointError
+    from ltx_core.loader.gguf_file import is_gguf
+    from ltx_core.text_encoders.gemma.folder import locate_gemma_folder
+    from ltx_core.text_encoders.gemma.gguf_gemma import gguf_gemma_text_config
+
+    if root.is_file() and is_gguf(root):
+        # A GGUF Gemma 3 (llama.cpp's layout, issue 35): checked by ltx_core from its header.
+        try:
+            gguf_gemma_text_config(root)
+        except CheckpointError as e:
+            raise FlagError(f"{flag}: {e}") from None
+        return root
     if flag == "--gemma-root" and root.is_file():
         text_encoder = COMPONENT_FLAGS[Component.TEXT_ENCODER]
         others = ", ".join(

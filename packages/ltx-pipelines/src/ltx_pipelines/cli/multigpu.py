@@ -18,31 +18,25 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-import torch.distributed as dist
-
-from ltx_core.latent_tiles import balanced_tile_counts, latent_tiles
-from ltx_core.multigpu import check_config_heads_divide
-from ltx_core.multigpu.launch import (
-    RankFailedError,
-    default_backend,
-    init_process_group,
-    launched_by_torchrun,
-    run_ranks,
-)
 from ltx_pipelines.cli.command import PipelineCommand, Run
 from ltx_pipelines.cli.error_lines import report_error, stop_signals_interrupt
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
 from ltx_pipelines.cli.video_flags import VideoFlags
-from ltx_pipelines.engine.defaults import PipelineDefaults
-from ltx_pipelines.engine.multigpu import (
+from ltx_pipelines.engine.defaults import (
     DEFAULT_STAGE_2_TILE_OVERLAP,
     STAGE_2_PARALLEL_MODES,
-    MultiDevice,
+    PipelineDefaults,
     Stage2Parallel,
 )
+
+if TYPE_CHECKING:
+    import torch
+
+    from ltx_pipelines.engine.multigpu import (
+        Stage2Parallel,
+    )
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +55,8 @@ class MultiGpuChoice:
 
 def resolved_num_gpus(given: int | None) -> int:
     """`--num-gpus` as given, else torchrun's WORLD_SIZE, else 1."""
+    from ltx_core.multigpu.launch import launched_by_torchrun
+
     if given is not None:
         return given
     return int(os.environ["WORLD_SIZE"]) if launched_by_torchrun() else 1
@@ -93,6 +89,8 @@ class MultiGpuFlags(FlagGroup[MultiGpuChoice]):
         )  # fmt: skip
 
     def read(self, args: argparse.Namespace, context: ReadContext) -> MultiGpuChoice:
+        from ltx_core.multigpu.launch import launched_by_torchrun
+
         launched_world = int(os.environ["WORLD_SIZE"]) if launched_by_torchrun() else None
         num_gpus = resolved_num_gpus(args.num_gpus)
         if num_gpus < 1:
@@ -107,6 +105,8 @@ class MultiGpuFlags(FlagGroup[MultiGpuChoice]):
 
     def pipeline_options(self, value: MultiGpuChoice) -> dict[str, Any]:
         """Every rank builds the single-device pipeline run over the ranks (`parallel`)."""
+        from ltx_pipelines.engine.multigpu import MultiDevice
+
         return {"parallel": MultiDevice(value.stage_2_parallel, value.stage_2_tile_overlap)}
 
     def record(self, value: MultiGpuChoice) -> dict[str, Any]:
@@ -121,6 +121,8 @@ class MultiGpuFlags(FlagGroup[MultiGpuChoice]):
 def check_ranks_can_split(run: Run) -> None:
     """The ranks must split the checkpoint's attention heads, and a tiled stage 2 must give each rank a tile
     (checked after `--demo` put its models in place, before any rank starts or loads a weight)."""
+    from ltx_core.multigpu import check_config_heads_divide
+
     mgpu = run[MultiGpuFlags]
     if mgpu.num_gpus <= 1:
         return
@@ -138,6 +140,8 @@ def check_ranks_can_split(run: Run) -> None:
 def tiled_stage_2_problem(num_gpus: int, height: int, width: int, overlap: int) -> str | None:
     """Why a tiled stage 2 of a `height` x `width` output cannot give each of `num_gpus` ranks a tile (None
     when it can): the ranks would otherwise fail only after stage 1."""
+    from ltx_core.latent_tiles import balanced_tile_counts, latent_tiles
+
     rows, columns = height // VIDEO_PIXELS_PER_LATENT_CELL, width // VIDEO_PIXELS_PER_LATENT_CELL
     tiles = len(latent_tiles((1, 1, 1, rows, columns), balanced_tile_counts(num_gpus, rows, columns, overlap)))
     if tiles >= num_gpus:
@@ -192,6 +196,17 @@ class MultiDeviceCommand:
         argv = list(sys.argv[1:] if argv is None else argv)
         # Checked (bad flags exit 2) and the demo models built once here, before any rank starts.
         run = self.command.parse(argv)
+        import torch
+        import torch.distributed as dist
+
+        from ltx_core.multigpu.launch import (
+            RankFailedError,
+            default_backend,
+            init_process_group,
+            launched_by_torchrun,
+            run_ranks,
+        )
+
         mgpu = run[MultiGpuFlags]
         device = run.runtime.device
         backend = default_backend(device)
@@ -230,6 +245,8 @@ def _both(first: Callable[[Run], None] | None, second: Callable[[Run], None]) ->
 
 
 def _rank_device(device: torch.device, rank: int) -> torch.device:
+    import torch
+
     if device.type != "cuda":
         return device
     local = int(os.environ.get("LOCAL_RANK", rank))
@@ -240,6 +257,8 @@ def _rank_device(device: torch.device, rank: int) -> torch.device:
 def rank_main(rank: int, world: int, module: str, argv: list[str], run: Run | None = None) -> None:
     """One rank's run (the process group is up) of the `COMMAND` of `module`: rank 0 runs the whole command
     and writes the outputs; the others run the same generation without writing. Raises when this rank failed."""
+    import torch.distributed as dist
+
     command: PipelineCommand[Any] = importlib.import_module(module).COMMAND.command
     # `run`: the command line this process parsed already (under torchrun). A spawned rank parses its argv
     # once; rank 0 first, so it builds the demo models before the others look for them.

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
-from ltx_pipelines.cli.hf_paths import HfPathError, is_hf_path, resolve_model_path
 from ltx_pipelines.engine.defaults import PipelineDefaults
 
 if TYPE_CHECKING:
@@ -53,6 +52,8 @@ class PromptFlags(FlagGroup[PromptChoice]):
         )
 
     def read(self, args: argparse.Namespace, context: ReadContext) -> PromptChoice:
+        from ltx_pipelines.cli.hf_paths import is_hf_path
+
         seed = context.defaults.seed if args.seed is None else args.seed
         if not _SEED_RANGE[0] <= seed <= _SEED_RANGE[1]:
             raise FlagError(f"--seed {seed} is out of range [{_SEED_RANGE[0]}, {_SEED_RANGE[1]}]")
@@ -72,6 +73,8 @@ class PromptFlags(FlagGroup[PromptChoice]):
         return PromptChoice(text=args.prompt, seed=int(seed), enhance=bool(args.enhance_prompt), enhancer=enhancer)
 
     def settle(self, value: PromptChoice, models: RunModels, context: ReadContext) -> PromptChoice:
+        from ltx_pipelines.cli.hf_paths import HfPathError, is_hf_path, resolve_model_path
+
         if value.enhancer is None or not is_hf_path(value.enhancer):
             return value
         is_file = str(value.enhancer).endswith(".safetensors")

@@ -6,15 +6,21 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-
-from ltx_core.devices import default_device, parse_dtype
-from ltx_core.model.transformer.attention_backends import ACCEPTED_BACKEND_NAMES
-from ltx_core.runtime import OFFLOAD_CHOICES, QUANTIZATION_CHOICES, RuntimeOptions
+from ltx_core.runtime_choices import (
+    ACCEPTED_BACKEND_NAMES,
+    OFFLOAD_CHOICES,
+    QUANTIZATION_CHOICES,
+    TEXT_ENCODER_MODES,
+)
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
 from ltx_pipelines.engine.defaults import PipelineDefaults
+
+if TYPE_CHECKING:
+    import torch
+
+    from ltx_core.runtime import RuntimeOptions
 
 DTYPE_CHOICES = ("bfloat16", "float32")
 
@@ -28,6 +34,11 @@ class RuntimeChoice:
     gemma_8bit: bool
     given: dict[str, Any]
     """The transformer flags as typed (the sidecar records them)."""
+    offload_auto: bool = False
+    """`--offload auto`: the memory check picks the modes (`ltx_core.offload_auto`) and sets `options`."""
+    text_encoder_mode: str | None = None
+    """--text-encoder-mode, or what `--offload auto` picked when it was not given (None: the mode following
+    --offload; see `ltx_core.text_encoders.gemma.modes`)."""
 
 
 @dataclass(frozen=True)
@@ -63,10 +74,12 @@ class RuntimeFlags(FlagGroup[RuntimeChoice]):
         )
         group.add_argument(
             "--offload",
-            choices=OFFLOAD_CHOICES,
-            default="none",
+            choices=(*OFFLOAD_CHOICES, "auto"),
+            default="auto",
             help="Stream the transformer blocks to the device a few at a time: cpu keeps every block in (pinned) "
-            "RAM, disk reads them from the checkpoint as needed (least memory). Same output as none (default: none).",
+            "RAM, disk reads them from the checkpoint as needed (least memory). Same output as none. auto picks, "
+            "for the transformer and the text encoder each, the fastest of full load, fp8, streaming from RAM and "
+            "streaming from disk that fits the free memory, and logs why (default: auto).",
         )
         group.add_argument(
             "--compile",
@@ -83,6 +96,7 @@ class RuntimeFlags(FlagGroup[RuntimeChoice]):
             help="Encode the prompt with an 8-bit (LLM.int8()) Gemma: about half the text encoder's memory, close "
             "contexts; needs CUDA and bitsandbytes (default: off).",
         )
+        _add_text_encoder_mode(group)
         group.add_argument(
             "--attention-backend",
             choices=ACCEPTED_BACKEND_NAMES,
@@ -92,6 +106,9 @@ class RuntimeFlags(FlagGroup[RuntimeChoice]):
         )
 
     def read(self, args: argparse.Namespace, context: ReadContext) -> RuntimeChoice:
+        from ltx_core.devices import parse_dtype
+        from ltx_core.runtime import RuntimeOptions
+
         device = checked_device(args.device)
         name = context.defaults.dtype if args.dtype is None else args.dtype
         try:
@@ -101,7 +118,9 @@ class RuntimeFlags(FlagGroup[RuntimeChoice]):
         if not self.memory:
             return RuntimeChoice(device=device, dtype=dtype, options=None, gemma_8bit=False, given={})
         try:
-            options = RuntimeOptions.from_flags(args.quantization, args.offload, args.compile, args.attention_backend)
+            auto = args.offload == "auto"  # settled by the memory check, once the model files are known
+            offload = "none" if auto else args.offload
+            options = RuntimeOptions.from_flags(args.quantization, offload, args.compile, args.attention_backend)
             options = None if options == RuntimeOptions() else options
             if options is not None:
                 options.validate(device)
@@ -113,27 +132,49 @@ class RuntimeFlags(FlagGroup[RuntimeChoice]):
             reason = gemma_8bit_unavailable(device)
             if reason is not None:
                 raise FlagError(f"--gemma-8bit needs {reason}; leave it off on this machine")
-            if args.offload != "none":
+            if args.offload not in ("none", "auto"):
                 raise FlagError(
                     f"--gemma-8bit cannot be combined with --offload {args.offload} (an 8-bit Gemma is not offloaded)"
                 )
+            if args.text_encoder_mode not in (None, "full"):
+                raise FlagError(f"--gemma-8bit cannot be combined with --text-encoder-mode {args.text_encoder_mode}")
         given = {
             "quantization": args.quantization,
             "offload": args.offload,
             "compile": args.compile,
             "attention_backend": args.attention_backend,
         }
-        return RuntimeChoice(device=device, dtype=dtype, options=options, gemma_8bit=bool(args.gemma_8bit), given=given)
+        return RuntimeChoice(
+            device=device, dtype=dtype, options=options, gemma_8bit=bool(args.gemma_8bit), given=given,
+            offload_auto=auto, text_encoder_mode=args.text_encoder_mode,
+        )  # fmt: skip
 
     def record(self, value: RuntimeChoice) -> dict[str, Any]:
         recorded = {"device": str(value.device), "dtype": str(value.dtype).removeprefix("torch."), **value.given}
         if self.memory:
             recorded["gemma_8bit"] = value.gemma_8bit
+            recorded["text_encoder_mode"] = value.text_encoder_mode
         return recorded
+
+
+def _add_text_encoder_mode(group: argparse._ArgumentGroup) -> None:
+    group.add_argument(
+        "--text-encoder-mode",
+        choices=TEXT_ENCODER_MODES,
+        default=None,
+        help="How Gemma is held while encoding: full, fp8 (layer weights stored as float8, upcast per layer; "
+        "close contexts, any device), stream-ram / stream-disk (one decoder layer on the device at a time from "
+        "RAM or the files; the same contexts) (default: the one matching --offload: none -> full, cpu -> "
+        "stream-ram, disk -> stream-disk).",
+    )
 
 
 def checked_device(name: str | None) -> torch.device:
     """`--device` as a torch device that exists on this machine (None: CUDA, then MPS, then the CPU)."""
+    import torch
+
+    from ltx_core.devices import default_device
+
     if name is None:
         return default_device()
     try:

@@ -10,7 +10,7 @@ import argparse
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ltx_core.model.video_vae.tiling import AxisTiling, TilingConfig
+from ltx_core.model.video_vae.tiling_config import AxisTiling, TilingConfig
 from ltx_core.types import DEFAULT_SCALE_FACTORS
 from ltx_pipelines.cli.arg_types import non_negative_int
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext

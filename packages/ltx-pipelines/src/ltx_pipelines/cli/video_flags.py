@@ -11,18 +11,16 @@ from __future__ import annotations
 import argparse
 import math
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from PIL import Image, UnidentifiedImageError
-
-from ltx_core.model.duration_head import DurationRange, frames_for_seconds
 from ltx_pipelines.cli.arg_types import ImageAction
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
 from ltx_pipelines.cli.model_flags import RunModels
 from ltx_pipelines.engine.defaults import PipelineDefaults, default_image_crf, spatial_multiple
-from ltx_pipelines.engine.duration import check_duration_range, has_duration_head
-from ltx_pipelines.engine.stages import ImageCondition
-from ltx_pipelines.io.image import image_too_large
+
+if TYPE_CHECKING:
+    from ltx_core.model.duration_head import DurationRange
+    from ltx_pipelines.engine.stage_blocks import ImageCondition
 
 _MAX_CRF = 51
 
@@ -110,17 +108,7 @@ class VideoFlags(FlagGroup[VideoChoice]):
             help=f"Frames per second of the video, e.g. 24, 25, 30 or 23.976 (default: {defaults.frame_rate:g}).",
         )
         if self.auto_duration:
-            default = DurationRange()
-            group.add_argument(
-                "--auto-duration",
-                type=float,
-                nargs=2,
-                metavar=("MIN_SECONDS", "MAX_SECONDS"),
-                default=None,
-                help="Let the duration head (LTX-2.5, --duration-head-path) pick the length from the prompt, in "
-                f"[MIN_SECONDS, MAX_SECONDS]. With model files that have a head, omitting --num-frames does this in "
-                f"[{default.min_seconds:g}, {default.max_seconds:g}] s. Not with --num-frames.",
-            )
+            _add_auto_duration(group)
         group.add_argument(
             "--image",
             dest="images",
@@ -177,6 +165,8 @@ class VideoFlags(FlagGroup[VideoChoice]):
         )
 
     def _duration(self, args: argparse.Namespace) -> DurationRange | None:
+        from ltx_core.model.duration_head import DurationRange
+
         given = getattr(args, "auto_duration", None) if self.auto_duration else None
         if given is None:
             return None
@@ -197,6 +187,9 @@ class VideoFlags(FlagGroup[VideoChoice]):
         """Images without a CRF take the checkpoint generation's (33 up to LTX-2.3, 18 from LTX-2.4). The
         length: predicted by the duration head when asked (or when `--num-frames` is omitted on files with a
         head); refused before loading when the files have no head to predict with."""
+        from ltx_core.model.duration_head import DurationRange
+        from ltx_pipelines.engine.duration import check_duration_range, has_duration_head
+
         crf = default_image_crf(models.model_version)
         value = replace(value, images=tuple(image.with_default_crf(crf) for image in value.images))
         if not self.auto_duration or value.frames_given:
@@ -246,13 +239,35 @@ class VideoFlags(FlagGroup[VideoChoice]):
 LTX_2_5 = (2, 5)
 
 
+def _add_auto_duration(group: argparse._ArgumentGroup) -> None:
+    from ltx_core.model.duration_head import DurationRange
+
+    default = DurationRange()
+    group.add_argument(
+        "--auto-duration",
+        type=float,
+        nargs=2,
+        metavar=("MIN_SECONDS", "MAX_SECONDS"),
+        default=None,
+        help="Let the duration head (LTX-2.5, --duration-head-path) pick the length from the prompt, in "
+        f"[MIN_SECONDS, MAX_SECONDS]. With model files that have a head, omitting --num-frames does this in "
+        f"[{default.min_seconds:g}, {default.max_seconds:g}] s. Not with --num-frames.",
+    )
+
+
 def _longest(duration: DurationRange, frame_rate: float) -> int:
     """The longest frame count a prediction in `duration` can give at `frame_rate`."""
+    from ltx_core.model.duration_head import frames_for_seconds
+
     most = max(1, round(duration.max_seconds * frame_rate))
     return frames_for_seconds(duration.max_seconds, frame_rate=frame_rate, min_frames=1, max_frames=most)
 
 
 def _checked_image(image: ImageCondition, num_frames: int) -> ImageCondition:
+    from PIL import Image, UnidentifiedImageError
+
+    from ltx_pipelines.io.image import image_too_large
+
     where = f"--image {str(image.path)!r}"
     if not image.path.is_file():
         raise FlagError(f"{where}: no such file" if not image.path.exists() else f"{where} is not a file")

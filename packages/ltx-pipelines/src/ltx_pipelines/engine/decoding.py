@@ -23,8 +23,8 @@ from ltx_pipelines.engine.audio_output import AudioGeneration
 from ltx_pipelines.engine.final_latents import FinalLatents, Waveform
 from ltx_pipelines.engine.generation import Generation
 from ltx_pipelines.engine.model_loading import Placement, loaded, release, video_decoder_spec_of
-from ltx_pipelines.engine.noise import NoiseSource, fork_noise
-from ltx_pipelines.engine.stages import decode_audio_waveform, decode_video_frames, decoder_noise
+from ltx_pipelines.engine.noise_sources import NoiseSource, fork_noise
+from ltx_pipelines.engine.stage_blocks import decode_audio_waveform, decode_video_frames, decoder_noise
 
 
 def decode_waveform(final: FinalLatents) -> Waveform | None:

@@ -9,14 +9,24 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Literal
 
-from ltx_core.components.guiders import MultiModalGuiderParams
-from ltx_core.loader import CheckpointError, Component, parse_model_version
-from ltx_core.loader.model_files import ModelSource, model_files_of
+from ltx_core.components.guider_params import MultiModalGuiderParams
+
+if TYPE_CHECKING:
+    from ltx_core.loader.model_files import ModelSource
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_LORA_STRENGTH = 1.0
+
+# The model families a demo set exists for (`ltx_pipelines.demo`). LTX-2.3 stays the default: its single file +
+# Gemma 3 folder is what `--demo` has always built; `ltx-2.5` is the split-file set.
+DEMO_FAMILIES = ("ltx-2.3", "ltx-2.5")
+DEFAULT_DEMO_FAMILY = "ltx-2.3"
+# The model version the LTX-2.5 demo set declares (its defaults are that generation's). Written with two
+# dots: metadata values are JSON-parsed, and "2.5" would read back as a float.
+DEMO_LTX25_MODEL_VERSION = "2.5.1"
 
 # Output height and width must be multiples of these: one latent cell is 32 pixels, and the two-stage
 # pipelines run stage 1 at half the output size.
@@ -182,6 +192,8 @@ DEFAULT_NEGATIVE_PROMPT = ", ".join(_NEGATIVE_PROMPT_PHRASES) + "."
 
 def normalize_model_version(version: object) -> tuple[int, ...]:
     """`model_version` metadata -> comparable tuple; '2.4-rc2' counts as 2.4, unset or unparsable as ()."""
+    from ltx_core.model_version import parse_model_version
+
     if version is None:
         return ()
     return parse_model_version(str(version).replace("-", "."))
@@ -202,6 +214,9 @@ def default_image_crf(model_version: tuple[int, ...]) -> int:
 def checkpoint_model_version(path: ModelSource) -> tuple[int, ...]:
     """The `model_version` a checkpoint declares (a single file; a model folder or set of model files:
     its transformer's), or () when it declares none or cannot be read."""
+    from ltx_core.loader import CheckpointError, Component
+    from ltx_core.loader.model_files import model_files_of
+
     try:
         files = model_files_of(path)
         version = files.source(Component.TRANSFORMER).read_metadata().get("model_version")
@@ -213,3 +228,31 @@ def checkpoint_model_version(path: ModelSource) -> tuple[int, ...]:
 
 def defaults_for_checkpoint(path: ModelSource) -> PipelineDefaults:
     return defaults_for_version(checkpoint_model_version(path))
+
+
+# ---- Lip-dub (and DubIt) ----
+
+DEFAULT_REFERENCE_STRENGTH = 1.0
+
+
+# ---- DFR (LTX-2.5) ----
+
+MAX_TEMPORAL_ROUNDS = 2
+
+
+# ---- HDR IC-LoRA ----
+
+DEFAULT_NUM_FRAMES = 161
+DEFAULT_SEED = 10
+DEFAULT_SPATIAL_TILE = 1280
+SPATIAL_TILE_OVERLAP = 256
+VIDEO_SUFFIXES = (".mp4", ".mov")
+DEMO_NUM_FRAMES = 9
+
+
+# ---- Several devices: how stage 2 is spread ----
+
+Stage2Parallel = Literal["sequence", "tiled"]
+STAGE_2_PARALLEL_MODES: tuple[str, ...] = ("sequence", "tiled")
+DEFAULT_STAGE_2_TILE_OVERLAP = 5
+"""Latent cells neighbouring stage-2 tiles share (the reference's overlap)."""

@@ -19,7 +19,7 @@ from ltx_core.loader.model_files import ModelSource
 from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.types import VideoPixelShape
 from ltx_pipelines.engine.model_loading import Placement
-from ltx_pipelines.engine.noise import NoiseSource
+from ltx_pipelines.engine.noise_sources import NoiseSource
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.types import VideoPixelShape
 from ltx_pipelines.engine.final_latents import FinalLatents, Waveform
 from ltx_pipelines.engine.model_loading import Placement
-from ltx_pipelines.engine.noise import NoiseSource, SeededNoise
+from ltx_pipelines.engine.noise_sources import NoiseSource, SeededNoise
 from ltx_pipelines.io.atomic_files import (
     OutputExistsError,
     apply_umask,

@@ -15,25 +15,22 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
 from ltx_core.latent_tiles import balanced_tile_counts
+from ltx_core.latent_tools import VideoLatentTools
 from ltx_core.multigpu import SequenceParallelTransformer, TiledDataParallelTransformer, world_rank
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
-from ltx_core.tools import VideoLatentTools
 from ltx_core.types import VideoPixelShape
+from ltx_pipelines.engine.defaults import DEFAULT_STAGE_2_TILE_OVERLAP, STAGE_2_PARALLEL_MODES, Stage2Parallel
 
 logger = logging.getLogger(__name__)
 
 
-Stage2Parallel = Literal["sequence", "tiled"]
-STAGE_2_PARALLEL_MODES: tuple[str, ...] = ("sequence", "tiled")
-DEFAULT_STAGE_2_TILE_OVERLAP = 5
-"""Latent cells neighbouring stage-2 tiles share (the reference's overlap)."""
 EncodedPrompts = tuple[list[TextContexts], str]
 """Each prompt's contexts and the first prompt as encoded (rewritten when enhanced)."""
 PromptEncoder = Callable[[Sequence[str], bool], EncodedPrompts]

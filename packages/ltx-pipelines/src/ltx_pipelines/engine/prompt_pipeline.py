@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -35,19 +36,20 @@ from ltx_core.model.transformer import AV_TRANSFORMER
 from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.runtime import RuntimeOptions, build_transformer, release_transformer
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
+from ltx_core.text_encoders.gemma.modes import text_encoder_mode_for
 from ltx_core.text_encoders.gemma.prompt_encoding import context_row
 from ltx_core.text_encoders.gemma.resident import ResidentTextEncoders
 from ltx_core.types import VideoPixelShape
 from ltx_pipelines.engine.audio_output import AudioGeneration
 from ltx_pipelines.engine.decoding import decode_latents
 from ltx_pipelines.engine.defaults import ONE_STAGE_SPATIAL_MULTIPLE
-from ltx_pipelines.engine.file_steps import finished_latents
 from ltx_pipelines.engine.final_latents import FinalLatents
 from ltx_pipelines.engine.generation import Generation
 from ltx_pipelines.engine.model_loading import ModelBuilder, Placement, loaded, release
-from ltx_pipelines.engine.noise import NoiseSource
+from ltx_pipelines.engine.noise_sources import NoiseSource
 from ltx_pipelines.engine.prompts import encode_prompt, text_encoder_of
-from ltx_pipelines.engine.stages import ImageCondition
+from ltx_pipelines.engine.stage_blocks import ImageCondition
+from ltx_pipelines.engine.stage_steps import finished_latents
 
 if TYPE_CHECKING:
     from ltx_pipelines.engine.multigpu import MultiDevice
@@ -75,6 +77,9 @@ class PipelineOptions(TypedDict, total=False):
     progress: bool
     gemma_8bit: bool
     """Encode prompts with an 8-bit (LLM.int8()) Gemma: CUDA and bitsandbytes, checked in the constructor."""
+    text_encoder_mode: str | None
+    """How Gemma is held: full, fp8, stream-ram or stream-disk (`ltx_core.text_encoders.gemma.modes`); None:
+    the mode matching the transformer's offload (none -> full, cpu -> stream-ram, disk -> stream-disk)."""
     prompt_enhancer_gemma_root: str | Path | None
     """Another Gemma (a folder or a packed file, e.g. a dense Gemma 4) that rewrites the prompt when
     enhancement is asked for; None: the text encoder rewrites it."""
@@ -92,15 +97,136 @@ class PipelineOptions(TypedDict, total=False):
     tile-parallel decode); None: this process only."""
 
 
-class PromptPipeline:
-    """Base of the pipelines: model files, placement, LoRAs (and how they are fused), runtime, tiling, the
-    devices it runs over, and the building blocks every pipeline chains (encoding prompts, the stage
-    transformer, the decode step). Each pipeline defines its own `generate` and `latents_from_contexts`."""
+class Pipeline:
+    """What every pipeline stands on: its model files, placement, LoRAs (and how they are fused), runtime, tiling,
+    the devices it runs over, and the building blocks the stages chain (the stage transformer, the refinement
+    model, the finished latents). Prompt-driven pipelines are `PromptPipeline`s; HDR IC-LoRA runs from stored
+    contexts and is a `Pipeline` of its own kind."""
 
     spatial_multiple: ClassVar[int] = ONE_STAGE_SPATIAL_MULTIPLE
     """Output height and width must be multiples of this (64 when stage 1 runs at half size)."""
     transformer_spec: ClassVar[ComponentSpec] = AV_TRANSFORMER
     """What the stages build from the checkpoint (the audio-only pipeline reads only audio weights)."""
+
+    def __init__(
+        self,
+        checkpoint_path: str | Path | ModelFiles,
+        *,
+        loras: Sequence[LoraSpec] = (),
+        device: torch.device | str | None = None,
+        dtype: torch.dtype = torch.bfloat16,
+        tiling: TilingConfig | None = None,
+        lora_fusion: LoraFusionPrecision | str = DEFAULT_LORA_FUSION,
+        runtime: RuntimeOptions | None = None,
+        progress: bool = True,
+        model_builder: ModelBuilder | None = None,
+        built_transformer: nn.Module | None = None,
+        parallel: MultiDevice | None = None,
+    ) -> None:
+        """The options are those of `PipelineOptions` but the text encoder's (`PromptPipeline` adds those)."""
+        from ltx_core.devices import resolve_device
+
+        self.checkpoint_path = checkpoint_path if isinstance(checkpoint_path, ModelFiles) else Path(checkpoint_path)
+        self.loras = tuple(loras)
+        self.placement = Placement(resolve_device(device), dtype, model_builder)
+        if built_transformer is not None and (self.loras or runtime is not None):
+            given = "loras" if self.loras else "runtime"
+            raise ValueError(f"built_transformer is used as it is: {given} cannot apply to it (pass neither)")
+        self.built_transformer = built_transformer
+        self.tiling = tiling  # None: the automatic layout for each output size
+        self.lora_fusion = LoraFusionPrecision.parse(lora_fusion)
+        self.runtime = runtime
+        if runtime is not None:
+            runtime.validate(self.placement.device)
+        self.progress = progress
+        self.parallel = parallel
+
+    def output_shape(self, height: int, width: int, num_frames: int, frame_rate: float) -> VideoPixelShape:
+        shape = VideoPixelShape(1, num_frames, height, width, frame_rate)
+        shape.check(spatial_multiple=self.spatial_multiple)
+        return shape
+
+    @contextmanager
+    def transformer(self, loras: Sequence[LoraSpec], cache: StateDictCache | None = None) -> Iterator[nn.Module]:
+        """The stage transformer (`transformer_spec`) with `loras` fused by the pipeline's fusion rule and
+        built under its runtime options, freed on exit; or the `built_transformer` given, as it is. Over
+        several devices it runs sequence parallel."""
+        with self._stage_transformer(loras, cache) as model:
+            yield model if self.parallel is None else self.parallel.stage_transformer(model)
+
+    @contextmanager
+    def _stage_transformer(self, loras: Sequence[LoraSpec], cache: StateDictCache | None) -> Iterator[nn.Module]:
+        if self.built_transformer is not None:
+            if loras:
+                raise ValueError(
+                    f"{type(self).__name__}: this stage fuses {[str(lora.path) for lora in loras]} but the "
+                    "transformer was given already built (built_transformer); it takes no LoRA file"
+                )
+            yield self.built_transformer
+            return
+        if self.runtime is None:
+            with loaded(
+                self.transformer_spec,
+                self.checkpoint_path,
+                self.placement,
+                loras=loras,
+                cache=cache,
+                lora_fusion=self.lora_fusion,
+            ) as model:
+                yield model
+            return
+        # Quantized or streamed weights are built tensor by tensor from the file (no shared cache).
+        model = build_transformer(
+            self.transformer_spec,
+            self.checkpoint_path,
+            self.runtime,
+            device=self.placement.device,
+            dtype=self.placement.dtype,
+            loras=loras,
+            lora_fusion=self.lora_fusion,
+        )
+        try:
+            yield model
+        finally:
+            release_transformer(model)
+            release()
+
+    def refinement_transformer(self, transformer: nn.Module, shape: VideoPixelShape) -> nn.Module:
+        """The model a refinement stage (stage 2 of the two-stage pipelines) runs at `shape`, given the stage's
+        transformer: the transformer itself, or over several devices possibly one tile per rank."""
+        return transformer if self.parallel is None else self.parallel.refinement_transformer(transformer, shape)
+
+    @property
+    def refined_audio_is_usable(self) -> bool:
+        """Whether a refinement stage's audio output may be shipped (a tiled stage's is a mean over tiles
+        that each saw part of the video: the pipelines then ship the audio of the stage before)."""
+        return self.parallel is None or self.parallel.refined_audio_is_usable
+
+    def finished(
+        self,
+        shape: VideoPixelShape,
+        video_latent: torch.Tensor | None,
+        audio_latent: torch.Tensor | None,
+        noise: NoiseSource,
+        latents: dict[str, torch.Tensor],
+    ) -> FinalLatents:
+        """What a finished run returns: its final latents and what decoding them takes."""
+        return finished_latents(
+            self.checkpoint_path,
+            self.placement,
+            shape,
+            video_latent,
+            audio_latent,
+            tiling=self.tiling,
+            noise=noise,
+            latents=latents,
+        )
+
+
+class PromptPipeline(Pipeline, ABC):
+    """A pipeline driven by a prompt, in two steps: `generate` (prompt -> `FinalLatents`, undecoded) and `decode`;
+    calling it does both. Each pipeline defines `generate` and `latents_from_contexts` (the seam parity replays
+    drive with stored contexts and recorded noise) with its own arguments."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """A pipeline's own `generate` takes the command line's defaults for what a call leaves out of size,
@@ -122,68 +248,52 @@ class PromptPipeline:
         checkpoint_path: str | Path | ModelFiles,
         gemma_root: str | Path | None,
         *,
-        loras: Sequence[LoraSpec] = (),
-        device: torch.device | str | None = None,
-        dtype: torch.dtype = torch.bfloat16,
-        tiling: TilingConfig | None = None,
-        lora_fusion: LoraFusionPrecision | str = DEFAULT_LORA_FUSION,
-        runtime: RuntimeOptions | None = None,
-        progress: bool = True,
         gemma_8bit: bool = False,
+        text_encoder_mode: str | None = None,
         prompt_enhancer_gemma_root: str | Path | None = None,
-        model_builder: ModelBuilder | None = None,
         resident_text_encoders: ResidentTextEncoders | None = None,
-        built_transformer: nn.Module | None = None,
-        parallel: MultiDevice | None = None,
+        **options: Any,
     ) -> None:
-        """`gemma_root` may be None when only `generate_from_contexts` is used; the options are those of
-        `PipelineOptions`."""
-        from ltx_core.devices import resolve_device
-
-        self.checkpoint_path = checkpoint_path if isinstance(checkpoint_path, ModelFiles) else Path(checkpoint_path)
+        """`gemma_root` may be None when only `latents_from_contexts` is used (LTX-2.5 files: the text encoder
+        file of the set); the options are those of `PipelineOptions`."""
         if gemma_root is not None and not Path(gemma_root).expanduser().exists():
             # Refused here, not when the first prompt is encoded (after the pipeline is set up and called).
             raise CheckpointError(
                 f"gemma_root {str(gemma_root)!r} does not exist; pass the Gemma folder (Hugging Face layout, with "
                 "config.json and the tokenizer) or, for LTX-2.5, the packed text encoder file"
             )
+        super().__init__(checkpoint_path, **options)
         self.gemma_root = (
             Path(gemma_root).expanduser() if gemma_root is not None else text_encoder_of(self.checkpoint_path)
         )
-        self.loras = tuple(loras)
-        self.placement = Placement(resolve_device(device), dtype, model_builder)
-        if built_transformer is not None and (self.loras or runtime is not None):
-            given = "loras" if self.loras else "runtime"
-            raise ValueError(f"built_transformer is used as it is: {given} cannot apply to it (pass neither)")
-        self.built_transformer = built_transformer
-        self.tiling = tiling  # None: the automatic layout for each output size
-        self.lora_fusion = LoraFusionPrecision.parse(lora_fusion)
-        self.runtime = runtime
-        if runtime is not None:
-            runtime.validate(self.placement.device)
         if gemma_8bit:
             from ltx_core.text_encoders.gemma.eight_bit import require_gemma_8bit
 
             require_gemma_8bit(self.placement.device, "gemma_8bit")
-            if runtime is not None and runtime.offload != "none":
-                raise ValueError(f"gemma_8bit: an 8-bit Gemma is not offloaded (offload {runtime.offload!r})")
+            if self.runtime is not None and self.runtime.offload != "none":
+                raise ValueError(f"gemma_8bit: an 8-bit Gemma is not offloaded (offload {self.runtime.offload!r})")
+            if text_encoder_mode not in (None, "full"):
+                raise ValueError(
+                    f"gemma_8bit: an 8-bit Gemma is loaded whole (text_encoder_mode {text_encoder_mode!r})"
+                )
         self.gemma_8bit = gemma_8bit
+        # Text-encoder mode (issue 35): the flag's, else the one following the transformer's offload.
+        offload = self.runtime.offload if self.runtime is not None else "none"
+        self.text_encoder_mode = text_encoder_mode_for(text_encoder_mode, offload)
         self.prompt_enhancer_gemma_root = (
             None if prompt_enhancer_gemma_root is None else Path(prompt_enhancer_gemma_root)
         )
-        self.progress = progress
-        self.parallel = parallel
         self.resident_text_encoders = resident_text_encoders
 
     # ---- the two steps: generate, then decode ------------------------------------------------------
 
+    @abstractmethod
     def generate(self, *args: Any, **kwargs: Any) -> FinalLatents:
         """The final latents from a prompt, undecoded (each pipeline defines it with its own arguments)."""
-        raise NotImplementedError(f"{type(self).__name__} defines no generate")
 
+    @abstractmethod
     def latents_from_contexts(self, *args: Any, **kwargs: Any) -> FinalLatents:
         """The final latents from given text contexts and a noise source (each pipeline defines it)."""
-        raise NotImplementedError(f"{type(self).__name__} defines no latents_from_contexts")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Generation | AudioGeneration:
         """`generate` then `decode`: the decoded frames and waveform (an audio-only pipeline: the waveform).
@@ -269,8 +379,6 @@ class PromptPipeline:
         distributed = self.parallel is not None and self.parallel.decodes_distributed
         return decode_latents(final, distributed=distributed)
 
-    # ---- building blocks ---------------------------------------------------------------------------
-
     def encode_prompts(
         self, prompts: Sequence[str], *, seed: int, images: Sequence[ImageCondition], enhance: bool
     ) -> tuple[list[TextContexts], str]:
@@ -290,8 +398,7 @@ class PromptPipeline:
                 enhance=enhance_first,
                 images=images,
                 seed=seed,
-                # --offload streams Gemma's layers too, so the text encoder fits where the transformer does.
-                gemma_offload=self.runtime.offload if self.runtime is not None else "none",
+                text_encoder_mode=self.text_encoder_mode,
                 gemma_8bit=self.gemma_8bit,
                 enhancer_root=self.prompt_enhancer_gemma_root,
                 resident=self.resident_text_encoders,
@@ -301,84 +408,3 @@ class PromptPipeline:
         if self.parallel is not None:
             return self.parallel.encode_prompts(prompts, encode, enhance=enhance)
         return encode(prompts, enhance)
-
-    def output_shape(self, height: int, width: int, num_frames: int, frame_rate: float) -> VideoPixelShape:
-        shape = VideoPixelShape(1, num_frames, height, width, frame_rate)
-        shape.check(spatial_multiple=self.spatial_multiple)
-        return shape
-
-    @contextmanager
-    def transformer(self, loras: Sequence[LoraSpec], cache: StateDictCache | None = None) -> Iterator[nn.Module]:
-        """The stage transformer (`transformer_spec`) with `loras` fused by the pipeline's fusion rule and
-        built under its runtime options, freed on exit; or the `built_transformer` given, as it is. Over
-        several devices it runs sequence parallel."""
-        with self._stage_transformer(loras, cache) as model:
-            yield model if self.parallel is None else self.parallel.stage_transformer(model)
-
-    @contextmanager
-    def _stage_transformer(self, loras: Sequence[LoraSpec], cache: StateDictCache | None) -> Iterator[nn.Module]:
-        if self.built_transformer is not None:
-            if loras:
-                raise ValueError(
-                    f"{type(self).__name__}: this stage fuses {[str(lora.path) for lora in loras]} but the "
-                    "transformer was given already built (built_transformer); it takes no LoRA file"
-                )
-            yield self.built_transformer
-            return
-        if self.runtime is None:
-            with loaded(
-                self.transformer_spec,
-                self.checkpoint_path,
-                self.placement,
-                loras=loras,
-                cache=cache,
-                lora_fusion=self.lora_fusion,
-            ) as model:
-                yield model
-            return
-        # Quantized or streamed weights are built tensor by tensor from the file (no shared cache).
-        model = build_transformer(
-            self.transformer_spec,
-            self.checkpoint_path,
-            self.runtime,
-            device=self.placement.device,
-            dtype=self.placement.dtype,
-            loras=loras,
-            lora_fusion=self.lora_fusion,
-        )
-        try:
-            yield model
-        finally:
-            release_transformer(model)
-            release()
-
-    def refinement_transformer(self, transformer: nn.Module, shape: VideoPixelShape) -> nn.Module:
-        """The model a refinement stage (stage 2 of the two-stage pipelines) runs at `shape`, given the stage's
-        transformer: the transformer itself, or over several devices possibly one tile per rank."""
-        return transformer if self.parallel is None else self.parallel.refinement_transformer(transformer, shape)
-
-    @property
-    def refined_audio_is_usable(self) -> bool:
-        """Whether a refinement stage's audio output may be shipped (a tiled stage's is a mean over tiles
-        that each saw part of the video: the pipelines then ship the audio of the stage before)."""
-        return self.parallel is None or self.parallel.refined_audio_is_usable
-
-    def finished(
-        self,
-        shape: VideoPixelShape,
-        video_latent: torch.Tensor | None,
-        audio_latent: torch.Tensor | None,
-        noise: NoiseSource,
-        latents: dict[str, torch.Tensor],
-    ) -> FinalLatents:
-        """What a finished run returns: its final latents and what decoding them takes."""
-        return finished_latents(
-            self.checkpoint_path,
-            self.placement,
-            shape,
-            video_latent,
-            audio_latent,
-            tiling=self.tiling,
-            noise=noise,
-            latents=latents,
-        )

@@ -11,7 +11,7 @@ from ltx_core.loader.model_files import ModelSource
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.text_encoders.gemma.resident import ResidentTextEncoders
 from ltx_pipelines.engine.model_loading import Placement
-from ltx_pipelines.engine.stages import ImageCondition
+from ltx_pipelines.engine.stage_blocks import ImageCondition
 from ltx_pipelines.io import read_image_rgb
 
 logger = logging.getLogger(__name__)
@@ -26,7 +26,7 @@ def encode_prompt(
     enhance: bool = False,
     images: Sequence[ImageCondition] = (),
     seed: int = 0,
-    gemma_offload: str = "none",
+    text_encoder_mode: str = "full",
     gemma_8bit: bool = False,
     enhancer_root: Path | None = None,
     resident: ResidentTextEncoders | None = None,
@@ -36,7 +36,8 @@ def encode_prompt(
 
     With `enhance`, Gemma first rewrites prompts[0] (looking at the first conditioning image, if any): the
     Gemma at `enhancer_root` when given (loaded and freed before the text encoder), else the text encoder.
-    `gemma_offload` (none | cpu | disk) keeps Gemma's weights off the device (same contexts);
+    `text_encoder_mode` (full | fp8 | stream-ram | stream-disk, `ltx_core.text_encoders.gemma.modes`): how
+    Gemma is held (streamed: the same contexts with one layer on the device; fp8: close contexts);
     `gemma_8bit` loads its 8-bit (LLM.int8()) form instead (CUDA and bitsandbytes; close contexts).
     `resident`: Gemma is taken from (and kept in) that pool instead of loaded and freed.
     Returns the contexts (one row per prompt) and the prompt actually used.
@@ -56,7 +57,7 @@ def encode_prompt(
             dtype=placement.dtype,
             device=placement.device,
             enhancement=enhancement,
-            offload=gemma_offload,
+            mode=text_encoder_mode,
             load_in_8bit=gemma_8bit,
             resident=resident,
         )

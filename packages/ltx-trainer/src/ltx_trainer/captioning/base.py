@@ -13,7 +13,7 @@ import torch
 from PIL import Image
 
 from ltx_pipelines.io import MediaError, iter_video_frames, probe_video, read_audio, read_image_rgb
-from ltx_trainer.media import is_image
+from ltx_trainer.preprocessing.media import is_image
 
 CAPTION_KEY = "combined_caption_english"
 AUDIO_SAMPLE_RATE = 16_000  # what speech/audio encoders of omni models expect

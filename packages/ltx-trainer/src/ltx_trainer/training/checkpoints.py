@@ -1,4 +1,5 @@
-"""Checkpoint files: names, pruning, the training-state file and the settings fingerprint.
+"""Checkpoints: saving a step (`save_checkpoint`), resuming from one (`load_start`), the settings fingerprint a
+resume must match, and the files themselves (names, finding the newest complete one, pruning).
 
 `checkpoints/{lora|model}_weights_step_{NNNNN}.safetensors` holds the weights; beside it
 `training_state_step_{NNNNN}.pt` holds the step, the scheduler and (with `save_training_state: full`)
@@ -17,14 +18,30 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import random
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
 
-from ltx_pipelines.io.atomic_files import partial_file, publish_file, remove_stale_partials
+from ltx_core.loader import read_checkpoint_config, read_safetensors_header
+from ltx_core.loader.key_rules import TRANSFORMER_PREFIX
+from ltx_core.write_errors import is_disk_full
+from ltx_pipelines.io.atomic_files import apply_umask, partial_file, publish_file, remove_stale_partials
+from ltx_trainer.training.lora_files import (
+    adapter_state,
+    adapter_state_from_file,
+    load_adapter_state,
+    lora_scale,
+    save_lora_file,
+)
+
+if TYPE_CHECKING:
+    from ltx_trainer.training.build import TrainingParts
 
 logger = logging.getLogger(__name__)
 
@@ -147,3 +164,173 @@ def prune(folder: Path, keep_last_n: int) -> None:
         # The weights first: a prune cut short leaves a state without weights, which is no checkpoint.
         for p in sorted(folder.glob(f"*_step_{old:05d}.*"), key=lambda p: p.suffix != ".safetensors"):
             p.unlink()
+
+
+# -- saving a step ---------------------------------------------------------------------------------
+class CheckpointWriteError(RuntimeError):
+    """A checkpoint could not be written (a full disk); nothing of that step was kept."""
+
+
+def settings_fingerprint(parts: TrainingParts) -> dict[str, Any]:
+    """The settings a resumed run must share with the run that saved the checkpoint."""
+    cfg = parts.config
+    return {
+        "training_mode": cfg.model.training_mode,
+        "lora": cfg.lora.model_dump() if cfg.lora else None,
+        "optimizer_type": cfg.optimization.optimizer_type,
+        "scheduler_type": cfg.optimization.scheduler_type,
+        "scheduler_params": cfg.optimization.scheduler_params,
+        "steps": cfg.optimization.steps,
+        "learning_rate": cfg.optimization.learning_rate,
+        "batch_size": cfg.optimization.batch_size,
+        "gradient_accumulation_steps": cfg.optimization.gradient_accumulation_steps,
+        "num_processes": parts.accelerator.num_processes,
+        "seed": cfg.seed,
+        "training_strategy": cfg.training_strategy.model_dump(mode="json"),
+        "flow_matching": cfg.flow_matching.model_dump(mode="json"),
+        "num_samples": len(parts.dataset),
+        # Only when set, so runs saved before quantization existed keep their fingerprint.
+        **({"quantization": cfg.acceleration.quantization} if cfg.acceleration.quantization else {}),
+    }
+
+
+def strategy_metadata(parts: TrainingParts) -> dict[str, str]:
+    """The LoRA / weights file header: the training strategy and the IC-LoRA reference scale."""
+    meta = {"training_strategy": json.dumps(parts.config.training_strategy.model_dump(mode="json"))}
+    s = parts.reference_scale
+    if s.spatial != 1:
+        meta["reference_downscale_factor"] = str(s.spatial)
+        meta["reference_spatial_scale_factor"] = str(s.spatial)
+    if s.temporal != 1:
+        meta["reference_temporal_scale_factor"] = str(s.temporal)
+    return meta
+
+
+def _training_state(parts: TrainingParts, step: int) -> dict[str, Any] | None:
+    cfg = parts.config
+    if cfg.checkpoints.save_training_state == "off":
+        return None
+    state: dict[str, Any] = {
+        "global_step": step,
+        "config_fingerprint": fingerprint(settings_fingerprint(parts)),
+        "lr_scheduler_state_dict": parts.scheduler.state_dict(),
+        "rng_states": {"torch": torch.get_rng_state(), "python": list(random.getstate()[1])},
+    }
+    if cfg.checkpoints.save_training_state == "full":
+        state["optimizer_state_dict"] = parts.optimizer.state_dict()
+        if cfg.model.training_mode == "lora":
+            state["adapter_state"] = {k: v.float().cpu() for k, v in adapter_state(parts.unwrapped).items()}
+    return state
+
+
+def save_checkpoint(parts: TrainingParts, step: int) -> Path | None:
+    """Write the weights and the training state of `step` as one unit, then prune; the weights file on the
+    main process, None on the others. A full disk raises `CheckpointWriteError` with nothing of `step` kept."""
+    cfg = parts.config
+    parts.accelerator.wait_for_everyone()
+    if not parts.is_main:
+        return None
+    folder = parts.checkpoint_dir
+    folder.mkdir(parents=True, exist_ok=True)
+    dtype = torch.bfloat16 if cfg.checkpoints.precision == "bfloat16" else torch.float32
+    model = parts.unwrapped
+    if cfg.model.training_mode == "lora":
+        lora = cfg.lora
+        assert lora is not None
+        path = folder / weights_name("lora", step)
+
+        def write(tmp: Path) -> None:
+            save_lora_file(
+                tmp,
+                model,
+                lora.rank,
+                lora.alpha,
+                dtype,
+                strategy_metadata(parts),
+                cfg.checkpoints.lora_format,
+                atomic=False,
+            )
+    else:
+        path = folder / weights_name("model", step)
+
+        def write(tmp: Path) -> None:
+            tensors = {f"{TRANSFORMER_PREFIX}{k}": v.detach().to(dtype).cpu().contiguous()
+                       for k, v in model.state_dict().items()}  # fmt: skip
+            transformer = read_checkpoint_config(cfg.model.model_path, "transformer")
+            meta = {"config": json.dumps({"transformer": transformer}), **strategy_metadata(parts)}
+            # The base file's version and text-encoder pairing (LTX-2.5) go with the trained weights.
+            base = read_safetensors_header(cfg.model.model_path).metadata
+            for key in ("model_version", "gemma_source_checkpoint"):
+                if key in base:
+                    meta[key] = base[key] if isinstance(base[key], str) else json.dumps(base[key])
+            save_file(tensors, str(tmp), metadata=meta)
+            apply_umask(tmp)  # safetensors recreates the file private (0600)
+
+    try:
+        write_checkpoint(path, write, _training_state(parts, step))
+    except Exception as exc:
+        if not is_disk_full(exc):
+            raise
+        kept = latest_complete(folder)
+        raise CheckpointWriteError(
+            f"no space left on the device while saving checkpoint step {step} to {str(folder)!r}; nothing of step "
+            f"{step} was kept (newest complete checkpoint: {kept.name if kept else 'none'}). Free space, then resume "
+            f"with model.load_checkpoint: {str(folder)!r}"
+        ) from None
+    prune(folder, cfg.checkpoints.keep_last_n)
+    logger.info("saved %s", path)
+    return path
+
+
+# -- resuming ----------------------------------------------------------------------------------------
+def load_start(parts: TrainingParts) -> int:
+    """Load `model.load_checkpoint` (if set) into the parts; return the step to continue from."""
+    cfg = parts.config
+    if cfg.model.load_checkpoint is None:
+        return 0
+    weights = resolve_load_checkpoint(cfg.model.load_checkpoint)
+    model = parts.unwrapped
+    with safe_open(str(weights), framework="pt") as f:
+        tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 - safe_open is not a mapping
+    if cfg.model.training_mode == "lora":
+        lora = cfg.lora
+        assert lora is not None
+        load_adapter_state(model, adapter_state_from_file(tensors, lora_scale(lora.rank, lora.alpha)))
+    else:
+        state = {k[len(TRANSFORMER_PREFIX) :]: v for k, v in tensors.items() if k.startswith(TRANSFORMER_PREFIX)}
+        model.load_state_dict(state, strict=True)
+    logger.info("loaded weights from %s", weights)
+    if cfg.checkpoints.no_resume:
+        return 0
+    step = step_of(weights)
+    state_path = weights.parent / state_name(step) if step is not None else None
+    if state_path is None or not state_path.is_file():
+        raise ResumeError(
+            f"no training state beside {str(weights)!r} (expected {state_name(step or 0)}); "
+            "set checkpoints.no_resume: true to start from step 0 with these weights"
+        )
+    state = load_state(state_path)
+    want = fingerprint(settings_fingerprint(parts))
+    if state.get("config_fingerprint") != want:
+        raise ResumeError(
+            f"{str(state_path)!r} was written with different settings (optimizer, schedule, LoRA, batch, "
+            "strategy, data or process count); resume with the same settings, or set "
+            "checkpoints.no_resume: true to start from step 0 with these weights"
+        )
+    start = int(state["global_step"])
+    if start >= cfg.optimization.steps:
+        raise ResumeError(
+            f"the checkpoint is at step {start}; optimization.steps ({cfg.optimization.steps}) must be larger"
+        )
+    parts.scheduler.load_state_dict(state["lr_scheduler_state_dict"])
+    if "optimizer_state_dict" in state:
+        parts.optimizer.load_state_dict(state["optimizer_state_dict"])
+    if "adapter_state" in state:
+        load_adapter_state(model, state["adapter_state"])
+    # No training draw depends on this state (the strategy's draws and LoRA dropout are keyed by the step:
+    # draws.py); it is put back for code outside the loop that may draw from the global generator.
+    rng = state.get("rng_states", {})
+    if "torch" in rng:
+        torch.set_rng_state(rng["torch"])
+    logger.info("resuming at step %d from %s", start, state_path)
+    return start

@@ -19,7 +19,14 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler, default_collate
 
 from ltx_trainer.config import FlexibleStrategyConfig
-from ltx_trainer.precomputed import CONDITIONS, HAS_AUDIO, DataFileError, find_samples, load_sample, require_tensors
+from ltx_trainer.preprocessing.precomputed import (
+    CONDITIONS,
+    HAS_AUDIO,
+    DataFileError,
+    find_samples,
+    load_sample,
+    require_tensors,
+)
 
 __all__ = ["DataFileError"]
 

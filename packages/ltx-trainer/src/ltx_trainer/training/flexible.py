@@ -15,7 +15,7 @@ reference's draws and training can restore its generator on resume.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -35,7 +35,7 @@ from ltx_trainer.config import (
     SpatialCropCondition,
     SuffixCondition,
 )
-from ltx_trainer.precomputed import HAS_AUDIO
+from ltx_trainer.preprocessing.precomputed import HAS_AUDIO
 from ltx_trainer.training.draws import Draws
 from ltx_trainer.training.timesteps import TimestepSampler
 
@@ -271,26 +271,44 @@ class FlexibleStrategy:
             timesteps = timesteps * (1 - mf)
             loss_mask = loss_mask & ~m
 
-        for i, condition in enumerate(cfg.conditions):
-            if not isinstance(condition, ReferenceCondition):
-                continue
-            u = draws.rand(f"{name}.cond{i}_reference_apply", (), device, f32)
-            if not bool(u < condition.probability):
-                continue
-            ref_tokens, ref_positions = reference_tokens(condition)
-            if ref_tokens.shape[0] != b:
-                raise ValueError(f"{condition.latents_dir!r} batch {ref_tokens.shape[0]} != target batch {b}")
-            k = ref_tokens.shape[1]
-            latent = torch.cat([ref_tokens, latent], dim=1)
-            positions = torch.cat([ref_positions.to(positions.dtype), positions], dim=2)
-            timesteps = torch.cat([torch.zeros(b, k, device=device), timesteps], dim=1)
-            loss_mask = torch.cat([torch.zeros(b, k, dtype=torch.bool, device=device), loss_mask], dim=1)
-
+        latent, positions, timesteps, loss_mask = _prepend_references(
+            name, cfg.conditions, draws, reference_tokens, latent, positions, timesteps, loss_mask
+        )
         modality = Modality(
             latent=latent, timesteps=timesteps, sigma=sigma, positions=positions,
             context=context, context_mask=context_mask,
         )  # fmt: skip
         return ModalityInputs(modality, targets, loss_mask)
+
+
+def _prepend_references(
+    name: str,
+    conditions: Sequence[Any],
+    draws: Draws,
+    reference_tokens: Callable[[ReferenceCondition], tuple[torch.Tensor, torch.Tensor]],
+    latent: torch.Tensor,
+    positions: torch.Tensor,
+    timesteps: torch.Tensor,
+    loss_mask: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Each reference condition, drawn with its probability, puts its clean tokens before the target's:
+    timestep 0, outside the loss."""
+    b, device, f32 = latent.shape[0], latent.device, torch.float32
+    for i, condition in enumerate(conditions):
+        if not isinstance(condition, ReferenceCondition):
+            continue
+        u = draws.rand(f"{name}.cond{i}_reference_apply", (), device, f32)
+        if not bool(u < condition.probability):
+            continue
+        ref_tokens, ref_positions = reference_tokens(condition)
+        if ref_tokens.shape[0] != b:
+            raise ValueError(f"{condition.latents_dir!r} batch {ref_tokens.shape[0]} != target batch {b}")
+        k = ref_tokens.shape[1]
+        latent = torch.cat([ref_tokens, latent], dim=1)
+        positions = torch.cat([ref_positions.to(positions.dtype), positions], dim=2)
+        timesteps = torch.cat([torch.zeros(b, k, device=device), timesteps], dim=1)
+        loss_mask = torch.cat([torch.zeros(b, k, dtype=torch.bool, device=device), loss_mask], dim=1)
+    return latent, positions, timesteps, loss_mask
 
 
 def _fps(source: Mapping[str, torch.Tensor], default: float = DEFAULT_FPS) -> float:

@@ -27,7 +27,7 @@ DEFAULT_MMAP_THRESHOLD = 2**20
 def fix_mmap_threshold(threshold_bytes: int = DEFAULT_MMAP_THRESHOLD) -> bool:
     """Fix glibc's mmap threshold for this process (Linux with glibc only); True when it was set.
 
-    A process setting: the trainer calls it once when it trains on the CPU (`training.parts`)."""
+    A process setting: the trainer calls it once when it trains on the CPU (`training.build`)."""
     if threshold_bytes <= 0 or threshold_bytes > 32 * 2**20:
         raise ValueError(f"mmap threshold must be in (0, 32 MiB], got {threshold_bytes} bytes")
     if not sys.platform.startswith("linux"):

@@ -1,4 +1,5 @@
-"""Optional outputs of a run: Weights & Biases metrics and the Hugging Face Hub upload.
+"""What a run reports: the progress bar or log lines (`report`), and the optional outputs: Weights & Biases
+metrics and the Hugging Face Hub upload.
 
 Both are set up before training starts, so a missing package or a missing repo id fails at once, not
 after hours of training.
@@ -8,11 +9,19 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from tqdm import tqdm
 
 from ltx_trainer.config import LtxTrainerConfig
 
+if TYPE_CHECKING:
+    from ltx_trainer.training.build import TrainingParts
+    from ltx_trainer.training.step import StepRecord
+
 logger = logging.getLogger(__name__)
+# The progress lines keep the loop's logger name: log filters (and the tests) select them by it.
+progress_logger = logging.getLogger("ltx_trainer.training.trainer")
 
 
 class WandbLogger:
@@ -82,3 +91,18 @@ def push_to_hub(config: LtxTrainerConfig, weights: Path, api: Any = None) -> str
         api.upload_file(path_or_fileobj=str(config_file), path_in_repo=config_file.name, repo_id=repo_id)
     logger.info("pushed %s to https://huggingface.co/%s", weights.name, repo_id)
     return repo_id
+
+
+def report(parts: TrainingParts, record: StepRecord, total: int, bar: tqdm, log_every: int | None) -> None:
+    """The progress bar, or (`log_every` set) one parseable line every `log_every` steps, the first and last."""
+    if not parts.is_main:
+        return
+    if log_every is not None:
+        if record.step % log_every == 0 or record.step == total or record.step == 1:
+            progress_logger.info(
+                "step %d/%d loss %.6f lr %.3e step_time %.3fs peak_mem %.1fMB",
+                record.step, total, record.loss, record.lr, record.step_time, record.peak_memory_mb,
+            )  # fmt: skip
+    else:
+        bar.set_postfix(loss=f"{record.loss:.4f}", lr=f"{record.lr:.2e}")
+        bar.update(1)

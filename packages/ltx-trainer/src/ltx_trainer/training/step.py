@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 import torch
 
 from ltx_trainer.training import checkpoints as ckpt
+from ltx_trainer.training.build import TrainingParts, text_features_on
 from ltx_trainer.training.draws import PerSampleDraws, keyed_global_rng
 from ltx_trainer.training.flexible import strategy_loss
-from ltx_trainer.training.parts import TrainingParts, text_features_on
 
 SIGMA_BUCKETS = (0.0, 0.25, 0.5, 0.75, 1.0)
 
@@ -54,7 +54,7 @@ def sigma_bucket_losses(sigma: torch.Tensor, loss: torch.Tensor) -> dict[str, fl
 
 def text_contexts(parts: TrainingParts, batch, sample_ids):
     """The text contexts of a batch, through the frozen connectors (computed once per sample, then kept)."""
-    # In the connectors' dtype (parts.py); kept rows come back as computed.
+    # In the connectors' dtype (build.py); kept rows come back as computed.
     features = text_features_on(batch["conditions"], parts.device, parts.base_dtype)
     return parts.context_cache(*features, sample_ids)
 

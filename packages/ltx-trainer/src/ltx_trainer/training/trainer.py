@@ -1,5 +1,5 @@
-"""The training recipe: build the parts (`parts.build_parts`), then loop `step.train_step` with the hooks
-(`hooks.save_checkpoint`, `hooks.validate`, `hooks.report`, wandb) between steps.
+"""The training recipe: build the parts (`build.build_parts`), then loop `step.train_step` with the hooks
+(`checkpoints.save_checkpoint`, `validation.validate`, `reporting.report`, wandb) between steps.
 
 accelerate places devices, processes and mixed precision; peft adds the LoRA adapters. One optimizer
 step = `gradient_accumulation_steps` micro-batches per process; the LR schedule advances once per
@@ -22,19 +22,17 @@ from tqdm import tqdm
 
 from ltx_pipelines.io.atomic_files import atomic_output, remove_stale_partials
 from ltx_trainer.config import LtxTrainerConfig, dump_config
-from ltx_trainer.memory_plan import check_run
 from ltx_trainer.model_files import training_model_files
 from ltx_trainer.training import checkpoints as ckpt
-from ltx_trainer.training import hooks
+from ltx_trainer.training.build import TrainingParts, build_parts, make_accelerator, reference_scale_from_data
 from ltx_trainer.training.data import batch_loader
 from ltx_trainer.training.interrupts import StopSignals, TrainingInterrupted
-from ltx_trainer.training.parts import TrainingParts, build_parts, make_accelerator, reference_scale_from_data
-from ltx_trainer.training.reporting import WandbLogger, push_to_hub
-from ltx_trainer.training.resume import load_start
+from ltx_trainer.training.memory_estimate import plan_run
+from ltx_trainer.training.reporting import WandbLogger, push_to_hub, report
 from ltx_trainer.training.run_lock import RunLock, check_unlocked
-from ltx_trainer.training.step import StepRecord, TrainingDiverged, sigma_bucket_losses, text_contexts, to_device
+from ltx_trainer.training.step import StepRecord, TrainingDiverged, sigma_bucket_losses
 from ltx_trainer.training.step import train_step as run_train_step
-from ltx_trainer.training.validation import ValidationRunner, check_validation_config
+from ltx_trainer.training.validation import ValidationRunner, check_validation_config, validate
 
 __all__ = [
     "StepRecord",
@@ -72,29 +70,11 @@ class Trainer:
         m = config.model
         training_model_files(m.model_path, m.text_encoder_path, m.video_vae_path, m.audio_vae_path)
         # Before any weight is read: stop with the settings that would fit when this run cannot.
-        check_run(config, self.accelerator.device)
+        # (blocks_to_swap: auto becomes the count the plan picked: memory_plan.plan_run)
+        self.config = config = plan_run(config, self.accelerator.device)
         self.parts: TrainingParts = build_parts(config, self.accelerator, progress=not disable_progress_bars)
-        self.validation = ValidationRunner(config, self.output_dir, self.device)
+        self.validation = ValidationRunner(config, self.output_dir, self.parts.device)
         self.wandb = WandbLogger(config) if config.wandb.enabled and self.accelerator.is_main_process else None
-
-    # The parts under the names callers (and the tests) use.
-    device = property(lambda self: self.parts.device)
-    model = property(lambda self: self.parts.model)
-    optimizer = property(lambda self: self.parts.optimizer)
-    scheduler = property(lambda self: self.parts.scheduler)
-    trainable = property(lambda self: self.parts.trainable)
-    strategy = property(lambda self: self.parts.strategy)
-    dataset = property(lambda self: self.parts.dataset)
-    order = property(lambda self: self.parts.order)
-
-    def _unwrapped(self):
-        return self.parts.unwrapped
-
-    def _contexts(self, batch, sample_ids):
-        return text_contexts(self.parts, batch, sample_ids)
-
-    def _to_device(self, batch):
-        return to_device(self.parts, batch)
 
     def _check_output_dir(self) -> None:
         """A new run must not prune or overwrite another run's checkpoints."""
@@ -108,10 +88,10 @@ class Trainer:
             )
 
     def save_checkpoint(self, step: int) -> Path | None:
-        return hooks.save_checkpoint(self.parts, step)
+        return ckpt.save_checkpoint(self.parts, step)
 
     def validate(self, step: int) -> list[Path]:
-        return hooks.validate(self.parts, self.validation, step)
+        return validate(self.parts, self.validation, step)
 
     def _validation_due(self, done: int) -> bool:
         v = self.config.validation
@@ -126,7 +106,7 @@ class Trainer:
         with RunLock(self.output_dir) if main else contextlib.nullcontext(), StopSignals() as signals:
             # Every resume check passes before anything in the output folder changes (a refused resume
             # leaves the run's recorded config and files as they were).
-            start = load_start(self.parts)
+            start = ckpt.load_start(self.parts)
             if main:
                 self._prepare_output_dir()
             return self._loop(signals, start, stop_at, on_step)
@@ -146,7 +126,7 @@ class Trainer:
             for step in range(start, end):
                 record = run_train_step(parts, step, data)
                 history.append(record)
-                hooks.report(parts, record, end, bar, self.log_every if self.disable_progress_bars else None)
+                report(parts, record, end, bar, self.log_every if self.disable_progress_bars else None)
                 done = record.step
                 if (interval and done % interval == 0) or done == steps:
                     with signals.saving():

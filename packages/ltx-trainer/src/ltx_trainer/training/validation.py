@@ -36,6 +36,8 @@ from ltx_core.loader import LoraSpec, ModelFiles
 from ltx_pipelines.io import write_audio, write_video
 from ltx_pipelines.io.atomic_files import atomic_output
 from ltx_trainer.config import LtxTrainerConfig, ValidationSample
+from ltx_trainer.training.checkpoints import strategy_metadata
+from ltx_trainer.training.lora_files import save_lora_file
 from ltx_trainer.training.validation_conditions import (
     EncodedSample,
     SampleGeometry,
@@ -48,6 +50,7 @@ from ltx_trainer.training.validation_conditions import (
 if TYPE_CHECKING:
     from ltx_pipelines import Generation, TI2VidOneStagePipeline
     from ltx_pipelines.engine.audio_output import AudioGeneration
+    from ltx_trainer.training.build import TrainingParts
 
 logger = logging.getLogger(__name__)
 
@@ -226,3 +229,40 @@ class ValidationRunner:
             overwrite=True, expected_frames=generation.num_frames,
         )  # fmt: skip
         return path
+
+
+def validate(parts: TrainingParts, runner: ValidationRunner, step: int) -> list[Path]:
+    """Generate the validation samples with the current adapters (main process; the others wait)."""
+    written: list[Path] = []
+    if parts.is_main:
+        lora = parts.config.lora
+        assert lora is not None
+        model = parts.unwrapped
+        offload = parts.config.acceleration.offload_optimizer_during_validation and parts.device.type == "cuda"
+        if offload:
+            _move_optimizer_state(parts.optimizer, torch.device("cpu"))
+        strategy = parts.config.training_strategy
+        in_memory = runner.streams_fit(strategy.video is not None, strategy.audio is not None)
+        meta = strategy_metadata(parts)
+        was_training = model.training
+        model.eval()
+        try:
+            written = runner.run(
+                step,
+                model.get_base_model() if in_memory else None,
+                parts.base_dtype,
+                lambda path: save_lora_file(path, model, lora.rank, lora.alpha, torch.float32, meta),
+            )
+        finally:
+            model.train(was_training)
+            if offload:
+                _move_optimizer_state(parts.optimizer, parts.device)
+    parts.accelerator.wait_for_everyone()
+    return written
+
+
+def _move_optimizer_state(optimizer, device: torch.device) -> None:
+    for state in optimizer.state.values():
+        for key, value in state.items():
+            if isinstance(value, torch.Tensor):
+                state[key] = value.to(device, non_blocking=True)

@@ -51,7 +51,7 @@ from ltx_core.types import DEFAULT_SCALE_FACTORS, AudioLatentShape, VideoLatentS
 from ltx_pipelines.engine.ic_references import ReferenceFactors, VideoReference, reference_conditionings
 from ltx_pipelines.engine.model_loading import Placement, loaded
 from ltx_pipelines.engine.source_latents import SOURCE_ENCODE_TILING, conform_latent_frames
-from ltx_pipelines.engine.stages import ImageCondition, StageConditions
+from ltx_pipelines.engine.stage_blocks import ImageCondition, StageConditions
 from ltx_pipelines.io import MediaError, frames_to_model_input, iter_video_frames, probe_video, read_audio
 from ltx_pipelines.io.image import read_image_rgb
 from ltx_trainer.config import (
@@ -167,91 +167,117 @@ def _audio_seconds(path: Path) -> float:
 
 
 def _check_condition(c: ValidationCondition, g: SampleGeometry) -> None:
-    latent_frames = g.video_latent.frames
+    """The condition's files exist, are readable and fit the sample's frames, duration and frame size."""
     if isinstance(c, FirstFrameInput):
-        if not c.image_or_video.is_file():
-            raise ValueError(f"file not found: {str(c.image_or_video)!r}")
-        if c.image_or_video.suffix.lower() in _VIDEO_SUFFIXES:
-            _video_frames(c.image_or_video)
-        else:
-            read_image_rgb(c.image_or_video)
+        _check_first_frame(c)
     elif isinstance(c, (PrefixInput, SuffixInput)):
         if c.video is not None:
-            if c.duration is not None:
-                raise ValueError("duration applies to an audio track; a video prefix/suffix takes num_frames")
-            have = _video_frames(c.video)
-            wanted = c.num_frames if c.num_frames is not None else min(have, g.frames)
-            if isinstance(c, PrefixInput) and wanted > g.frames:
-                raise ValueError(f"num_frames {wanted} is more than the sample's {g.frames} frames")
-            if isinstance(c, SuffixInput):
-                if c.num_frames is not None and c.num_frames // SCALE.time > latent_frames - 1:
-                    raise ValueError(
-                        f"num_frames {c.num_frames} leaves no frame to generate in the sample's {g.frames} "
-                        f"frames (at most {(latent_frames - 1) * SCALE.time})"
-                    )
-                wanted = (c.num_frames or 0) + 1  # the clip must reach past the kept frames' first group
-            if have < wanted:
-                raise ValueError(f"{str(c.video)!r} has {have} frames, fewer than the {wanted} needed")
+            _check_video_prefix_suffix(c, g)
         else:
-            assert c.audio is not None
-            if c.num_frames is not None:
-                raise ValueError("num_frames applies to a video; an audio prefix/suffix takes duration (seconds)")
-            seconds = _audio_seconds(c.audio)
-            wanted = c.duration if c.duration is not None else g.duration
-            if wanted > g.duration + 1e-6:
-                raise ValueError(f"duration {wanted} s is longer than the sample's {g.duration:.3f} s")
-            if c.duration is not None and seconds + 1e-3 < c.duration:
-                raise ValueError(f"{str(c.audio)!r} lasts {seconds:.3f} s, less than duration {c.duration} s")
+            _check_audio_prefix_suffix(c, g)
     elif isinstance(c, SpatialCropInput):
-        have = _video_frames(c.video)
-        if have < g.frames:
-            raise ValueError(f"{str(c.video)!r} has {have} frames, fewer than the sample's {g.frames}")
-        _, _, y2, x2 = c.spatial_region
-        if y2 > g.height or x2 > g.width:
-            raise ValueError(f"spatial_region {list(c.spatial_region)} reaches outside the {g.width}x{g.height} frame")
-        if not spatial_crop_cells(c.spatial_region, g.video_latent).any():
-            raise ValueError(
-                f"spatial_region {list(c.spatial_region)} covers no whole "
-                f"{SCALE.height}x{SCALE.width}-pixel latent cell"
-            )
+        _check_spatial_crop(c, g)
     elif isinstance(c, MaskInput):
-        if not c.mask.is_file():
-            raise ValueError(f"mask file not found: {str(c.mask)!r}")
-        if c.video is not None:
-            have = _video_frames(c.video)
-            if have < g.frames:
-                raise ValueError(f"{str(c.video)!r} has {have} frames, fewer than the sample's {g.frames}")
-            cells = video_mask_cells(c.mask, g)
-            if tuple(cells.shape[1:]) != (latent_frames, g.video_latent.height, g.video_latent.width):
-                raise ValueError(
-                    f"mask {str(c.mask)!r} covers {cells.shape[1]} latent frames; the sample needs {latent_frames} "
-                    f"(give an image, or a video of at least {g.frames} frames)"
-                )
-        else:
-            assert c.audio is not None
-            _audio_seconds(c.audio)
-            audio_mask_steps(c.mask, g)
+        _check_mask(c, g)
     elif isinstance(c, ReferenceInput):
-        if c.video is not None:
-            _video_frames(c.video)
-            ref_h, ref_w = g.height // c.downscale_factor, g.width // c.downscale_factor
-            divisible = not (g.height % c.downscale_factor or g.width % c.downscale_factor)
-            if not divisible or ref_h % SCALE.height or ref_w % SCALE.width:
-                raise ValueError(
-                    f"downscale_factor {c.downscale_factor}: the reference size {g.width}x{g.height} / "
-                    f"{c.downscale_factor} must be whole multiples of {SCALE.width}x{SCALE.height} pixels"
-                )
-        else:
-            assert c.audio is not None
-            if c.downscale_factor != 1 or c.temporal_scale_factor != 1 or c.include_in_output:
-                raise ValueError("downscale_factor, temporal_scale_factor and include_in_output apply to a video")
-            _audio_seconds(c.audio)
+        _check_reference(c, g)
     elif isinstance(c, VideoToAudioInput):
-        have = _video_frames(c.video)
-        if have < g.frames:
-            raise ValueError(f"{str(c.video)!r} has {have} frames, fewer than the sample's {g.frames}")
+        _check_covers_sample(c.video, g)
     elif isinstance(c, AudioToVideoInput):
         _audio_seconds(c.audio)
+
+
+def _check_covers_sample(video: Path, g: SampleGeometry) -> None:
+    have = _video_frames(video)
+    if have < g.frames:
+        raise ValueError(f"{str(video)!r} has {have} frames, fewer than the sample's {g.frames}")
+
+
+def _check_first_frame(c: FirstFrameInput) -> None:
+    if not c.image_or_video.is_file():
+        raise ValueError(f"file not found: {str(c.image_or_video)!r}")
+    if c.image_or_video.suffix.lower() in _VIDEO_SUFFIXES:
+        _video_frames(c.image_or_video)
+    else:
+        read_image_rgb(c.image_or_video)
+
+
+def _check_video_prefix_suffix(c: PrefixInput | SuffixInput, g: SampleGeometry) -> None:
+    assert c.video is not None
+    latent_frames = g.video_latent.frames
+    if c.duration is not None:
+        raise ValueError("duration applies to an audio track; a video prefix/suffix takes num_frames")
+    have = _video_frames(c.video)
+    wanted = c.num_frames if c.num_frames is not None else min(have, g.frames)
+    if isinstance(c, PrefixInput) and wanted > g.frames:
+        raise ValueError(f"num_frames {wanted} is more than the sample's {g.frames} frames")
+    if isinstance(c, SuffixInput):
+        if c.num_frames is not None and c.num_frames // SCALE.time > latent_frames - 1:
+            raise ValueError(
+                f"num_frames {c.num_frames} leaves no frame to generate in the sample's {g.frames} "
+                f"frames (at most {(latent_frames - 1) * SCALE.time})"
+            )
+        wanted = (c.num_frames or 0) + 1  # the clip must reach past the kept frames' first group
+    if have < wanted:
+        raise ValueError(f"{str(c.video)!r} has {have} frames, fewer than the {wanted} needed")
+
+
+def _check_audio_prefix_suffix(c: PrefixInput | SuffixInput, g: SampleGeometry) -> None:
+    assert c.audio is not None
+    if c.num_frames is not None:
+        raise ValueError("num_frames applies to a video; an audio prefix/suffix takes duration (seconds)")
+    seconds = _audio_seconds(c.audio)
+    wanted = c.duration if c.duration is not None else g.duration
+    if wanted > g.duration + 1e-6:
+        raise ValueError(f"duration {wanted} s is longer than the sample's {g.duration:.3f} s")
+    if c.duration is not None and seconds + 1e-3 < c.duration:
+        raise ValueError(f"{str(c.audio)!r} lasts {seconds:.3f} s, less than duration {c.duration} s")
+
+
+def _check_spatial_crop(c: SpatialCropInput, g: SampleGeometry) -> None:
+    _check_covers_sample(c.video, g)
+    _, _, y2, x2 = c.spatial_region
+    if y2 > g.height or x2 > g.width:
+        raise ValueError(f"spatial_region {list(c.spatial_region)} reaches outside the {g.width}x{g.height} frame")
+    if not spatial_crop_cells(c.spatial_region, g.video_latent).any():
+        raise ValueError(
+            f"spatial_region {list(c.spatial_region)} covers no whole {SCALE.height}x{SCALE.width}-pixel latent cell"
+        )
+
+
+def _check_mask(c: MaskInput, g: SampleGeometry) -> None:
+    if not c.mask.is_file():
+        raise ValueError(f"mask file not found: {str(c.mask)!r}")
+    if c.video is None:
+        assert c.audio is not None
+        _audio_seconds(c.audio)
+        audio_mask_steps(c.mask, g)
+        return
+    _check_covers_sample(c.video, g)
+    latent_frames = g.video_latent.frames
+    cells = video_mask_cells(c.mask, g)
+    if tuple(cells.shape[1:]) != (latent_frames, g.video_latent.height, g.video_latent.width):
+        raise ValueError(
+            f"mask {str(c.mask)!r} covers {cells.shape[1]} latent frames; the sample needs {latent_frames} "
+            f"(give an image, or a video of at least {g.frames} frames)"
+        )
+
+
+def _check_reference(c: ReferenceInput, g: SampleGeometry) -> None:
+    if c.video is None:
+        assert c.audio is not None
+        if c.downscale_factor != 1 or c.temporal_scale_factor != 1 or c.include_in_output:
+            raise ValueError("downscale_factor, temporal_scale_factor and include_in_output apply to a video")
+        _audio_seconds(c.audio)
+        return
+    _video_frames(c.video)
+    ref_h, ref_w = g.height // c.downscale_factor, g.width // c.downscale_factor
+    divisible = not (g.height % c.downscale_factor or g.width % c.downscale_factor)
+    if not divisible or ref_h % SCALE.height or ref_w % SCALE.width:
+        raise ValueError(
+            f"downscale_factor {c.downscale_factor}: the reference size {g.width}x{g.height} / "
+            f"{c.downscale_factor} must be whole multiples of {SCALE.width}x{SCALE.height} pixels"
+        )
 
 
 # -- masks ----------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from ltx_core.runtime_choices import ACCEPTED_BACKEND_NAMES
 from ltx_core.tune import KernelChoices, OpKey, size_class
 
 logger = logging.getLogger(__name__)
@@ -66,7 +67,6 @@ BACKEND_NAMES: dict[str, AttentionBackend] = {
     "mps-sdpa": AttentionBackend.MPS_SDPA,
     "mps_sdpa": AttentionBackend.MPS_SDPA,
 }
-ACCEPTED_BACKEND_NAMES = ("auto", "sdpa", "flash3", "flash4", "mps-sdpa")
 
 # What each optional backend needs: the package that provides it and the devices it serves.
 _REQUIREMENTS = {

@@ -126,6 +126,9 @@ class LTXModel(nn.Module):
             self.av_ca_v2a_gate_adaln_single = AdaLNSingle(audio.dim, 1)
         self.transformer_blocks = nn.ModuleList(AVTransformerBlock(config) for _ in range(config.num_layers))
         self.gradient_checkpointing = False
+        # How a checkpointed block runs: None = torch's non-reentrant checkpoint; the trainer's activation
+        # offload sets a wrapper with the same call (block, video state, audio state, perturbations, index).
+        self.block_checkpoint = None
         # Compute AdaLN embeddings once per distinct timestep value (see `_adaln`); off = per token.
         self.dedup_timesteps = True
 
@@ -289,7 +292,10 @@ class LTXModel(nn.Module):
         for index in indices:
             block = self.transformer_blocks[index]
             if self.gradient_checkpointing and self.training and torch.is_grad_enabled():
-                vs, aus = checkpoint(block, vs, aus, perturbations, index, use_reentrant=False)
+                if self.block_checkpoint is not None:
+                    vs, aus = self.block_checkpoint(block, vs, aus, perturbations, index)
+                else:
+                    vs, aus = checkpoint(block, vs, aus, perturbations, index, use_reentrant=False)
             else:
                 vs, aus = block(vs, aus, perturbations, index)
         return vs, aus

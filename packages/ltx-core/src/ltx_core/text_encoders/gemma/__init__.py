@@ -19,7 +19,7 @@ from ltx_core.text_encoders.gemma.prompt_enhancer import (
     enhance_prompt,
 )
 from ltx_core.text_encoders.gemma.system_prompts import IMAGE_TO_VIDEO, TEXT_TO_VIDEO
-from ltx_core.text_encoders.gemma.text_encoder import GemmaHiddenStates, GemmaTextEncoder
+from ltx_core.text_encoders.gemma.text_encoder import GemmaHiddenStates, GemmaTextEncoder, build_text_encoder
 from ltx_core.text_encoders.gemma.tiny import build_tiny_gemma_folder
 from ltx_core.text_encoders.gemma.tiny_packed import build_tiny_packed_gemma4
 from ltx_core.text_encoders.gemma.tokenizer import DEFAULT_MAX_LENGTH, GemmaPromptTokenizer, TokenizedPrompts
@@ -37,6 +37,8 @@ _LAZY = {
     "encode_prompts": "prompt_encoding",
     "encode_text_prompts": "prompt_encoding",
     "encode_prompts_from_files": "prompt_encoding",
+    "TEXT_ENCODER_MODES": "modes",
+    "text_encoder_mode_for": "modes",
 }
 
 
@@ -52,6 +54,7 @@ __all__ = [
     "DEFAULT_MAX_LENGTH",
     "IMAGE_TO_VIDEO",
     "TEXT_EMBEDDINGS",
+    "TEXT_ENCODER_MODES",
     "TEXT_TO_VIDEO",
     "EmbeddingsProcessor",
     "EncodedPrompts",
@@ -65,6 +68,7 @@ __all__ = [
     "TextContexts",
     "TokenizedPrompts",
     "build_text_embeddings",
+    "build_text_encoder",
     "build_tiny_gemma_folder",
     "build_tiny_packed_gemma4",
     "clean_enhanced_prompt",
@@ -76,4 +80,5 @@ __all__ = [
     "enhance_prompt",
     "locate_gemma_folder",
     "read_packed_gemma",
+    "text_encoder_mode_for",
 ]

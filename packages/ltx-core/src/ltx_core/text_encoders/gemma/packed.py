@@ -153,8 +153,7 @@ def load_packed_tokenizer(packed: PackedGemma) -> Any:
     )
 
 
-def load_packed_gemma_model(packed: PackedGemma, *, dtype: torch.dtype, device: torch.device) -> Any:
-    """transformers' Gemma 4 (unified) model with the file's weights, in eval mode on `device`."""
+def _gemma4_unified_classes(packed: PackedGemma) -> tuple[Any, Any]:
     try:
         from transformers import Gemma4UnifiedConfig, Gemma4UnifiedForConditionalGeneration
     except ImportError as e:
@@ -164,8 +163,14 @@ def load_packed_gemma_model(packed: PackedGemma, *, dtype: torch.dtype, device: 
             f"{str(packed.path)!r} is a Gemma 4 (gemma4_unified) text encoder, which needs transformers >= 5.10.1 "
             f"(the first release with the Gemma4Unified* classes); installed: transformers {transformers.__version__}"
         ) from e
+    return Gemma4UnifiedForConditionalGeneration, Gemma4UnifiedConfig
+
+
+def load_packed_gemma_model(packed: PackedGemma, *, dtype: torch.dtype, device: torch.device) -> Any:
+    """transformers' Gemma 4 (unified) model with the file's weights, in eval mode on `device`."""
     from accelerate import init_empty_weights
 
+    Gemma4UnifiedForConditionalGeneration, Gemma4UnifiedConfig = _gemma4_unified_classes(packed)
     config = Gemma4UnifiedConfig.from_dict(packed.config)
     # Parameters on meta; buffers (rotary frequencies, embedding scale) computed on the CPU as usual.
     with init_empty_weights(include_buffers=False):
@@ -187,3 +192,19 @@ def load_packed_gemma_model(packed: PackedGemma, *, dtype: torch.dtype, device: 
     model = model.to(device=device, dtype=dtype)
     logger.info("loaded packed %s text encoder from %s (%s, %s)", packed.model_type, packed.path.name, dtype, device)
     return model.eval().requires_grad_(False)
+
+
+def packed_gemma_weights(packed: PackedGemma) -> Any:
+    """The `GemmaWeights` of a packed file, for the text-encoder modes loaded tensor by tensor (fp8,
+    streaming); computed buffers are cast to the run dtype as `load_packed_gemma_model` casts them."""
+    from ltx_core.text_encoders.gemma.gemma_weights import GemmaWeights
+
+    model_class, config_class = _gemma4_unified_classes(packed)
+    config = config_class.from_dict(packed.config)
+    return GemmaWeights(
+        files=(packed.path,),
+        ops=packed.key_rules,
+        layers="model.language_model.layers",
+        make_model=lambda: model_class(config),
+        cast_buffers=True,
+    )

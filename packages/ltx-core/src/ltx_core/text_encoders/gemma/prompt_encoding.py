@@ -101,15 +101,16 @@ def encode_text_prompts(
     device: str | torch.device | None = None,
     enhancement: PromptEnhancement | None = None,
     max_length: int = DEFAULT_MAX_LENGTH,
-    offload: str = "none",
+    mode: str = "full",
     load_in_8bit: bool = False,
     resident: ResidentTextEncoders | None = None,
 ) -> EncodedPrompts:
-    """Load Gemma (a Gemma 3 folder or a packed Gemma 4 file; `load_in_8bit`: a folder's 8-bit form,
-    CUDA only), optionally enhance prompts[0], encode all prompts in one forward, free Gemma, then run
-    the checkpoint's text embeddings stage (itself freed afterwards). `checkpoint` is the single file,
-    or a set of model files whose text embeddings are read. With `resident`, Gemma (and an enhancer) is
-    taken from that pool and stays loaded for the next call."""
+    """Load Gemma (a Gemma 3 folder, a GGUF Gemma 3 or a packed Gemma 4 file, held as text-encoder `mode`
+    says: full, fp8, stream-ram, stream-disk; `load_in_8bit`: a folder's 8-bit form, CUDA only),
+    optionally enhance prompts[0], encode all prompts in one forward, free Gemma, then run the checkpoint's
+    text embeddings stage (itself freed afterwards). `checkpoint` is the single file, or a set of model
+    files whose text embeddings are read. With `resident`, Gemma (and an enhancer) is taken from that pool
+    and stays loaded for the next call."""
 
     def load_gemma(path: str | Path, **options: Any) -> Any:
         # A context manager either way: the pool's keeps the encoder, the encoder's own frees it on exit.
@@ -124,14 +125,14 @@ def encode_text_prompts(
     if enhancement is not None and enhancement.gemma_root is not None:
         # The enhancer is loaded, used and freed before the text encoder: one Gemma in memory at a time.
         with load_gemma(
-            enhancement.gemma_root, dtype=dtype, device=device, max_length=max_length, offload=offload
+            enhancement.gemma_root, dtype=dtype, device=device, max_length=max_length, mode=mode
         ) as enhancer:
             prompts[0] = enhance_prompt(
                 enhancer, prompts[0], enhancement.image, seed=enhancement.seed, settings=enhancement.settings
             )
         enhancement = None
     with load_gemma(
-        gemma_root, dtype=dtype, device=device, max_length=max_length, offload=offload, load_in_8bit=load_in_8bit
+        gemma_root, dtype=dtype, device=device, max_length=max_length, mode=mode, load_in_8bit=load_in_8bit
     ) as gemma:
         if enhancement is not None:
             prompts[0] = enhance_prompt(
@@ -156,7 +157,7 @@ def encode_prompts_from_files(
     device: str | torch.device | None = None,
     enhancement: PromptEnhancement | None = None,
     max_length: int = DEFAULT_MAX_LENGTH,
-    offload: str = "none",
+    mode: str = "full",
     load_in_8bit: bool = False,
 ) -> EncodedPrompts:
     """`encode_text_prompts` with the text encoder and the text embeddings of a set of model files."""
@@ -169,6 +170,6 @@ def encode_prompts_from_files(
         device=device,
         enhancement=enhancement,
         max_length=max_length,
-        offload=offload,
+        mode=mode,
         load_in_8bit=load_in_8bit,
     )

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import gc
 import logging
-import shutil
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,11 +19,14 @@ import torch
 
 from ltx_core.devices import resolve_device
 from ltx_core.loader.errors import CheckpointError
+from ltx_core.loader.gguf_file import is_gguf
+from ltx_core.loader.sd_ops import SDOps
 from ltx_core.text_encoders.gemma.folder import GemmaFolder, locate_gemma_folder
 from ltx_core.text_encoders.gemma.packed import (
     PackedGemma,
     load_packed_gemma_model,
     load_packed_tokenizer,
+    packed_gemma_weights,
     read_packed_gemma,
 )
 from ltx_core.text_encoders.gemma.tokenizer import DEFAULT_MAX_LENGTH, GemmaPromptTokenizer
@@ -69,21 +70,36 @@ def _load_model(folder: GemmaFolder, dtype: torch.dtype, device: torch.device, l
     return model.eval().requires_grad_(False)
 
 
-GEMMA_OFFLOAD_CHOICES = ("none", "cpu", "disk")
+def _folder_weights(folder: GemmaFolder) -> Any:
+    """The `GemmaWeights` of a Gemma 3 / dense Gemma 4 folder, for the modes loaded tensor by tensor."""
+    from transformers import AutoConfig, Gemma3ForConditionalGeneration, Gemma4ForConditionalGeneration
+
+    from ltx_core.text_encoders.gemma.gemma_weights import GemmaWeights
+
+    model_class = Gemma4ForConditionalGeneration if folder.model_type == "gemma4" else Gemma3ForConditionalGeneration
+    config = AutoConfig.from_pretrained(folder.root, local_files_only=True)
+    return GemmaWeights(
+        files=folder.weight_files,
+        ops=FOLDER_KEY_RULES,
+        layers="model.language_model.layers",
+        make_model=lambda: model_class(config),
+    )
 
 
-def _offload(model: Any, offload: str, device: torch.device) -> str | None:
-    """Keep Gemma's weights off the device: each module's weights are brought to `device` for its own
-    forward only (accelerate's hooks), from host RAM (`cpu`) or from files in a temporary folder
-    (`disk`, returned so it can be removed on release). Same outputs, a few layers resident."""
-    from accelerate import cpu_offload, disk_offload
-
-    if offload == "cpu":
-        cpu_offload(model, execution_device=device)
-        return None
-    folder = tempfile.mkdtemp(prefix="ltx-gemma-offload-")
-    disk_offload(model, offload_dir=folder, execution_device=device)
-    return folder
+# Checkpoint keys of a Gemma folder -> transformers module keys. Released Gemma 3 folders use the older
+# names (`language_model.model.*`, `vision_tower.*`, ...); folders saved by transformers 5 the module's own.
+FOLDER_KEY_RULES = (
+    SDOps("gemma_folder")
+    .keeping(prefix="model.")
+    .keeping(prefix="lm_head.")
+    .keeping(prefix="language_model.")
+    .keeping(prefix="vision_tower.")
+    .keeping(prefix="multi_modal_projector.")
+    .renaming_prefix("language_model.model.", "model.language_model.")
+    .renaming_prefix("language_model.lm_head.", "lm_head.")
+    .renaming_prefix("vision_tower.", "model.vision_tower.")
+    .renaming_prefix("multi_modal_projector.", "model.multi_modal_projector.")
+)
 
 
 class GemmaTextEncoder:
@@ -105,9 +121,10 @@ class GemmaTextEncoder:
         self.folder = folder
         self.packed = packed
         self._processor: Any = None
-        self._execution_device: torch.device | None = None  # set when the weights are offloaded
-        self._offload_dir: str | None = None
+        self._execution_device: torch.device | None = None  # set when the layers are streamed
+        self._streamers: list[Any] = []
         self.is_8bit = False
+        self.mode = "full"
 
     @classmethod
     def from_folder(
@@ -117,40 +134,41 @@ class GemmaTextEncoder:
         dtype: torch.dtype = torch.bfloat16,
         device: str | torch.device | None = None,
         max_length: int = DEFAULT_MAX_LENGTH,
-        offload: str = "none",
+        mode: str = "full",
         load_in_8bit: bool = False,
     ) -> GemmaTextEncoder:
         """Load tokenizer and model from a Gemma 3 folder, checking its files first.
 
-        `offload` (none | cpu | disk): keep the weights in host RAM or in a temporary folder and bring
-        each layer to `device` only for its forward - the 12B Gemma then fits beside little memory.
+        `mode` (see `ltx_core.text_encoders.gemma.modes`): full, fp8 (float8 layer weights), stream-ram or
+        stream-disk (one decoder layer on the device at a time, from host RAM or from the files).
         `load_in_8bit`: LLM.int8() Linear layers through bitsandbytes (CUDA only; see `eight_bit`)."""
-        if offload not in GEMMA_OFFLOAD_CHOICES:
-            raise ValueError(f"Gemma offload {offload!r} is not supported; accepted: {GEMMA_OFFLOAD_CHOICES}")
         from transformers import AutoTokenizer
 
+        from ltx_core.text_encoders.gemma.modes import check_text_encoder_mode, load_gemma_weights
+
+        check_text_encoder_mode(mode)
         device = resolve_device(device)
         if load_in_8bit:
             from ltx_core.text_encoders.gemma.eight_bit import require_gemma_8bit
 
             require_gemma_8bit(device, "load_in_8bit")
-            if offload != "none":
-                raise ValueError(f"an 8-bit Gemma is not offloaded (got offload {offload!r}); use one or the other")
+            if mode != "full":
+                raise ValueError(
+                    f"an 8-bit Gemma is loaded whole (got text encoder mode {mode!r}); use one or the other"
+                )
         folder = locate_gemma_folder(path)
         try:
             hf_tokenizer = AutoTokenizer.from_pretrained(folder.root, local_files_only=True)
         except (OSError, ValueError) as e:
             raise CheckpointError(f"cannot load the Gemma tokenizer from {str(folder.root)!r}: {e}") from e
         tokenizer = GemmaPromptTokenizer(hf_tokenizer, max_length=max_length)
-        logger.info("loading Gemma from %s (%s, %s%s)", folder.root, dtype, device, ", 8-bit" if load_in_8bit else "")
-        model = _load_model(folder, dtype, device if offload == "none" else torch.device("cpu"), load_in_8bit)
-        encoder = cls(model, tokenizer, folder)
-        encoder.is_8bit = load_in_8bit
-        if offload != "none":
-            encoder._offload_dir = _offload(model, offload, device)
-            encoder._execution_device = device
-            logger.info("Gemma weights offloaded to %s; layers run on %s", offload, device)
-        return encoder
+        logger.info("loading Gemma from %s (%s, %s, %s%s)", folder.root, dtype, device, mode, ", 8-bit" * load_in_8bit)
+        if mode == "full":
+            encoder = cls(_load_model(folder, dtype, device, load_in_8bit), tokenizer, folder)
+            encoder.is_8bit = load_in_8bit
+            return encoder
+        loaded = load_gemma_weights(_folder_weights(folder), mode, dtype=dtype, device=device)
+        return cls(loaded.model, tokenizer, folder)._with(loaded.streamers, mode, device)
 
     @classmethod
     def from_packed_file(
@@ -160,32 +178,64 @@ class GemmaTextEncoder:
         dtype: torch.dtype = torch.bfloat16,
         device: str | torch.device | None = None,
         max_length: int = DEFAULT_MAX_LENGTH,
-        offload: str = "none",
+        mode: str = "full",
         load_in_8bit: bool = False,
     ) -> GemmaTextEncoder:
         """Load tokenizer and model from a packed Gemma 4 file (config, tokenizer and weights in one
-        safetensors file), checking its header first. `offload` as in `from_folder`; the 8-bit form
+        safetensors file), checking its header first. `mode` as in `from_folder`; the 8-bit form
         is for Gemma 3 folders only."""
-        if offload not in GEMMA_OFFLOAD_CHOICES:
-            raise ValueError(f"Gemma offload {offload!r} is not supported; accepted: {GEMMA_OFFLOAD_CHOICES}")
+        from ltx_core.text_encoders.gemma.modes import check_text_encoder_mode, load_gemma_weights
+
+        check_text_encoder_mode(mode)
         if load_in_8bit:
             raise ValueError(f"8-bit loading is for Gemma 3 folders; {str(path)!r} is a packed text encoder file")
         device = resolve_device(device)
         packed = read_packed_gemma(path)
         tokenizer = GemmaPromptTokenizer(load_packed_tokenizer(packed), max_length=max_length)
-        model = load_packed_gemma_model(
-            packed, dtype=dtype, device=device if offload == "none" else torch.device("cpu")
-        )
-        encoder = cls(model, tokenizer, packed=packed)
-        if offload != "none":
-            encoder._offload_dir = _offload(model, offload, device)
-            encoder._execution_device = device
-        return encoder
+        if mode == "full":
+            return cls(load_packed_gemma_model(packed, dtype=dtype, device=device), tokenizer, packed=packed)
+        loaded = load_gemma_weights(packed_gemma_weights(packed), mode, dtype=dtype, device=device)
+        return cls(loaded.model, tokenizer, packed=packed)._with(loaded.streamers, mode, device)
+
+    @classmethod
+    def from_gguf(
+        cls,
+        path: str | Path,
+        *,
+        dtype: torch.dtype = torch.bfloat16,
+        device: str | torch.device | None = None,
+        max_length: int = DEFAULT_MAX_LENGTH,
+        mode: str = "full",
+        load_in_8bit: bool = False,
+    ) -> GemmaTextEncoder:
+        """Load a Gemma 3 text model from a GGUF file (llama.cpp's layout; see `gguf_gemma`): its quantized
+        Linears stay quantized and are dequantized per call. `mode`: full, stream-ram or stream-disk."""
+        from ltx_core.text_encoders.gemma.gguf_gemma import gguf_gemma_tokenizer, gguf_gemma_weights
+        from ltx_core.text_encoders.gemma.modes import check_text_encoder_mode, load_gemma_weights
+
+        check_text_encoder_mode(mode)
+        if load_in_8bit:
+            raise ValueError(f"8-bit loading is for Gemma 3 folders; {str(path)!r} is a GGUF file")
+        device = resolve_device(device)
+        weights = gguf_gemma_weights(path)
+        tokenizer = GemmaPromptTokenizer(gguf_gemma_tokenizer(path), max_length=max_length)
+        loaded = load_gemma_weights(weights, mode, dtype=dtype, device=device)
+        return cls(loaded.model, tokenizer)._with(loaded.streamers, mode, device)
+
+    def _with(self, streamers: list[Any], mode: str, device: torch.device) -> GemmaTextEncoder:
+        self._streamers = list(streamers)
+        self.mode = mode
+        if streamers:
+            self._execution_device = device
+        return self
 
     @classmethod
     def load(cls, path: str | Path, **options: Any) -> GemmaTextEncoder:
-        """A Gemma 3 folder (`from_folder`) or a packed Gemma 4 file (`from_packed_file`), by what `path` is."""
+        """A Gemma 3 folder (`from_folder`), a GGUF Gemma 3 (`from_gguf`) or a packed Gemma 4 file
+        (`from_packed_file`), by what `path` is."""
         if Path(path).expanduser().is_file():
+            if is_gguf(Path(path).expanduser()):
+                return cls.from_gguf(path, **options)
             return cls.from_packed_file(path, **options)
         return cls.from_folder(path, **options)
 
@@ -268,18 +318,14 @@ class GemmaTextEncoder:
         if self._model is None:
             return
         device = self.device
-        if self._execution_device is not None:
-            from accelerate.hooks import remove_hook_from_module
-
-            remove_hook_from_module(self._model, recurse=True)
+        for streamer in self._streamers:
+            streamer.close()
+        self._streamers = []
         if not self.is_8bit:
             # bitsandbytes' int8 parameters cannot be moved to the meta device; an 8-bit model is freed
             # when its last reference goes, below.
             self._model.to(torch.device("meta"))
         self._model = None
-        if self._offload_dir is not None:
-            shutil.rmtree(self._offload_dir, ignore_errors=True)
-            self._offload_dir = None
         self._processor = None
         gc.collect()
         if device.type == "cuda":
@@ -293,3 +339,20 @@ class GemmaTextEncoder:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def build_text_encoder(
+    path: str | Path,
+    mode: str = "full",
+    *,
+    dtype: torch.dtype = torch.bfloat16,
+    device: str | torch.device | None = None,
+    max_length: int | None = None,
+) -> GemmaTextEncoder:
+    """The text encoder at `path` (a Gemma 3 folder, a GGUF Gemma 3, or a packed Gemma 4 file) held as
+    `mode` says (one of `TEXT_ENCODER_MODES`). Release it (`.release()` or `with`) once prompts are encoded."""
+    from ltx_core.text_encoders.gemma.modes import check_text_encoder_mode
+
+    check_text_encoder_mode(mode)
+    options = {} if max_length is None else {"max_length": max_length}
+    return GemmaTextEncoder.load(path, mode=mode, dtype=dtype, device=device, **options)
