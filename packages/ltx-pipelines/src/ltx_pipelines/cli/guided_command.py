@@ -11,6 +11,7 @@ from ltx_pipelines.cli.flag_group import FlagGroup
 from ltx_pipelines.cli.guidance_flags import GuidanceFlags, MaxBatchSizeFlags
 from ltx_pipelines.cli.lazy import resolve
 from ltx_pipelines.cli.model_flags import ModelFlags
+from ltx_pipelines.cli.step_cache_flags import StepCacheFlags
 from ltx_pipelines.cli.tiling_flags import TilingFlags
 from ltx_pipelines.cli.video_flags import VideoFlags
 from ltx_pipelines.engine.defaults import PipelineDefaults
@@ -56,6 +57,7 @@ def guided_command(
             TilingFlags(),
             guidance or GuidanceFlags(),
             MaxBatchSizeFlags(),
+            StepCacheFlags(),
             *groups,
         ),
         build=build,

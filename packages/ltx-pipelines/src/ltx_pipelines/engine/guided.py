@@ -148,8 +148,15 @@ def checked_stage_sigmas(
     return given
 
 
-def stage_guided_denoiser(transformer: nn.Module, inputs: GuidedInputs, max_batch_size: int | None) -> GuidedDenoiser:
-    """The guided denoiser of a stage over `transformer` (an x0 model is made of it)."""
+def stage_guided_denoiser(
+    transformer: nn.Module, inputs: GuidedInputs, max_batch_size: int | None, step_cache: float | None = None
+) -> GuidedDenoiser:
+    """The guided denoiser of a stage over `transformer` (an x0 model is made of it); `step_cache`: reuse the
+    deep blocks' residual below that first-block change (`ltx_core.components.step_cache`; None: off)."""
+    if step_cache is not None:
+        from ltx_core.components.step_cache import StepCachedTransformer
+
+        transformer = StepCachedTransformer(transformer, step_cache)
     return guided_denoiser(
         X0Model(transformer),
         inputs.positive,

@@ -92,6 +92,10 @@ class PipelineOptions(TypedDict, total=False):
     built_transformer: nn.Module | None
     """A transformer already in memory (e.g. the trainer's, with its current LoRA) that every stage runs
     instead of building one from the checkpoint: used as it is, never freed, no LoRA fused into it."""
+    step_cache: float | None
+    """The guided stages reuse the deep transformer blocks' residual on steps whose first block changed by less
+    than this (First-Block-Cache, `ltx_core.components.step_cache`); None (default): off. Not used by the
+    distilled stages."""
     parallel: MultiDevice | None
     """Run over the ranks of the default process group (sequence-parallel stages, prompts encoded per rank,
     tile-parallel decode); None: this process only."""
@@ -122,6 +126,7 @@ class Pipeline:
         model_builder: ModelBuilder | None = None,
         built_transformer: nn.Module | None = None,
         parallel: MultiDevice | None = None,
+        step_cache: float | None = None,
     ) -> None:
         """The options are those of `PipelineOptions` but the text encoder's (`PromptPipeline` adds those)."""
         from ltx_core.devices import resolve_device
@@ -140,6 +145,9 @@ class Pipeline:
             runtime.validate(self.placement.device)
         self.progress = progress
         self.parallel = parallel
+        if step_cache is not None and not step_cache > 0:
+            raise ValueError(f"step_cache {step_cache} is not accepted: a threshold > 0, or None for no cache")
+        self.step_cache = step_cache
 
     def output_shape(self, height: int, width: int, num_frames: int, frame_rate: float) -> VideoPixelShape:
         shape = VideoPixelShape(1, num_frames, height, width, frame_rate)

@@ -152,7 +152,7 @@ def guided_two_stages(
     `generated_keyframes`: stage-1 keyframe slots (see `run_two_stages`)."""
     result = run_two_stages(
         pipeline, spatial_upsampler, shape, noise, stage_1=stage_1, stage_2=stage_2,
-        stage_1_denoiser=lambda transformer: stage_guided_denoiser(transformer, inputs, max_batch_size),
+        stage_1_denoiser=lambda model: stage_guided_denoiser(model, inputs, max_batch_size, pipeline.step_cache),
         refine_contexts=inputs.positive, images=images, images_as_keyframes=images_as_keyframes,
         generated_keyframes=generated_keyframes,
     )  # fmt: skip

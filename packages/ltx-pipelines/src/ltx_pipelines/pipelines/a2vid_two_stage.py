@@ -124,6 +124,10 @@ class A2VidPipelineTwoStage(PromptPipeline):
     def stage_1_denoiser(self, transformer: nn.Module, inputs: GuidedInputs) -> GuidedDenoiser:
         """Stage 1's video guidance over `transformer`. The reference's audio guider has no negative context:
         the negative pass keeps the positive audio context (the video attends to the audio stream under it)."""
+        if self.step_cache is not None:
+            from ltx_core.components.step_cache import StepCachedTransformer
+
+            transformer = StepCachedTransformer(transformer, self.step_cache)
         return GuidedDenoiser(
             X0Model(transformer),
             inputs.positive.video,

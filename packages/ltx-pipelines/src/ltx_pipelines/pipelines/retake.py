@@ -228,7 +228,7 @@ class RetakePipeline(PromptPipeline):
             if self.distilled:
                 denoiser = SimpleDenoiser(X0Model(transformer), inputs.positive.video, inputs.positive.audio)
             else:
-                denoiser = stage_guided_denoiser(transformer, inputs, self.max_batch_size)
+                denoiser = stage_guided_denoiser(transformer, inputs, self.max_batch_size, self.step_cache)
             result = run_denoising_stage(
                 denoiser, source.shape, sigmas, noise, "stage_1", self.placement.device, self.placement.dtype,
                 conditionings=video_items, audio_conditionings=audio_items, initial_video=video_latent,

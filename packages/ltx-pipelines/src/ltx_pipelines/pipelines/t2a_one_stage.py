@@ -128,7 +128,7 @@ class T2AOneStagePipeline(PromptPipeline):
         sigmas = stage_sigmas_or(given, "stage_1", lambda: LTX2Scheduler().sigmas(settings.num_inference_steps))
         # No video stream: the cross-modal (isolation) pass does not exist, whatever modality_scale says.
         with self.transformer(self.loras) as transformer:
-            denoiser = stage_guided_denoiser(transformer, inputs, self.max_batch_size)
+            denoiser = stage_guided_denoiser(transformer, inputs, self.max_batch_size, self.step_cache)
             result = run_denoising_stage(
                 denoiser, shape, sigmas, noise, "stage_1", self.placement.device, self.placement.dtype,
                 with_video=False, progress=self.progress,

@@ -93,7 +93,7 @@ class TI2VidOneStagePipeline(PromptPipeline):
 
     def guided_stage_denoiser(self, transformer: nn.Module, inputs: GuidedInputs) -> GuidedDenoiser:
         """The stage's guided denoiser over `transformer`."""
-        return stage_guided_denoiser(transformer, inputs, self.max_batch_size)
+        return stage_guided_denoiser(transformer, inputs, self.max_batch_size, self.step_cache)
 
     def generate(
         self,
