@@ -303,25 +303,6 @@ def test_tune_command_refuses_a_missing_config(tmp_path):
         tune_main.main([str(tmp_path / "nope.json")])
 
 
-def test_training_sdpa_is_timed_forward_and_backward_under_its_own_key():
-    ran = []
-
-    def timer(path: str, run) -> float:
-        ran.append(path)
-        run()  # tiny tensors: runs the candidate's forward and backward once, untimed
-        return {"flash": 1.0, "math": 0.1}[path]
-
-    choices = KernelChoices(MACHINE_A, None, timer=timer, min_work=0)
-    fn = attention_backends.attention_function(None, choices)
-    q, k, v = (x.requires_grad_() for x in _tiny_attention_inputs())
-    fn(q, k, v, 2, None).sum().backward()
-    assert q.grad is not None and sorted(ran) == ["flash", "math"]
-    assert [key for key in choices.decisions] == ["sdpa/float32/h2.d8.q4.k4.plain.train"]
-    with torch.no_grad():
-        fn(q, k, v, 2, None)  # inference: another key, timed apart
-    assert len(choices.decisions) == 2
-
-
 @pytest.mark.parametrize("fastest", ["native", "float32"])
 def test_matmul_path_is_the_one_timed_faster(fastest):
     from ltx_core.tune.matmul import matmul_path
@@ -330,3 +311,29 @@ def test_matmul_path_is_the_one_timed_faster(fastest):
     choices = KernelChoices(MACHINE_A, None, timer=timer, min_work=0)
     assert matmul_path(choices, 16, 32, 8, torch.bfloat16) == fastest
     assert list(choices.decisions) == ["matmul/bfloat16/16x32.t8"]
+
+
+def test_a_checkpointed_training_step_is_not_timed_inside_its_graph():
+    """Timing SDPA inside a gradient-checkpointed block's forward recorded the candidates' work in the step's
+    graph; the recompute, finding the decision made, saved other tensors and autograd refused the backward
+    (or the process crashed). Training takes the default (or a decision made earlier), untimed."""
+    from torch.utils.checkpoint import checkpoint
+
+    from ltx_core.model.transformer.attention_backends import sdpa_attention
+
+    timed: list[str] = []
+
+    def timer(path, run):
+        timed.append(path)
+        run()
+        return 1.0 if path == "math" else 2.0
+
+    choices = KernelChoices(MACHINE_A, None, timer=timer, min_work=0)
+    q, k, v = (torch.randn(1, 16, 32, generator=torch.Generator().manual_seed(i), requires_grad=True) for i in range(3))
+    loss = checkpoint(lambda a, b, c: sdpa_attention(a, b, c, 2, choices=choices).square().sum(), q, k, v,
+                      use_reentrant=False)  # fmt: skip
+    loss.backward()
+    assert timed == [] and q.grad is not None
+    with torch.no_grad():  # inference of the same shapes is timed, and training then uses that decision
+        sdpa_attention(q, k, v, 2, choices=choices)
+    assert sorted(timed) == ["flash", "math"]

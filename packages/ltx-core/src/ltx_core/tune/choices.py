@@ -192,9 +192,11 @@ class KernelChoices:
         *,
         default: str,
         work: float = math.inf,
+        timeable: bool = True,
     ) -> str:
         """The path for `key` among `candidates` (name -> a call that runs it once at a representative
-        size), timing them the first time a key of at least `min_work` multiply-adds is met."""
+        size), timing them the first time a key of at least `min_work` multiply-adds is met. `timeable` False:
+        a decision already made is used, else the default (nothing is timed or recorded)."""
         if key.kind not in KERNEL_PATHS:
             raise ValueError(f"op kind {key.kind!r} is not tuned; known: {', '.join(KERNEL_PATHS)}")
         forced = self.forced.get(key.kind)
@@ -207,6 +209,8 @@ class KernelChoices:
             return self._taken(key, known.path, "cached")
         if work < self.min_work or math.isinf(self.min_work):
             return self._taken(key, default, "default, below the tuning size")
+        if not timeable:
+            return self._taken(key, default, "default, not timed here")
         seconds: dict[str, float] = {}
         for name, run in candidates.items():
             try:

@@ -220,7 +220,11 @@ def cpu_sdpa_path(
 
     candidates = {path: functools.partial(run, path) for path in _CPU_SDPA_KERNELS}
     work = 2.0 * b * heads * t * s * dim * (3 if training else 1)
-    return choices.choose(key, candidates, default="flash", work=work)
+    # A training call is inside the step's autograd graph (a gradient-checkpointed block above all): timing
+    # there would record the candidates' own work in it, and the recompute, which finds the decision made,
+    # would save other tensors than the forward did - autograd refuses the step (or crashes). Training
+    # takes a decision made earlier (`python -m ltx_core.tune`), else the default.
+    return choices.choose(key, candidates, default="flash", work=work, timeable=not training)
 
 
 def sdpa_attention(
