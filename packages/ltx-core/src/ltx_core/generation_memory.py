@@ -570,6 +570,7 @@ def sizes_of_files(
     if text is not None and gemma_8bit:
         text = replace(text, weight_format="8bit")
     upsampler_config = None
-    if upsampler is not None:
+    # A diffusers folder's latent_upsampler/ keeps its config in config.json: counted at the default sizes.
+    if upsampler is not None and not Path(upsampler).is_dir():
         upsampler_config = read_safetensors_header(upsampler).metadata.get("config") or {}
     return generation_sizes(checkpoint_config, text, upsampler_config)

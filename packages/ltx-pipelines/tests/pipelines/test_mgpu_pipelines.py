@@ -124,19 +124,28 @@ def test_world_size_that_cannot_split_the_heads_is_refused_before_any_rank_start
 
 
 def test_a_rank_failure_exits_non_zero_with_its_error(demo_cache_home, tiny_models, monkeypatch, tmp_path, capsys):
-    """A Gemma file cut short passes the checks (its header is whole) and fails when rank 0 loads it, while
-    rank 1 waits for the prompt contexts: the controller ends both and reports rank 0's error, exit 1."""
+    """A Gemma tokenizer that does not parse passes the checks (they read the weights' headers) and fails when
+    rank 0 loads it, while rank 1 waits for the prompt contexts: the controller ends both and reports rank 0's
+    error, exit 1. (A weights file cut short is refused before any rank starts: the memory estimate reads its
+    header, exit 2.)"""
     monkeypatch.setenv("XDG_CACHE_HOME", str(demo_cache_home))
     gemma = tmp_path / "gemma"
     shutil.copytree(tiny_models.gemma_root, gemma)
-    weights = gemma / "model.safetensors"
-    with weights.open("r+b") as f:
-        f.truncate(weights.stat().st_size - 1000)
+    (gemma / "tokenizer.json").write_text("{ not a tokenizer")
     argv = [*MGPU, *_argv(tmp_path / "out.mp4"), "--gemma-root", str(gemma)]
     assert distilled_mgpu.main(argv) == 1
     err = capsys.readouterr().err
-    assert "rank 0" in err and "SafetensorError" in err
+    assert "rank 0" in err
     assert not (tmp_path / "out.mp4").exists()
+
+    weights = gemma / "model.safetensors"
+    shutil.copy(tiny_models.gemma_root / "model.safetensors", weights)
+    with weights.open("r+b") as f:
+        f.truncate(weights.stat().st_size - 1000)
+    (gemma / "tokenizer.json").write_bytes((tiny_models.gemma_root / "tokenizer.json").read_bytes())
+    with pytest.raises(SystemExit) as refused:
+        distilled_mgpu.main(argv)
+    assert refused.value.code == 2 and "is truncated" in capsys.readouterr().err
 
 
 @pytest.mark.slow

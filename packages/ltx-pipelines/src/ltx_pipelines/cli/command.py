@@ -409,7 +409,7 @@ def memory_inputs(run: Run) -> tuple[GenerationSizes, GenerationWorkload] | None
     """What the memory estimate takes of a run: its models' sizes (from the files' headers and configs) and its
     workload; None where the run has no transformer config or video settings to estimate from."""
     from ltx_core.generation_memory import GenerationWorkload, sizes_of_files, video_workload
-    from ltx_core.loader import Component, ModelFiles
+    from ltx_core.loader import CheckpointError, Component, ModelFiles
 
     video: VideoChoice | None = run.values.get(VideoFlags)
     runtime = run.runtime
@@ -420,7 +420,10 @@ def memory_inputs(run: Run) -> tuple[GenerationSizes, GenerationWorkload] | None
     checkpoint = run.models.checkpoint
     if gemma is None and isinstance(checkpoint, ModelFiles) and checkpoint.has(Component.TEXT_ENCODER):
         gemma = checkpoint.source(Component.TEXT_ENCODER).path
-    sizes = sizes_of_files(config, gemma, run.models.spatial_upsampler, gemma_8bit=runtime.gemma_8bit)
+    try:
+        sizes = sizes_of_files(config, gemma, run.models.spatial_upsampler, gemma_8bit=runtime.gemma_8bit)
+    except CheckpointError as e:  # e.g. a Gemma file cut short: found here, before any model loads
+        raise FlagError(str(e)) from None
     batch: int | None = run.values.get(MaxBatchSizeFlags)
     shape = video_workload(
         video.height, video.width, video.num_frames, video.frame_rate, tiling=run.tiling, batch=batch or 1,
