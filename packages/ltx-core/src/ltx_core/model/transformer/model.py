@@ -82,6 +82,11 @@ def _check_modality(name: str, m: Modality, stream: StreamConfig, context_width:
         raise ValueError(f"{name} keyframes_mask must be (B={b}, T={t}, 1), got {tuple(m.keyframes_mask.shape)}")
 
 
+def _plain_layer_norm(dim: int, eps: float) -> nn.LayerNorm:
+    """The output norm: no learned scale or bias (the stream's scale/shift table modulates it instead)."""
+    return nn.LayerNorm(dim, eps=eps, elementwise_affine=False)
+
+
 class LTXModel(nn.Module):
     """The DiT. Build it with `configure_transformer` / the component specs; `config.variant` says
     which streams exist (the absent stream's weights are never created). On the CPU it owns
@@ -107,7 +112,7 @@ class LTXModel(nn.Module):
             if config.caption_channels is not None:
                 self.caption_projection = CaptionProjection(config.caption_channels, video.dim)
             self.scale_shift_table = nn.Parameter(torch.zeros(2, video.dim))
-            self.norm_out = nn.LayerNorm(video.dim, elementwise_affine=False, eps=config.norm_eps)
+            self.norm_out = _plain_layer_norm(video.dim, config.norm_eps)
             self.proj_out = nn.Linear(video.dim, video.out_channels)
         if audio is not None:
             self.audio_patchify_proj = nn.Linear(audio.in_channels, audio.dim)
@@ -117,14 +122,14 @@ class LTXModel(nn.Module):
             if config.caption_channels is not None:
                 self.audio_caption_projection = CaptionProjection(config.caption_channels, audio.dim)
             self.audio_scale_shift_table = nn.Parameter(torch.zeros(2, audio.dim))
-            self.audio_norm_out = nn.LayerNorm(audio.dim, elementwise_affine=False, eps=config.norm_eps)
+            self.audio_norm_out = _plain_layer_norm(audio.dim, config.norm_eps)
             self.audio_proj_out = nn.Linear(audio.dim, audio.out_channels)
         if video is not None and audio is not None:
             self.av_ca_video_scale_shift_adaln_single = AdaLNSingle(video.dim, _AV_SCALE_SHIFT_ROWS)
             self.av_ca_audio_scale_shift_adaln_single = AdaLNSingle(audio.dim, _AV_SCALE_SHIFT_ROWS)
             self.av_ca_a2v_gate_adaln_single = AdaLNSingle(video.dim, 1)
             self.av_ca_v2a_gate_adaln_single = AdaLNSingle(audio.dim, 1)
-        self.transformer_blocks = nn.ModuleList(AVTransformerBlock(config) for _ in range(config.num_layers))
+        self.transformer_blocks = nn.ModuleList([AVTransformerBlock(config) for _layer in range(config.num_layers)])
         self.gradient_checkpointing = False
         # How a checkpointed block runs: None = torch's non-reentrant checkpoint; the trainer's activation
         # offload sets a wrapper with the same call (block, video state, audio state, perturbations, index).
@@ -295,7 +300,7 @@ class LTXModel(nn.Module):
                 if self.block_checkpoint is not None:
                     vs, aus = self.block_checkpoint(block, vs, aus, perturbations, index)
                 else:
-                    vs, aus = checkpoint(block, vs, aus, perturbations, index, use_reentrant=False)
+                    vs, aus = checkpoint(block, vs, aus, perturbations, index, use_reentrant=False)  # torch's own
             else:
                 vs, aus = block(vs, aus, perturbations, index)
         return vs, aus
