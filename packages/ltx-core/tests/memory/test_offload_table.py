@@ -57,6 +57,11 @@ def test_sizes_are_the_released_key_lists(golden_dir):
     assert sizes.text_embeddings == numel["text_embeddings"]
     assert sizes.video_encoder == numel["vae_encoder"]
     assert sizes.vocoder == numel["vocoder"]
-    # The decoders add the latent statistics (buffers the key list files under the encoders): 2 x 128 values.
-    assert sizes.video_decoder - numel["vae_decoder"] == 256
-    assert sizes.audio_decoder - numel["audio_vae_decoder"] == 256
+    # The decoders add the latent statistics (buffers the key list files under the encoders): mean and std
+    # per latent channel, as the key list gives them.
+    def statistics(prefix: str) -> int:
+        keys = (f"{prefix}.per_channel_statistics.mean-of-means", f"{prefix}.per_channel_statistics.std-of-means")
+        return sum(int(torch.Size(released["keys"][key][0]).numel()) for key in keys)
+
+    assert sizes.video_decoder - numel["vae_decoder"] == statistics("vae")
+    assert sizes.audio_decoder - numel["audio_vae_decoder"] == statistics("audio_vae")
