@@ -22,9 +22,7 @@ import torch
 from ltx_core.conditioning import ConditioningItem, VideoGeneratedKeyframeSlots
 from ltx_core.loader import CheckpointError, read_checkpoint_config
 from ltx_core.loader.model_files import ModelSource
-
-GeneratedKeyframes = int | Sequence[int]
-"""A stage-1 keyframe request: a count of evenly spaced interior frames, or explicit pixel-frame indices."""
+from ltx_pipelines.engine.requests import GeneratedKeyframes
 
 STAGE_1_KEYFRAMES = "stage_1.video_generated_keyframes"
 """The name the stage-1 slots' latent (B, C, K, h, w) is kept under in `FinalLatents.stage_latents`."""
