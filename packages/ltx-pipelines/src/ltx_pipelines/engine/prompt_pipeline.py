@@ -48,6 +48,7 @@ from ltx_pipelines.engine.generation import Generation
 from ltx_pipelines.engine.model_loading import ModelBuilder, Placement, loaded, release
 from ltx_pipelines.engine.noise_sources import NoiseSource
 from ltx_pipelines.engine.prompts import encode_prompt, text_encoder_of
+from ltx_pipelines.engine.requests import VideoRequest
 from ltx_pipelines.engine.stage_blocks import ImageCondition
 from ltx_pipelines.engine.stage_steps import finished_latents
 
@@ -109,6 +110,8 @@ class Pipeline:
 
     spatial_multiple: ClassVar[int] = ONE_STAGE_SPATIAL_MULTIPLE
     """Output height and width must be multiples of this (64 when stage 1 runs at half size)."""
+    predicts_duration: ClassVar[bool] = False
+    """Whether a call may leave the length to the duration head (LTX-2.5 files that have one)."""
     transformer_spec: ClassVar[ComponentSpec] = AV_TRANSFORMER
     """What the stages build from the checkpoint (the audio-only pipeline reads only audio weights)."""
 
@@ -347,15 +350,40 @@ class PromptPipeline(Pipeline, ABC):
                 out[name] = filled[name]
         return out
 
+    def filled_video(self, video: VideoRequest) -> VideoRequest:
+        """`video` with what it leaves unset taken as the command line takes it (`requests.fill_video`): the
+        defaults of the checkpoint's model version (two-stage pipelines: twice the stage-1 size), and on model
+        files with a duration head a length left unset is the head's pick (for a pipeline that predicts one)."""
+        from ltx_pipelines.engine.defaults import TWO_STAGE_SPATIAL_MULTIPLE, defaults_for_checkpoint
+        from ltx_pipelines.engine.duration import has_duration_head
+        from ltx_pipelines.engine.requests import fill_video
+
+        predicts = self.predicts_duration and video.num_frames is None and has_duration_head(self.checkpoint_path)
+        return fill_video(
+            video,
+            defaults_for_checkpoint(self.checkpoint_path),
+            two_stage=self.spatial_multiple == TWO_STAGE_SPATIAL_MULTIPLE,
+            predicts_duration=predicts,
+        )
+
     def call_parameters(self, args: Sequence[Any], kwargs: Mapping[str, Any], final: FinalLatents) -> dict[str, Any]:
         """Every argument of a `generate` call (defaults included) and the options the pipeline was built with,
         as the sidecar records them."""
         bound = inspect.signature(self.generate).bind(*args, **kwargs)
         bound.apply_defaults()
+        from ltx_pipelines.engine.requests import GuidanceRequest, VideoRequest
+
+        arguments: dict[str, Any] = {}
+        for name, value in bound.arguments.items():
+            # A request value is recorded field by field, under the names the command line's sidecar uses.
+            if isinstance(value, (VideoRequest, GuidanceRequest)):
+                arguments.update(value.parameters())
+            else:
+                arguments[name] = value
         # A tensor argument (a waveform, a mask) is recorded by its shape, not its values.
         parameters: dict[str, Any] = {
             name: f"tensor{tuple(value.shape)} {value.dtype}" if isinstance(value, torch.Tensor) else value
-            for name, value in bound.arguments.items()
+            for name, value in arguments.items()
         }
         if parameters.get("num_frames") is None and "num_frames" in parameters:
             parameters["num_frames"] = final.shape.frames  # the length the duration head picked
