@@ -282,6 +282,39 @@ class GuidedDenoiser:
             return torch.ones(like.shape[:2], dtype=torch.int64, device=like.device)
         return chosen
 
+    def _model_input(
+        self, name: str, state: LatentState, passes: list[_Pass], sigma: float | torch.Tensor, enabled: bool
+    ) -> Any:
+        """One modality's model input: its state tiled once per pass, each copy with that pass's context."""
+        n = len(passes)
+        contexts = [self._context(name, p.negative) for p in passes]
+        masks = [self._mask(p.negative, c) for p, c in zip(passes, contexts)]
+        mask = None if masks[0] is None else torch.cat([m.expand(c.shape[0], -1) for m, c in zip(masks, contexts)])
+        return modality_from_state(
+            _tile_state(state, n),
+            torch.cat(contexts),
+            _sigma_for(state, sigma, n),
+            mask,
+            enabled=enabled,
+            modality_type=self.modality_type,
+        )
+
+    def _guided(
+        self, name: str, out: torch.Tensor | None, passes: list[_Pass], params: MultiModalGuiderParams
+    ) -> torch.Tensor:
+        """One modality's guided x0 from its stacked per-pass predictions."""
+        if out is None:
+            raise ValueError(f"the model returned no {name} prediction for a {name} state")
+        chunks = dict(zip((p.name for p in passes), out.chunk(len(passes))))
+        cond = chunks["cond"]
+        return MultiModalGuider(params).calculate(
+            cond,
+            chunks.get("uncond", 0.0),
+            chunks.get("perturbed", 0.0),
+            # A lone modality has no cross-modal attention: its isolated prediction is cond itself.
+            chunks.get("isolated", cond),
+        )
+
     def __call__(
         self,
         video: LatentState | None,
@@ -302,20 +335,9 @@ class GuidedDenoiser:
                 raise ValueError(f"{name} cfg_scale {p.cfg_scale} != 1 needs a negative {name} text context")
 
         passes = self._passes(params)
-        n = len(passes)
         inputs: dict[str, Any] = {"video": None, "audio": None}
         for name, state in states.items():
-            contexts = [self._context(name, p.negative) for p in passes]
-            masks = [self._mask(p.negative, c) for p, c in zip(passes, contexts)]
-            mask = None if masks[0] is None else torch.cat([m.expand(c.shape[0], -1) for m, c in zip(masks, contexts)])
-            inputs[name] = modality_from_state(
-                _tile_state(state, n),
-                torch.cat(contexts),
-                _sigma_for(state, sigma, n),
-                mask,
-                enabled=not skipping[name],
-                modality_type=self.modality_type,
-            )
+            inputs[name] = self._model_input(name, state, passes, sigma, enabled=not skipping[name])
         batch = next(iter(states.values())).batch_size
         perturbations = BatchedPerturbationConfig(tuple(p.perturbation for p in passes for _ in range(batch)))
         outputs = dict(
@@ -327,20 +349,8 @@ class GuidedDenoiser:
 
         results: dict[str, torch.Tensor | None] = {"video": None, "audio": None}
         for name in states:
-            if skipping[name]:
+            if skipping[name]:  # a skipped step reuses the modality's last guided x0
                 results[name] = self.last[name]
                 continue
-            out = outputs[name]
-            if out is None:
-                raise ValueError(f"the model returned no {name} prediction for a {name} state")
-            chunks = dict(zip((p.name for p in passes), out.chunk(n)))
-            cond = chunks["cond"]
-            results[name] = MultiModalGuider(params[name]).calculate(
-                cond,
-                chunks.get("uncond", 0.0),
-                chunks.get("perturbed", 0.0),
-                # A lone modality has no cross-modal attention: its isolated prediction is cond itself.
-                chunks.get("isolated", cond),
-            )
-            self.last[name] = results[name]
+            results[name] = self.last[name] = self._guided(name, outputs[name], passes, params[name])
         return results["video"], results["audio"]
