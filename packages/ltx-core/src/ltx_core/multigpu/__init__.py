@@ -3,6 +3,7 @@
 from ltx_core.multigpu.comm import broadcast_tensor, padded_length, world_rank
 from ltx_core.multigpu.guidance_parallel import (
     GuidanceParallelDenoiser,
+    GuidanceParallelTransformer,
     PassGroups,
     make_pass_groups,
     pass_group_count,
@@ -18,6 +19,7 @@ from ltx_core.multigpu.tiled_data_parallel import TiledDataParallelTransformer
 
 __all__ = [
     "GuidanceParallelDenoiser",
+    "GuidanceParallelTransformer",
     "PassGroups",
     "SequenceParallelTransformer",
     "StreamShard",

@@ -18,6 +18,7 @@ bit for bit at equal CPU thread counts; groups larger than one add the sequence-
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,9 +27,13 @@ import torch.distributed as dist
 from torch import nn
 
 from ltx_core.components.denoisers import GuidedDenoiser, call_in_chunks
+from ltx_core.guidance.perturbations import BatchedPerturbationConfig
 from ltx_core.multigpu.comm import world_rank
 from ltx_core.multigpu.sequence_parallel import SequenceParallelTransformer
+from ltx_core.multigpu.wrapped_transformer import WrappedTransformer
 from ltx_core.types import LatentState
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -135,3 +140,24 @@ class GuidanceParallelDenoiser(GuidedDenoiser):
                 shared.append(buffer)
             outputs[name] = torch.cat(shared)
         return outputs
+
+
+class GuidanceParallelTransformer(WrappedTransformer):
+    """A stage transformer whose guided stages spread their passes over the ranks (the pipelines build a
+    `GuidanceParallelDenoiser` over `model` when they see it). Called directly (a stage without guidance)
+    it runs sequence parallel over all ranks, or, when the ranks do not divide the attention heads, the
+    whole call on every rank (the same result, no speed-up)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__(model)
+        world, _ = world_rank()
+        try:
+            self.whole: nn.Module = SequenceParallelTransformer(model) if world > 1 else model
+        except ValueError:
+            logger.info("the %d ranks do not divide the attention heads: unguided stages run whole on each rank", world)
+            self.whole = model
+
+    def forward(
+        self, video: Any, audio: Any, perturbations: BatchedPerturbationConfig | None = None
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        return self.whole(video, audio, perturbations)
