@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
 
 from ltx_core.components.denoisers import GuidedDenoiser
 from ltx_core.components.sampling import euler_denoising_loop
@@ -114,11 +115,13 @@ def guidance_parallel_sampling_job(
 ) -> None:
     """Sample `sampling` (see `sample`) with the passes spread over the ranks: as many
     pass groups as `pass_group_count(world, passes)` gives. Every rank saves its final (video, audio) latents
-    and pass-group layout to `out_path` + f".{rank}"."""
+    and pass-group layout (count, size, its group's process-group size) to `out_path` + f".{rank}"."""
     groups = make_pass_groups(pass_group_count(world, passes))
     with torch.inference_mode():
         video, audio = sample(model.eval(), sampling, groups)
-    _save({"video": video, "audio": audio, "groups": (groups.count, groups.size)}, f"{out_path}.{rank}")
+    # The size of the process group this rank's passes ran sequence parallel over (1: the rank alone).
+    group_world = 1 if groups.group is None else dist.get_world_size(groups.group)
+    _save({"video": video, "audio": audio, "groups": (groups.count, groups.size, group_world)}, f"{out_path}.{rank}")
 
 
 def sample(model, sampling: dict, groups: PassGroups | None) -> tuple[torch.Tensor, torch.Tensor]:

@@ -69,7 +69,7 @@ def test_passes_on_separate_ranks_equal_one_process_bit_for_bit(tmp_path):
     exactly the single-process latents."""
     ranks, want_video, want_audio = _run(2, ALL_PASSES, tmp_path)
     for rank, got in enumerate(ranks):
-        assert got["groups"] == (2, 1), f"rank {rank}: {got['groups']}"
+        assert got["groups"] == (2, 1, 1), f"rank {rank}: {got['groups']}"
         assert torch.equal(got["video"], want_video), f"rank {rank} video differs"
         assert torch.equal(got["audio"], want_audio), f"rank {rank} audio differs"
 
@@ -80,7 +80,7 @@ def test_pass_groups_run_sequence_parallel_when_ranks_outnumber_passes(tmp_path)
     group; every rank ends on the single-process latents (to the sequence-parallel rounding)."""
     ranks, want_video, want_audio = _run(4, CFG_STG, tmp_path)
     for rank, got in enumerate(ranks):
-        assert got["groups"] == (2, 2), f"rank {rank}: {got['groups']}"
+        assert got["groups"] == (2, 2, 2), f"rank {rank}: {got['groups']}"
         torch.testing.assert_close(got["video"], want_video, rtol=0, atol=1e-5)
         torch.testing.assert_close(got["audio"], want_audio, rtol=0, atol=1e-5)
         assert torch.equal(got["video"], ranks[0]["video"]) and torch.equal(got["audio"], ranks[0]["audio"])

@@ -54,10 +54,12 @@ def test_guidance_parallel_run_checks_before_any_rank_starts(
 
 
 @pytest.mark.slow
-def test_guided_two_stage_with_guidance_parallel_matches_single_process_latents(ltx25_demo_home, monkeypatch, tmp_path):
-    """The LTX-2.5 demo's guided two-stage run over 2 ranks with `--guidance-parallel`: stage 1's passes on one
-    rank or the other, stage 2 sequence parallel; the final latents are the single process's, and the sidecar
-    records the mode."""
+def test_guided_two_stage_with_guidance_parallel_matches_single_process_latents(
+    ltx25_demo_home, monkeypatch, tmp_path, capfd
+):
+    """The LTX-2.5 demo's guided two-stage run over 2 ranks with `--guidance-parallel`: stage 1's 4 passes two on
+    each rank (the ranks log their pass groups), stage 2 sequence parallel; the final latents are the single
+    process's, and the sidecar records the mode."""
     import ltx_pipelines.ti2vid_two_stages as two_stages
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(ltx25_demo_home))
@@ -65,7 +67,10 @@ def test_guided_two_stage_with_guidance_parallel_matches_single_process_latents(
     extra = (*LTX25, "--num-inference-steps", "2")
     assert two_stages.main(_argv(single, *extra)) == 0
     argv = [*MGPU, *_argv(parallel, *extra), "--stage-2-parallel", "sequence", "--guidance-parallel"]
-    assert two_stages_mgpu.main(argv) == 0
+    capfd.readouterr()
+    assert two_stages_mgpu.main([*argv, "--log-level", "INFO"]) == 0
+    logged = capfd.readouterr().err
+    assert logged.count("guidance parallel: 4 passes per step over 2 group(s) of 1 rank(s)") == 2, logged[-2000:]
     want = load_file(str(single.with_suffix(".latents.safetensors")))
     got = load_file(str(parallel.with_suffix(".latents.safetensors")))
     for name in ("video_latent", "audio_latent"):
