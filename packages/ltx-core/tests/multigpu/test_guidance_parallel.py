@@ -64,6 +64,7 @@ def _run(
     return ranks, want_video, want_audio
 
 
+@pytest.mark.slow
 def test_passes_on_separate_ranks_equal_one_process_bit_for_bit(tmp_path):
     """4 passes (the audio guidance skipping every other step) over 2 ranks, 2 passes each: every rank ends on
     exactly the single-process latents."""
