@@ -14,6 +14,26 @@ import ltx_pipelines.ti2vid_two_stages_mgpu as two_stages_mgpu
 from .test_mgpu_pipelines import LTX25, MGPU, _argv
 
 
+def test_multi_device_hands_guided_stages_the_guidance_parallel_transformer():
+    """One process: the wrapper the guided stage recognises, whose direct call (an unguided stage) is the model's."""
+    import torch
+
+    from ltx_core.multigpu import GuidanceParallelTransformer, SequenceParallelTransformer
+    from ltx_pipelines.engine.multigpu import MultiDevice
+
+    class Doubling(torch.nn.Module):  # the transformer's call signature
+        def forward(self, video, audio, perturbations=None):
+            return video * 2, None if perturbations is None else audio
+
+    model = Doubling()
+    wrapped = MultiDevice(guidance_parallel=True).stage_transformer(model)
+    assert isinstance(wrapped, GuidanceParallelTransformer) and wrapped.model is model
+    assert isinstance(MultiDevice().stage_transformer(model), SequenceParallelTransformer)
+    video, audio = torch.arange(3.0), torch.ones(2)
+    got = wrapped(video, audio, "perturbed")
+    assert torch.equal(got[0], video * 2) and got[1] is audio
+
+
 def _refused(main, argv: list[str], capsys) -> str:
     with pytest.raises(SystemExit) as exit_info:
         main(argv)

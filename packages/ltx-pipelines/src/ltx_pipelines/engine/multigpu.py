@@ -5,6 +5,9 @@ modules build their single-device twin with it).
   process). Stage 2 of the two-stage pipelines may instead run tiled data parallel
   (`stage_2_parallel="tiled"`): the frame is split into overlapping spatial tiles, one per rank, blended
   back (an approximation; the stage's audio is then not shipped, the stage-1 audio is).
+- With `guidance_parallel`, guided stages run each step's guidance passes on different ranks instead (pass
+  groups, sequence parallel inside a group of several ranks; `engine/guidance_parallel.py`); stages without
+  guidance stay sequence parallel over all ranks.
 - Gemma: each prompt (positive, negative) is encoded on its own rank (prompt i on rank i mod N) and the
   contexts are shared with every rank; ranks without a prompt never load Gemma.
 - The video is decoded tile-parallel over the ranks and blended on rank 0 (the decode step's distributed
