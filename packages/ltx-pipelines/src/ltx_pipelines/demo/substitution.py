@@ -60,22 +60,22 @@ def real_weights_help(flags: ModelFlags, family: str = DEFAULT_DEMO_FAMILY) -> s
     if family == "ltx-2.5":
         return ltx25_weights_help(distilled=flags.distilled, two_stage=flags.two_stage)
     if flags.distilled:
-        files, flags = ["ltx-2.3-22b-distilled-1.1.safetensors"], ["--distilled-checkpoint-path"]
+        files, names_of_flags = ["ltx-2.3-22b-distilled-1.1.safetensors"], ["--distilled-checkpoint-path"]
     else:
-        files, flags = ["ltx-2.3-22b-dev.safetensors"], ["--checkpoint-path"]
+        files, names_of_flags = ["ltx-2.3-22b-dev.safetensors"], ["--checkpoint-path"]
     if flags.two_stage:
         files.append("ltx-2.3-spatial-upscaler-x2-1.1.safetensors")
-        flags.append("--spatial-upsampler-path")
+        names_of_flags.append("--spatial-upsampler-path")
     if flags.distilled_lora:
         files.append("ltx-2.3-22b-distilled-lora-384-1.1.safetensors")
-        flags.append("--distilled-lora")
-    flags.append("--gemma-root")
+        names_of_flags.append("--distilled-lora")
+    names_of_flags.append("--gemma-root")
     names = " \\\n      ".join(files)
     return (
         "Demo weights are random: the output is noise. For real videos, download the released files, e.g.\n"
         f"  uv run hf download Lightricks/LTX-2.3 {names} --local-dir models/ltx-2.3\n"
         "  uv run hf download google/gemma-3-12b-it-qat-q4_0-unquantized --local-dir models/gemma-3-12b\n"
-        f"and pass them with {', '.join(flags[:-1])} and {flags[-1]}\n"
+        f"and pass them with {', '.join(names_of_flags[:-1])} and {names_of_flags[-1]}\n"
         "(hf://<org>/<repo>/<file> paths work too)."
     )
 
