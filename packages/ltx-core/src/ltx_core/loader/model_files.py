@@ -406,6 +406,10 @@ class ModelFiles:
             f"provide (they provide: {have})"
         )
 
+    def __str__(self) -> str:
+        # Messages format the model files a pipeline holds as the place the user named, not the set's repr.
+        return str(self.location)
+
     @property
     def main_path(self) -> Path:
         """The file that describes the model (the transformer's, else the first file given)."""
