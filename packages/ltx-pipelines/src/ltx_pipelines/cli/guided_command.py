@@ -4,10 +4,11 @@ pipeline built over the run's model files with the options every guided pipeline
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from ltx_pipelines.cli.command import Generate, PipelineCommand, Run, call_with_video_flags
+from ltx_pipelines.cli.command import Generate, PipelineCommand, Run
 from ltx_pipelines.cli.flag_group import FlagGroup
+from ltx_pipelines.cli.generated_keyframe_flags import GeneratedKeyframeFlags
 from ltx_pipelines.cli.guidance_flags import GuidanceFlags, MaxBatchSizeFlags
 from ltx_pipelines.cli.lazy import resolve
 from ltx_pipelines.cli.model_flags import ModelFlags
@@ -16,7 +17,42 @@ from ltx_pipelines.cli.tiling_flags import TilingFlags
 from ltx_pipelines.cli.video_flags import VideoFlags
 from ltx_pipelines.engine.defaults import PipelineDefaults
 
+if TYPE_CHECKING:
+    from ltx_pipelines.engine.final_latents import FinalLatents
+    from ltx_pipelines.engine.requests import GuidanceRequest, VideoRequest
+
 P = TypeVar("P")
+
+
+# ---- issue 34: the guided pipelines take request values (one marked place; the CLI helper generalizes it) ----
+def guided_requests(run: Run) -> tuple[VideoRequest, GuidanceRequest]:
+    """The run's video and guidance flags as the request values the guided pipelines take."""
+    from ltx_pipelines.engine.requests import GuidanceRequest, VideoRequest
+
+    video, guidance = run.video, run.guidance
+    request = VideoRequest(
+        height=video.height,
+        width=video.width,
+        num_frames=video.num_frames,
+        frame_rate=video.frame_rate,
+        images=video.images,
+        generated_keyframes=run.values.get(GeneratedKeyframeFlags, 0),
+    )
+    return request, GuidanceRequest(
+        negative_prompt=guidance.negative_prompt,
+        num_inference_steps=guidance.num_inference_steps,
+        video=guidance.video,
+        audio=guidance.audio,
+    )
+
+
+def call_with_requests(pipeline: Any, run: Run, **inputs: Any) -> FinalLatents:
+    """The final latents of a guided pipeline's prompt call with the run's requests (and `inputs`: its own)."""
+    video, guidance = guided_requests(run)
+    return pipeline.generate(
+        run.prompt.text, seed=run.prompt.seed, video=video, guidance=guidance, enhance_prompt=run.prompt.enhance,
+        **inputs,
+    )  # fmt: skip
 
 
 def build_guided(pipeline_class: Callable[..., P] | str, run: Run, **extra: Any) -> P:
@@ -44,7 +80,7 @@ def guided_command(
     groups: tuple[FlagGroup[Any], ...] = (),
     guidance: GuidanceFlags | None = None,
     fixed_defaults: PipelineDefaults | None = None,
-    generate: Generate[P] = call_with_video_flags,
+    generate: Generate[P] = call_with_requests,
 ) -> PipelineCommand[P]:
     """The command of a guided text/image-to-video pipeline: full checkpoint (two-stage: with the spatial
     upsampler and the distilled LoRA of stage 2), video, tiling and guidance flags, then `groups`."""
