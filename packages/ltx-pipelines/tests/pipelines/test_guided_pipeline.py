@@ -37,9 +37,12 @@ def test_every_guided_pipeline_is_the_one_guided_pipeline():
         assert issubclass(cls, GuidedPipeline)
     for cls in (TI2VidTwoStagesPipeline, TI2VidTwoStagesHQPipeline, KeyframeInterpolationPipeline):
         assert issubclass(cls, TwoStageGuidedPipeline)
+    for cls in (TI2VidOneStagePipeline, T2AOneStagePipeline, *TwoStageGuidedPipeline.__subclasses__()):
+        if cls is A2VidPipelineTwoStage:  # takes its audio track besides the requests
+            continue
         # generate and latents_from_contexts are written once, on the guided pipeline.
-        assert cls.latents_from_contexts is GuidedPipeline.latents_from_contexts
-        assert "generate" not in cls.__dict__
+        assert cls.latents_from_contexts is GuidedPipeline.latents_from_contexts, cls
+        assert getattr(cls.generate, "__wrapped__", cls.generate) is GuidedPipeline.generate.__wrapped__, cls
     assert issubclass(A2VidPipelineTwoStage, TwoStageGuidedPipeline)
 
 

@@ -16,7 +16,7 @@ from ltx_core.model.transformer import X0Model
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import AudioLatentShape
 from ltx_pipelines.engine.final_latents import FinalLatents, Waveform
-from ltx_pipelines.engine.guided import GuidedInputs, checked_stage_sigmas, guided_inputs, guided_prompt_call
+from ltx_pipelines.engine.guided import GuidedInputs, guided_prompt_call
 from ltx_pipelines.engine.noise_sources import NoiseSource
 from ltx_pipelines.engine.requests import GuidanceRequest, VideoRequest
 from ltx_pipelines.engine.source_latents import encode_audio_latent
@@ -116,12 +116,9 @@ class A2VidPipelineTwoStage(TwoStageGuidedPipeline):
         """Both stages' final latents from given contexts, the audio and a noise source (the parity seam)."""
         if video.generated_keyframes:
             raise ValueError("A2VidPipelineTwoStage generates no keyframes: leave video.generated_keyframes at 0")
-        video = self.filled_video(video)
-        full = self.output_shape(*video.size)
-        given = checked_stage_sigmas(stage_sigmas, self.stage_names)
-        settings = self.guidance_settings(guidance)
-        inputs = guided_inputs(settings, contexts, negative_contexts, self.placement)
-        stage_1, stage_2 = self.stage_plans(settings, full, given, None)
+        run = self.guided_run(contexts, negative_contexts, video, noise, guidance, stage_sigmas)
+        full, inputs = run.shape, run.inputs
+        stage_1, stage_2 = self.stage_plans(run)
 
         duration = full.frames / full.fps
         audio_latent = encode_audio_latent(

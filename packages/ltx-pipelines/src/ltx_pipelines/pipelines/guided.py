@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
@@ -70,6 +71,28 @@ DEFAULT_VIDEO = VideoRequest()
 """A call's video request when none is given: everything from the model version's defaults."""
 DEFAULT_GUIDANCE = GuidanceRequest()
 """A call's guidance request when none is given: the default negative prompt, the pipeline's guidance."""
+
+
+@dataclass(frozen=True)
+class GuidedRun:
+    """One guided call as its stages take it: the output shape, the filled video request, the guidance settings
+    and contexts placed for the transformer, the noise, the schedules given by name (`stage_sigmas`), the noise
+    of samplers that draw while sampling, and caller-encoded stage conditions (one-stage only)."""
+
+    shape: VideoPixelShape
+    video: VideoRequest
+    inputs: GuidedInputs
+    noise: NoiseSource
+    sigmas: Mapping[str, torch.Tensor]
+    sde_noise: NoiseSource | None = None
+    conditions: StageConditions | None = None
+
+    def stage_1_sigmas(self, pipeline: GuidedPipeline, stage_1_shape: VideoPixelShape | None = None) -> torch.Tensor:
+        """Stage 1's schedule: the one given, else the pipeline's for `stage_1_shape` (default: the output's)."""
+        shape = self.shape if stage_1_shape is None else stage_1_shape
+        return stage_sigmas_or(
+            self.sigmas, "stage_1", lambda: pipeline.default_stage_1_sigmas(self.inputs.settings, shape)
+        )
 
 
 class GuidedPipeline(PromptPipeline):
@@ -213,46 +236,53 @@ class GuidedPipeline(PromptPipeline):
         (see `StageConditions`); without video the latents decode to an `AudioGeneration`.
         """
         self.check_conditions(conditions)
+        return self.denoise(
+            self.guided_run(contexts, negative_contexts, video, noise, guidance, stage_sigmas, sde_noise, conditions)
+        )
+
+    def guided_run(
+        self,
+        contexts: TextContexts,
+        negative_contexts: TextContexts | None,
+        video: VideoRequest,
+        noise: NoiseSource,
+        guidance: GuidanceRequest,
+        stage_sigmas: Mapping[str, torch.Tensor] | None,
+        sde_noise: NoiseSource | None = None,
+        conditions: StageConditions | None = None,
+    ) -> GuidedRun:
+        """A call's arguments resolved and checked (the video filled, the guidance settled, the contexts placed)."""
         video = self.filled_video(video)
         shape = self.output_shape(*video.size)
         given = checked_stage_sigmas(stage_sigmas, self.stage_names)
-        settings = self.guidance_settings(guidance)
-        inputs = guided_inputs(settings, contexts, negative_contexts, self.placement)
-        return self.denoise(shape, noise, inputs, given, sde_noise, video, conditions)
+        inputs = guided_inputs(self.guidance_settings(guidance), contexts, negative_contexts, self.placement)
+        return GuidedRun(shape, video, inputs, noise, given, sde_noise, conditions)
 
-    def denoise(
-        self,
-        shape: VideoPixelShape,
-        noise: NoiseSource,
-        inputs: GuidedInputs,
-        given: Mapping[str, torch.Tensor],
-        sde_noise: NoiseSource | None,
-        video: VideoRequest,
-        conditions: StageConditions | None,
-    ) -> FinalLatents:
+    def denoise(self, run: GuidedRun) -> FinalLatents:
         """The stages of a run (here the one guided stage at the output size) to its final latents."""
-        conditions = conditions if conditions is not None else StageConditions()
+        shape, video = run.shape, run.video
+        conditions = run.conditions if run.conditions is not None else StageConditions()
         require_keyframe_embedding(self.checkpoint_path, video.generated_keyframes)
         slots = generated_keyframe_slots(video.generated_keyframes, shape.frames)
         if slots and (conditions.video_frozen or not conditions.with_video):
             raise ValueError("generated keyframes need the video generated; the stage conditions freeze or omit it")
         if video.images and not conditions.with_video:
             raise ValueError("image conditions need the video stream, but the stage conditions leave it out")
-        sigmas = stage_sigmas_or(given, "stage_1", lambda: self.default_stage_1_sigmas(inputs.settings, shape))
+        sigmas = run.stage_1_sigmas(self)
         device, dtype = self.placement.device, self.placement.dtype
         (image_items,) = encode_conditioning_images(
             video.images, self.checkpoint_path, self.placement, [shape]
         ).per_stage
 
         (loras,) = self.stage_loras()
+        inputs = frozen_streams_keep_positive_context(run.inputs, conditions)
         with self.transformer(loras) as transformer:
-            denoiser = self.guided_stage_denoiser(transformer, frozen_streams_keep_positive_context(inputs, conditions))
             result = run_denoising_stage(
-                denoiser, shape, sigmas, noise, "stage_1", device, dtype,
+                self.guided_stage_denoiser(transformer, inputs), shape, sigmas, run.noise, "stage_1", device, dtype,
                 conditionings=[*image_items, *conditions.video, *slots], **conditions.stage_arguments(),
-                loop=self.sampling_loop("stage_1", sde_noise), progress=self.progress,
+                loop=self.sampling_loop("stage_1", run.sde_noise), progress=self.progress,
             )  # fmt: skip
-        return self.finished(shape, result.video_latent, result.audio_latent, noise, result.named("stage_1"))
+        return self.finished(shape, result.video_latent, result.audio_latent, run.noise, result.named("stage_1"))
 
 
 class TwoStageGuidedPipeline(GuidedPipeline):
@@ -294,39 +324,23 @@ class TwoStageGuidedPipeline(GuidedPipeline):
         """LoRAs fused into the stage-1 and the stage-2 transformer: the distilled LoRA in stage 2 only."""
         return distilled_lora_stages(self.loras, self.distilled_lora)
 
-    def stage_plans(
-        self,
-        settings: GuidanceSettings,
-        shape: VideoPixelShape,
-        given: Mapping[str, torch.Tensor],
-        sde_noise: NoiseSource | None,
-    ) -> tuple[StagePlan, StagePlan]:
-        """Each stage's LoRAs, sigmas (the given ones, else the pipeline's) and sampling loop."""
+    def stage_plans(self, run: GuidedRun) -> tuple[StagePlan, StagePlan]:
+        """Each stage's LoRAs, sigmas (the given ones, else the pipeline's: stage 1 at half size) and loop."""
         loras_1, loras_2 = self.stage_loras()
-        half = half_size(shape)
-        stage_1_sigmas = stage_sigmas_or(given, "stage_1", lambda: self.default_stage_1_sigmas(settings, half))
-        stage_2_sigmas = stage_sigmas_or(given, "stage_2", lambda: refinement_sigmas(self))
+        stage_1_sigmas = run.stage_1_sigmas(self, half_size(run.shape))
+        stage_2_sigmas = stage_sigmas_or(run.sigmas, "stage_2", lambda: refinement_sigmas(self))
         return (
-            StagePlan(loras_1, stage_1_sigmas, self.sampling_loop("stage_1", sde_noise)),
-            StagePlan(loras_2, stage_2_sigmas, self.sampling_loop("stage_2", sde_noise)),
+            StagePlan(loras_1, stage_1_sigmas, self.sampling_loop("stage_1", run.sde_noise)),
+            StagePlan(loras_2, stage_2_sigmas, self.sampling_loop("stage_2", run.sde_noise)),
         )
 
-    def denoise(
-        self,
-        shape: VideoPixelShape,
-        noise: NoiseSource,
-        inputs: GuidedInputs,
-        given: Mapping[str, torch.Tensor],
-        sde_noise: NoiseSource | None,
-        video: VideoRequest,
-        conditions: StageConditions | None,
-    ) -> FinalLatents:
+    def denoise(self, run: GuidedRun) -> FinalLatents:
         """Both stages, to the final latents; stage 2 gets no generated keyframe."""
-        stage_1, stage_2 = self.stage_plans(inputs.settings, shape, given, sde_noise)
+        stage_1, stage_2 = self.stage_plans(run)
         return guided_two_stages(
-            self, self.spatial_upsampler_path, shape, noise, inputs, stage_1=stage_1, stage_2=stage_2,
-            max_batch_size=self.max_batch_size, images=video.images, images_as_keyframes=self.images_as_keyframes,
-            ship_refined_audio=self.ship_refined_audio, generated_keyframes=video.generated_keyframes,
+            self, self.spatial_upsampler_path, run.shape, run.noise, run.inputs, stage_1=stage_1, stage_2=stage_2,
+            max_batch_size=self.max_batch_size, images=run.video.images, images_as_keyframes=self.images_as_keyframes,
+            ship_refined_audio=self.ship_refined_audio, generated_keyframes=run.video.generated_keyframes,
         )  # fmt: skip
 
 

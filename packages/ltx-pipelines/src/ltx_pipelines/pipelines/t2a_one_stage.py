@@ -3,18 +3,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
-import torch
-
 from ltx_core.model.transformer import AUDIO_ONLY_TRANSFORMER
 from ltx_core.types import VideoPixelShape
 from ltx_pipelines.engine.final_latents import FinalLatents
-from ltx_pipelines.engine.guided import GuidedInputs, guided_prompt_call, stage_sigmas_or
-from ltx_pipelines.engine.noise_sources import NoiseSource
-from ltx_pipelines.engine.requests import GuidanceRequest, VideoRequest
-from ltx_pipelines.engine.stage_blocks import StageConditions, run_denoising_stage
-from ltx_pipelines.pipelines.guided import DEFAULT_GUIDANCE, DEFAULT_VIDEO, GuidedPipeline, checked_stream_request
+from ltx_pipelines.engine.requests import VideoRequest
+from ltx_pipelines.engine.stage_blocks import run_denoising_stage
+from ltx_pipelines.pipelines.guided import (
+    GuidedPipeline,
+    GuidedRun,
+    checked_stream_request,
+)
 
 # The audio grid only depends on the frame count and rate; the stage's (never built) video grid gets
 # this smallest valid size.
@@ -34,24 +32,9 @@ class T2AOneStagePipeline(GuidedPipeline):
     guided_modalities = ("audio",)  # no video stream: its guidance is the no-op one (no negative video context)
     takes_stage_conditions = False
 
-    def generate(  # type: ignore[override]
-        self,
-        prompt: str,
-        *,
-        seed: int,
-        video: VideoRequest = DEFAULT_VIDEO,
-        guidance: GuidanceRequest = DEFAULT_GUIDANCE,
-        enhance_prompt: bool = False,
-    ) -> FinalLatents:
-        """The latent of audio lasting `num_frames / frame_rate` seconds; the same seed gives the same audio."""
-        video = self.audio_request(video)
-        self.guidance_settings(guidance)  # a bad value fails before Gemma runs
-        return guided_prompt_call(
-            self, prompt, seed=seed, images=(), enhance_prompt=enhance_prompt, guidance=guidance, video=video
-        )
-
-    def audio_request(self, video: VideoRequest) -> VideoRequest:
-        """`video` checked (no picture: no images, no keyframes) and its length and rate filled."""
+    def checked_video(self, video: VideoRequest) -> VideoRequest:
+        """`video` checked (no picture: no images, no keyframes, no predicted length) and its length and rate
+        filled; its size is not used."""
         checked_stream_request(video, type(self).__name__, refuse=("images", "generated_keyframes", "duration"))
         video = self.filled_video(video)
         assert video.num_frames is not None and video.frame_rate is not None
@@ -67,29 +50,18 @@ class T2AOneStagePipeline(GuidedPipeline):
             raise ValueError(f"frame_rate must be positive, got {frame_rate}")
         return VideoPixelShape(1, num_frames, _PLACEHOLDER_SIZE, _PLACEHOLDER_SIZE, frame_rate)
 
-    def denoise(
-        self,
-        shape: VideoPixelShape,
-        noise: NoiseSource,
-        inputs: GuidedInputs,
-        given: Mapping[str, torch.Tensor],
-        sde_noise: NoiseSource | None,
-        video: VideoRequest,
-        conditions: StageConditions | None,
-    ) -> FinalLatents:
+    def denoise(self, run: GuidedRun) -> FinalLatents:
         """The guided audio stage's latent (the video request gives only the length)."""
-        checked_stream_request(video, type(self).__name__, refuse=("images", "generated_keyframes"))
-        sigmas = stage_sigmas_or(given, "stage_1", lambda: self.default_stage_1_sigmas(inputs.settings, shape))
+        checked_stream_request(run.video, type(self).__name__, refuse=("images", "generated_keyframes"))
         # No video stream: the cross-modal (isolation) pass does not exist, whatever modality_scale says.
         (loras,) = self.stage_loras()
         with self.transformer(loras) as transformer:
-            denoiser = self.guided_stage_denoiser(transformer, inputs)
             result = run_denoising_stage(
-                denoiser, shape, sigmas, noise, "stage_1", self.placement.device, self.placement.dtype,
-                with_video=False, progress=self.progress,
+                self.guided_stage_denoiser(transformer, run.inputs), run.shape, run.stage_1_sigmas(self), run.noise,
+                "stage_1", self.placement.device, self.placement.dtype, with_video=False, progress=self.progress,
             )  # fmt: skip
         assert result.audio_latent is not None
-        return self.finished(shape, None, result.audio_latent, noise, result.named("stage_1"))
+        return self.finished(run.shape, None, result.audio_latent, run.noise, result.named("stage_1"))
 
     def output_shape(self, height: int, width: int, num_frames: int, frame_rate: float) -> VideoPixelShape:
         """The audio run's shape: the request's size is not used (no picture), only its length and rate."""
