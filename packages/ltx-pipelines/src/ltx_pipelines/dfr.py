@@ -29,14 +29,14 @@ from ltx_pipelines.cli.arg_types import LoraAction
 from ltx_pipelines.cli.command import PipelineCommand, Run
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
 from ltx_pipelines.cli.lazy import forward_to
-from ltx_pipelines.cli.model_flags import ModelFlags, RunModels
+from ltx_pipelines.cli.model_flags import ModelFlags
+from ltx_pipelines.cli.model_resolution import RunModels
 from ltx_pipelines.cli.tiling_flags import TilingFlags
 from ltx_pipelines.cli.video_flags import VideoFlags
 from ltx_pipelines.engine.defaults import DEFAULT_LORA_STRENGTH, MAX_TEMPORAL_ROUNDS, PipelineDefaults
 
 if TYPE_CHECKING:
     from ltx_core.loader import LoraSpec
-    from ltx_pipelines.engine.final_latents import FinalLatents
     from ltx_pipelines.pipelines.dfr import DFRPipeline
 
 logger = logging.getLogger(__name__)
@@ -138,6 +138,9 @@ class DfrFlags(FlagGroup[DfrInputs]):
             "temporal_upsample_rounds": value.rounds,
         }
 
+    def call_arguments(self, value: DfrInputs) -> dict[str, Any]:
+        return {"temporal_upsample_rounds": value.rounds}
+
 
 def _build(run: Run) -> DFRPipeline:
     from ltx_pipelines.pipelines.dfr import DFRPipeline
@@ -151,15 +154,6 @@ def _build(run: Run) -> DFRPipeline:
         temporal_upsampler_path=dfr.temporal_upsampler,
         distilled_lora=run.models.distilled_lora,
         **run.pipeline_options(),
-    )
-
-
-def _generate(pipeline: DFRPipeline, run: Run) -> FinalLatents:
-    call = run.video_call()
-    if run.video.duration is not None:
-        call["num_frames"] = None
-    return pipeline.generate(
-        run.prompt.text, **call, duration=run.video.duration, temporal_upsample_rounds=run.values[DfrFlags].rounds
     )
 
 
@@ -183,7 +177,6 @@ COMMAND = PipelineCommand.for_module(
     ),
     groups=(VideoFlags(two_stage=True, auto_duration=True), DfrFlags(), TilingFlags()),
     build=_build,
-    generate=_generate,
 )
 
 

@@ -21,19 +21,10 @@ from ltx_pipelines.cli.video_flags import VideoFlags
 from ltx_pipelines.engine.defaults import DEMO_FAMILIES
 
 if TYPE_CHECKING:
-    from ltx_pipelines.engine.final_latents import FinalLatents
     from ltx_pipelines.pipelines.distilled import DistilledPipeline
 
 
 logger = logging.getLogger(__name__)
-
-
-def generate_with_video_flags(pipeline: DistilledPipeline, run: Run) -> FinalLatents:
-    """The prompt call with the shared groups' settings; the length is the duration head's when it picks it."""
-    call = run.video_call()
-    if run.video.duration is not None:
-        call["num_frames"] = None
-    return pipeline.generate(run.prompt.text, **call, duration=run.video.duration)
 
 
 def build(run: Run) -> DistilledPipeline:
@@ -50,7 +41,6 @@ COMMAND = PipelineCommand.for_module(
     models=ModelFlags(distilled=True, two_stage=True, demo_families=DEMO_FAMILIES),
     groups=(VideoFlags(two_stage=True, auto_duration=True), TilingFlags(), GeneratedKeyframeFlags()),
     build=build,
-    generate=generate_with_video_flags,
 )
 
 

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ltx_pipelines.cli.command import Generate, PipelineCommand, Run
 from ltx_pipelines.cli.flag_group import FlagGroup
-from ltx_pipelines.cli.generated_keyframe_flags import GeneratedKeyframeFlags
 from ltx_pipelines.cli.guidance_flags import GuidanceFlags, MaxBatchSizeFlags
 from ltx_pipelines.cli.lazy import resolve
 from ltx_pipelines.cli.model_flags import ModelFlags
@@ -19,40 +18,34 @@ from ltx_pipelines.engine.defaults import PipelineDefaults
 
 if TYPE_CHECKING:
     from ltx_pipelines.engine.final_latents import FinalLatents
-    from ltx_pipelines.engine.requests import GuidanceRequest, VideoRequest
 
 P = TypeVar("P")
 
 
 # ---- issue 34: the guided pipelines take request values (one marked place; the CLI helper generalizes it) ----
-def guided_requests(run: Run) -> tuple[VideoRequest, GuidanceRequest]:
-    """The run's video and guidance flags as the request values the guided pipelines take."""
+_VIDEO_ARGUMENTS = ("height", "width", "num_frames", "frame_rate", "images", "generated_keyframes", "duration")
+_GUIDANCE_ARGUMENTS = {
+    "negative_prompt": "negative_prompt",
+    "num_inference_steps": "num_inference_steps",
+    "video_guidance": "video",
+    "audio_guidance": "audio",
+}
+
+
+def requests_of(arguments: dict[str, Any]) -> dict[str, Any]:
+    """The groups' call arguments (`Run.call_arguments`) with the video and guidance ones as the request values
+    the guided pipelines take (`video=VideoRequest(...)`, `guidance=GuidanceRequest(...)`)."""
     from ltx_pipelines.engine.requests import GuidanceRequest, VideoRequest
 
-    video, guidance = run.video, run.guidance
-    request = VideoRequest(
-        height=video.height,
-        width=video.width,
-        num_frames=video.num_frames,
-        frame_rate=video.frame_rate,
-        images=video.images,
-        generated_keyframes=run.values.get(GeneratedKeyframeFlags, 0),
-    )
-    return request, GuidanceRequest(
-        negative_prompt=guidance.negative_prompt,
-        num_inference_steps=guidance.num_inference_steps,
-        video=guidance.video,
-        audio=guidance.audio,
-    )
+    rest = dict(arguments)
+    video = {name: rest.pop(name) for name in _VIDEO_ARGUMENTS if name in rest}
+    guidance = {field: rest.pop(name) for name, field in _GUIDANCE_ARGUMENTS.items() if name in rest}
+    return {**rest, "video": VideoRequest(**video), "guidance": GuidanceRequest(**guidance)}
 
 
 def call_with_requests(pipeline: Any, run: Run, **inputs: Any) -> FinalLatents:
     """The final latents of a guided pipeline's prompt call with the run's requests (and `inputs`: its own)."""
-    video, guidance = guided_requests(run)
-    return pipeline.generate(
-        run.prompt.text, seed=run.prompt.seed, video=video, guidance=guidance, enhance_prompt=run.prompt.enhance,
-        **inputs,
-    )  # fmt: skip
+    return pipeline.generate(run.prompt.text, **requests_of(run.call_arguments()), **inputs)
 
 
 def build_guided(pipeline_class: Callable[..., P] | str, run: Run, **extra: Any) -> P:
