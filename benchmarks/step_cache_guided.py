@@ -49,6 +49,7 @@ def main() -> None:
     from ltx_core.model.transformer import X0Model
     from ltx_pipelines.engine import guided
     from ltx_pipelines.engine.noise_sources import ReplayedNoise
+    from ltx_pipelines.engine.requests import GuidanceRequest, VideoRequest
 
     helpers = _test_helpers()
     golden = find_golden_dir()
@@ -77,10 +78,14 @@ def main() -> None:
         with mock.patch.object(guided, "X0Model", x0_model):
             generation = pipeline.generate_from_contexts(
                 helpers._contexts(fx, ""), helpers._contexts(fx, "negative_"),
-                height=p["height"], width=p["width"], num_frames=p["frames"], frame_rate=p["fps"], noise=noise,
-                num_inference_steps=p[f"{run}.num_inference_steps"],
-                video_guidance=helpers._guidance(p[f"{run}.video_guider"]),
-                audio_guidance=helpers._guidance(p[f"{run}.audio_guider"]), sde_noise=noise,
+                video=VideoRequest(height=p["height"], width=p["width"], num_frames=p["frames"], frame_rate=p["fps"]),
+                noise=noise,
+                guidance=GuidanceRequest(
+                    num_inference_steps=p[f"{run}.num_inference_steps"],
+                    video=helpers._guidance(p[f"{run}.video_guider"]),
+                    audio=helpers._guidance(p[f"{run}.audio_guider"]),
+                ),
+                sde_noise=noise,
             )  # fmt: skip
         outputs = {k: v.float().clone() for k, v in generation.latents.items()}
         outputs["video_frames"] = torch.cat([f.float() for f in generation.frames])

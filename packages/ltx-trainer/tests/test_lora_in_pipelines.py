@@ -76,7 +76,7 @@ def test_one_stage_pipeline_output_changes_as_peft_predicts(trained, tiny_models
     from safetensors.torch import save_file
 
     from ltx_core.loader.key_rules import TRANSFORMER_PREFIX
-    from ltx_pipelines import TI2VidOneStagePipeline
+    from ltx_pipelines import GuidanceRequest, TI2VidOneStagePipeline, VideoRequest
 
     trainer, lora_file = trained
     # peft's own delta per adapted layer (scale included), added to the base weights: its merge, without
@@ -100,7 +100,10 @@ def test_one_stage_pipeline_output_changes_as_peft_predicts(trained, tiny_models
             checkpoint, tiny_models.gemma_root, loras=loras, device="cpu", dtype=torch.float32, progress=False
         )
         generation = pipeline(
-            "a red ball", seed=3, height=64, width=64, num_frames=9, frame_rate=24.0, num_inference_steps=2
+            "a red ball",
+            seed=3,
+            video=VideoRequest(height=64, width=64, num_frames=9, frame_rate=24.0),
+            guidance=GuidanceRequest(num_inference_steps=2),
         )
         return generation.latents["stage_1.video_latent"]
 

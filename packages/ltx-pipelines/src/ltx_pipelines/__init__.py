@@ -40,6 +40,8 @@ _EXPORTS: dict[str, str] = {
     "Generation": "ltx_pipelines.engine.generation",
     "ImageCondition": "ltx_pipelines.engine.stage_blocks",
     "SeededNoise": "ltx_pipelines.engine.noise_sources",
+    "VideoRequest": "ltx_pipelines.engine.requests",  # issue 34: the request values the pipelines take
+    "GuidanceRequest": "ltx_pipelines.engine.requests",
     "LoraSpec": "ltx_core.loader",
     "TilingConfig": "ltx_core.model.video_vae",
 }

@@ -10,19 +10,15 @@ VAE and the vocoder and written as a 16-bit stereo WAV at the vocoder's rate, wi
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
 
 from ltx_pipelines.cli.command import PipelineCommand
 from ltx_pipelines.cli.guidance_flags import GuidanceFlags, MaxBatchSizeFlags
+from ltx_pipelines.cli.guided_command import call_with_requests
 from ltx_pipelines.cli.lazy import forward_to, resolve
 from ltx_pipelines.cli.model_flags import ModelFlags
 from ltx_pipelines.cli.output_flags import OutputFlags
 from ltx_pipelines.cli.runtime_flags import RuntimeFlags
 from ltx_pipelines.cli.video_flags import VideoFlags
-
-if TYPE_CHECKING:
-    pass
-
 
 COMMAND = PipelineCommand.for_module(
     __name__,
@@ -32,6 +28,7 @@ COMMAND = PipelineCommand.for_module(
     build=lambda run: resolve("ltx_pipelines.pipelines.t2a_one_stage:T2AOneStagePipeline")(
         run.models.checkpoint, run.models.gemma_root, max_batch_size=run[MaxBatchSizeFlags], **run.pipeline_options()
     ),
+    generate=call_with_requests,  # the video request gives the length only (VideoFlags(picture=False))
     output=OutputFlags(suffixes=(".wav",)),
     runtime=RuntimeFlags(memory=False),
 )

@@ -58,14 +58,18 @@ def test_left_out_size_length_and_rate_are_the_command_lines_defaults(demo_model
         if module is distilled:
             argv += ["--spatial-upsampler-path", str(files.spatial_upsampler)]
         cli = _cli_video(module.COMMAND, argv)
-        filled = pipeline.with_default_video({"seed": 1})
+        if isinstance(pipeline, ltx_pipelines.TI2VidOneStagePipeline):  # takes a VideoRequest
+            filled = pipeline.filled_video(ltx_pipelines.VideoRequest()).parameters()
+            assert pipeline.filled_video(ltx_pipelines.VideoRequest(height=64)).height == 64  # what is given stays
+        else:
+            filled = pipeline.with_default_video({"seed": 1})
+            assert pipeline.with_default_video({"height": 64})["height"] == 64  # what is given stays
         assert (filled["height"], filled["width"], filled["num_frames"], filled["frame_rate"]) == (
             cli.height,
             cli.width,
             cli.num_frames,
             cli.frame_rate,
         ), module.__name__
-        assert pipeline.with_default_video({"height": 64})["height"] == 64  # what is given stays
 
 
 def test_left_out_length_is_the_duration_heads_choice_on_files_with_a_head(ltx25_demo, tmp_path):

@@ -17,6 +17,7 @@ from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_pipelines import a2vid_two_stage
 from ltx_pipelines.a2vid_two_stage import A2VidPipelineTwoStage, AudioInput
 from ltx_pipelines.engine.noise_sources import SeededNoise
+from ltx_pipelines.engine.requests import GuidanceRequest, VideoRequest
 
 
 def write_tone(path: Path, *, seconds: float, rate: int, codec: str = "pcm_s16le", channels: int = 2) -> np.ndarray:
@@ -68,8 +69,9 @@ def test_audio_latent_is_frozen_and_the_input_segment_is_shipped(tiny_checkpoint
                             torch.ones(1, 128, dtype=torch.int64))  # fmt: skip
     wave = torch.rand(2, 22050, generator=g) * 1.6 - 0.8  # 1 s at 22.05 kHz, longer than the video
     generation = pipeline.generate_from_contexts(
-        contexts, negative, audio=AudioInput(wave, 22050), height=64, width=64, num_frames=9, frame_rate=24.0,
-        noise=SeededNoise(1), num_inference_steps=2,
+        contexts, negative, audio=AudioInput(wave, 22050),
+        video=VideoRequest(height=64, width=64, num_frames=9, frame_rate=24.0),
+        noise=SeededNoise(1), guidance=GuidanceRequest(num_inference_steps=2),
     )  # fmt: skip
     frames = torch.cat(list(generation.frames))
     assert frames.shape == (9, 64, 64, 3)

@@ -20,6 +20,7 @@ from ltx_core.model.transformer import AUDIO_ONLY_TRANSFORMER, VIDEO_ONLY_TRANSF
 from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_pipelines.engine.noise_sources import ReplayedNoise
+from ltx_pipelines.engine.requests import GuidanceRequest, VideoRequest
 
 pytestmark = [pytest.mark.golden, pytest.mark.slow]
 
@@ -91,11 +92,9 @@ def test_text_to_audio_replays_the_reference(fx, golden_checkpoint, assert_golde
     generation = pipeline.generate_from_contexts(
         _contexts(fx, ""),
         _contexts(fx, "negative_"),
-        num_frames=settings["frames"],
-        frame_rate=p["fps"],
+        video=VideoRequest(num_frames=settings["frames"], frame_rate=p["fps"]),
         noise=noise,
-        num_inference_steps=settings["steps"],
-        audio_guidance=_guidance(settings["audio"]),
+        guidance=GuidanceRequest(num_inference_steps=settings["steps"], audio=_guidance(settings["audio"])),
     )
     compare = Compared(fx, "t2a", assert_golden_close)
     for name, latent in generation.latents.items():
@@ -138,13 +137,9 @@ def test_audio_to_video_replays_the_reference(fx, golden_checkpoint, golden_spat
         _contexts(fx, ""),
         _contexts(fx, "negative_"),
         audio=AudioInput(wave, settings["wave_rate"]),
-        height=p["height"],
-        width=p["width"],
-        num_frames=p["frames"],
-        frame_rate=p["fps"],
+        video=VideoRequest(height=p["height"], width=p["width"], num_frames=p["frames"], frame_rate=p["fps"]),
         noise=noise,
-        num_inference_steps=settings["steps"],
-        video_guidance=_guidance(settings["video"]),
+        guidance=GuidanceRequest(num_inference_steps=settings["steps"], video=_guidance(settings["video"])),
     )
     compare = Compared(fx, "a2vid", assert_golden_close)
     for name, latent in generation.latents.items():
@@ -185,8 +180,11 @@ def test_retake_replays_the_reference(fx, golden_checkpoint, assert_golden_close
     )
     noise = ReplayedNoise(fx.tensors, prefix="retake.noise.")
     guided = {} if settings["distilled"] else {
-        "negative_contexts": _contexts(fx, "negative_"), "num_inference_steps": settings["steps"],
-        "video_guidance": _guidance(settings["video"]), "audio_guidance": _guidance(settings["audio"]),
+        "negative_contexts": _contexts(fx, "negative_"),
+        "guidance": GuidanceRequest(
+            num_inference_steps=settings["steps"], video=_guidance(settings["video"]),
+            audio=_guidance(settings["audio"]),
+        ),
     }  # fmt: skip
     generation = pipeline.generate_from_contexts(
         _contexts(fx, ""),

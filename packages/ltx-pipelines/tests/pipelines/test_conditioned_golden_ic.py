@@ -20,6 +20,7 @@ from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_pipelines.engine.generation import Generation
 from ltx_pipelines.engine.noise_sources import ReplayedNoise
+from ltx_pipelines.engine.requests import GuidanceRequest, VideoRequest
 from ltx_pipelines.engine.stage_blocks import ImageCondition
 from ltx_pipelines.ic_lora import ICLoraPipeline, VideoReference
 from ltx_pipelines.keyframe_interpolation import KeyframeInterpolationPipeline
@@ -98,9 +99,12 @@ def test_keyframe_interpolation_replays_the_reference(
     noise = ReplayedNoise(fx.tensors, prefix=f"{run}.noise.")
     generation = pipeline.generate_from_contexts(
         _contexts(fx, ""), _contexts(fx, "negative_"),
-        height=height, width=width, num_frames=p["frames"], frame_rate=p["fps"], noise=noise, images=images,
-        num_inference_steps=settings["steps"],
-        video_guidance=_guidance(settings["video"]), audio_guidance=_guidance(settings["audio"]),
+        video=VideoRequest(height=height, width=width, num_frames=p["frames"], frame_rate=p["fps"], images=images),
+        noise=noise,
+        guidance=GuidanceRequest(
+            num_inference_steps=settings["steps"], video=_guidance(settings["video"]),
+            audio=_guidance(settings["audio"]),
+        ),
     )  # fmt: skip
     diffs = _check(fx, run, generation, noise, assert_golden_close)
     print(f"{run}: max |diff| {max(diffs.values()):.3g} over {len(diffs)} tensors")

@@ -27,7 +27,9 @@ from ltx_pipelines.engine.generated_keyframes import (
     generated_keyframe_positions,
 )
 from ltx_pipelines.engine.noise_sources import SeededNoise
+from ltx_pipelines.engine.requests import GuidanceRequest, VideoRequest
 from ltx_pipelines.engine.stage_blocks import run_denoising_stage
+from ltx_pipelines.pipelines.guided import GuidedPipeline
 from ltx_pipelines.ti2vid_one_stage import TI2VidOneStagePipeline
 from ltx_pipelines.ti2vid_two_stages import TI2VidTwoStagesPipeline
 from ltx_pipelines.ti2vid_two_stages_hq import TI2VidTwoStagesHQPipeline
@@ -181,12 +183,20 @@ def _transformer_file(path: Path) -> Path:
 def test_a_transformer_without_the_keyframe_embedding_is_refused_before_loading(tmp_path, make):
     (tmp_path / "gemma").mkdir()  # exists (checked when the pipeline is made), but holds no Gemma
     pipeline = make(_transformer_file(tmp_path / "t.safetensors"), tmp_path)
-    call = dict(seed=1, height=128, width=128, num_frames=17, frame_rate=24.0)
+    size = dict(height=128, width=128, num_frames=17, frame_rate=24.0)
+
+    def generate(generated_keyframes):
+        if isinstance(pipeline, GuidedPipeline):  # the guided pipelines take request values
+            return pipeline.generate(
+                PROMPT, seed=1, video=VideoRequest(**size, generated_keyframes=generated_keyframes)
+            )
+        return pipeline.generate(PROMPT, seed=1, generated_keyframes=generated_keyframes, **size)
+
     # Gemma is empty and the upsampler does not exist: the refusal comes before either is read.
     with pytest.raises(ValueError, match=r"generated keyframes \(2\) cannot run on .*lacks use_keyframes_abs_pos_emb"):
-        pipeline.generate(PROMPT, generated_keyframes=2, **call)
+        generate(2)
     with pytest.raises(ValueError, match=r"generated keyframes \(\[4, 8\]\) cannot run on"):
-        pipeline.generate(PROMPT, generated_keyframes=[4, 8], **call)
+        generate([4, 8])
 
 
 def _contexts(files: ModelFiles, seed: int) -> TextContexts:
@@ -267,7 +277,7 @@ def test_guided_two_stage_slots_reach_stage_1_only(golden_ltx25_dfr_files, golde
     noise = RecordedNoise(5)
     final = pipeline.latents_from_contexts(
         _contexts(files, 3), _contexts(files, 4), noise=noise,
-        num_inference_steps=2, generated_keyframes=[2, 6], **CALL,
+        guidance=GuidanceRequest(num_inference_steps=2), video=VideoRequest(generated_keyframes=[2, 6], **CALL),
     )  # fmt: skip
     assert noise.draws["stage_1.video"].shape == (1, half.tokens + 2 * half.frame_tokens, half.channels)
     assert noise.draws["stage_2.video"].shape == (1, full.tokens, full.channels)
@@ -283,8 +293,8 @@ def test_one_stage_slots_are_kept_as_stage_1_keyframes(golden_ltx25_dfr_files):
     pipeline = TI2VidOneStagePipeline(files, None, **CPU)
     noise = RecordedNoise(5)
     final = pipeline.latents_from_contexts(
-        _contexts(files, 3), _contexts(files, 4), noise=noise,
-        num_inference_steps=1, generated_keyframes=1, height=64, width=64, num_frames=9, frame_rate=24.0,
+        _contexts(files, 3), _contexts(files, 4), noise=noise, guidance=GuidanceRequest(num_inference_steps=1),
+        video=VideoRequest(generated_keyframes=1, height=64, width=64, num_frames=9, frame_rate=24.0),
     )  # fmt: skip
     assert noise.draws["stage_1.video"].shape == (1, grid.tokens + grid.frame_tokens, grid.channels)
     assert final.stage_latents[STAGE_1_KEYFRAMES].shape == grid.latent(1)

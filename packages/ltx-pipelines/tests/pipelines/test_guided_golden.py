@@ -25,6 +25,7 @@ from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
 from ltx_pipelines.engine.noise_sources import ReplayedNoise
+from ltx_pipelines.engine.requests import GuidanceRequest, VideoRequest
 from ltx_pipelines.ti2vid_two_stages_hq import TI2VidTwoStagesHQPipeline
 
 pytestmark = [pytest.mark.golden, pytest.mark.slow]
@@ -143,7 +144,7 @@ def _check_schedules(p: dict[str, Any], run: str, pipeline: Any) -> None:
     """The pipeline's own schedules (the run uses them) are the fixture's stage sigmas."""
     from ltx_core.components.schedulers import LTX2Scheduler, stage_2_distilled_sigmas
 
-    settings = pipeline.guidance_settings(p[f"{run}.num_inference_steps"])
+    settings = pipeline.guidance_settings(GuidanceRequest(num_inference_steps=p[f"{run}.num_inference_steps"]))
     if "stage_2" in pipeline.stage_names:
         half = VideoPixelShape(1, p["frames"], p["height"] // 2, p["width"] // 2, p["fps"])
         own = {"stage_1": pipeline.default_stage_1_sigmas(settings, half), "stage_2": stage_2_distilled_sigmas()}
@@ -165,14 +166,13 @@ def _replay(fx, p, run: str, pipeline: Any, assert_golden_close) -> RunReport:
     generation = pipeline.generate_from_contexts(
         _contexts(fx, ""),
         _contexts(fx, "negative_"),
-        height=p["height"],
-        width=p["width"],
-        num_frames=p["frames"],
-        frame_rate=p["fps"],
+        video=VideoRequest(height=p["height"], width=p["width"], num_frames=p["frames"], frame_rate=p["fps"]),
         noise=noise,
-        num_inference_steps=p[f"{run}.num_inference_steps"],
-        video_guidance=_guidance(p[f"{run}.video_guider"]),
-        audio_guidance=_guidance(p[f"{run}.audio_guider"]),
+        guidance=GuidanceRequest(
+            num_inference_steps=p[f"{run}.num_inference_steps"],
+            video=_guidance(p[f"{run}.video_guider"]),
+            audio=_guidance(p[f"{run}.audio_guider"]),
+        ),
         sde_noise=noise,  # res2s draws replayed from the same store, by name
     )
     report = RunReport()

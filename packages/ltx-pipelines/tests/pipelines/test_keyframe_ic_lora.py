@@ -21,6 +21,7 @@ from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_pipelines.distilled import DistilledPipeline
 from ltx_pipelines.engine.defaults import LTX_2_3_DEFAULTS
 from ltx_pipelines.engine.noise_sources import SeededNoise
+from ltx_pipelines.engine.requests import GuidanceRequest, VideoRequest
 from ltx_pipelines.engine.stage_blocks import ImageCondition
 from ltx_pipelines.ic_lora import ICLoraPipeline, VideoReference
 from ltx_pipelines.keyframe_interpolation import KeyframeInterpolationPipeline
@@ -55,6 +56,11 @@ class ShapeRecordingNoise(SeededNoise):
 # ---- keyframe interpolation -------------------------------------------------------------------------
 
 
+UNGUIDED_2_STEPS = GuidanceRequest(
+    num_inference_steps=2, video=MultiModalGuiderParams(), audio=MultiModalGuiderParams()
+)
+
+
 class KeyframeProbe(KeyframeInterpolationPipeline):
     """Records each stage's final token state (before the appended tokens are dropped)."""
 
@@ -84,9 +90,9 @@ def test_keyframe_tokens_are_kept_clean_and_removed_before_decoding(
         ImageCondition(frame_idx=8, strength=1.0, path=image),
     ]
     generation = pipeline.generate_from_contexts(
-        _contexts(tiny_checkpoint), None, height=HEIGHT, width=WIDTH, num_frames=FRAMES, frame_rate=FPS,
-        noise=noise, images=keyframes, num_inference_steps=2,
-        video_guidance=MultiModalGuiderParams(), audio_guidance=MultiModalGuiderParams(),
+        _contexts(tiny_checkpoint), None,
+        video=VideoRequest(height=HEIGHT, width=WIDTH, num_frames=FRAMES, frame_rate=FPS, images=keyframes),
+        noise=noise, guidance=UNGUIDED_2_STEPS,
     )  # fmt: skip
     for stage, (h, w) in (("stage_1", (HEIGHT // 64, WIDTH // 64)), ("stage_2", (HEIGHT // 32, WIDTH // 32))):
         target = LATENT_TOKENS * h * w
@@ -121,9 +127,12 @@ def test_the_plain_two_stage_pipeline_puts_an_image_in_the_grid(tiny_checkpoint,
     )  # fmt: skip
     noise = ShapeRecordingNoise(5)
     pipeline.generate_from_contexts(
-        _contexts(tiny_checkpoint), None, height=HEIGHT, width=WIDTH, num_frames=FRAMES, frame_rate=FPS,
-        noise=noise, images=[ImageCondition(frame_idx=0, strength=1.0, path=image)], num_inference_steps=2,
-        video_guidance=MultiModalGuiderParams(), audio_guidance=MultiModalGuiderParams(),
+        _contexts(tiny_checkpoint), None,
+        video=VideoRequest(
+            height=HEIGHT, width=WIDTH, num_frames=FRAMES, frame_rate=FPS,
+            images=[ImageCondition(frame_idx=0, strength=1.0, path=image)],
+        ),
+        noise=noise, guidance=UNGUIDED_2_STEPS,
     )  # fmt: skip
     for stage, (h, w) in (("stage_1", (HEIGHT // 64, WIDTH // 64)), ("stage_2", (HEIGHT // 32, WIDTH // 32))):
         assert noise.shapes[f"{stage}.video"][1] == LATENT_TOKENS * h * w, stage

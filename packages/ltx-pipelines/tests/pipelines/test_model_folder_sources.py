@@ -21,6 +21,7 @@ from ltx_pipelines.engine.checkpoint_kind import check_checkpoint_kind, detect_c
 from ltx_pipelines.engine.defaults import checkpoint_model_version, defaults_for_checkpoint
 from ltx_pipelines.engine.generation import describe_model_files
 from ltx_pipelines.engine.model_loading import Placement, loaded
+from ltx_pipelines.engine.requests import GuidanceRequest, VideoRequest
 from ltx_pipelines.engine.stage_blocks import ImageCondition
 from ltx_pipelines.ti2vid_one_stage import TI2VidOneStagePipeline
 
@@ -128,9 +129,12 @@ def test_a_pipeline_given_the_folder_generates_what_the_single_file_gives(
             source, gemma, loras=[LoraSpec(lora, 0.7)], device="cpu", dtype=torch.float32, progress=False
         )
         generation = pipeline(
-            "a lighthouse in a storm", seed=11, height=64, width=96, num_frames=9, frame_rate=24.0,
-            images=[ImageCondition(frame_idx=0, strength=1.0, path=image)],
-            num_inference_steps=2, video_guidance=guidance, audio_guidance=guidance,
+            "a lighthouse in a storm", seed=11,
+            video=VideoRequest(
+                height=64, width=96, num_frames=9, frame_rate=24.0,
+                images=[ImageCondition(frame_idx=0, strength=1.0, path=image)],
+            ),
+            guidance=GuidanceRequest(num_inference_steps=2, video=guidance, audio=guidance),
         )  # fmt: skip
         outputs[name] = (torch.cat(list(generation.frames)), generation.audio)
     want_frames, want_audio = outputs["single-file"]

@@ -13,6 +13,7 @@ from ltx_core.loader import LoraSpec, build_model
 from ltx_core.model.transformer import AV_TRANSFORMER
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_pipelines.engine.noise_sources import SeededNoise
+from ltx_pipelines.engine.requests import GuidanceRequest, VideoRequest
 from ltx_pipelines.ti2vid_one_stage import TI2VidOneStagePipeline
 
 COMMON: dict[str, Any] = {"device": "cpu", "dtype": torch.float32, "progress": False}
@@ -26,8 +27,9 @@ def _contexts(seed: int, video_width: int, audio_width: int) -> TextContexts:
 
 def _video_latent(pipeline: TI2VidOneStagePipeline, widths: tuple[int, int]) -> torch.Tensor:
     generation = pipeline.generate_from_contexts(
-        _contexts(0, *widths), _contexts(1, *widths), height=64, width=64, num_frames=9, frame_rate=24.0,
-        noise=SeededNoise(5), num_inference_steps=2,
+        _contexts(0, *widths), _contexts(1, *widths),
+        video=VideoRequest(height=64, width=64, num_frames=9, frame_rate=24.0),
+        noise=SeededNoise(5), guidance=GuidanceRequest(num_inference_steps=2),
     )  # fmt: skip
     assert sum(chunk.shape[0] for chunk in generation.frames) == 9  # the decoder is built while consumed
     return generation.latents["stage_1.video_latent"]

@@ -16,6 +16,7 @@ from ltx_core.latent_tools import AudioLatentTools, VideoLatentTools
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_pipelines import retake
 from ltx_pipelines.engine.noise_sources import SeededNoise
+from ltx_pipelines.engine.requests import GuidanceRequest
 from ltx_pipelines.io import write_video
 from ltx_pipelines.retake import RetakePipeline, RetakeSource
 
@@ -52,7 +53,9 @@ def test_outside_the_region_the_latents_are_the_sources(tmp_path, tiny_checkpoin
     source = RetakeSource.from_file(write_source(tmp_path / "src.mp4"))
     pipeline = RetakePipeline(tiny_checkpoint, None, distilled=distilled, device="cpu", dtype=torch.float32,
                               progress=False)  # fmt: skip
-    guided = {} if distilled else {"negative_contexts": _contexts(1), "num_inference_steps": 2}
+    guided = (
+        {} if distilled else {"negative_contexts": _contexts(1), "guidance": GuidanceRequest(num_inference_steps=2)}
+    )
     start, end = 0.1, 0.3
     generation = pipeline.generate_from_contexts(
         _contexts(0), source=source, start_time=start, end_time=end, noise=SeededNoise(3),

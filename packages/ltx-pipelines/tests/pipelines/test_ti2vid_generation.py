@@ -29,6 +29,7 @@ from ltx_pipelines.engine.defaults import LTX_2_3_HQ_DEFAULTS, defaults_for_chec
 from ltx_pipelines.engine.model_loading import Placement
 from ltx_pipelines.engine.noise_sources import SeededNoise
 from ltx_pipelines.engine.prompts import encode_prompt
+from ltx_pipelines.engine.requests import GuidanceRequest, VideoRequest
 from ltx_pipelines.engine.stage_blocks import ImageCondition, StageConditions
 from ltx_pipelines.ti2vid_one_stage import TI2VidOneStagePipeline
 from ltx_pipelines.ti2vid_two_stages import TI2VidTwoStagesPipeline
@@ -199,19 +200,14 @@ def test_the_prompt_pair_is_one_batch_positive_then_negative(assets, prompts):
     assert not torch.allclose(prompts.positive.video, prompts.negative.video)
 
 
-def _run(pipeline, prompts, seed: int, height: int, width: int, guidance, **kwargs):
+def _run(pipeline, prompts, seed: int, height: int, width: int, guidance, images=(), **kwargs):
     video, audio = guidance
     return pipeline.generate_from_contexts(
         prompts.positive,
         prompts.negative,
-        height=height,
-        width=width,
-        num_frames=9,
-        frame_rate=24.0,
+        video=VideoRequest(height=height, width=width, num_frames=9, frame_rate=24.0, images=images),
         noise=SeededNoise(seed),
-        num_inference_steps=2,
-        video_guidance=video,
-        audio_guidance=audio,
+        guidance=GuidanceRequest(num_inference_steps=2, video=video, audio=audio),
         **kwargs,
     )
 
@@ -303,7 +299,7 @@ def test_stage_1_schedules(assets):
     stage-1 latent's token count."""
     two = TI2VidTwoStagesPipeline(assets.checkpoint, assets.upsampler, None, distilled_lora=None)
     hq = TI2VidTwoStagesHQPipeline(assets.checkpoint, assets.upsampler, None, distilled_lora=None)
-    settings = two.guidance_settings(num_inference_steps=30)
+    settings = two.guidance_settings(GuidanceRequest(num_inference_steps=30))
     small = VideoPixelShape(1, 9, 64, 64, 24.0)
     large = VideoPixelShape(1, 121, 544, 960, 24.0)
     sigmas = two.default_stage_1_sigmas(settings, large)
@@ -311,14 +307,17 @@ def test_stage_1_schedules(assets):
     reference = [1.0, 0.995, 0.9896, 0.3875, 0.2661, 0.1, 0.0]
     torch.testing.assert_close(sigmas[[0, 1, 2, -4, -3, -2, -1]], torch.tensor(reference), atol=1e-4, rtol=0)
 
-    hq_settings = hq.guidance_settings()
+    hq_settings = hq.guidance_settings(GuidanceRequest())
     assert hq_settings.num_inference_steps == 15 and hq_settings.video.stg_scale == 0.0
     tokens = VideoLatentShape.from_pixel_shape(large).token_count
     assert tokens == 8160  # 544x960x121 in the reference's description
     hq_sigmas = hq.default_stage_1_sigmas(hq_settings, large)
     assert torch.equal(hq_sigmas, LTX2Scheduler().sigmas(15, tokens=tokens))
     assert not torch.equal(hq_sigmas, LTX2Scheduler().sigmas(15))
-    assert defaults_for_checkpoint(assets.checkpoint).num_inference_steps == two.guidance_settings().num_inference_steps
+    assert (
+        defaults_for_checkpoint(assets.checkpoint).num_inference_steps
+        == two.guidance_settings(GuidanceRequest()).num_inference_steps
+    )
 
 
 CPU = {"device": "cpu", "dtype": torch.float32, "progress": False}
@@ -388,7 +387,7 @@ def test_stage_conditions_are_checked_and_refused_by_pipelines_without_them(asse
     with pytest.raises(ValueError, match="give audio items or an initial audio latent with with_audio=False"):
         StageConditions(audio=(FrozenModality(),), with_audio=False)
     pipeline = TI2VidTwoStagesPipeline(assets.checkpoint, assets.upsampler, None, distilled_lora=None, device="cpu")
-    with pytest.raises(TypeError, match="conditions"):
+    with pytest.raises(ValueError, match="takes no stage conditions"):
         _run(pipeline, prompts, 7, 128, 128, assets.guidance(), conditions=StageConditions())
 
 
@@ -406,8 +405,8 @@ def test_a_frozen_stream_keeps_its_positive_context_in_the_negative_pass(assets,
 
     def video_latent(negative_contexts, stage_conditions):
         run = pipeline.generate_from_contexts(
-            prompts.positive, negative_contexts, height=64, width=96, num_frames=9, frame_rate=24.0,
-            noise=SeededNoise(7), num_inference_steps=2, video_guidance=guidance[0], audio_guidance=guidance[1],
+            prompts.positive, negative_contexts, video=VideoRequest(height=64, width=96, num_frames=9, frame_rate=24.0),
+            noise=SeededNoise(7), guidance=GuidanceRequest(num_inference_steps=2, video=guidance[0], audio=guidance[1]),
             conditions=stage_conditions,
         )  # fmt: skip
         return run.latents["stage_1.video_latent"]

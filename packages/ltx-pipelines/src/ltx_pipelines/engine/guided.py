@@ -30,6 +30,7 @@ from ltx_pipelines.engine.stage_steps import contexts_on
 if TYPE_CHECKING:
     from ltx_pipelines.engine.final_latents import FinalLatents
     from ltx_pipelines.engine.prompt_pipeline import PromptPipeline
+    from ltx_pipelines.engine.requests import GuidanceRequest
 
 logger = logging.getLogger(__name__)
 
@@ -107,21 +108,17 @@ def guided_prompt_call(
     seed: int,
     images: Sequence[ImageCondition],
     enhance_prompt: bool,
-    negative_prompt: str | None,
-    settings: GuidanceSettings,
-    **options: Any,
+    guidance: GuidanceRequest,
+    **inputs: Any,
 ) -> FinalLatents:
-    """A guided pipeline's prompt call: the prompt and the negative prompt encoded in one Gemma batch, then
-    its `latents_from_contexts` with noise seeded from `seed`, the resolved `settings` and `options` (size,
-    length, ...); the final latents carry the prompt as encoded. `settings` are resolved by the caller
-    before Gemma runs, so a bad value fails in seconds."""
+    """A guided pipeline's prompt call: the prompt and `guidance`'s negative prompt encoded in one Gemma batch,
+    then its `latents_from_contexts` with noise seeded from `seed`, `guidance` and `inputs` (the video request,
+    an audio track, ...); the final latents carry the prompt as encoded. The caller checks `guidance` before
+    this runs Gemma, so a bad value fails in seconds."""
     (contexts, negative), final_prompt = pipeline.encode_prompts(
-        [prompt, negative_prompt_or_default(negative_prompt)], seed=seed, images=images, enhance=enhance_prompt
+        [prompt, negative_prompt_or_default(guidance.negative_prompt)], seed=seed, images=images, enhance=enhance_prompt
     )
-    final = pipeline.latents_from_contexts(
-        contexts, negative, noise=SeededNoise(seed), images=images, num_inference_steps=settings.num_inference_steps,
-        video_guidance=settings.video, audio_guidance=settings.audio, **options,
-    )  # fmt: skip
+    final = pipeline.latents_from_contexts(contexts, negative, noise=SeededNoise(seed), guidance=guidance, **inputs)
     return replace(final, prompt=final_prompt)
 
 

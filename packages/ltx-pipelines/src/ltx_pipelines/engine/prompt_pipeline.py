@@ -380,7 +380,10 @@ class PromptPipeline(Pipeline, ABC):
 
         arguments: dict[str, Any] = {}
         for name, value in bound.arguments.items():
-            # A request value is recorded field by field, under the names the command line's sidecar uses.
+            # A request value is recorded field by field, under the names the command line's sidecar uses; a
+            # video request as the run filled it (issue 34: the size the defaults gave, not None).
+            if isinstance(value, VideoRequest):
+                value = self.filled_video(value)
             if isinstance(value, (VideoRequest, GuidanceRequest)):
                 arguments.update(value.parameters())
             else:

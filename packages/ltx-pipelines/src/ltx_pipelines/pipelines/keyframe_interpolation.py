@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ltx_pipelines.ti2vid_two_stages import TI2VidTwoStagesPipeline
+from ltx_pipelines.pipelines.ti2vid_two_stages import TI2VidTwoStagesPipeline
 
 
 class KeyframeInterpolationPipeline(TI2VidTwoStagesPipeline):

@@ -14,32 +14,27 @@ import torch
 
 from ltx_core.components.denoisers import Denoiser, SimpleDenoiser
 from ltx_core.components.guiders import MultiModalGuiderParams
-from ltx_core.components.schedulers import LTX2Scheduler, distilled_sigmas
+from ltx_core.components.schedulers import distilled_sigmas
 from ltx_core.conditioning import ConditioningItem, FrozenModality, TemporalRegionMask
 from ltx_core.model.transformer import X0Model
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import DEFAULT_SCALE_FACTORS, AudioLatentShape, VideoLatentShape, VideoPixelShape
-from ltx_pipelines.engine.defaults import (
-    DEFAULT_MAX_BATCH_SIZE,
-    ONE_STAGE_SPATIAL_MULTIPLE,
-    defaults_for_checkpoint,
-)
+from ltx_pipelines.engine.defaults import DEFAULT_MAX_BATCH_SIZE, ONE_STAGE_SPATIAL_MULTIPLE, PipelineDefaults
 from ltx_pipelines.engine.final_latents import FinalLatents
 from ltx_pipelines.engine.guided import (
     GuidanceSettings,
-    checked_max_batch_size,
     checked_stage_sigmas,
     guided_inputs,
-    negative_prompt_or_default,
-    resolve_guidance,
-    stage_guided_denoiser,
+    guided_prompt_call,
     stage_sigmas_or,
 )
 from ltx_pipelines.engine.noise_sources import NoiseSource, SeededNoise
-from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
+from ltx_pipelines.engine.prompt_pipeline import PipelineOptions
+from ltx_pipelines.engine.requests import GuidanceRequest
 from ltx_pipelines.engine.source_latents import encode_audio_latent, encode_video_latent
 from ltx_pipelines.engine.stage_blocks import run_denoising_stage
 from ltx_pipelines.io import frames_to_model_input, probe_video, read_audio, read_video
+from ltx_pipelines.pipelines.guided import DEFAULT_GUIDANCE, GuidedPipeline
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -108,17 +103,14 @@ def check_source_shape(frames: int, height: int, width: int) -> None:
         raise ValueError("the source video does not fit the model's grid: " + "; ".join(problems))
 
 
-class RetakePipeline(PromptPipeline):
+class RetakePipeline(GuidedPipeline):
     """Regenerate [start_time, end_time) seconds of a source video from a prompt.
 
     `distilled=True` (default): a distilled checkpoint, its sigmas, no guidance, only the prompt is
     encoded. `distilled=False`: a full checkpoint, the LTX-2 scheduler (40 steps by default) and
-    multi-modal guidance against the negative prompt. Call with a prompt and a `RetakeSource` or
-    drive `generate_from_contexts` directly.
+    multi-modal guidance against the negative prompt (`guidance=GuidanceRequest(...)`). Call with a prompt and
+    a `RetakeSource` (the output has its size, length and rate) or drive `latents_from_contexts` directly.
     """
-
-    stage_names = ("stage_1",)
-    """The denoising stage, as named in noise draws, latents and `stage_sigmas`."""
 
     def __init__(
         self,
@@ -131,29 +123,24 @@ class RetakePipeline(PromptPipeline):
     ) -> None:
         """`max_batch_size` (how many guidance passes share one transformer call, None: all) applies with
         `distilled=False`; `options`: see `PipelineOptions`."""
-        self.max_batch_size = checked_max_batch_size(max_batch_size)
-        super().__init__(checkpoint_path, gemma_root, **options)
+        super().__init__(checkpoint_path, gemma_root, max_batch_size=max_batch_size, **options)
         self.distilled = distilled
 
-    def guidance_settings(
-        self,
-        num_inference_steps: int | None = None,
-        video_guidance: MultiModalGuiderParams | None = None,
-        audio_guidance: MultiModalGuiderParams | None = None,
-    ) -> GuidanceSettings:
-        """Distilled: no guidance (refused when given). Full: the given values, with 40 steps and the checkpoint
-        generation's guidance for those left as None."""
-        if self.distilled:
-            given = [n for n, v in (("num_inference_steps", num_inference_steps), ("video_guidance", video_guidance),
-                     ("audio_guidance", audio_guidance)) if v is not None]  # fmt: skip
-            if given:
-                raise ValueError(f"the distilled retake runs without guidance: {given} not accepted")
-            off = MultiModalGuiderParams()
-            return resolve_guidance(defaults_for_checkpoint(self.checkpoint_path), None, off, off)
-        steps = FULL_CHECKPOINT_STEPS if num_inference_steps is None else num_inference_steps
-        return resolve_guidance(defaults_for_checkpoint(self.checkpoint_path), steps, video_guidance, audio_guidance)
+    def guidance_defaults(self) -> PipelineDefaults:
+        """The checkpoint generation's guidance, with the reference's step count for a full checkpoint."""
+        return replace(super().guidance_defaults(), num_inference_steps=FULL_CHECKPOINT_STEPS)
 
-    def generate(
+    def guidance_settings(self, guidance: GuidanceRequest) -> GuidanceSettings:
+        """Distilled: no guidance (a request that sets any is refused). Full: the guided pipeline's settings."""
+        if not self.distilled:
+            return super().guidance_settings(guidance)
+        given = [name for name, value in guidance.parameters().items() if value is not None]
+        if given:
+            raise ValueError(f"the distilled retake runs without guidance: {given} not accepted")
+        off = MultiModalGuiderParams()
+        return GuidanceSettings(num_inference_steps=self.guidance_defaults().num_inference_steps, video=off, audio=off)
+
+    def generate(  # type: ignore[override]
         self,
         prompt: str,
         *,
@@ -163,31 +150,25 @@ class RetakePipeline(PromptPipeline):
         seed: int,
         regenerate_video: bool = True,
         regenerate_audio: bool = True,
-        negative_prompt: str | None = None,
-        num_inference_steps: int | None = None,
-        video_guidance: MultiModalGuiderParams | None = None,
-        audio_guidance: MultiModalGuiderParams | None = None,
+        guidance: GuidanceRequest = DEFAULT_GUIDANCE,
         enhance_prompt: bool = False,
     ) -> FinalLatents:
         """The source with [start_time, end_time) regenerated; the same seed gives the same result."""
         check_region(start_time, end_time, regenerate_video, regenerate_audio)
-        if self.distilled and negative_prompt is not None:
-            raise ValueError("the distilled retake runs without guidance: ['negative_prompt'] not accepted")
-        settings = self.guidance_settings(num_inference_steps, video_guidance, audio_guidance)  # before Gemma runs
-        prompts = [prompt] if self.distilled else [prompt, negative_prompt_or_default(negative_prompt)]
-        contexts, final_prompt = self.encode_prompts(prompts, seed=seed, images=(), enhance=enhance_prompt)
-        guidance = {} if self.distilled else {
-            "num_inference_steps": settings.num_inference_steps, "video_guidance": settings.video,
-            "audio_guidance": settings.audio,
+        self.guidance_settings(guidance)  # a bad value fails before Gemma runs
+        region = {
+            "source": source, "start_time": start_time, "end_time": end_time, "regenerate_video": regenerate_video,
+            "regenerate_audio": regenerate_audio,
         }  # fmt: skip
-        final = self.latents_from_contexts(
-            contexts[0], contexts[1] if len(contexts) > 1 else None, source=source, start_time=start_time,
-            end_time=end_time, regenerate_video=regenerate_video, regenerate_audio=regenerate_audio,
-            noise=SeededNoise(seed), **guidance,
-        )  # fmt: skip
+        if not self.distilled:
+            return guided_prompt_call(
+                self, prompt, seed=seed, images=(), enhance_prompt=enhance_prompt, guidance=guidance, **region
+            )
+        (contexts,), final_prompt = self.encode_prompts([prompt], seed=seed, images=(), enhance=enhance_prompt)
+        final = self.latents_from_contexts(contexts, None, noise=SeededNoise(seed), **region)
         return replace(final, prompt=final_prompt)
 
-    def latents_from_contexts(
+    def latents_from_contexts(  # type: ignore[override]
         self,
         contexts: TextContexts,
         negative_contexts: TextContexts | None = None,
@@ -198,23 +179,21 @@ class RetakePipeline(PromptPipeline):
         noise: NoiseSource,
         regenerate_video: bool = True,
         regenerate_audio: bool = True,
-        num_inference_steps: int | None = None,
-        video_guidance: MultiModalGuiderParams | None = None,
-        audio_guidance: MultiModalGuiderParams | None = None,
+        guidance: GuidanceRequest = DEFAULT_GUIDANCE,
         stage_sigmas: Mapping[str, torch.Tensor] | None = None,
     ) -> FinalLatents:
         """The retake stage, to the final latents, from given contexts, the source and a noise source (the parity
-        seam). Distilled: `negative_contexts` and the guidance settings must be None."""
+        seam). Distilled: `negative_contexts` must be None and `guidance` empty."""
         check_region(start_time, end_time, regenerate_video, regenerate_audio)
         if self.distilled and negative_contexts is not None:
             raise ValueError("the distilled retake runs without guidance: ['negative_contexts'] not accepted")
-        settings = self.guidance_settings(num_inference_steps, video_guidance, audio_guidance)
+        settings = self.guidance_settings(guidance)
         given = checked_stage_sigmas(stage_sigmas, self.stage_names)
         inputs = guided_inputs(settings, contexts, negative_contexts, self.placement)
         if self.distilled:
             sigmas = stage_sigmas_or(given, "stage_1", distilled_sigmas)
         else:
-            sigmas = stage_sigmas_or(given, "stage_1", lambda: LTX2Scheduler().sigmas(settings.num_inference_steps))
+            sigmas = stage_sigmas_or(given, "stage_1", lambda: self.default_stage_1_sigmas(settings, source.shape))
         video_latent, audio_latent = self.source_latents(source)
         region = TemporalRegionMask(start_time, end_time)
         video_items: list[ConditioningItem] = [region if regenerate_video else FrozenModality()]
@@ -223,12 +202,13 @@ class RetakePipeline(PromptPipeline):
         if audio_latent is not None:
             audio_items = [region if regenerate_audio else FrozenModality()]
 
-        with self.transformer(self.loras) as transformer:
+        (loras,) = self.stage_loras()
+        with self.transformer(loras) as transformer:
             denoiser: Denoiser
             if self.distilled:
                 denoiser = SimpleDenoiser(X0Model(transformer), inputs.positive.video, inputs.positive.audio)
             else:
-                denoiser = stage_guided_denoiser(transformer, inputs, self.max_batch_size, self.step_cache)
+                denoiser = self.guided_stage_denoiser(transformer, inputs)
             result = run_denoising_stage(
                 denoiser, source.shape, sigmas, noise, "stage_1", self.placement.device, self.placement.dtype,
                 conditionings=video_items, audio_conditionings=audio_items, initial_video=video_latent,

@@ -196,12 +196,15 @@ class ValidationRunner:
         sample = v.samples[index]
         g = sample_geometry(self.config, sample)
         encoded = self.encoded(index, pipeline)
+        from ltx_pipelines import GuidanceRequest, VideoRequest
+
         video_guidance, audio_guidance = self._guidance(encoded)
         return pipeline(
             sample.prompt, seed=sample.seed if sample.seed is not None else v.seed,
-            height=g.height, width=g.width, num_frames=g.frames, frame_rate=g.fps,
-            negative_prompt=v.negative_prompt, num_inference_steps=v.inference_steps,
-            video_guidance=video_guidance, audio_guidance=audio_guidance, images=encoded.images,
+            video=VideoRequest(height=g.height, width=g.width, num_frames=g.frames, frame_rate=g.fps,
+                               images=encoded.images),
+            guidance=GuidanceRequest(negative_prompt=v.negative_prompt, num_inference_steps=v.inference_steps,
+                                     video=video_guidance, audio=audio_guidance),
             conditions=encoded.conditions,
         )  # fmt: skip
 
