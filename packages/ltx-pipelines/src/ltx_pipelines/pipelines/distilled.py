@@ -9,33 +9,24 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import torch
-
-from ltx_core.components.denoisers import SimpleDenoiser
 from ltx_core.components.schedulers import distilled_sigmas, stage_2_distilled_sigmas
 from ltx_core.loader import ModelFiles
 from ltx_core.model.duration_head import DurationRange
-from ltx_core.model.transformer import X0Model
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
-from ltx_core.types import VideoPixelShape
 from ltx_pipelines.engine.defaults import TWO_STAGE_SPATIAL_MULTIPLE, checkpoint_model_version
 from ltx_pipelines.engine.duration import check_length_request, requested_frames
 from ltx_pipelines.engine.final_latents import FinalLatents
 from ltx_pipelines.engine.generated_keyframes import (
     GeneratedKeyframes,
     generated_keyframe_positions,
-    generated_keyframe_slots,
     require_keyframe_embedding,
 )
 from ltx_pipelines.engine.noise_sources import NoiseSource, SeededNoise
 from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
-from ltx_pipelines.engine.stage_blocks import ImageCondition, run_denoising_stage
+from ltx_pipelines.engine.stage_blocks import ImageCondition
 from ltx_pipelines.engine.stage_samplers import distilled_stage_1_sampler
-from ltx_pipelines.engine.stage_steps import (
-    contexts_on,
-    encode_conditioning_images,
-    upsample_between_stages,
-)
+from ltx_pipelines.engine.stage_steps import contexts_on
+from ltx_pipelines.engine.two_stage_runner import StagePlan, run_two_stages, simple_denoiser
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -116,39 +107,14 @@ class DistilledPipeline(PromptPipeline):
         """Both stages, from given text contexts and a noise source (the parity seam). `generated_keyframes`:
         slots appended to stage 1 only, kept as `stage_1.video_generated_keyframes`."""
         full = self.output_shape(height, width, num_frames, frame_rate)
-        require_keyframe_embedding(self.checkpoint_path, generated_keyframes)
-        slots = generated_keyframe_slots(generated_keyframes, num_frames)
-        half = VideoPixelShape(1, num_frames, height // 2, width // 2, frame_rate)
-        device, dtype = self.placement.device, self.placement.dtype
         positive = contexts_on(contexts, self.placement)
-        encoded = encode_conditioning_images(
-            images, self.checkpoint_path, self.placement, [half, full], keep_latent_statistics=True
-        )
-        stage_1_items, stage_2_items = encoded.per_stage
-        assert encoded.latent_statistics is not None
-
-        latents: dict[str, torch.Tensor] = {}
-        with self.transformer(self.loras) as transformer:
-            denoiser = SimpleDenoiser(X0Model(transformer), positive.video, positive.audio)
-            stage_1 = run_denoising_stage(
-                denoiser, half, distilled_sigmas(), noise, "stage_1", device, dtype,
-                conditionings=[*stage_1_items, *slots], progress=self.progress, sampler=self.stage_1_sampler,
-            )  # fmt: skip
-            latents.update(stage_1.named("stage_1"))
-            # The transformer stays loaded across the upsampling: both stages use the same model.
-            upsampled = upsample_between_stages(
-                stage_1.video_latent, self.spatial_upsampler_path, encoded.latent_statistics, self.placement
-            )
-            latents["upsampled_video_latent"] = upsampled
-            refiner = SimpleDenoiser(
-                X0Model(self.refinement_transformer(transformer, full)), positive.video, positive.audio
-            )
-            stage_2 = run_denoising_stage(
-                refiner, full, stage_2_distilled_sigmas(), noise, "stage_2", device, dtype,
-                conditionings=stage_2_items, initial_video=upsampled, initial_audio=stage_1.audio_latent,
-                progress=self.progress,
-            )  # fmt: skip
-            latents.update(stage_2.named("stage_2"))
-
-        audio = stage_2.audio_latent if self.refined_audio_is_usable else stage_1.audio_latent
-        return self.finished(full, stage_2.video_latent, audio, noise, latents)
+        # One transformer serves both stages (the same LoRAs), kept loaded across the upsampling.
+        result = run_two_stages(
+            self, self.spatial_upsampler_path, full, noise,
+            stage_1=StagePlan(self.loras, distilled_sigmas(), sampler=self.stage_1_sampler),
+            stage_2=StagePlan(self.loras, stage_2_distilled_sigmas()), stage_1_denoiser=simple_denoiser(positive),
+            refine_contexts=positive, images=images, generated_keyframes=generated_keyframes, share_transformer=True,
+        )  # fmt: skip
+        second = result.refined
+        audio = second.audio_latent if self.refined_audio_is_usable else result.stage_1.audio_latent
+        return self.finished(full, second.video_latent, audio, noise, result.latents)
