@@ -155,12 +155,12 @@ def _build(run: Run) -> DFRPipeline:
 
 
 def _generate(pipeline: DFRPipeline, run: Run) -> FinalLatents:
-    call = run.video_call()
-    if run.video.duration is not None:
-        call["num_frames"] = None
+    from ltx_pipelines.cli.video_request import video_request
+
     return pipeline.generate(
-        run.prompt.text, **call, duration=run.video.duration, temporal_upsample_rounds=run.values[DfrFlags].rounds
-    )
+        run.prompt.text, seed=run.prompt.seed, video=video_request(run), enhance_prompt=run.prompt.enhance,
+        temporal_upsample_rounds=run.values[DfrFlags].rounds,
+    )  # fmt: skip
 
 
 COMMAND = PipelineCommand.for_module(

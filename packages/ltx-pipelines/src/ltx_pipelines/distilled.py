@@ -30,10 +30,11 @@ logger = logging.getLogger(__name__)
 
 def generate_with_video_flags(pipeline: DistilledPipeline, run: Run) -> FinalLatents:
     """The prompt call with the shared groups' settings; the length is the duration head's when it picks it."""
-    call = run.video_call()
-    if run.video.duration is not None:
-        call["num_frames"] = None
-    return pipeline.generate(run.prompt.text, **call, duration=run.video.duration)
+    from ltx_pipelines.cli.video_request import video_request
+
+    return pipeline.generate(
+        run.prompt.text, seed=run.prompt.seed, video=video_request(run), enhance_prompt=run.prompt.enhance
+    )
 
 
 def build(run: Run) -> DistilledPipeline:

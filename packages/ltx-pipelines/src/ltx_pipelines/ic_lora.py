@@ -181,9 +181,13 @@ def _generate(pipeline: ICLoraPipeline, run: Run) -> FinalLatents:
         assert video.height is not None and video.width is not None
         # The mask weights stage 1, where the references are: load it at the stage-1 size.
         mask = load_attention_mask(inputs.mask_path, video.height // 2, video.width // 2, video.num_frames)
+    from ltx_pipelines.cli.video_request import video_request
+
     return pipeline.generate(
         run.prompt.text,
-        **run.video_call(),
+        seed=run.prompt.seed,
+        video=video_request(run),
+        enhance_prompt=run.prompt.enhance,
         references=list(inputs.references),
         attention_strength=inputs.mask_strength,
         attention_mask=mask,

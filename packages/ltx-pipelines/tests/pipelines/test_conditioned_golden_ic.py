@@ -20,6 +20,7 @@ from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_pipelines.engine.generation import Generation
 from ltx_pipelines.engine.noise_sources import ReplayedNoise
+from ltx_pipelines.engine.requests import VideoRequest
 from ltx_pipelines.engine.stage_blocks import ImageCondition
 from ltx_pipelines.ic_lora import ICLoraPipeline, VideoReference
 from ltx_pipelines.keyframe_interpolation import KeyframeInterpolationPipeline
@@ -126,10 +127,11 @@ def test_ic_lora_replays_the_reference(fx, golden_pipeline_models, golden_dir, a
         pixels=fx[f"{run}.reference_video"],
     )
     noise = ReplayedNoise(fx.tensors, prefix=f"{run}.noise.")
+    video = VideoRequest(
+        height=settings["height"], width=settings["width"], num_frames=p["frames"], frame_rate=p["fps"]
+    )
     generation = pipeline.generate_from_contexts(
-        _contexts(fx, ""),
-        height=settings["height"], width=settings["width"], num_frames=p["frames"], frame_rate=p["fps"],
-        noise=noise, references=[reference],
+        _contexts(fx, ""), video=video, noise=noise, references=[reference],
         attention_strength=float(settings["attention_strength"]),
         attention_mask=mask,
     )  # fmt: skip

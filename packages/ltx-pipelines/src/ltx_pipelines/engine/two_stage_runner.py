@@ -102,6 +102,8 @@ class TwoStageResult:
     """None when the run stopped after stage 1 (`stage_2` plan None)."""
     latents: dict[str, torch.Tensor]
     """Every intermediate latent by name (`stage_1.*`, `upsampled_*`, `stage_2.*`)."""
+    latent_statistics: nn.Module | None = None
+    """The VAE latent statistics the upsampling went through (a pipeline's later upsampling reuses them)."""
 
     @property
     def refined(self) -> StageResult:
@@ -152,8 +154,7 @@ def run_two_stages(
     `stage_1.video_generated_keyframes`. `hook`: the pipeline's own items per stage (`ConditioningHook`).
     """
     require_keyframe_embedding(pipeline.checkpoint_path, generated_keyframes)
-    if share_transformer and stage_2 is not None and tuple(stage_1.loras) != tuple(stage_2.loras):
-        raise ValueError("share_transformer: the two stages fuse different LoRAs; each needs its own transformer")
+    _check_shared(share_transformer, stage_1, stage_2)
     slots = generated_keyframe_slots(generated_keyframes, shape.frames)  # checked before anything loads
     half = half_size(shape)
     encoded = _encode(pipeline, shape, images, images_as_keyframes, hook, keep_statistics=stage_2 is not None)
@@ -181,10 +182,18 @@ def run_two_stages(
                 initial_audio=first.audio_latent if frozen_audio is None else frozen_audio,
             )  # fmt: skip
     latents.update(second.named("stage_2"))
-    return TwoStageResult(first, second, latents)
+    return TwoStageResult(first, second, latents, encoded.latent_statistics)
 
 
 UPSAMPLED_VIDEO = "upsampled_video_latent"
+
+
+def _check_shared(share: bool, stage_1: StagePlan, stage_2: StagePlan | None) -> None:
+    if share and stage_2 is not None and tuple(stage_1.loras) != tuple(stage_2.loras):
+        raise ValueError(
+            f"share_transformer: stage 1 fuses {[str(lora.path) for lora in stage_1.loras]} and stage 2 "
+            f"{[str(lora.path) for lora in stage_2.loras]}; a shared transformer needs the same LoRAs in both"
+        )
 
 
 def _encode(
