@@ -18,6 +18,13 @@ device and materialised directly on the GPU), one transformer forward per step, 
     train-plan-16    checkpointing, activation offload, fp8-cast, N blocks swapped from pinned host memory);
     train-plan-24    run on this GPU whatever its size, so its peak is compared with the card it is meant for
 
+    guidance-parallel  one guided step (cond, CFG, STG, modality: 4 passes, one call each, as the pipelines
+                     run them) on one GPU, then with the passes spread over the GPUs present (2-4 ranks, NCCL,
+                     `ltx_core.multigpu.guidance_parallel`): seconds per step both ways, the speed-up, the x0
+                     bytes broadcast per step (`benchmarks/guidance_parallel_comm.py`) and max |difference| of the
+                     guided x0 against the one-GPU step. With one GPU only the one-GPU step is measured.
+                     `--dry-run` prints the pass groups and bytes per step for 2, 4 and 8 GPUs (no GPU needed).
+
 For the training variants the memory plan's estimate (`ltx_trainer.memory_plan`) is printed beside the
 measured peak; `--plan-only` prints just the estimates (no GPU needed).
 
@@ -40,6 +47,8 @@ run) and peak GPU memory. Targets from other servers on an H100 for this size: 8
     python benchmarks/gpu/check_22b.py --blocks 8           # a quick smoke run
     python benchmarks/gpu/check_22b.py --variants settings-12gb settings-16gb settings-24gb
     python benchmarks/gpu/check_22b.py --variants settings-12gb --dry-run   # picks and estimates, no GPU
+    python benchmarks/gpu/check_22b.py --variants guidance-parallel --steps 2
+    python benchmarks/gpu/check_22b.py --variants guidance-parallel --dry-run  # pass groups and bytes, no GPU
 """
 
 from __future__ import annotations
@@ -63,6 +72,9 @@ TRAIN_VARIANTS = (
     "train-plan-12", "train-plan-16", "train-plan-24",
 )  # fmt: skip
 SETTINGS_VARIANTS = ("settings-12gb", "settings-16gb", "settings-24gb")
+MULTI_GPU_VARIANTS = ("guidance-parallel",)
+GUIDED_PASSES = 4
+"""cond, negative prompt (CFG), STG-perturbed, modality-isolated: the LTX-2.3 guided defaults' passes."""
 _KEYS = Path(__file__).resolve().parents[2] / "tests" / "golden" / "ltx-2.3-22b-keys.json"
 
 
@@ -378,7 +390,133 @@ def run_settings(name: str, args: argparse.Namespace, device: torch.device) -> d
     return result
 
 
+def _guided_step_parts(model: torch.nn.Module, args: argparse.Namespace, device: torch.device):
+    """(video, audio) latent states, the positive and negative contexts and the 4-pass guidance of one step."""
+    from ltx_core.components.guiders import MultiModalGuiderParams
+    from ltx_core.types import LatentState
+
+    video, audio = inputs(model, args.frames, args.height, args.width, args.text_tokens, device)
+    states = tuple(
+        LatentState(m.latent, torch.ones_like(m.latent[..., :1], dtype=torch.float32), m.positions,
+                    torch.zeros_like(m.latent))
+        for m in (video, audio)
+    )  # fmt: skip
+    g = torch.Generator(device=device).manual_seed(2)
+    negative = tuple(
+        torch.randn(m.context.shape, device=device, generator=g, dtype=m.context.dtype) for m in (video, audio)
+    )
+    block = min(28, model.num_blocks - 1)
+    guidance = MultiModalGuiderParams(cfg_scale=3.0, stg_scale=1.0, stg_blocks=(block,), modality_scale=3.0)
+    return states, (video.context, audio.context), negative, guidance
+
+
+def _timed_guided_step(denoiser, states, steps: int) -> tuple[float, torch.Tensor]:
+    times = []
+    with torch.inference_mode():
+        x0, _ = denoiser(*states, 0.9, 0)  # warm-up
+        for _ in range(steps):
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            x0, _ = denoiser(*states, 0.9, 0)
+            torch.cuda.synchronize()
+            times.append(time.perf_counter() - start)
+    return statistics.median(times), x0
+
+
+def guidance_parallel_job(rank: int, world: int, args: argparse.Namespace, out_path: str) -> None:
+    """One rank of the guidance-parallel measurement: rank 0 first times the one-GPU step, then every rank the
+    spread step; rank 0 writes both times and the x0 difference to `out_path` (JSON)."""
+    import torch.distributed as dist
+
+    from ltx_core.components.denoisers import GuidedDenoiser
+    from ltx_core.model.transformer import X0Model
+    from ltx_core.multigpu.guidance_parallel import (
+        GuidanceParallelDenoiser,
+        make_pass_groups,
+        pass_group_count,
+        pass_group_transformer,
+    )
+
+    device = torch.device("cuda", rank)
+    torch.cuda.set_device(device)
+    model = random_model(_config(args.blocks), device)  # same seed on every GPU: the same weights
+    states, positive, negative, guidance = _guided_step_parts(model, args, device)
+    kwargs = {"negative_video_context": negative[0], "negative_audio_context": negative[1],
+              "video_guidance": guidance, "audio_guidance": guidance, "max_batch_size": 1}  # fmt: skip
+    single = None
+    if rank == 0:
+        single = _timed_guided_step(GuidedDenoiser(X0Model(model), *positive, **kwargs), states, args.steps)
+    dist.barrier()
+    groups = make_pass_groups(pass_group_count(world, GUIDED_PASSES))
+    spread = GuidanceParallelDenoiser(X0Model(pass_group_transformer(model, groups)), groups, *positive, **kwargs)
+    seconds, x0 = _timed_guided_step(spread, states, args.steps)
+    if rank == 0:
+        assert single is not None
+        Path(out_path).write_text(json.dumps({
+            "one_gpu_seconds_per_step": round(single[0], 3), "seconds_per_step": round(seconds, 3),
+            "speedup": round(single[0] / seconds, 2), "pass_groups": f"{groups.count} x {groups.size}",
+            "max_abs_diff_vs_one_gpu": float((x0.float() - single[1].float()).abs().max()),
+        }))  # fmt: skip
+
+
+def guidance_parallel_plan(args: argparse.Namespace, worlds: tuple[int, ...] = (2, 4, 8)) -> dict:
+    """Pass groups and bytes per step (each rank's receive) for `worlds` GPUs, from the 22B shapes."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from guidance_parallel_comm import guidance_parallel_elements, sequence_parallel_elements, widths_22b
+
+    from ltx_core.multigpu import pass_group_count
+
+    w = widths_22b()
+    f, h, wd = (args.frames - 1) // 8 + 1, args.height // 32, args.width // 32
+    tokens = {"video": f * h * wd, "audio": round(args.frames / 24 * 25)}
+    plan = {}
+    for world in worlds:
+        groups = pass_group_count(world, GUIDED_PASSES)
+        spread = guidance_parallel_elements(w, tokens, world, GUIDED_PASSES, 1) * 2  # bf16
+        sequence = sequence_parallel_elements(w, tokens, world, GUIDED_PASSES) * 2
+        plan[str(world)] = {
+            "pass_groups": f"{groups} x {world // groups}",
+            "guidance_parallel_MiB": round(spread / 2**20, 2),
+            "sequence_parallel_MiB": round(sequence / 2**20, 1),
+        }
+    return {"variant": "guidance-parallel", "bytes_per_step_per_rank": plan}
+
+
+def run_guidance_parallel(args: argparse.Namespace, device: torch.device) -> dict:
+    import tempfile
+
+    from ltx_core.components.denoisers import GuidedDenoiser
+    from ltx_core.model.transformer import X0Model
+    from ltx_core.multigpu.launch import run_ranks
+
+    plan = guidance_parallel_plan(args)
+    count = torch.cuda.device_count()
+    if count < 2:
+        # One GPU: the one-GPU guided step only (what the spread step is compared with on a larger machine).
+        torch.cuda.empty_cache()
+        model = random_model(_config(args.blocks), device)
+        states, positive, negative, guidance = _guided_step_parts(model, args, device)
+        denoiser = GuidedDenoiser(
+            X0Model(model), *positive, negative_video_context=negative[0], negative_audio_context=negative[1],
+            video_guidance=guidance, audio_guidance=guidance, max_batch_size=1,
+        )  # fmt: skip
+        seconds, _ = _timed_guided_step(denoiser, states, args.steps)
+        del model, denoiser, states
+        gc.collect()
+        torch.cuda.empty_cache()
+        return {**plan, "one_gpu_seconds_per_step": round(seconds, 3),
+                "skipped_parallel": f"guidance parallel needs >= 2 GPUs, {count} present"}  # fmt: skip
+    world = min(count, GUIDED_PASSES)
+    with tempfile.TemporaryDirectory(prefix="ltx-gpar-") as folder:
+        out = Path(folder, "result.json")
+        run_ranks(guidance_parallel_job, world, args=(args, str(out)), backend="nccl", timeout_s=1800)
+        measured = json.loads(out.read_text())
+    return {**plan, "world": world, **measured}
+
+
 def run_variant(name: str, args: argparse.Namespace, device: torch.device, flops: dict) -> dict | None:
+    if name in MULTI_GPU_VARIANTS:
+        return run_guidance_parallel(args, device)
     if name in TRAIN_VARIANTS:
         return run_training_step(name, args, device)
     if name in SETTINGS_VARIANTS:
@@ -440,10 +578,13 @@ def main() -> None:
     parser.add_argument(
         "--variants",
         nargs="+",
-        default=[*VARIANTS, *TRAIN_VARIANTS, *SETTINGS_VARIANTS],
-        choices=VARIANTS + TRAIN_VARIANTS + SETTINGS_VARIANTS,
+        default=[*VARIANTS, *TRAIN_VARIANTS, *SETTINGS_VARIANTS, *MULTI_GPU_VARIANTS],
+        choices=VARIANTS + TRAIN_VARIANTS + SETTINGS_VARIANTS + MULTI_GPU_VARIANTS,
     )
-    parser.add_argument("--dry-run", action="store_true", help="print the settings variants' picks and estimates")
+    parser.add_argument(
+        "--dry-run", action="store_true",
+        help="print the settings variants' picks and estimates and the guidance-parallel bytes per step",
+    )  # fmt: skip
     parser.add_argument("--plan-only", action="store_true", help="print the training variants' memory estimates")
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--frames", type=int, default=121)
@@ -455,6 +596,8 @@ def main() -> None:
     if args.dry_run:
         for name in (v for v in args.variants if v in SETTINGS_VARIANTS):
             print(json.dumps(settings_plan(name, args)), flush=True)
+        if "guidance-parallel" in args.variants:
+            print(json.dumps(guidance_parallel_plan(args)), flush=True)
         return
     if args.plan_only:
         for name in (v for v in args.variants if v in TRAIN_VARIANTS):

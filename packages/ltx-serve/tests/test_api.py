@@ -182,3 +182,36 @@ def test_metrics_report_queue_depth_and_refusals(api) -> None:
     text = client.get("/metrics").text
     assert "ltx_serve_queue_depth 1" in text
     assert 'ltx_serve_refused_requests_total{status="400"} 1' in text
+
+
+class NoRowReads:
+    """The store, but reading job rows fails the test: a scrape must not page through every job."""
+
+    def __init__(self, store: SqliteJobStore) -> None:
+        self.store = store
+
+    def __getattr__(self, name: str):
+        if name in ("list", "get"):
+            raise AssertionError(f"/metrics read job rows ({name})")
+        return getattr(self.store, name)
+
+
+def test_metrics_come_from_counts_and_phase_totals_not_job_rows(api, tmp_path: Path) -> None:
+    client, store = api
+    ids = [client.post("/v1/videos", json={"prompt": "a"}).json()["id"] for _ in range(3)]
+    for seconds in (1.5, 2.5):
+        job = store.claim("w")
+        store.complete(job.id, "w", output="x.mp4", timings={"prompt": 0.25, "denoise": seconds})
+    client.delete(f"/v1/videos/{ids[0]}")  # a counter never goes back
+    scraper = TestClient(create_app(ApiConfig(store=NoRowReads(store), data_dir=tmp_path, limits=LIMITS)))
+    text = scraper.get("/metrics").text
+    for line in (
+        'ltx_serve_jobs{status="completed"} 1',
+        "ltx_serve_queue_depth 1",
+        'ltx_serve_phase_seconds_sum{phase="denoise"} 4.000',
+        'ltx_serve_phase_seconds_count{phase="denoise"} 2',
+        'ltx_serve_phase_seconds_sum{phase="prompt"} 0.500',
+    ):
+        assert line in text.splitlines(), (line, text)
+    plan = store._db.execute("EXPLAIN QUERY PLAN SELECT status, COUNT(*) FROM jobs GROUP BY status").fetchall()
+    assert "COVERING INDEX jobs_status_seq" in str(plan)  # the counts read the index, not the rows

@@ -26,7 +26,7 @@ def test_pipeline_flags_go_to_workers_and_loras_become_request_names() -> None:
          "--quantization", "fp8-cast"]
     )  # fmt: skip
     assert options.devices == ["cpu", "cpu"]
-    assert options.model_argv == ("--demo", "--quantization", "fp8-cast")
+    assert options.model_argv == {"distilled": ("--demo", "--quantization", "fp8-cast")}
     assert options.limits.loras == {"style": "/m/style.safetensors", "cam": "/m/cam.safetensors"}
     assert options.limits.default_size == "64x64"
 

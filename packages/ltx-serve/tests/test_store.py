@@ -123,3 +123,16 @@ def test_list_pages_by_creation_order(queue: str, tmp_path: Path) -> None:
     assert [j.id for j in page] == ids[2:] and not more
     page, _ = store.list(limit=2, order="desc")
     assert [j.id for j in page] == ids[:-3:-1]
+
+
+def test_completed_jobs_add_their_phase_seconds_and_deleting_takes_none_back(queue: str, tmp_path: Path) -> None:
+    store = open_store(queue, tmp_path)
+    ids = [store.enqueue({}, idempotency_key=None, max_attempts=1)[0].id for _ in range(3)]
+    for seconds in (1.5, 2.5):
+        job = store.claim("w")
+        assert store.complete(job.id, "w", output="x.mp4", timings={"denoise": seconds, "decode": 0.5})
+    store.claim("w")
+    store.cancel(ids[0])
+    store.purge(ids[0])
+    assert store.phase_totals() == {"denoise": (4.0, 2), "decode": (1.0, 2)}
+    assert store.counts() == {"completed": 1, "in_progress": 1}

@@ -40,6 +40,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -204,6 +205,100 @@ def _upsampler_folder_name(config: Mapping[str, Any]) -> str:
     return "latent_upsampler" if scale == 2.0 else f"latent_upsampler_x{scale:g}"
 
 
+# A full single file carries these config sections (one per model that has a diffusers folder).
+_FULL_SECTIONS = ("transformer", "vae", "audio_vae", "vocoder")
+# The connectors' input projection: LTX-2.3 names (per-modality aggregate) first, then LTX-2.0's.
+_PROJECTION_NAMES = ("text_embedding_projection.video_aggregate_embed", "text_embedding_projection.aggregate_embed")
+# A component folder's config.json and the rename of single-file keys into its weights (None: not its key).
+_Component = tuple[dict[str, Any], Callable[[str], str | None]]
+
+
+@dataclass(frozen=True)
+class _TensorFacts:
+    """What the diffusers configs need that the single file's config does not state, read off tensor shapes."""
+
+    vocoder_in_channels: int
+    bwe_in_channels: int | None
+    projection_in_features: int
+    projection_bias: bool
+
+
+def _full_config(checkpoint: Path, metadata: Mapping[str, Any]) -> dict[str, Any]:
+    config = metadata.get("config")
+    missing = [s for s in _FULL_SECTIONS if not isinstance(config, dict) or s not in config]
+    if missing:
+        raise CheckpointError(
+            f"{str(checkpoint)!r} is not a full single-file checkpoint: no config section(s) {missing}"
+        )
+    return config
+
+
+def _tensor_facts(checkpoint: Path, config: Mapping[str, Any], tensors: Mapping[str, Any]) -> _TensorFacts:
+    vocoder_root = "vocoder.vocoder." if "bwe" in config["vocoder"] else "vocoder."
+    vocoder_in = tensors.get(f"{vocoder_root}conv_pre.weight")
+    bwe_in = tensors.get("vocoder.bwe_generator.conv_pre.weight")
+    if vocoder_in is None:
+        raise CheckpointError(f"{str(checkpoint)!r} has no {vocoder_root}conv_pre.weight for the vocoder")
+    projection = next((name for name in _PROJECTION_NAMES if f"{name}.weight" in tensors), None)
+    if projection is None:
+        raise CheckpointError(f"{str(checkpoint)!r} has no text_embedding_projection weight for the connectors")
+    return _TensorFacts(
+        vocoder_in_channels=vocoder_in.shape[1],
+        bwe_in_channels=None if bwe_in is None else bwe_in.shape[1],
+        projection_in_features=tensors[f"{projection}.weight"].shape[1],
+        projection_bias=f"{projection}.bias" in tensors,
+    )
+
+
+def _check_loadable(checkpoint: Path, config: Mapping[str, Any], tensors: Mapping[str, Any], refuse: bool) -> None:
+    problems = diffusers_load_problems(config, tensors)
+    if problems and refuse:
+        raise CheckpointError(f"diffusers could not load the folder of {str(checkpoint)!r}: {'; '.join(problems)}")
+    for problem in problems:
+        logger.warning("diffusers will not load this export: %s", problem)
+
+
+def _upsampler_folders(upsamplers: Sequence[str | Path]) -> list[tuple[Path, dict[str, Any], str]]:
+    """(file, config, folder name) per upsampler file, each checked to be a latent upsampler of its own folder."""
+    found = []
+    for path in upsamplers:
+        config = read_safetensors_header(path).metadata.get("config")
+        if not isinstance(config, dict) or config.get("_class_name") != "LatentUpsampler":
+            raise CheckpointError(f"--upsampler {str(path)!r} is not a latent upsampler file")
+        found.append((Path(path), config, _upsampler_folder_name(config)))
+    names = [name for _, _, name in found]
+    if len(set(names)) != len(names):
+        raise CheckpointError(f"two upsamplers would share a folder name: {names}")
+    return found
+
+
+def _diffusers_components(config: Mapping[str, Any], facts: _TensorFacts) -> dict[str, _Component]:
+    t, vae, audio_vae = config["transformer"], config["vae"], config["audio_vae"]
+    stft = audio_vae.get("preprocessing", {}).get("stft", {})
+    pairs = dc.vae_block_renames(vae)
+    transformer = dc.transformer_to_diffusers(
+        t,
+        vae_scale=dc.vae_scale_factors(vae),
+        audio_hop_length=stft.get("hop_length", 160),
+        audio_sampling_rate=audio_vae["model"]["params"].get("sampling_rate", 16000),
+    )
+    connectors = dc.connectors_to_diffusers(
+        t,
+        text_proj_in_factor=facts.projection_in_features // t["caption_channels"],
+        proj_bias=facts.projection_bias,
+    )
+    vocoder = dc.vocoder_to_diffusers(
+        config["vocoder"], in_channels=facts.vocoder_in_channels, bwe_in_channels=facts.bwe_in_channels
+    )
+    return {
+        "transformer": (transformer, dn.transformer_key_to_diffusers),
+        "connectors": (connectors, dn.connectors_key_to_diffusers),
+        "vae": (dc.video_vae_to_diffusers(vae), lambda key: dn.video_vae_key_to_diffusers(key, pairs)),
+        "audio_vae": (dc.audio_vae_to_diffusers(audio_vae), dn.audio_vae_key_to_diffusers),
+        "vocoder": (vocoder, dn.vocoder_key_to_diffusers),
+    }
+
+
 def single_file_to_diffusers(
     checkpoint: str | Path,
     out_dir: str | Path,
@@ -219,77 +314,11 @@ def single_file_to_diffusers(
     warning naming why, or refused when `allow_unloadable` is False."""
     checkpoint, out_dir = Path(checkpoint), Path(out_dir)
     header = read_safetensors_header(checkpoint)
-    config = header.metadata.get("config")
-    missing = [
-        s for s in ("transformer", "vae", "audio_vae", "vocoder") if not isinstance(config, dict) or s not in config
-    ]
-    if missing:
-        raise CheckpointError(
-            f"{str(checkpoint)!r} is not a full single-file checkpoint: no config section(s) {missing}"
-        )
-    t, vae = config["transformer"], config["vae"]
-    stft = config["audio_vae"].get("preprocessing", {}).get("stft", {})
-    vocoder_roots = ("vocoder.vocoder.", "vocoder.") if "bwe" in config["vocoder"] else ("vocoder.",)
-    vocoder_in = header.tensors.get(f"{vocoder_roots[0]}conv_pre.weight")
-    bwe_in = header.tensors.get("vocoder.bwe_generator.conv_pre.weight")
-    if vocoder_in is None:
-        raise CheckpointError(f"{str(checkpoint)!r} has no {vocoder_roots[0]}conv_pre.weight for the vocoder")
-    projection_name = next(
-        (
-            name
-            for name in ("text_embedding_projection.video_aggregate_embed", "text_embedding_projection.aggregate_embed")
-            if f"{name}.weight" in header.tensors
-        ),
-        None,
-    )
-    if projection_name is None:
-        raise CheckpointError(f"{str(checkpoint)!r} has no text_embedding_projection weight for the connectors")
-    projection = header.tensors[f"{projection_name}.weight"]
-    problems = diffusers_load_problems(config, header.tensors)
-    if problems and not allow_unloadable:
-        raise CheckpointError(f"diffusers could not load the folder of {str(checkpoint)!r}: {'; '.join(problems)}")
-    for problem in problems:
-        logger.warning("diffusers will not load this export: %s", problem)
-    upsampler_configs = []
-    for path in upsamplers:
-        up_config = read_safetensors_header(path).metadata.get("config")
-        if not isinstance(up_config, dict) or up_config.get("_class_name") != "LatentUpsampler":
-            raise CheckpointError(f"--upsampler {str(path)!r} is not a latent upsampler file")
-        upsampler_configs.append((Path(path), up_config))
-    names = [_upsampler_folder_name(c) for _, c in upsampler_configs]
-    if len(set(names)) != len(names):
-        raise CheckpointError(f"two upsamplers would share a folder name: {names}")
-
-    pairs = dc.vae_block_renames(vae)
-    components: dict[str, tuple[dict[str, Any], Callable[[str], str | None]]] = {
-        "transformer": (
-            dc.transformer_to_diffusers(
-                t,
-                vae_scale=dc.vae_scale_factors(vae),
-                audio_hop_length=stft.get("hop_length", 160),
-                audio_sampling_rate=config["audio_vae"]["model"]["params"].get("sampling_rate", 16000),
-            ),
-            dn.transformer_key_to_diffusers,
-        ),
-        "connectors": (
-            dc.connectors_to_diffusers(
-                t,
-                text_proj_in_factor=projection.shape[1] // t["caption_channels"],
-                proj_bias=f"{projection_name}.bias" in header.tensors,
-            ),
-            dn.connectors_key_to_diffusers,
-        ),
-        "vae": (dc.video_vae_to_diffusers(vae), lambda key: dn.video_vae_key_to_diffusers(key, pairs)),
-        "audio_vae": (dc.audio_vae_to_diffusers(config["audio_vae"]), dn.audio_vae_key_to_diffusers),
-        "vocoder": (
-            dc.vocoder_to_diffusers(
-                config["vocoder"],
-                in_channels=vocoder_in.shape[1],
-                bwe_in_channels=None if bwe_in is None else bwe_in.shape[1],
-            ),
-            dn.vocoder_key_to_diffusers,
-        ),
-    }
+    config = _full_config(checkpoint, header.metadata)
+    facts = _tensor_facts(checkpoint, config, header.tensors)
+    _check_loadable(checkpoint, config, header.tensors, refuse=not allow_unloadable)
+    upsampler_folders = _upsampler_folders(upsamplers)
+    components = _diffusers_components(config, facts)
     index = {**MODEL_INDEX_CONTENT, "vocoder": ["ltx2", components["vocoder"][0]["_class_name"]]}
     distilled = is_distilled_name(checkpoint) if distilled is None else distilled
     with _atomic_folder(out_dir) as tmp:
@@ -301,7 +330,7 @@ def single_file_to_diffusers(
         (tmp / "scheduler").mkdir()
         _write_json(tmp / "scheduler" / "scheduler_config.json", scheduler_config(distilled=distilled))
         _write_json(tmp / MODEL_INDEX, index)
-        for (path, up_config), name in zip(upsampler_configs, names, strict=True):
+        for path, up_config, name in upsampler_folders:
             (tmp / name).mkdir()
             _write_json(tmp / name / CONFIG, dc.upsampler_to_diffusers(up_config))
             _copy_renamed([path], lambda key: key, tmp / name / WEIGHTS_FILE, {"format": "pt"})

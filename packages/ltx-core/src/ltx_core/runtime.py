@@ -30,6 +30,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -50,7 +51,7 @@ from ltx_core.loader.errors import CheckpointError
 from ltx_core.loader.gguf_file import is_gguf
 from ltx_core.loader.lora import DEFAULT_LORA_FUSION, LoraDeltas, LoraFusionPrecision
 from ltx_core.loader.safetensors_header import read_safetensors_header
-from ltx_core.loader.state_dict import FileReads
+from ltx_core.loader.state_dict import FileReads, StateDict
 from ltx_core.loader.tensorwise import WeightConversion, load_tensorwise_files
 from ltx_core.model.transformer.attention_backends import check_backend, set_attention_backend
 from ltx_core.quantization import Fp8CastPolicy, Fp8ScaledMMPolicy, require_scaled_mm
@@ -147,6 +148,68 @@ def _quantize(
     return [], {}
 
 
+def _check_transformer_source(spec: ComponentSpec, src: ComponentSource, options: RuntimeOptions) -> None:
+    """Refuse, before anything is read, runtime options the source's file layout cannot serve."""
+    # Streaming and fp8-scaled-mm index one file's tensors; plain and fp8-cast loads read shards too.
+    needs_one_file = {
+        "block streaming (--offload)": options.streams_blocks,
+        "fp8-scaled-mm": options.quantization == "fp8-scaled-mm",
+    }
+    one_file = [what for what, needed in needs_one_file.items() if needed]
+    if len(src.files) != 1 and one_file:
+        raise CheckpointError(
+            f"{' and '.join(one_file)} read the {spec.name} from one file; its source names {len(src.files)} "
+            f"(a sharded diffusers folder): write it as one file with `python -m ltx_core.convert from-diffusers`"
+        )
+    if options.quantization is not None and any(is_gguf(f) for f in src.files):
+        raise ValueError(
+            f"--quantization {options.quantization} cannot re-quantize the GGUF file {str(src.files[0])!r} "
+            "(its weights are already quantized); leave --quantization unset"
+        )
+
+
+def _meta_transformer(spec: ComponentSpec, config: dict[str, Any], options: RuntimeOptions) -> nn.Module:
+    with torch.device("meta"):
+        model = spec.configurator(config)
+    if not hasattr(model, BLOCKS_ATTR) and options.streams_blocks:
+        raise ValueError(f"--offload {options.offload} needs a model with {BLOCKS_ATTR!r}; {spec.name} has none")
+    return model
+
+
+def _transformer_lora(model: nn.Module, loras: Sequence[LoraSpec], name: str, reads: FileReads) -> LoraDeltas | None:
+    """The active LoRAs' deltas over the model's weights, checked against them (None: no active LoRA)."""
+    active = [lora for lora in loras if lora.strength != 0.0]
+    if not active:
+        return None
+    weight_keys = [k for k in model.state_dict() if k.endswith(".weight")]
+    lora = LoraDeltas(active, component=name, weight_keys=weight_keys)
+    lora.check_targets(weight_keys)
+    _refuse_lora_into_gguf(reads, lora)
+    return lora
+
+
+def _check_resident_weights(model: nn.Module, state_dict: StateDict, name: str, path: Path) -> None:
+    """With streamed blocks, the weights read up front must be exactly the model's non-block weights."""
+    wanted = {k for k in model.state_dict() if not k.startswith(f"{BLOCKS_ATTR}.")}
+    missing = sorted(wanted - set(state_dict))
+    unexpected = sorted(set(state_dict) - wanted)
+    if missing or unexpected:
+        raise CheckpointError(
+            f"{str(path)!r} does not fit the {name}: missing {missing[:20]}, unexpected {unexpected[:20]}"
+        )
+
+
+def _ready_for_inference(
+    model: nn.Module, options: RuntimeOptions, quantized: Sequence[str], device: torch.device
+) -> None:
+    model.eval().requires_grad_(False)
+    model.dedup_timesteps = options.dedup_timesteps
+    model.quantized_modules = tuple(quantized)
+    set_attention_backend(model, options.attention_backend, device)
+    if options.compile is not None:
+        compile_blocks(getattr(model, BLOCKS_ATTR), options.compile)
+
+
 def build_transformer(
     spec: ComponentSpec,
     source: str | Path | ComponentSource | ModelFiles,
@@ -167,55 +230,24 @@ def build_transformer(
     device = resolve_device(device)
     options.validate(device)
     src = component_source(spec, source)
-    # Streaming and fp8-scaled-mm index one file's tensors; plain and fp8-cast loads read shards too.
-    needs_one_file = {
-        "block streaming (--offload)": options.streams_blocks,
-        "fp8-scaled-mm": options.quantization == "fp8-scaled-mm",
-    }
-    one_file = [what for what, needed in needs_one_file.items() if needed]
-    if len(src.files) != 1 and one_file:
-        raise CheckpointError(
-            f"{' and '.join(one_file)} read the {spec.name} from one file; its source names {len(src.files)} "
-            f"(a sharded diffusers folder): write it as one file with `python -m ltx_core.convert from-diffusers`"
-        )
+    _check_transformer_source(spec, src, options)
     path = src.files[0]
-    if options.quantization is not None and any(is_gguf(f) for f in src.files):
-        raise ValueError(
-            f"--quantization {options.quantization} cannot re-quantize the GGUF file {str(path)!r} "
-            "(its weights are already quantized); leave --quantization unset"
-        )
     reads = src.reads(spec.ops)
     config = checkpoint_config(spec, src)
     spec = replace(spec, ops=spec.ops.after(src.key_translation))
-    with torch.device("meta"):
-        model = spec.configurator(config)
-    if not hasattr(model, BLOCKS_ATTR) and options.streams_blocks:
-        raise ValueError(f"--offload {options.offload} needs a model with {BLOCKS_ATTR!r}; {spec.name} has none")
+    model = _meta_transformer(spec, config, options)
     quantized, storage = _quantize(options, model, path, spec, loras)
-    active = [lora for lora in loras if lora.strength != 0.0]
-    expected = model.state_dict()
-    weight_keys = [k for k in expected if k.endswith(".weight")]
-    lora = LoraDeltas(active, component=spec.name, weight_keys=weight_keys) if active else None
-    if lora is not None:
-        lora.check_targets(weight_keys)
-        _refuse_lora_into_gguf(reads, lora)
+    lora = _transformer_lora(model, loras, spec.name, reads)
     conversion = WeightConversion(dtype=dtype, storage_dtypes=storage, lora=lora, lora_rule=_lora_rule(lora_fusion))
 
-    prefix = f"{BLOCKS_ATTR}."
     streamed = options.streams_blocks
-    keep = (lambda key: not key.startswith(prefix)) if streamed else None
+    keep = (lambda key: not key.startswith(f"{BLOCKS_ATTR}.")) if streamed else None
     state_dict = load_tensorwise_files(reads, conversion, device=device, keep=keep)
     if not state_dict:
         where = " + ".join(str(f) for f in src.files)
         raise CheckpointError(f"{where!r} holds no {spec.name} weights; expected {spec.expected_kind}")
     if streamed:
-        wanted = {k: v for k, v in expected.items() if not k.startswith(prefix)}
-        missing = sorted(set(wanted) - set(state_dict))
-        unexpected = sorted(set(state_dict) - set(wanted))
-        if missing or unexpected:
-            raise CheckpointError(
-                f"{str(path)!r} does not fit the {spec.name}: missing {missing[:20]}, unexpected {unexpected[:20]}"
-            )
+        _check_resident_weights(model, state_dict, spec.name, path)
         prepare_gguf(model, state_dict, dtype)
         model.load_state_dict(state_dict, strict=False, assign=True)
         model.block_streamer = attach_block_streaming(
@@ -227,12 +259,7 @@ def build_transformer(
         check_state_dict_fits(model, state_dict, component=spec.name, path=path)
         prepare_gguf(model, state_dict, dtype)
         model.load_state_dict(state_dict, strict=True, assign=True)
-    model.eval().requires_grad_(False)
-    model.dedup_timesteps = options.dedup_timesteps
-    model.quantized_modules = tuple(quantized)
-    set_attention_backend(model, options.attention_backend, device)
-    if options.compile is not None:
-        compile_blocks(getattr(model, BLOCKS_ATTR), options.compile)
+    _ready_for_inference(model, options, quantized, device)
     logger.info(
         "built %s from %s (%s, %s, quantization %s, offload %s, %d quantized modules)",
         spec.name, Path(path).name, dtype, device, options.quantization, options.offload, len(quantized),

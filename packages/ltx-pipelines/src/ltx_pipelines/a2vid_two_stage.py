@@ -91,11 +91,9 @@ def _generate(pipeline: A2VidPipelineTwoStage, run: Run) -> FinalLatents:
     from ltx_pipelines.pipelines.a2vid_two_stage import AudioInput
 
     request = run[AudioInputFlags]
-    options = run.video_call()
-    options.pop("audio_guidance")  # the audio is frozen: only the video is guided
     longest = run.video.seconds if request.max_duration is None else request.max_duration
     audio = AudioInput.from_file(request.path, start_time=request.start_time, max_duration=longest)
-    return pipeline.generate(run.prompt.text, audio=audio, **options)
+    return pipeline.generate(run.prompt.text, audio=audio, **run.call_arguments())
 
 
 COMMAND = guided_command(

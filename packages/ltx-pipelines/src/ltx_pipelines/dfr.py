@@ -29,14 +29,15 @@ from ltx_pipelines.cli.arg_types import LoraAction
 from ltx_pipelines.cli.command import PipelineCommand, Run
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
 from ltx_pipelines.cli.lazy import forward_to
-from ltx_pipelines.cli.model_flags import ModelFlags, RunModels
+from ltx_pipelines.cli.model_flags import ModelFlags
+from ltx_pipelines.cli.model_resolution import RunModels
 from ltx_pipelines.cli.tiling_flags import TilingFlags
 from ltx_pipelines.cli.video_flags import VideoFlags
+from ltx_pipelines.cli.video_request import call_with_video_request
 from ltx_pipelines.engine.defaults import DEFAULT_LORA_STRENGTH, MAX_TEMPORAL_ROUNDS, PipelineDefaults
 
 if TYPE_CHECKING:
     from ltx_core.loader import LoraSpec
-    from ltx_pipelines.engine.final_latents import FinalLatents
     from ltx_pipelines.pipelines.dfr import DFRPipeline
 
 logger = logging.getLogger(__name__)
@@ -138,6 +139,9 @@ class DfrFlags(FlagGroup[DfrInputs]):
             "temporal_upsample_rounds": value.rounds,
         }
 
+    def call_arguments(self, value: DfrInputs) -> dict[str, Any]:
+        return {"temporal_upsample_rounds": value.rounds}
+
 
 def _build(run: Run) -> DFRPipeline:
     from ltx_pipelines.pipelines.dfr import DFRPipeline
@@ -152,15 +156,6 @@ def _build(run: Run) -> DFRPipeline:
         distilled_lora=run.models.distilled_lora,
         **run.pipeline_options(),
     )
-
-
-def _generate(pipeline: DFRPipeline, run: Run) -> FinalLatents:
-    from ltx_pipelines.cli.video_request import video_request
-
-    return pipeline.generate(
-        run.prompt.text, seed=run.prompt.seed, video=video_request(run), enhance_prompt=run.prompt.enhance,
-        temporal_upsample_rounds=run.values[DfrFlags].rounds,
-    )  # fmt: skip
 
 
 COMMAND = PipelineCommand.for_module(
@@ -183,7 +178,7 @@ COMMAND = PipelineCommand.for_module(
     ),
     groups=(VideoFlags(two_stage=True, auto_duration=True), DfrFlags(), TilingFlags()),
     build=_build,
-    generate=_generate,
+    generate=call_with_video_request,
 )
 
 

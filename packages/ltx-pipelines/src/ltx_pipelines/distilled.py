@@ -18,23 +18,14 @@ from ltx_pipelines.cli.lazy import forward_to
 from ltx_pipelines.cli.model_flags import ModelFlags
 from ltx_pipelines.cli.tiling_flags import TilingFlags
 from ltx_pipelines.cli.video_flags import VideoFlags
+from ltx_pipelines.cli.video_request import call_with_video_request
 from ltx_pipelines.engine.defaults import DEMO_FAMILIES
 
 if TYPE_CHECKING:
-    from ltx_pipelines.engine.final_latents import FinalLatents
     from ltx_pipelines.pipelines.distilled import DistilledPipeline
 
 
 logger = logging.getLogger(__name__)
-
-
-def generate_with_video_flags(pipeline: DistilledPipeline, run: Run) -> FinalLatents:
-    """The prompt call with the shared groups' settings; the length is the duration head's when it picks it."""
-    from ltx_pipelines.cli.video_request import video_request
-
-    return pipeline.generate(
-        run.prompt.text, seed=run.prompt.seed, video=video_request(run), enhance_prompt=run.prompt.enhance
-    )
 
 
 def build(run: Run) -> DistilledPipeline:
@@ -51,7 +42,7 @@ COMMAND = PipelineCommand.for_module(
     models=ModelFlags(distilled=True, two_stage=True, demo_families=DEMO_FAMILIES),
     groups=(VideoFlags(two_stage=True, auto_duration=True), TilingFlags(), GeneratedKeyframeFlags()),
     build=build,
-    generate=generate_with_video_flags,
+    generate=call_with_video_request,
 )
 
 

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 from ltx_pipelines.cli.command import PipelineCommand, Run
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
 from ltx_pipelines.cli.lazy import forward_to
-from ltx_pipelines.cli.model_flags import ModelFlags, RunModels
+from ltx_pipelines.cli.model_flags import ModelFlags
+from ltx_pipelines.cli.model_resolution import RunModels
 from ltx_pipelines.cli.runtime_flags import RuntimeFlags
 from ltx_pipelines.engine.defaults import (
     DEFAULT_NUM_FRAMES,

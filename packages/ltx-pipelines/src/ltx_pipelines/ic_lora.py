@@ -22,7 +22,8 @@ from ltx_pipelines.cli.arg_types import RepeatedValuesAction, number_arg
 from ltx_pipelines.cli.command import PipelineCommand, Run
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
 from ltx_pipelines.cli.lazy import forward_to, resolve
-from ltx_pipelines.cli.model_flags import ModelFlags, RunModels
+from ltx_pipelines.cli.model_flags import ModelFlags
+from ltx_pipelines.cli.model_resolution import RunModels
 from ltx_pipelines.cli.tiling_flags import TilingFlags
 from ltx_pipelines.cli.video_flags import VideoFlags
 from ltx_pipelines.engine.defaults import TWO_STAGE_SPATIAL_MULTIPLE, PipelineDefaults
@@ -118,6 +119,14 @@ class IcLoraFlags(FlagGroup["IcLoraInputs"]):
         }
         return IcLoraInputs(tuple(references), mask_path, mask_strength, bool(args.skip_stage_2), given)
 
+    def call_arguments(self, value: IcLoraInputs) -> dict[str, Any]:
+        # The mask file is read at the stage-1 size when the call is made (`_generate`), not while reading flags.
+        return {
+            "references": list(value.references),
+            "attention_strength": value.mask_strength,
+            "skip_stage_2": value.skip_stage_2,
+        }
+
     def settle(self, value: IcLoraInputs, models: RunModels, context: ReadContext) -> IcLoraInputs:
         """The output size must suit the IC-LoRAs' reference downscale factor (read from the LoRA files)."""
         from ltx_pipelines.engine.ic_references import reference_factors
@@ -181,18 +190,9 @@ def _generate(pipeline: ICLoraPipeline, run: Run) -> FinalLatents:
         assert video.height is not None and video.width is not None
         # The mask weights stage 1, where the references are: load it at the stage-1 size.
         mask = load_attention_mask(inputs.mask_path, video.height // 2, video.width // 2, video.num_frames)
-    from ltx_pipelines.cli.video_request import video_request
+    from ltx_pipelines.cli.video_request import with_video_request
 
-    return pipeline.generate(
-        run.prompt.text,
-        seed=run.prompt.seed,
-        video=video_request(run),
-        enhance_prompt=run.prompt.enhance,
-        references=list(inputs.references),
-        attention_strength=inputs.mask_strength,
-        attention_mask=mask,
-        skip_stage_2=inputs.skip_stage_2,
-    )
+    return pipeline.generate(run.prompt.text, **with_video_request(run.call_arguments()), attention_mask=mask)
 
 
 COMMAND = PipelineCommand.for_module(

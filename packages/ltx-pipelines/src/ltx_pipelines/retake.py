@@ -100,8 +100,11 @@ class RetakeFlags(FlagGroup["RetakeRequest"]):
         )
 
     def record(self, value: RetakeRequest) -> dict[str, Any]:
+        return {"video_path": value.video_path, **self.call_arguments(value)}
+
+    def call_arguments(self, value: RetakeRequest) -> dict[str, Any]:
+        # The source video is read when the call is made (`_retake`), not while reading flags.
         return {
-            "video_path": value.video_path,
             "start_time": value.start_time,
             "end_time": value.end_time,
             "regenerate_video": value.regenerate_video,
@@ -113,16 +116,7 @@ def _retake(pipeline: RetakePipeline, run: Run) -> FinalLatents:
     from ltx_pipelines.pipelines.retake import RetakeSource
 
     request = run[RetakeFlags]
-    return pipeline.generate(
-        run.prompt.text,
-        seed=run.prompt.seed,
-        enhance_prompt=run.prompt.enhance,
-        source=RetakeSource.from_file(request.video_path),
-        start_time=request.start_time,
-        end_time=request.end_time,
-        regenerate_video=request.regenerate_video,
-        regenerate_audio=request.regenerate_audio,
-    )
+    return pipeline.generate(run.prompt.text, **run.call_arguments(), source=RetakeSource.from_file(request.video_path))
 
 
 COMMAND = PipelineCommand.for_module(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
-from ltx_pipelines.cli.command import PipelineCommand, Run
+from ltx_pipelines.cli.command import PipelineCommand
 from ltx_pipelines.cli.guidance_flags import GuidanceFlags, MaxBatchSizeFlags
 from ltx_pipelines.cli.lazy import forward_to, resolve
 from ltx_pipelines.cli.model_flags import ModelFlags
@@ -21,22 +21,7 @@ from ltx_pipelines.cli.runtime_flags import RuntimeFlags
 from ltx_pipelines.cli.video_flags import VideoFlags
 
 if TYPE_CHECKING:
-    from ltx_pipelines.engine.final_latents import FinalLatents
-    from ltx_pipelines.pipelines.t2a_one_stage import T2AOneStagePipeline
-
-
-def _generate_audio(pipeline: T2AOneStagePipeline, run: Run) -> FinalLatents:
-    duration, guidance = run[VideoFlags], run.guidance
-    return pipeline.generate(
-        run.prompt.text,
-        seed=run.prompt.seed,
-        num_frames=duration.num_frames,
-        frame_rate=duration.frame_rate,
-        enhance_prompt=run.prompt.enhance,
-        negative_prompt=guidance.negative_prompt,
-        num_inference_steps=guidance.num_inference_steps,
-        audio_guidance=guidance.audio,
-    )
+    pass
 
 
 COMMAND = PipelineCommand.for_module(
@@ -47,7 +32,6 @@ COMMAND = PipelineCommand.for_module(
     build=lambda run: resolve("ltx_pipelines.pipelines.t2a_one_stage:T2AOneStagePipeline")(
         run.models.checkpoint, run.models.gemma_root, max_batch_size=run[MaxBatchSizeFlags], **run.pipeline_options()
     ),
-    generate=_generate_audio,
     output=OutputFlags(suffixes=(".wav",)),
     runtime=RuntimeFlags(memory=False),
 )

@@ -126,6 +126,7 @@ def test_model_version_defaults_flow_into_the_run_and_crf(base_argv, model_files
             GuidanceFlags(audio=False) if isinstance(g, GuidanceFlags) else g for g in ti2vid_one_stage.COMMAND.groups
         ),
     )
+
     def argv(checkpoint: Path) -> list[str]:
         return [
             "--checkpoint-path", str(checkpoint), "--gemma-root", str(model_files.gemma_root), "--prompt", "p",
@@ -390,4 +391,3 @@ def test_exif_image_passes_validation(base_argv, tmp_path):
     Image.new("RGB", (40, 20)).save(path, exif=exif)
     config = run(TWO_STAGE, [*base_argv, "--image", str(path), "0", "1"])
     assert config.video.images[0].path == path
-

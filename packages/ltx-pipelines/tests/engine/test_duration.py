@@ -59,7 +59,7 @@ def test_a_range_beyond_the_models_temporal_positions_is_refused(ltx25_demo):
     from dataclasses import replace
 
     from ltx_pipelines.cli.flag_group import FlagError, ReadContext
-    from ltx_pipelines.cli.model_flags import RunModels
+    from ltx_pipelines.cli.model_resolution import RunModels
     from ltx_pipelines.cli.video_flags import VideoChoice, VideoFlags
     from ltx_pipelines.engine.defaults import LTX_2_3_DEFAULTS
     from ltx_pipelines.engine.duration import check_duration_range, check_length_request

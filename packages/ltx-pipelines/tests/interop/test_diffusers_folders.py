@@ -128,6 +128,7 @@ def test_a_config_json_with_wrong_sizes_is_named_before_loading(converted, tmp_p
     folder is read or, for what only the model's own config checks, when the command line resolves the files."""
     from ltx_pipelines.cli.flag_group import FlagError
     from ltx_pipelines.cli.model_flags import ModelChoice, ModelFlags
+    from ltx_pipelines.cli.model_resolution import resolve_models
     from ltx_pipelines.engine.model_loading import check_model_configs
 
     _, _, folder = converted
@@ -143,8 +144,8 @@ def test_a_config_json_with_wrong_sizes_is_named_before_loading(converted, tmp_p
         build_model(VOCODER, vocoder, device="cpu")
     flags = ModelFlags(distilled=False, gemma=False)
     with pytest.raises(FlagError, match="--checkpoint-path: " + named):
-        flags.resolve(ModelChoice(checkpoint=str(transformer), gemma_root=None))
-    flags.resolve(ModelChoice(checkpoint=str(folder), gemma_root=None))  # the intact folder passes
+        resolve_models(flags, ModelChoice(checkpoint=str(transformer), gemma_root=None))
+    resolve_models(flags, ModelChoice(checkpoint=str(folder), gemma_root=None))  # the intact folder passes
 
 
 def test_another_model_family_is_refused_before_loading(converted, tmp_path):

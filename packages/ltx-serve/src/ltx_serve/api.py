@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -133,179 +134,178 @@ def _data_url_image(reference: dict[str, Any]) -> bytes:
 
 
 def create_app(config: ApiConfig) -> FastAPI:
+    """The app over `config` (kept in `app.state`, where every handler reads it)."""
     app = FastAPI(title="ltx-serve", docs_url=None, redoc_url=None)
+    app.state.config = config
+    app.add_exception_handler(ApiError, api_error)  # type: ignore[arg-type]
+    app.add_exception_handler(RequestValidationError, validation_error)  # type: ignore[arg-type]
+    app.middleware("http")(require_key)
     # The handlers are `async` on purpose: they all run on the event loop's one thread, so the store's single
     # connection never sees two transactions at once (sync handlers would run on a thread pool). Store calls
     # are short single-row statements; the heavy work is in the worker processes.
-    store = config.store
-
-    @app.exception_handler(ApiError)
-    async def api_error(_: Request, error: ApiError) -> JSONResponse:
-        config.failures[str(error.status)] = config.failures.get(str(error.status), 0) + 1
-        return JSONResponse(error.body(), status_code=error.status, headers=error.headers)
-
-    @app.exception_handler(RequestValidationError)
-    async def validation_error(_: Request, error: RequestValidationError) -> JSONResponse:
-        first = error.errors()[0] if error.errors() else {}
-        param = ".".join(str(p) for p in first.get("loc", ())[1:]) or None
-        return await api_error(_, ApiError(400, f"{param}: {first.get('msg', 'invalid value')}", param=param))
-
-    @app.middleware("http")
-    async def require_key(request: Request, call_next: Any) -> Response:
-        if config.api_key is not None and request.url.path != "/health":
-            given = request.headers.get("authorization", "")
-            expected = f"Bearer {config.api_key}"
-            # Constant time: the comparison does not reveal how much of a guess was right.
-            if not hmac.compare_digest(given.encode(), expected.encode()):
-                error = ApiError(
-                    401,
-                    "missing or wrong API key (Authorization: Bearer <key>)",
-                    code="invalid_api_key",
-                    type_="authentication_error",
-                )
-                return JSONResponse(error.body(), status_code=401)
-        return await call_next(request)
-
-    def visible(video_id: str) -> Job:
-        job = store.get(video_id)
-        if job is None:
-            raise ApiError(404, f"no video {video_id!r}", param="video_id", code="not_found")
-        return job
-
-    @app.post("/v1/videos")
-    async def create(request: Request) -> JSONResponse:
-        fields, image = await read_fields(request, config.limits)
-        job_request, image = check_request(fields, config.limits, image)
-        key = request.headers.get("idempotency-key")
-        if image is not None:
-            import uuid
-
-            path = save_image(image, uploads_dir(config.data_dir), uuid.uuid4().hex)
-            job_request["images"][0]["path"] = str(path)
-        try:
-            job, _ = store.enqueue(
-                job_request, idempotency_key=key, max_attempts=config.max_attempts, max_queued=config.max_queued
-            )
-        except QueueFullError:
-            raise ApiError(
-                429,
-                f"the queue is full ({config.max_queued} jobs waiting); retry later",
-                code="queue_full",
-                type_="rate_limit_error",
-                headers={"Retry-After": str(config.retry_after_s)},
-            ) from None
-        return JSONResponse(video_object(job))
-
-    @app.get("/v1/videos")
-    async def list_videos(after: str | None = None, limit: int = 20, order: str = "desc") -> JSONResponse:
-        if not 1 <= limit <= 100:
-            raise ApiError(400, f"limit {limit}: accepted 1..100", param="limit")
-        if order not in ("asc", "desc"):
-            raise ApiError(400, f"order {order!r}: accepted asc, desc", param="order")
-        jobs, more = store.list(after=after, limit=limit, order=order)
-        data = [video_object(j) for j in jobs]
-        return JSONResponse(
-            {
-                "object": "list",
-                "data": data,
-                "has_more": more,
-                "first_id": data[0]["id"] if data else None,
-                "last_id": data[-1]["id"] if data else None,
-            }
-        )
-
-    @app.get("/v1/videos/{video_id}")
-    async def retrieve(video_id: str) -> JSONResponse:
-        return JSONResponse(video_object(visible(video_id)))
-
-    @app.get("/v1/videos/{video_id}/content")
-    async def content(video_id: str, variant: str = "video") -> Response:
-        job = visible(video_id)
-        if variant != "video":
-            raise ApiError(400, f"variant {variant!r}: this server has only 'video'", param="variant")
-        if job.status != "completed" or job.output is None:
-            raise ApiError(409, f"video {video_id!r} is {job.status}, not completed", code="video_not_ready")
-        return FileResponse(job.output, media_type="video/mp4")
-
-    @app.delete("/v1/videos/{video_id}")
-    async def delete(video_id: str) -> JSONResponse:
-        job = store.cancel(video_id)
-        if job is None:
-            raise ApiError(404, f"no video {video_id!r}", param="video_id", code="not_found")
-        if job.status != "in_progress":  # a running job's worker removes its files when it stops
-            remove_job_files(config.data_dir, job.id)
-            store.purge(job.id)
-        for image in job.request.get("images", ()):
-            if image.get("path"):
-                Path(image["path"]).unlink(missing_ok=True)
-        return JSONResponse({"id": job.id, "object": "video.deleted", "deleted": True})
-
-    @app.get("/v1/videos/{video_id}/events")
-    async def events(video_id: str) -> StreamingResponse:
-        visible(video_id)
-
-        async def stream() -> AsyncIterator[str]:
-            last = None
-            while True:
-                job = store.get(video_id)
-                if job is None:
-                    yield "event: deleted\ndata: {}\n\n"
-                    return
-                state = (job.status, job.phase, job.step, job.progress)
-                if state != last:
-                    last = state
-                    payload = {
-                        "id": job.id,
-                        "status": job.status,
-                        "stage": job.phase,
-                        "step": job.step,
-                        "steps": job.steps,
-                        "progress": job.progress,
-                        "error": job.error,
-                    }
-                    yield f"event: {job.status}\ndata: {json.dumps(payload)}\n\n"
-                if job.status in ("completed", "failed"):
-                    return
-                await asyncio.sleep(0.25)
-
-        return StreamingResponse(stream(), media_type="text/event-stream")
-
-    @app.get("/health")
-    async def health() -> JSONResponse:
-        return JSONResponse({"status": "ok"})
-
-    @app.get("/metrics")
-    async def metrics() -> PlainTextResponse:
-        return PlainTextResponse(prometheus_text(store, config.failures))
-
+    for method, path, handler in (
+        ("POST", "/v1/videos", create),
+        ("GET", "/v1/videos", list_videos),
+        ("GET", "/v1/videos/{video_id}", retrieve),
+        ("GET", "/v1/videos/{video_id}/content", content),
+        ("DELETE", "/v1/videos/{video_id}", delete),
+        ("GET", "/v1/videos/{video_id}/events", events),
+        ("GET", "/health", health),
+        ("GET", "/metrics", metrics),
+    ):
+        app.add_api_route(path, handler, methods=[method])
     return app
 
 
+def _config(request: Request) -> ApiConfig:
+    return request.app.state.config
+
+
+async def api_error(request: Request, error: ApiError) -> JSONResponse:
+    refused = _config(request).failures
+    refused[str(error.status)] = refused.get(str(error.status), 0) + 1
+    return JSONResponse(error.body(), status_code=error.status, headers=error.headers)
+
+
+async def validation_error(request: Request, error: RequestValidationError) -> JSONResponse:
+    first = error.errors()[0] if error.errors() else {}
+    param = ".".join(str(p) for p in first.get("loc", ())[1:]) or None
+    return await api_error(request, ApiError(400, f"{param}: {first.get('msg', 'invalid value')}", param=param))
+
+
+async def require_key(request: Request, call_next: Any) -> Response:
+    api_key = _config(request).api_key
+    if api_key is not None and request.url.path != "/health":
+        given = request.headers.get("authorization", "")
+        # Constant time: the comparison does not reveal how much of a guess was right.
+        if not hmac.compare_digest(given.encode(), f"Bearer {api_key}".encode()):
+            error = ApiError(
+                401,
+                "missing or wrong API key (Authorization: Bearer <key>)",
+                code="invalid_api_key",
+                type_="authentication_error",
+            )
+            return JSONResponse(error.body(), status_code=401)
+    return await call_next(request)
+
+
+def _visible(config: ApiConfig, video_id: str) -> Job:
+    job = config.store.get(video_id)
+    if job is None:
+        raise ApiError(404, f"no video {video_id!r}", param="video_id", code="not_found")
+    return job
+
+
+async def create(request: Request) -> JSONResponse:
+    config = _config(request)
+    fields, image = await read_fields(request, config.limits)
+    job_request, image = check_request(fields, config.limits, image)
+    if image is not None:
+        path = save_image(image, uploads_dir(config.data_dir), uuid.uuid4().hex)
+        job_request["images"][0]["path"] = str(path)
+    try:
+        job, _ = config.store.enqueue(
+            job_request,
+            idempotency_key=request.headers.get("idempotency-key"),
+            max_attempts=config.max_attempts,
+            max_queued=config.max_queued,
+        )
+    except QueueFullError:
+        raise ApiError(
+            429,
+            f"the queue is full ({config.max_queued} jobs waiting); retry later",
+            code="queue_full",
+            type_="rate_limit_error",
+            headers={"Retry-After": str(config.retry_after_s)},
+        ) from None
+    return JSONResponse(video_object(job))
+
+
+async def list_videos(request: Request, after: str | None = None, limit: int = 20, order: str = "desc") -> JSONResponse:
+    if not 1 <= limit <= 100:
+        raise ApiError(400, f"limit {limit}: accepted 1..100", param="limit")
+    if order not in ("asc", "desc"):
+        raise ApiError(400, f"order {order!r}: accepted asc, desc", param="order")
+    jobs, more = _config(request).store.list(after=after, limit=limit, order=order)
+    data = [video_object(j) for j in jobs]
+    first, last = (data[0]["id"], data[-1]["id"]) if data else (None, None)
+    return JSONResponse({"object": "list", "data": data, "has_more": more, "first_id": first, "last_id": last})
+
+
+async def retrieve(request: Request, video_id: str) -> JSONResponse:
+    return JSONResponse(video_object(_visible(_config(request), video_id)))
+
+
+async def content(request: Request, video_id: str, variant: str = "video") -> Response:
+    job = _visible(_config(request), video_id)
+    if variant != "video":
+        raise ApiError(400, f"variant {variant!r}: this server has only 'video'", param="variant")
+    if job.status != "completed" or job.output is None:
+        raise ApiError(409, f"video {video_id!r} is {job.status}, not completed", code="video_not_ready")
+    return FileResponse(job.output, media_type="video/mp4")
+
+
+async def delete(request: Request, video_id: str) -> JSONResponse:
+    config = _config(request)
+    job = config.store.cancel(video_id)
+    if job is None:
+        raise ApiError(404, f"no video {video_id!r}", param="video_id", code="not_found")
+    if job.status != "in_progress":  # a running job's worker removes its files when it stops
+        remove_job_files(config.data_dir, job.id)
+        config.store.purge(job.id)
+    for image in job.request.get("images", ()):
+        if image.get("path"):
+            Path(image["path"]).unlink(missing_ok=True)
+    return JSONResponse({"id": job.id, "object": "video.deleted", "deleted": True})
+
+
+async def events(request: Request, video_id: str) -> StreamingResponse:
+    """Server-sent events: one per change of status, stage, step or progress, until the job ends."""
+    store = _config(request).store
+    _visible(_config(request), video_id)
+
+    async def stream() -> AsyncIterator[str]:
+        last = None
+        while True:
+            job = store.get(video_id)
+            if job is None:
+                yield "event: deleted\ndata: {}\n\n"
+                return
+            state = (job.status, job.phase, job.step, job.progress)
+            if state != last:
+                last = state
+                payload = {"id": job.id, "status": job.status, "stage": job.phase, "step": job.step,
+                           "steps": job.steps, "progress": job.progress, "error": job.error}  # fmt: skip
+                yield f"event: {job.status}\ndata: {json.dumps(payload)}\n\n"
+            if job.status in ("completed", "failed"):
+                return
+            await asyncio.sleep(0.25)
+
+    return StreamingResponse(stream(), media_type="text/event-stream")
+
+
+async def health() -> JSONResponse:
+    return JSONResponse({"status": "ok"})
+
+
+async def metrics(request: Request) -> PlainTextResponse:
+    config = _config(request)
+    return PlainTextResponse(prometheus_text(config.store, config.failures))
+
+
 def prometheus_text(store: JobStore, refused: dict[str, int]) -> str:
-    """Queue depth and jobs by status, mean seconds per phase of the finished jobs, refused requests."""
+    """Jobs by status and queue depth (index counts), seconds per phase summed over completed jobs (a few
+    rows the store keeps as jobs complete), refused requests by status code. No job row is read."""
     counts = store.counts()
     lines = ["# TYPE ltx_serve_jobs gauge"]
     for status in ("queued", "in_progress", "completed", "failed"):
         lines.append(f'ltx_serve_jobs{{status="{status}"}} {counts.get(status, 0)}')
     lines += ["# TYPE ltx_serve_queue_depth gauge", f"ltx_serve_queue_depth {counts.get('queued', 0)}"]
     lines += ["# TYPE ltx_serve_job_failures_total counter", f"ltx_serve_job_failures_total {counts.get('failed', 0)}"]
-    totals: dict[str, float] = {}
-    n = 0
-    after = None
-    while True:  # every completed job's phase timings
-        jobs, more = store.list(after=after, limit=100, order="asc")
-        for job in jobs:
-            if job.status == "completed":
-                n += 1
-                for phase, seconds in job.timings.items():
-                    totals[phase] = totals.get(phase, 0.0) + seconds
-        if not more or not jobs:
-            break
-        after = jobs[-1].id
-    lines.append("# TYPE ltx_serve_phase_seconds_sum counter")
-    for phase, seconds in sorted(totals.items()):
+    lines.append("# TYPE ltx_serve_phase_seconds summary")
+    for phase, (seconds, jobs) in sorted(store.phase_totals().items()):
         lines.append(f'ltx_serve_phase_seconds_sum{{phase="{phase}"}} {seconds:.3f}')
-    lines += ["# TYPE ltx_serve_phase_seconds_count counter", f"ltx_serve_phase_seconds_count {n}"]
+        lines.append(f'ltx_serve_phase_seconds_count{{phase="{phase}"}} {jobs}')
     lines.append("# TYPE ltx_serve_refused_requests_total counter")
     for status, count in sorted(refused.items()):
         lines.append(f'ltx_serve_refused_requests_total{{status="{status}"}} {count}')

@@ -58,6 +58,10 @@ class JobStore(Protocol):
     def requeue_worker(self, worker: str) -> list[str]: ...
     def cancelled_claim(self, worker: str) -> str | None: ...
     def counts(self) -> dict[str, int]: ...
+    def phase_totals(self) -> dict[str, tuple[float, int]]:
+        """Phase -> (seconds, jobs) summed over every job completed on this queue (deleted ones too)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -69,6 +73,18 @@ def new_job_id() -> str:
 COLUMNS = (
     "id, seq, created_at, status, progress, request, attempts, max_attempts, error, claimed_by, started_at, "
     "completed_at, phase, step, steps, output, timings"
+)
+
+
+# Seconds per phase summed as jobs complete (in the same transaction), so /metrics reads a few rows instead of
+# every job's timings; deleting a job does not take its seconds back (Prometheus counters only grow).
+PHASE_TOTALS_TABLE = (
+    "CREATE TABLE IF NOT EXISTS {table} (phase TEXT PRIMARY KEY, seconds DOUBLE PRECISION NOT NULL, "
+    "jobs BIGINT NOT NULL)"
+)
+ADD_PHASE_SECONDS = (
+    "INSERT INTO {table} (phase, seconds, jobs) VALUES ({p}, {p}, 1) ON CONFLICT (phase) DO UPDATE SET "
+    "seconds = {table}.seconds + excluded.seconds, jobs = {table}.jobs + 1"
 )
 
 

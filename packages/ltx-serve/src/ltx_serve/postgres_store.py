@@ -11,7 +11,16 @@ import json
 import time
 from typing import Any
 
-from ltx_serve.jobs import COLUMNS, Job, QueueFullError, gave_up_error, job_from_row, new_job_id
+from ltx_serve.jobs import (
+    ADD_PHASE_SECONDS,
+    COLUMNS,
+    PHASE_TOTALS_TABLE,
+    Job,
+    QueueFullError,
+    gave_up_error,
+    job_from_row,
+    new_job_id,
+)
 
 VISIBLE = "status IN ('queued', 'in_progress', 'completed', 'failed')"
 
@@ -36,6 +45,7 @@ class PostgresJobStore:
                     heartbeat DOUBLE PRECISION, idempotency_key TEXT UNIQUE)"""
             )
             self._db.execute("CREATE INDEX IF NOT EXISTS ltx_serve_jobs_status_seq ON ltx_serve_jobs (status, seq)")
+            self._db.execute(PHASE_TOTALS_TABLE.format(table="ltx_serve_phase_totals"))
 
     def _one(self, where: str, *args: Any) -> Job | None:
         row = self._db.execute(f"SELECT {COLUMNS} FROM ltx_serve_jobs WHERE {where}", args).fetchone()
@@ -104,12 +114,17 @@ class PostgresJobStore:
         )
 
     def complete(self, job_id: str, worker: str, *, output: str, timings: dict[str, float]) -> bool:
-        cursor = self._db.execute(
-            "UPDATE ltx_serve_jobs SET status = 'completed', progress = 100, phase = 'done', completed_at = %s, "
-            "output = %s, timings = %s WHERE id = %s AND claimed_by = %s AND status = 'in_progress'",
-            (time.time(), output, json.dumps(timings), job_id, worker),
-        )
-        return cursor.rowcount == 1
+        with self._db.transaction():
+            cursor = self._db.execute(
+                "UPDATE ltx_serve_jobs SET status = 'completed', progress = 100, phase = 'done', completed_at = %s, "
+                "output = %s, timings = %s WHERE id = %s AND claimed_by = %s AND status = 'in_progress'",
+                (time.time(), output, json.dumps(timings), job_id, worker),
+            )
+            done = cursor.rowcount == 1
+            if done:
+                add = ADD_PHASE_SECONDS.format(table="ltx_serve_phase_totals", p="%s")
+                self._db.cursor().executemany(add, list(timings.items()))
+        return done
 
     def fail(self, job_id: str, worker: str, *, error: dict[str, Any], retry: bool) -> None:
         with self._db.transaction():
@@ -181,6 +196,10 @@ class PostgresJobStore:
     def counts(self) -> dict[str, int]:
         rows = self._db.execute("SELECT status, COUNT(*) FROM ltx_serve_jobs GROUP BY status").fetchall()
         return {status: n for status, n in rows}
+
+    def phase_totals(self) -> dict[str, tuple[float, int]]:
+        rows = self._db.execute("SELECT phase, seconds, jobs FROM ltx_serve_phase_totals").fetchall()
+        return {phase: (seconds, jobs) for phase, seconds, jobs in rows}
 
     def close(self) -> None:
         self._db.close()

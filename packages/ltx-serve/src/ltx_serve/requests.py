@@ -14,9 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# The distilled pipeline runs stage 1 at half size: height and width must be multiples of 64.
-SPATIAL_MULTIPLE = 64
-PIPELINES = ("distilled",)
+from ltx_serve.pipelines import DEFAULT_PIPELINES, ServedPipeline, describe
 
 
 class ApiError(Exception):
@@ -59,6 +57,12 @@ class Limits:
     default_frame_rate: float = 25.0
     loras: dict[str, str] = field(default_factory=dict)
     """The LoRAs the workers loaded, by name (file stem) -> path; a request may set their strengths."""
+    pipelines: dict[str, ServedPipeline] = field(default_factory=lambda: served_pipelines(DEFAULT_PIPELINES))
+    """The pipelines the workers hold, by name; the first is a request's default."""
+
+
+def served_pipelines(names: tuple[str, ...]) -> dict[str, ServedPipeline]:
+    return {name: describe(name) for name in names}
 
 
 def _int(value: Any, param: str) -> int:
@@ -79,16 +83,14 @@ def _float(value: Any, param: str) -> float:
     return number
 
 
-def _size(value: Any, limits: Limits) -> tuple[int, int]:
+def _size(value: Any, limits: Limits, multiple: int) -> tuple[int, int]:
     text = str(value)
     parts = text.lower().split("x")
     if len(parts) != 2 or not all(p.isdigit() for p in parts):
         raise ApiError(400, f"size {text!r}: expected WIDTHxHEIGHT, e.g. {limits.default_size}", param="size")
     width, height = int(parts[0]), int(parts[1])
-    if width % SPATIAL_MULTIPLE or height % SPATIAL_MULTIPLE or not width or not height:
-        raise ApiError(
-            400, f"size {text!r}: width and height must be positive multiples of {SPATIAL_MULTIPLE}", param="size"
-        )
+    if width % multiple or height % multiple or not width or not height:
+        raise ApiError(400, f"size {text!r}: width and height must be positive multiples of {multiple}", param="size")
     if width > limits.max_width or height > limits.max_height:
         raise ApiError(
             400, f"size {text!r}: over this server's limit of {limits.max_width}x{limits.max_height}", param="size"
@@ -103,23 +105,62 @@ def _frames_for(seconds: float, frame_rate: float) -> int:
 
 def check_request(fields: dict[str, Any], limits: Limits, image: bytes | None) -> tuple[dict[str, Any], bytes | None]:
     """The job request from the form or JSON `fields`, and the checked image bytes (or ApiError)."""
-    prompt = fields.get("prompt")
-    if not isinstance(prompt, str) or not prompt.strip():
-        raise ApiError(400, "prompt: required, a non-empty string", param="prompt", code="missing_required_parameter")
-    if len(prompt) > limits.max_prompt_chars:
+    prompt = _prompt(fields.get("prompt"), "prompt", limits)
+    served = _pipeline(fields.get("pipeline"), limits)
+    width, height = _size(fields.get("size") or limits.default_size, limits, served.spatial_multiple)
+    frame_rate, num_frames = _length(fields, limits)
+    request: dict[str, Any] = {
+        "prompt": prompt,
+        "pipeline": served.name,
+        "seed": _seed(fields.get("seed")),
+        "width": width,
+        "height": height,
+        "num_frames": num_frames,
+        "frame_rate": frame_rate,
+        "model": str(fields.get("model") or "ltx-2"),
+        "loras": _loras(fields.get("loras"), limits),
+        "images": [],
+    }
+    if fields.get("negative_prompt") not in (None, ""):
+        if not served.guided:
+            raise ApiError(
+                400,
+                f"negative_prompt: the {served.name} pipeline runs without guidance and takes none "
+                f"(guided pipelines on this server: {', '.join(_guided(limits)) or 'none'})",
+                param="negative_prompt",
+            )
+        request["negative_prompt"] = _prompt(fields["negative_prompt"], "negative_prompt", limits)
+    checked_image = None
+    if image is not None:
+        checked_image = _check_image(image)
+        request["images"] = [_image_placement(fields, num_frames)]
+    return request, checked_image
+
+
+def _prompt(value: Any, param: str, limits: Limits) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ApiError(400, f"{param}: required, a non-empty string", param=param, code="missing_required_parameter")
+    if len(value) > limits.max_prompt_chars:
         raise ApiError(
-            400,
-            f"prompt: {len(prompt)} characters, over this server's limit of {limits.max_prompt_chars}",
-            param="prompt",
+            400, f"{param}: {len(value)} characters, over this server's limit of {limits.max_prompt_chars}", param=param
         )
-    pipeline = str(fields.get("pipeline") or "distilled")
-    if pipeline not in PIPELINES:
-        raise ApiError(400, f"pipeline {pipeline!r}: this server runs {', '.join(PIPELINES)}", param="pipeline")
-    if fields.get("negative_prompt"):
-        raise ApiError(
-            400, "negative_prompt: the distilled pipeline runs without guidance and takes none", param="negative_prompt"
-        )
-    width, height = _size(fields.get("size") or limits.default_size, limits)
+    return value
+
+
+def _pipeline(value: Any, limits: Limits) -> ServedPipeline:
+    """The served pipeline a request names (default: the first the server was started with)."""
+    name = str(value) if value not in (None, "") else next(iter(limits.pipelines))
+    if name not in limits.pipelines:
+        raise ApiError(400, f"pipeline {name!r}: this server runs {', '.join(limits.pipelines)}", param="pipeline")
+    return limits.pipelines[name]
+
+
+def _guided(limits: Limits) -> list[str]:
+    return [name for name, served in limits.pipelines.items() if served.guided]
+
+
+def _length(fields: dict[str, Any], limits: Limits) -> tuple[float, int]:
+    """(frame rate, frame count) within the limits; `num_frames` wins over OpenAI's `seconds`."""
     frame_rate = _float(fields.get("frame_rate") or limits.default_frame_rate, "frame_rate")
     if not 1 <= frame_rate <= 120:
         raise ApiError(400, f"frame_rate {frame_rate:g}: accepted 1..120", param="frame_rate")
@@ -142,33 +183,25 @@ def check_request(fields: dict[str, Any], limits: Limits, image: bytes | None) -
             f"duration {num_frames / frame_rate:g} s: over this server's limit of {limits.max_seconds:g} s",
             param="seconds",
         )
-    seed = _int(fields["seed"], "seed") if fields.get("seed") not in (None, "") else secrets.randbelow(2**31)
+    return frame_rate, num_frames
+
+
+def _seed(value: Any) -> int:
+    seed = _int(value, "seed") if value not in (None, "") else secrets.randbelow(2**31)
     if not 0 <= seed < 2**63:
         raise ApiError(400, f"seed {seed}: accepted 0..2**63-1", param="seed")
-    loras = _loras(fields.get("loras"), limits)
-    request: dict[str, Any] = {
-        "prompt": prompt,
-        "pipeline": pipeline,
-        "seed": seed,
-        "width": width,
-        "height": height,
-        "num_frames": num_frames,
-        "frame_rate": frame_rate,
-        "model": str(fields.get("model") or "ltx-2"),
-        "loras": loras,
-        "images": [],
-    }
-    checked_image = None
-    if image is not None:
-        checked_image = _check_image(image)
-        frame_idx = _int(fields.get("image_frame_idx") or 0, "image_frame_idx")
-        if not 0 <= frame_idx < num_frames:
-            raise ApiError(400, f"image_frame_idx {frame_idx}: accepted 0..{num_frames - 1}", param="image_frame_idx")
-        strength = _float(fields.get("image_strength") or 1.0, "image_strength")
-        if not 0 <= strength <= 1:
-            raise ApiError(400, f"image_strength {strength:g}: accepted [0, 1]", param="image_strength")
-        request["images"] = [{"path": None, "frame_idx": frame_idx, "strength": strength}]
-    return request, checked_image
+    return seed
+
+
+def _image_placement(fields: dict[str, Any], num_frames: int) -> dict[str, Any]:
+    """Where and how strongly the uploaded image conditions the video (its path is set once it is saved)."""
+    frame_idx = _int(fields.get("image_frame_idx") or 0, "image_frame_idx")
+    if not 0 <= frame_idx < num_frames:
+        raise ApiError(400, f"image_frame_idx {frame_idx}: accepted 0..{num_frames - 1}", param="image_frame_idx")
+    strength = _float(fields.get("image_strength") or 1.0, "image_strength")
+    if not 0 <= strength <= 1:
+        raise ApiError(400, f"image_strength {strength:g}: accepted [0, 1]", param="image_strength")
+    return {"path": None, "frame_idx": frame_idx, "strength": strength}
 
 
 def _loras(value: Any, limits: Limits) -> list[dict[str, Any]]:

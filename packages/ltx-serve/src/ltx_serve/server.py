@@ -1,9 +1,10 @@
 """`python -m ltx_serve`: the API process and its warm workers.
 
-Server flags are read here; every other flag is the pipeline's (`--demo`, model files, `hf://`, `--lora`,
-`--quantization`, `--offload`, ...) and goes to each worker as it would go to `python -m
-ltx_pipelines.distilled`, checked once at start-up. One worker process per `--devices` entry (or `--workers
-N` on the CPU), each restarted if it dies; its job is queued again (`requeue_stale`).
+Server flags are read here; every other flag is the pipelines' (`--demo`, model files, `hf://`, `--lora`,
+`--quantization`, `--offload`, ...) and goes to each served pipeline (`--pipelines`) that takes it, as it
+would go to `python -m ltx_pipelines.<pipeline>`, checked once at start-up. One worker process per
+`--devices` entry (or `--workers N` on the CPU), each restarted if it dies; its job is queued again
+(`requeue_stale`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from ltx_serve.jobs import JobStore
-from ltx_serve.requests import Limits
+from ltx_serve.pipelines import DEFAULT_PIPELINES, SERVABLE, parse_pipelines, split_model_argv
+from ltx_serve.requests import Limits, served_pipelines
 from ltx_serve.store import SqliteJobStore, open_store
 from ltx_serve.worker import WorkerConfig, remove_job_files, worker_main
 
@@ -34,8 +36,15 @@ API_KEY_ENV = "LTX_SERVE_API_KEY"
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m ltx_serve",
-        description="Serve the LTX-2 distilled pipeline behind an OpenAI-style /v1/videos API. Flags not listed "
-        "here are the pipeline's (as for python -m ltx_pipelines.distilled: --demo, model files, --lora, ...).",
+        description="Serve LTX-2 pipelines behind an OpenAI-style /v1/videos API. Flags not listed here are the "
+        "pipelines' (as for python -m ltx_pipelines.distilled: --demo, model files, --lora, ...); each served "
+        "pipeline takes those its command line has.",
+    )
+    parser.add_argument(
+        "--pipelines",
+        default=",".join(DEFAULT_PIPELINES),
+        help=f"The pipelines every worker holds, comma-separated, the first a request's default (default: "
+        f"{','.join(DEFAULT_PIPELINES)}; accepted: {', '.join(SERVABLE)}). The guided ones take a negative prompt.",
     )
     parser.add_argument("--host", default="127.0.0.1", help="Address to bind (default: localhost only).")
     parser.add_argument("--port", type=int, default=8000)
@@ -94,7 +103,8 @@ class ServeOptions:
     devices: list[str | None]
     api_key: str | None
     limits: Limits
-    model_argv: tuple[str, ...]
+    model_argv: dict[str, tuple[str, ...]]
+    """Served pipeline -> the pipeline flags it takes (the LoRAs left out: each job adds them)."""
     max_queued: int
     max_attempts: int
     warm_up: bool
@@ -154,6 +164,11 @@ def parse_options(argv: Sequence[str] | None = None) -> ServeOptions:
         if args.workers < 1:
             parser.error(f"--workers {args.workers}: at least 1")
         devices = ["cpu"] * args.workers
+    try:
+        pipelines = parse_pipelines(args.pipelines)
+        per_pipeline = split_model_argv(pipelines, without_loras(model_argv))
+    except ValueError as e:
+        parser.error(str(e))
     demo = "--demo" in model_argv
     limits = Limits(
         max_width=args.max_width,
@@ -165,6 +180,7 @@ def parse_options(argv: Sequence[str] | None = None) -> ServeOptions:
         default_size=args.default_size or ("64x64" if demo else Limits.default_size),
         default_seconds="0.36" if demo else Limits.default_seconds,
         loras=loras_of(model_argv),
+        pipelines=served_pipelines(pipelines),
     )
     return ServeOptions(
         host=args.host,
@@ -174,7 +190,7 @@ def parse_options(argv: Sequence[str] | None = None) -> ServeOptions:
         devices=devices,
         api_key=api_key,
         limits=limits,
-        model_argv=without_loras(model_argv),
+        model_argv=per_pipeline,
         max_queued=args.max_queued,
         max_attempts=args.max_attempts,
         warm_up=not args.no_warmup,

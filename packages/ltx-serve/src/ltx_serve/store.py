@@ -17,7 +17,17 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ltx_serve.jobs import COLUMNS, Job, JobStore, QueueFullError, gave_up_error, job_from_row, new_job_id
+from ltx_serve.jobs import (
+    ADD_PHASE_SECONDS,
+    COLUMNS,
+    PHASE_TOTALS_TABLE,
+    Job,
+    JobStore,
+    QueueFullError,
+    gave_up_error,
+    job_from_row,
+    new_job_id,
+)
 from ltx_serve.postgres_store import PostgresJobStore
 
 
@@ -44,6 +54,7 @@ class SqliteJobStore:
                     idempotency_key TEXT UNIQUE)"""
             )
             self._db.execute("CREATE INDEX IF NOT EXISTS jobs_status_seq ON jobs (status, seq)")
+            self._db.execute(PHASE_TOTALS_TABLE.format(table="phase_totals"))
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
@@ -140,6 +151,8 @@ class SqliteJobStore:
                 "output = ?, timings = ? WHERE id = ? AND claimed_by = ? AND status = 'in_progress'",
                 (time.time(), output, json.dumps(timings), job_id, worker),
             ).rowcount
+            if changed == 1:
+                db.executemany(ADD_PHASE_SECONDS.format(table="phase_totals", p="?"), timings.items())
         return changed == 1
 
     def fail(self, job_id: str, worker: str, *, error: dict[str, Any], retry: bool) -> None:
@@ -211,8 +224,13 @@ class SqliteJobStore:
         return requeued
 
     def counts(self) -> dict[str, int]:
+        # Counted on the (status, seq) index, not by reading the rows.
         rows = self._db.execute("SELECT status, COUNT(*) FROM jobs GROUP BY status").fetchall()
         return {status: n for status, n in rows}
+
+    def phase_totals(self) -> dict[str, tuple[float, int]]:
+        rows = self._db.execute("SELECT phase, seconds, jobs FROM phase_totals").fetchall()
+        return {phase: (seconds, jobs) for phase, seconds, jobs in rows}
 
     def close(self) -> None:
         self._db.close()

@@ -1,11 +1,12 @@
 """A warm worker: one process per device that keeps its model weights in memory and runs queued jobs.
 
-Each job goes through the pipelines' own command-line path (`ltx_pipelines.distilled.COMMAND`): the job's
-request becomes that command's flags, read and checked by the same flag groups, then generate -> save the
-denoised latents -> decode -> write, as `python -m ltx_pipelines.distilled` does. So the same seed and inputs
-give the same bytes as the CLI. What stays warm is the weights: every model the pipeline builds goes through
-one `StateDictCache` kept for the worker's life, and Gemma stays loaded in a `ResidentTextEncoders` pool
-(unless `--free-text-encoder`), so a job after the first loads no model.
+Each job goes through the command-line path of the pipeline it names (`ltx_pipelines.<pipeline>.COMMAND`, one
+of those the server was started with, `--pipelines`): the job's request becomes that command's flags, read and
+checked by the same flag groups, then the command's build and generate -> save the denoised latents -> decode
+-> write, as `python -m ltx_pipelines.<pipeline>` does. So the same seed and inputs give the same bytes as the
+CLI. What stays warm is the weights: every model any of the worker's pipelines builds goes through one
+`StateDictCache` kept for the worker's life, and Gemma stays loaded in a `ResidentTextEncoders` pool (unless
+`--free-text-encoder`), so a job after the first of its pipeline loads no model.
 
 Restart safety: the latents file is written beside the output before decoding (`save_latents_safely`). A job
 whose output exists is only marked done; one whose latents exist is only decoded (`ltx_pipelines.decode`);
@@ -20,12 +21,13 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ltx_serve.jobs import Job, JobStore
+from ltx_serve.pipelines import DEFAULT_PIPELINES, command_of
 from ltx_serve.store import open_store
 
 logger = logging.getLogger(__name__)
@@ -36,11 +38,12 @@ PROGRESS_AFTER = {"starting": 0, "prompt": 5, "denoise": 90, "decode": 98, "writ
 
 @dataclass(frozen=True)
 class WorkerConfig:
-    """What a worker process needs: the pipeline's model flags (as typed for the CLI), its device and the
-    shared places (data folder, queue)."""
+    """What a worker process needs: each served pipeline's model flags (as typed for its CLI), its device and
+    the shared places (data folder, queue)."""
 
     worker_id: str
-    model_argv: tuple[str, ...]
+    model_argv: Mapping[str, tuple[str, ...]]
+    """Pipeline name -> its model flags: the pipelines this worker holds (`--pipelines`), warmed up in order."""
     data_dir: Path
     queue: str | None = None
     device: str | None = None
@@ -66,8 +69,9 @@ def uploads_dir(data_dir: Path) -> Path:
 
 
 def job_argv(config: WorkerConfig, request: dict[str, Any], output: Path) -> list[str]:
-    """The CLI flags of one job: the server's model flags, then the request's values (later flags win)."""
-    argv = [*config.model_argv]
+    """The CLI flags of one job: the server's model flags for its pipeline, then the request's values (later
+    flags win)."""
+    argv = [*config.model_argv[request.get("pipeline", DEFAULT_PIPELINES[0])]]
     if config.device is not None:
         argv += ["--device", config.device]
     argv += [
@@ -86,6 +90,8 @@ def job_argv(config: WorkerConfig, request: dict[str, Any], output: Path) -> lis
         "--output-path",
         str(output),
     ]
+    if request.get("negative_prompt") is not None:
+        argv += ["--negative-prompt", request["negative_prompt"]]
     for image in request.get("images", ()):
         argv += ["--image", image["path"], str(image["frame_idx"]), str(image["strength"])]
     for lora in request.get("loras", ()):
@@ -156,15 +162,9 @@ class CachedModels:
             options["cache"] = self.cache
         model = build_model(spec, source, **options)
         if spec.name == AV_TRANSFORMER.name:
-            # One transformer call per denoising step in the distilled pipeline.
+            # A step is a transformer call (the distilled pipeline makes one per step; guidance may make more).
             model.register_forward_hook(lambda *_: self.on_step() if self.on_step is not None else None)
         return model
-
-
-def distilled_steps() -> int:
-    from ltx_core.components.schedulers import distilled_sigmas, stage_2_distilled_sigmas
-
-    return len(distilled_sigmas()) - 1 + len(stage_2_distilled_sigmas()) - 1
 
 
 class JobCancelled(Exception):
@@ -172,56 +172,64 @@ class JobCancelled(Exception):
 
 
 class Worker:
-    """Runs claimed jobs one at a time through the distilled pipeline command, with warm weights."""
+    """Runs claimed jobs one at a time through the command of the pipeline each names, with warm weights."""
 
     def __init__(self, config: WorkerConfig, store: JobStore) -> None:
         from ltx_core.text_encoders.gemma.resident import ResidentTextEncoders
-        from ltx_pipelines.distilled import COMMAND
 
         self.config = config
         self.store = store
-        self.command = COMMAND
+        self.commands = {name: command_of(name) for name in config.model_argv}
+        self.parsers = {name: command.parser(command.help_defaults()) for name, command in self.commands.items()}
         self.models = CachedModels()
         self.text_encoders = ResidentTextEncoders() if config.resident_text_encoder else None
-        self.parser = COMMAND.parser(COMMAND.help_defaults())
+        self.steps: dict[str, int] = {}
+        """Transformer calls of the last run of each pipeline (fixed by its flags, not by a job's size): the
+        next job's `steps`; unknown (0) for a pipeline's first run."""
         self.current: str | None = None
         self.report: JobProgress | None = None
 
     def warm_up(self, *, generate: bool = True) -> None:
-        """Read the model flags once (a bad flag stops the worker here, before it takes a job) and, with
-        `generate`, load every model's weights into the cache by running one tiny job that is thrown away."""
+        """Read each pipeline's model flags once (a bad flag stops the worker here, before it takes a job) and,
+        with `generate`, load every model's weights into the cache by running one tiny job per pipeline that is
+        thrown away."""
         folder = self.config.data_dir / "warmup" / self.config.worker_id
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
-        request = {"prompt": "warm-up", "seed": 0, "height": 64, "width": 64, "num_frames": 9, "frame_rate": 25}
-        run = self.read_run(job_argv(self.config, request, folder / "warmup.mp4"))
-        if not generate:
-            return
-        start = time.perf_counter()
-        self.generate(run, JobProgress(None, "", self.config.worker_id), None)
-        logger.info("worker %s warm in %.1f s", self.config.worker_id, time.perf_counter() - start)
+        for name in self.commands:
+            request = {"prompt": "warm-up", "pipeline": name, "seed": 0, "height": 64, "width": 64,
+                       "num_frames": 9, "frame_rate": 25}  # fmt: skip
+            run = self.read_run(name, job_argv(self.config, request, folder / f"{name}.mp4"))
+            if generate:
+                start = time.perf_counter()
+                self.generate(name, run, JobProgress(None, "", self.config.worker_id), None)
+                logger.info("worker %s: %s warm in %.1f s", self.config.worker_id, name, time.perf_counter() - start)
         shutil.rmtree(folder, ignore_errors=True)
 
-    def read_run(self, argv: list[str]) -> Any:
-        """The checked CLI run of `argv` (ValueError: a flag group refused a value; SystemExit from argparse
-        is turned into ValueError too, so a bad request never stops the worker)."""
+    def read_run(self, pipeline: str, argv: list[str]) -> Any:
+        """The checked CLI run of `argv` for `pipeline` (ValueError: a flag group refused a value; SystemExit
+        from argparse is turned into ValueError too, so a bad request never stops the worker)."""
         from ltx_pipelines.cli.flag_group import FlagError
 
         try:
-            args = self.parser.parse_args(argv)
-            return self.command.read(args)
+            args = self.parsers[pipeline].parse_args(argv)
+            return self.commands[pipeline].read(args)
         except FlagError as e:
             raise ValueError(str(e)) from None
         except SystemExit as e:
-            raise ValueError(f"the pipeline refused the flags {argv} (exit code {e.code})") from None
+            raise ValueError(f"the {pipeline} pipeline refused the flags {argv} (exit code {e.code})") from None
 
     def run_job(self, job: Job) -> Path:
         """Run `job` to its output file (resuming from its output or latents when a previous attempt left them)."""
         from ltx_pipelines.engine.latents_file import latents_path_for
 
+        pipeline = job.request.get("pipeline", DEFAULT_PIPELINES[0])
+        if pipeline not in self.commands:  # another server on the shared queue accepted it
+            raise ValueError(f"pipeline {pipeline!r}: this worker holds {', '.join(self.commands)}")
         output = output_path(self.config.data_dir, job.id)
         output.parent.mkdir(parents=True, exist_ok=True)
-        report = self.report = JobProgress(self.store, job.id, self.config.worker_id, steps=distilled_steps())
+        steps = self.steps.get(pipeline, 0)
+        report = self.report = JobProgress(self.store, job.id, self.config.worker_id, steps=steps)
         if output.exists():
             logger.info("job %s: output already written by an earlier attempt", job.id)
             return output
@@ -233,40 +241,42 @@ class Worker:
             report.enter("write")
             latents.unlink(missing_ok=True)
             return output
-        run = self.read_run(job_argv(self.config, job.request, output))
-        self.models.on_step = report.on_step
+        run = self.read_run(pipeline, job_argv(self.config, job.request, output))
+        return self.generate(pipeline, run, report, job.id)
+
+    def generate(self, pipeline: str, run: Any, report: JobProgress, job_id: str | None) -> Path:
+        """The CLI's run of `pipeline` with the worker's warm parts: its command builds the pipeline and
+        generates; then save the latents, decode, write, drop the latents. The one place that calls into the
+        pipelines."""
+        from ltx_pipelines.cli.command import gc_skips_loaded_modules
+        from ltx_pipelines.io.atomic_files import remove_stale_partials
+        from ltx_serve.warm_run import warm_run
+
+        command = self.commands[pipeline]
+        run = warm_run(run, model_builder=self.models, resident_text_encoders=self.text_encoders, progress=False)
+        calls = [0]
+
+        def on_step() -> None:
+            calls[0] += 1
+            report.on_step()
+
+        self.models.on_step = on_step
         try:
-            return self.generate(run, report, job.id)
+            with gc_skips_loaded_modules():
+                built = command.build(run)
+                report.enter("prompt")
+                final = command.generate(built, run)
+                self.steps[pipeline] = calls[0]
+                self.check_cancelled(job_id)
+                report.enter("decode")
+                remove_stale_partials(run.output.path.parent)
+                latents = command.save_latents(run, final)
+                decoded = built.decode(final)
+                self.check_cancelled(job_id)
+                report.enter("write")
+                written = command.write_decoded(run, decoded)
         finally:
             self.models.on_step = None
-
-    def generate(self, run: Any, report: JobProgress, job_id: str | None) -> Path:
-        """The CLI's run with our model builder: generate, save latents, decode, write, drop the latents."""
-        from ltx_pipelines.cli.command import gc_skips_loaded_modules
-        from ltx_pipelines.distilled import DistilledPipeline, generate_with_video_flags
-        from ltx_pipelines.io.atomic_files import remove_stale_partials
-
-        command = self.command
-        with gc_skips_loaded_modules():
-            pipeline = DistilledPipeline(
-                run.models.checkpoint,
-                run.models.spatial_upsampler,
-                run.models.gemma_root,
-                **run.pipeline_options(),
-                model_builder=self.models,
-                resident_text_encoders=self.text_encoders,
-                progress=False,
-            )
-            report.enter("prompt")
-            final = generate_with_video_flags(pipeline, run)
-            self.check_cancelled(job_id)
-            report.enter("decode")
-            remove_stale_partials(run.output.path.parent)
-            latents = command.save_latents(run, final)
-            decoded = pipeline.decode(final)
-            self.check_cancelled(job_id)
-            report.enter("write")
-            written = command.write_decoded(run, decoded)
         if latents is not None:
             latents.unlink(missing_ok=True)
         report.enter("write")

@@ -7,7 +7,11 @@ Under `accelerate launch` each process takes its own shard of the rows.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from dataclasses import fields
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -19,6 +23,28 @@ from ltx_trainer.preprocessing.plan import PreprocessSettings, parse_optional_bu
 from ltx_trainer.preprocessing.run import preprocess_dataset
 
 app = new_app(__doc__.splitlines()[0].split(": ", 1)[1])
+
+
+# How a command-line option becomes its `PreprocessSettings` field: options named like a field are copied
+# as given; these are renamed and/or parsed (in the settings' field order, so the first bad value is named).
+_OPTION_OF_FIELD = {"crop_mode": "reshape_mode"}
+_PARSE_FIELD: dict[str, Callable[[Any], Any]] = {
+    "resolution_buckets": parse_optional_buckets,
+    "audio_durations": lambda text: tuple(parse_durations(text)) if text else (),
+    "reference_downscale_factor": partial(positive_factor, "--reference-downscale-factor"),
+    "reference_temporal_scale_factor": partial(positive_factor, "--reference-temporal-scale-factor"),
+}
+
+
+def _settings(options: Mapping[str, Any]) -> PreprocessSettings:
+    """The run's settings from the command's parameter values by name."""
+    if options["reshape_mode"] not in CROP_MODES:
+        raise typer.BadParameter(f"--reshape-mode {options['reshape_mode']!r}; accepted: {', '.join(CROP_MODES)}")
+    values = {}
+    for f in fields(PreprocessSettings):
+        value = options[_OPTION_OF_FIELD.get(f.name, f.name)]
+        values[f.name] = _PARSE_FIELD[f.name](value) if f.name in _PARSE_FIELD else value
+    return PreprocessSettings(**values)
 
 
 @app.command()
@@ -58,40 +84,9 @@ def main(
     ),
     verbose: bool = typer.Option(False, help="Debug logging"),
 ) -> None:
+    options = dict(locals())  # every parameter by name, as typer converted it (Path objects, ints, ...)
     configure_logging(verbose)
-
-    def work():
-        if reshape_mode not in CROP_MODES:
-            raise typer.BadParameter(f"--reshape-mode {reshape_mode!r}; accepted: {', '.join(CROP_MODES)}")
-        settings = PreprocessSettings(
-            model_path=model_path,
-            text_encoder_path=text_encoder_path,
-            resolution_buckets=parse_optional_buckets(resolution_buckets),
-            video_vae_path=video_vae_path,
-            audio_vae_path=audio_vae_path,
-            output_dir=output_dir,
-            video_column=video_column,
-            caption_column=caption_column,
-            batch_size=batch_size,
-            device=device,
-            vae_tiling=vae_tiling,
-            crop_mode=reshape_mode,
-            seed=seed,
-            lora_trigger=lora_trigger,
-            remove_llm_prefixes=remove_llm_prefixes,
-            skip_audio=skip_audio,
-            audio_durations=tuple(parse_durations(audio_durations)) if audio_durations else (),
-            reference_downscale_factor=positive_factor("--reference-downscale-factor", reference_downscale_factor),
-            reference_temporal_scale_factor=positive_factor(
-                "--reference-temporal-scale-factor", reference_temporal_scale_factor
-            ),
-            decode=decode,
-            overwrite=overwrite,
-            load_text_encoder_in_8bit=load_text_encoder_in_8bit,
-        )
-        return preprocess_dataset(dataset, settings)
-
-    report = run_or_exit(work)
+    report = run_or_exit(lambda: preprocess_dataset(dataset, _settings(options)))
     report.print()
     exit_if_nothing_done(report, "every sample", "fix the inputs (the reasons are in the table above) and run again")
 

@@ -192,6 +192,32 @@ def call_in_chunks(
     return (torch.cat(video_out) if video_out else None, torch.cat(audio_out) if audio_out else None)
 
 
+def guidance_passes(params: dict[str, MultiModalGuiderParams]) -> list[_Pass]:
+    """The passes one step makes for the present modalities' `params` (by name), in stacking order."""
+    passes = [_Pass("cond", PerturbationConfig.empty())]
+    if any(p.needs_uncond_text for p in params.values()):
+        passes.append(_Pass("uncond", PerturbationConfig.empty(), negative=True))
+    stg = []
+    for name, kind in (
+        ("video", PerturbationType.SKIP_VIDEO_SELF_ATTN),
+        ("audio", PerturbationType.SKIP_AUDIO_SELF_ATTN),
+    ):
+        p = params.get(name)
+        if p is not None and p.needs_perturbed:
+            if not p.stg_blocks:
+                raise ValueError(f"{name} stg_scale {p.stg_scale} needs at least one block in stg_blocks")
+            stg.append(Perturbation(kind, p.stg_blocks))
+    if stg:
+        passes.append(_Pass("perturbed", PerturbationConfig(tuple(stg))))
+    if len(params) == 2 and any(p.needs_isolated_modality for p in params.values()):
+        isolate = (
+            Perturbation(PerturbationType.SKIP_A2V_CROSS_ATTN, None),
+            Perturbation(PerturbationType.SKIP_V2A_CROSS_ATTN, None),
+        )
+        passes.append(_Pass("isolated", PerturbationConfig(isolate)))
+    return passes
+
+
 class GuidedDenoiser:
     """Multi-pass guidance in one batched model call.
 
@@ -238,28 +264,7 @@ class GuidedDenoiser:
         self.last = {"video": None, "audio": None}
 
     def _passes(self, params: dict[str, MultiModalGuiderParams]) -> list[_Pass]:
-        passes = [_Pass("cond", PerturbationConfig.empty())]
-        if any(p.needs_uncond_text for p in params.values()):
-            passes.append(_Pass("uncond", PerturbationConfig.empty(), negative=True))
-        stg = []
-        for name, kind in (
-            ("video", PerturbationType.SKIP_VIDEO_SELF_ATTN),
-            ("audio", PerturbationType.SKIP_AUDIO_SELF_ATTN),
-        ):
-            p = params.get(name)
-            if p is not None and p.needs_perturbed:
-                if not p.stg_blocks:
-                    raise ValueError(f"{name} stg_scale {p.stg_scale} needs at least one block in stg_blocks")
-                stg.append(Perturbation(kind, p.stg_blocks))
-        if stg:
-            passes.append(_Pass("perturbed", PerturbationConfig(tuple(stg))))
-        if len(params) == 2 and any(p.needs_isolated_modality for p in params.values()):
-            isolate = (
-                Perturbation(PerturbationType.SKIP_A2V_CROSS_ATTN, None),
-                Perturbation(PerturbationType.SKIP_V2A_CROSS_ATTN, None),
-            )
-            passes.append(_Pass("isolated", PerturbationConfig(isolate)))
-        return passes
+        return guidance_passes(params)
 
     def _context(self, name: str, negative: bool) -> torch.Tensor:
         positive = self.contexts[name]
@@ -282,6 +287,67 @@ class GuidedDenoiser:
             return torch.ones(like.shape[:2], dtype=torch.int64, device=like.device)
         return chosen
 
+    def _model_input(
+        self, name: str, state: LatentState, passes: list[_Pass], sigma: float | torch.Tensor, enabled: bool
+    ) -> Any:
+        """One modality's model input: its state tiled once per pass, each copy with that pass's context."""
+        n = len(passes)
+        contexts = [self._context(name, p.negative) for p in passes]
+        masks = [self._mask(p.negative, c) for p, c in zip(passes, contexts)]
+        mask = None if masks[0] is None else torch.cat([m.expand(c.shape[0], -1) for m, c in zip(masks, contexts)])
+        return modality_from_state(
+            _tile_state(state, n),
+            torch.cat(contexts),
+            _sigma_for(state, sigma, n),
+            mask,
+            enabled=enabled,
+            modality_type=self.modality_type,
+        )
+
+    def _guided(
+        self, name: str, out: torch.Tensor | None, passes: list[_Pass], params: MultiModalGuiderParams
+    ) -> torch.Tensor:
+        """One modality's guided x0 from its stacked per-pass predictions."""
+        if out is None:
+            raise ValueError(f"the model returned no {name} prediction for a {name} state")
+        chunks = dict(zip((p.name for p in passes), out.chunk(len(passes))))
+        cond = chunks["cond"]
+        return MultiModalGuider(params).calculate(
+            cond,
+            chunks.get("uncond", 0.0),
+            chunks.get("perturbed", 0.0),
+            # A lone modality has no cross-modal attention: its isolated prediction is cond itself.
+            chunks.get("isolated", cond),
+        )
+
+    def _pass_inputs(
+        self,
+        states: dict[str, LatentState],
+        passes: list[_Pass],
+        sigma: float | torch.Tensor,
+        skipping: dict[str, bool],
+    ) -> tuple[dict[str, Any], BatchedPerturbationConfig]:
+        """The model inputs of `passes` stacked pass-major along the batch, and their perturbations."""
+        inputs: dict[str, Any] = {"video": None, "audio": None}
+        for name, state in states.items():
+            inputs[name] = self._model_input(name, state, passes, sigma, enabled=not skipping[name])
+        batch = next(iter(states.values())).batch_size
+        perturbations = BatchedPerturbationConfig(tuple(p.perturbation for p in passes for _ in range(batch)))
+        return inputs, perturbations
+
+    def _predict(
+        self,
+        states: dict[str, LatentState],
+        passes: list[_Pass],
+        sigma: float | torch.Tensor,
+        skipping: dict[str, bool],
+    ) -> dict[str, torch.Tensor | None]:
+        """Each modality's x0 of every pass, stacked pass-major along the batch (one model call, or chunks).
+        Subclasses that spread the passes over devices override this; the guidance combination stays here."""
+        inputs, perturbations = self._pass_inputs(states, passes, sigma, skipping)
+        video, audio = call_in_chunks(self.model, inputs["video"], inputs["audio"], perturbations, self.max_batch_size)
+        return {"video": video, "audio": audio}
+
     def __call__(
         self,
         video: LatentState | None,
@@ -302,45 +368,12 @@ class GuidedDenoiser:
                 raise ValueError(f"{name} cfg_scale {p.cfg_scale} != 1 needs a negative {name} text context")
 
         passes = self._passes(params)
-        n = len(passes)
-        inputs: dict[str, Any] = {"video": None, "audio": None}
-        for name, state in states.items():
-            contexts = [self._context(name, p.negative) for p in passes]
-            masks = [self._mask(p.negative, c) for p, c in zip(passes, contexts)]
-            mask = None if masks[0] is None else torch.cat([m.expand(c.shape[0], -1) for m, c in zip(masks, contexts)])
-            inputs[name] = modality_from_state(
-                _tile_state(state, n),
-                torch.cat(contexts),
-                _sigma_for(state, sigma, n),
-                mask,
-                enabled=not skipping[name],
-                modality_type=self.modality_type,
-            )
-        batch = next(iter(states.values())).batch_size
-        perturbations = BatchedPerturbationConfig(tuple(p.perturbation for p in passes for _ in range(batch)))
-        outputs = dict(
-            zip(
-                ("video", "audio"),
-                call_in_chunks(self.model, inputs["video"], inputs["audio"], perturbations, self.max_batch_size),
-            )
-        )
+        outputs = self._predict(states, passes, sigma, skipping)
 
         results: dict[str, torch.Tensor | None] = {"video": None, "audio": None}
         for name in states:
-            if skipping[name]:
+            if skipping[name]:  # a skipped step reuses the modality's last guided x0
                 results[name] = self.last[name]
                 continue
-            out = outputs[name]
-            if out is None:
-                raise ValueError(f"the model returned no {name} prediction for a {name} state")
-            chunks = dict(zip((p.name for p in passes), out.chunk(n)))
-            cond = chunks["cond"]
-            results[name] = MultiModalGuider(params[name]).calculate(
-                cond,
-                chunks.get("uncond", 0.0),
-                chunks.get("perturbed", 0.0),
-                # A lone modality has no cross-modal attention: its isolated prediction is cond itself.
-                chunks.get("isolated", cond),
-            )
-            self.last[name] = results[name]
+            results[name] = self.last[name] = self._guided(name, outputs[name], passes, params[name])
         return results["video"], results["audio"]

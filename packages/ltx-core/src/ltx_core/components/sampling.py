@@ -9,7 +9,7 @@ mask says so:  x0 <- x0 * mask + clean * (1 - mask).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import torch
 from tqdm.auto import tqdm
@@ -175,6 +175,143 @@ def res2s_noise_name(step: int, kind: str, modality: str) -> str:
     return f"res2s.{step}.{kind}.{modality}"
 
 
+_MODALITIES = ("video", "audio")
+
+
+@dataclass(frozen=True)
+class _Res2sNoise:
+    """res2s's SDE re-noise: two `Res2sStep`s (substep eta 0.5, step eta) fed either by the loop's own
+    generators (keyed "step" / "substep") or by a named noise `source`."""
+
+    device: torch.device
+    dtype: torch.dtype
+    sdes: dict[str, Res2sStep]
+    generators: dict[str, torch.Generator]
+    source: NoiseSource | None
+    prefix: str
+
+    @classmethod
+    def create(
+        cls,
+        device: torch.device,
+        dtype: torch.dtype,
+        eta: float,
+        seeds: tuple[int, int | None],
+        source: NoiseSource | None,
+        prefix: str,
+    ) -> _Res2sNoise:
+        generators: dict[str, torch.Generator] = {}
+        if source is None:
+            step_seed, substep_seed = seeds
+            generators["step"] = torch.Generator(device=device).manual_seed(step_seed)
+            generators["substep"] = torch.Generator(device=device).manual_seed(
+                step_seed + 10000 if substep_seed is None else substep_seed
+            )
+        sdes = {"step": Res2sStep(eta), "substep": Res2sStep(0.5)}
+        return cls(device, dtype, sdes, generators, source, prefix)
+
+    def draw(self, step: int, kind: str, modality: str, like: torch.Tensor) -> torch.Tensor:
+        if self.source is None:
+            return normalized_noise(like, self.generators[kind]).to(device=self.device, dtype=self.dtype)
+        name = self.prefix + res2s_noise_name(step, kind, modality)
+        return normalize_noise(self.source(name, like.shape, device=self.device, dtype=self.dtype))
+
+    def renoise(
+        self, state: LatentState, anchor: torch.Tensor, target: torch.Tensor, pair: torch.Tensor, at: _Res2sAt
+    ) -> torch.Tensor:
+        """`target` re-noised across `pair` (SDE kind and draw name from `at`), then pulled back to clean."""
+        x = self.sdes[at.kind].step(anchor, target, pair, 0, self.draw(at.step, at.kind, at.modality, state.latent))
+        return blend_with_clean(x, state)
+
+
+@dataclass(frozen=True)
+class _Res2sAt:
+    """Which draw a re-noise uses: step index, "substep" | "step", modality."""
+
+    step: int
+    kind: str
+    modality: str
+
+
+@dataclass(frozen=True)
+class _Res2sStepSigmas:
+    """One res2s step's sigmas (high precision) and RK coefficients."""
+
+    index: int
+    sigma: torch.Tensor
+    pair: torch.Tensor  # (sigma, sigma_next)
+    sub_sigma: torch.Tensor  # geometric mean of the pair: where the midpoint evaluation sits
+    h: float
+    coefficients: tuple[float, float, float]  # (a21, b1, b2)
+
+    @classmethod
+    def at(cls, sig_hp: torch.Tensor, hs: torch.Tensor, i: int) -> _Res2sStepSigmas:
+        sigma, sigma_next = sig_hp[i], sig_hp[i + 1]
+        h = float(hs[i])
+        return cls(i, sigma, sig_hp[i : i + 2], torch.sqrt(sigma * sigma_next), h, res2s_coefficients(h))
+
+
+@dataclass(frozen=True)
+class _Res2sMidpoint:
+    """First stage of one modality: the (refined) anchor, its first slope and the re-noised midpoint state."""
+
+    anchor: torch.Tensor
+    eps: torch.Tensor
+    state: LatentState
+
+
+def _res2s_midpoint(
+    state: LatentState, x0: torch.Tensor, step: _Res2sStepSigmas, noise: _Res2sNoise, modality: str, refine: int
+) -> _Res2sMidpoint:
+    a21 = step.coefficients[0]
+    x0 = blend_with_clean(x0, state).to(noise.dtype)
+    anchor = state.latent.to(noise.dtype)
+    eps = x0 - anchor
+    sub_pair = torch.stack([step.sigma, step.sub_sigma])
+    at = _Res2sAt(step.index, "substep", modality)
+    x_mid = noise.renoise(state, anchor, anchor + step.h * a21 * eps, sub_pair, at)
+    # bongmath fixed point: find the anchor whose first-stage update lands exactly on x_mid.
+    for _ in range(refine):
+        anchor = x_mid - step.h * a21 * eps
+        eps = x0 - anchor
+    return _Res2sMidpoint(anchor, eps, replace(state, latent=x_mid.to(state.latent.dtype)))
+
+
+def _res2s_advance(
+    state: LatentState, x0: torch.Tensor, mid: _Res2sMidpoint, step: _Res2sStepSigmas, noise: _Res2sNoise, modality: str
+) -> LatentState:
+    _, b1, b2 = step.coefficients
+    eps2 = blend_with_clean(x0, state).to(noise.dtype) - mid.anchor
+    x_next = mid.anchor + step.h * (b1 * mid.eps + b2 * eps2)
+    x_next = noise.renoise(state, mid.anchor, x_next, step.pair, _Res2sAt(step.index, "step", modality))
+    return replace(state, latent=x_next.to(state.latent.dtype))
+
+
+def _res2s_step(
+    denoiser: Denoiser,
+    states: dict[str, LatentState | None],
+    sigma: torch.Tensor,
+    step: _Res2sStepSigmas,
+    noise: _Res2sNoise,
+    refine: int,
+) -> dict[str, LatentState | None]:
+    """One res2s step: x0 at `sigma` (the schedule's own dtype), midpoints, x0 there, the combined update."""
+    x0_first = dict(zip(_MODALITIES, denoiser(states["video"], states["audio"], sigma, step.index)))
+    mids: dict[str, _Res2sMidpoint] = {}
+    for name in _MODALITIES:
+        state, x0 = states[name], x0_first[name]
+        if state is not None and x0 is not None:
+            mids[name] = _res2s_midpoint(state, x0, step, noise, name, refine)
+    mid_states = {name: mids[name].state if name in mids else None for name in _MODALITIES}
+    x0_second = dict(zip(_MODALITIES, denoiser(mid_states["video"], mid_states["audio"], step.sub_sigma.float(), 0)))
+    new = dict(states)
+    for name, mid in mids.items():
+        state, x0 = states[name], x0_second[name]
+        if state is not None and x0 is not None:
+            new[name] = _res2s_advance(state, x0, mid, step, noise, name)
+    return new
+
+
 def res2s_denoising_loop(
     denoiser: Denoiser,
     sigmas: torch.Tensor,
@@ -210,19 +347,7 @@ def res2s_denoising_loop(
     present = video if video is not None else audio
     device = present.latent.device
     hp = torch.float32 if device.type == "mps" else torch.float64
-    generators: dict[str, torch.Generator] = {}
-    if noise is None:
-        generators["step"] = torch.Generator(device=device).manual_seed(noise_seed)
-        generators["substep"] = torch.Generator(device=device).manual_seed(
-            noise_seed + 10000 if substep_noise_seed is None else substep_noise_seed
-        )
-    sdes = {"step": Res2sStep(eta), "substep": Res2sStep(0.5)}
-
-    def sde_noise(step: int, kind: str, modality: str, like: torch.Tensor) -> torch.Tensor:
-        if noise is None:
-            return normalized_noise(like, generators[kind]).to(device=device, dtype=hp)
-        name = noise_name_prefix + res2s_noise_name(step, kind, modality)
-        return normalize_noise(noise(name, like.shape, device=device, dtype=hp))
+    sde = _Res2sNoise.create(device, hp, eta, (noise_seed, substep_noise_seed), noise, noise_name_prefix)
 
     n_full = len(sigmas) - 1
     ends_at_zero = bool(sigmas[-1] == 0)
@@ -231,60 +356,15 @@ def res2s_denoising_loop(
     sig_hp = sigmas.to(hp)
     hs = -torch.log(sig_hp[1:].cpu() / sig_hp[:-1].cpu())
 
-    def renoise(
-        state: LatentState,
-        anchor: torch.Tensor,
-        target: torch.Tensor,
-        pair: torch.Tensor,
-        step: int,
-        kind: str,
-        modality: str,
-    ) -> torch.Tensor:
-        x = sdes[kind].step(anchor, target, pair, 0, sde_noise(step, kind, modality, state.latent))
-        return blend_with_clean(x, state)
-
-    names = ("video", "audio")
     states: dict[str, LatentState | None] = {"video": video, "audio": audio}
     for i in _steps(n_full, progress, "res2s denoising"):
-        sigma, sigma_next = sig_hp[i], sig_hp[i + 1]
-        h = float(hs[i])
-        a21, b1, b2 = res2s_coefficients(h)
-        sub_sigma = torch.sqrt(sigma * sigma_next)
-        sub_pair = torch.stack([sigma, sub_sigma])
-
-        x0_first = dict(zip(names, denoiser(states["video"], states["audio"], sigmas[i], i)))
-        anchors: dict[str, torch.Tensor] = {}
-        eps1: dict[str, torch.Tensor] = {}
-        mids: dict[str, LatentState | None] = {"video": None, "audio": None}
-        for name in names:
-            state, x0 = states[name], x0_first[name]
-            if state is None or x0 is None:
-                continue
-            x0_first[name] = x0 = blend_with_clean(x0, state).to(hp)
-            anchor = state.latent.to(hp)
-            eps = x0 - anchor
-            x_mid = renoise(state, anchor, anchor + h * a21 * eps, sub_pair, i, "substep", name)
-            if bongmath and h < 0.5 and float(sigma) > 0.03:
-                # Fixed point: find the anchor whose first-stage update lands exactly on x_mid.
-                for _ in range(bongmath_max_iter):
-                    anchor = x_mid - h * a21 * eps
-                    eps = x0 - anchor
-            anchors[name], eps1[name] = anchor, eps
-            mids[name] = replace(state, latent=x_mid.to(state.latent.dtype))
-
-        x0_second = dict(zip(names, denoiser(mids["video"], mids["audio"], sub_sigma.float(), 0)))
-        for name in anchors:
-            state, x0 = states[name], x0_second[name]
-            if x0 is None:
-                continue
-            eps2 = blend_with_clean(x0, state).to(hp) - anchors[name]
-            x_next = anchors[name] + h * (b1 * eps1[name] + b2 * eps2)
-            x_next = renoise(state, anchors[name], x_next, sig_hp[i : i + 2], i, "step", name)
-            states[name] = replace(state, latent=x_next.to(state.latent.dtype))
+        step = _Res2sStepSigmas.at(sig_hp, hs, i)
+        refine = bongmath_max_iter if bongmath and step.h < 0.5 and float(step.sigma) > 0.03 else 0
+        states = _res2s_step(denoiser, states, sigmas[i], step, sde, refine)
 
     if ends_at_zero:
-        final = dict(zip(names, denoiser(states["video"], states["audio"], sigmas[n_full], n_full)))
-        for name in names:
+        final = dict(zip(_MODALITIES, denoiser(states["video"], states["audio"], sigmas[n_full], n_full)))
+        for name in _MODALITIES:
             state, x0 = states[name], final[name]
             if state is not None and x0 is not None:
                 states[name] = replace(state, latent=blend_with_clean(x0, state).to(state.latent.dtype))

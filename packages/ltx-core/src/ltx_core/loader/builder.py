@@ -17,7 +17,6 @@ from ltx_core.loader.component_source import Component, ComponentSource
 from ltx_core.loader.errors import CheckpointError
 from ltx_core.loader.lora import DEFAULT_LORA_FUSION, LoraFusionPrecision, LoraSpec, fuse_loras
 from ltx_core.loader.model_files import ModelFiles, model_files_of, names_a_model_folder
-from ltx_core.loader.safetensors_header import read_safetensors_header
 from ltx_core.loader.sd_ops import SDOps
 from ltx_core.loader.state_dict import StateDict, load_files, stored_float_dtypes_of, whole_key
 from ltx_core.quantization.gguf import prepare_gguf
@@ -121,7 +120,7 @@ def header_weight_shapes(spec: ComponentSpec, source: Source) -> dict[str, tuple
     src = component_source(spec, source)
     shapes: dict[str, tuple[int, ...]] = {}
     for path, ops in src.reads(spec.ops):
-        for key, info in read_safetensors_header(path).tensors.items():
+        for key, info in src.header(path).tensors.items():
             module_key = ops.rename(key)
             if module_key is None:
                 continue
@@ -183,8 +182,8 @@ def build_model(
 
     def load() -> StateDict:
         if spec.rewrite is None:
-            return load_files(reads, dtype=dtype)
-        rewritten = spec.rewrite(load_files(reads))
+            return load_files(reads, dtype=dtype, headers=src.headers)
+        rewritten = spec.rewrite(load_files(reads, headers=src.headers))
         return {k: v.to(dtype) if v.is_floating_point() else v for k, v in rewritten.items()}
 
     cache_ops = ops if not src.file_translations else tuple(o for _, o in reads)
@@ -201,7 +200,7 @@ def build_model(
             loras,
             component=spec.name,
             precision=lora_fusion,
-            stored_dtypes=stored_float_dtypes_of(reads),
+            stored_dtypes=stored_float_dtypes_of(reads, headers=src.headers),
             device=device,
         )
     # GGUF block-quantized weights stay quantized: their Linears dequantize per call.

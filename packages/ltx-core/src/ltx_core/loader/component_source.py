@@ -5,12 +5,13 @@ fills these in; `ModelFiles` gathers one per component."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ltx_core.loader.components import Component
-from ltx_core.loader.safetensors_header import read_safetensors_header
+from ltx_core.loader.file_headers import FileHeaders
+from ltx_core.loader.file_index import SafetensorsHeader
 from ltx_core.loader.sd_ops import SDOps
 
 
@@ -37,8 +38,14 @@ class ComponentSource:
     config_files: tuple[Path, ...] = ()
     """The files `metadata` was translated from (a diffusers folder's `config.json`s), named in errors about
     the config; empty: the config is the metadata of `path`."""
+    headers: FileHeaders | None = field(default=None, compare=False, repr=False)
+    """Where the headers of `files` are read through (shared by every source of one `ModelFiles` set); None:
+    a store of the source's own, so that one source reads each header once."""
 
     def __post_init__(self) -> None:
+        if self.headers is None:
+            # A cache on the value itself (set once, here): no module-level state, gone with the source.
+            object.__setattr__(self, "headers", FileHeaders())
         if not self.files:
             raise ValueError(f"the {self.component} source names no file")
         stray = [str(p) for p, _ in self.file_translations if p not in self.files]
@@ -60,7 +67,16 @@ class ComponentSource:
         """Where the component's config comes from, for messages: the translated files, else `path`."""
         return " + ".join(repr(str(p)) for p in self.config_files) or repr(str(self.path))
 
+    def header(self, path: Path) -> SafetensorsHeader:
+        """The header of `path` (one of `files`, or any file read alongside), read once for the source's life."""
+        assert self.headers is not None  # set in __post_init__
+        return self.headers.header(path)
+
     def read_metadata(self) -> Mapping[str, Any]:
         if self.metadata is not None:
             return self.metadata
-        return read_safetensors_header(self.path).metadata
+        return self.header(self.path).metadata
+
+    def sharing(self, headers: FileHeaders) -> ComponentSource:
+        """This source reading its headers through `headers` (those of the set it joins)."""
+        return self if self.headers is headers else replace(self, headers=headers)

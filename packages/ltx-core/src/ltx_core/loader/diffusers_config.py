@@ -22,7 +22,7 @@ becomes; the converter's positional rule, which reproduces its static LTX-2.3 ta
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -254,13 +254,91 @@ def connectors_to_diffusers(
     return _stamp(CONNECTORS_CLASS, fields)
 
 
-def transformer_from_diffusers(transformer: Mapping[str, Any], connectors: Mapping[str, Any]) -> dict[str, Any]:
-    """The reference's `transformer` section (which also describes the text connectors); an absent key is
-    diffusers' default for it."""
-    where = "transformer"
-    _check_class(transformer, TRANSFORMER_CLASS, where)
-    _check_class(connectors, CONNECTORS_CLASS, "connectors")
-    t, c = _Config(transformer, TRANSFORMER_CLASS), _Config(connectors, CONNECTORS_CLASS)
+@dataclass(frozen=True)
+class _From:
+    """A reference field copied from diffusers' transformer ("t") or connectors ("c") config, optionally converted."""
+
+    config: str
+    key: str
+    convert: Callable[[Any], Any] | None = None
+
+    def read(self, t: _Config, c: _Config) -> Any:
+        value = (t if self.config == "t" else c)[self.key]
+        return value if self.convert is None else self.convert(value)
+
+
+# The reference's `transformer` section, in its key order: each field is a constant (the reference's fixed
+# architecture fields, which diffusers' config has no counterpart for), a `_From` copy, or a function of
+# both configs.
+_TRANSFORMER_SECTION: Mapping[str, Any] = {
+    "_class_name": "AVTransformer3DModel",
+    "attention_type": "default",
+    "cross_attention_norm": True,
+    "double_self_attention": False,
+    "dropout": 0.0,
+    "num_embeds_ada_norm": 1000,
+    "only_cross_attention": False,
+    "share_ff": False,
+    "standardization_norm": "rms_norm",
+    "upcast_attention": False,
+    "use_linear_projection": False,
+    "use_middle_indices_grid": True,
+    "activation_fn": _From("t", "activation_fn"),
+    "attention_bias": _From("t", "attention_bias"),
+    "norm_elementwise_affine": _From("t", "norm_elementwise_affine"),
+    "norm_eps": _From("t", "norm_eps"),
+    "positional_embedding_max_pos": lambda t, c: [t["pos_embed_max_pos"], t["base_height"], t["base_width"]],
+    "positional_embedding_theta": _From("t", "rope_theta"),
+    "positional_embedding_type": "rope",
+    "qk_norm": "rms_norm",
+    "timestep_scale_multiplier": _From("t", "timestep_scale_multiplier"),
+    "use_audio_video_cross_attention": True,
+    "av_cross_ada_norm": True,
+    "audio_positional_embedding_max_pos": lambda t, c: [t["audio_pos_embed_max_pos"]],
+    "connector_positional_embedding_max_pos": lambda t, c: [c["connector_rope_base_seq_len"]],
+    "connector_num_learnable_registers": _From("c", "video_connector_num_learnable_registers"),
+    "use_embeddings_connector": True,
+    "causal_temporal_positioning": _From("t", "causal_offset", bool),
+    "in_channels": _From("t", "in_channels"),
+    "out_channels": _From("t", "out_channels"),
+    "audio_in_channels": _From("t", "audio_in_channels"),
+    "audio_out_channels": _From("t", "audio_out_channels"),
+    "num_layers": _From("t", "num_layers"),
+    "num_attention_heads": _From("t", "num_attention_heads"),
+    "attention_head_dim": _From("t", "attention_head_dim"),
+    "cross_attention_dim": _From("t", "cross_attention_dim"),
+    "audio_num_attention_heads": _From("t", "audio_num_attention_heads"),
+    "audio_attention_head_dim": _From("t", "audio_attention_head_dim"),
+    "audio_cross_attention_dim": _From("t", "audio_cross_attention_dim"),
+    "apply_gated_attention": _From("t", "gated_attn", bool),
+    "cross_attention_adaln": _From("t", "cross_attn_mod", bool),
+    "av_ca_timestep_scale_multiplier": _From("t", "cross_attn_timestep_scale_multiplier"),
+    "caption_channels": _From("c", "caption_channels"),
+    "connector_apply_gated_attention": _From("c", "video_gated_attn", bool),
+    "connector_num_layers": _From("c", "video_connector_num_layers"),
+    "connector_num_attention_heads": _From("c", "video_connector_num_attention_heads"),
+    "connector_attention_head_dim": _From("c", "video_connector_attention_head_dim"),
+    "audio_connector_num_attention_heads": _From("c", "audio_connector_num_attention_heads"),
+    "audio_connector_attention_head_dim": _From("c", "audio_connector_attention_head_dim"),
+    "frequencies_precision": _From("t", "rope_double_precision", lambda double: "float64" if double else "float32"),
+    "rope_type": _From("t", "rope_type"),
+    "ff_bias": _From("t", "ff_bias", bool),
+    "audio_ff_bias": _From("t", "audio_ff_bias", bool),
+    "use_prompt_adaln_single": _From("t", "use_prompt_adaln_single", bool),
+    "use_keyframes_abs_pos_embedding": _From("t", "use_keyframes_abs_pos_embedding", bool),
+}
+# The 2.3 text path (per-modality projections before the connectors) in the reference's terms.
+_V2_TEXT_PATH_FIELDS: Mapping[str, Any] = {
+    "caption_proj_before_connector": True,
+    "caption_proj_input_norm": False,
+    "caption_projection_first_linear": False,
+    "caption_projection_second_linear": False,
+    "text_encoder_norm_type": "per_token_rms",
+}
+
+
+def _check_transformer_pair(t: _Config, c: _Config, where: str) -> bool:
+    """Refuse what the reference cannot express; returns whether the pair uses the 2.3 (per-modality) text path."""
     for key in ("patch_size", "patch_size_t", "audio_patch_size", "audio_patch_size_t"):
         if t[key] != 1:
             raise CheckpointError(f"{where}: {key}={t[key]!r} is not supported (the reference patchifies with 1)")
@@ -283,72 +361,25 @@ def transformer_from_diffusers(transformer: Mapping[str, Any], connectors: Mappi
         )
     if t["qk_norm"] != "rms_norm_across_heads":
         raise CheckpointError(f"{where}: qk_norm={t['qk_norm']!r}; accepted: 'rms_norm_across_heads'")
-    section: dict[str, Any] = {
-        "_class_name": "AVTransformer3DModel",
-        # The reference's fixed architecture fields (diffusers' config has no counterpart).
-        "attention_type": "default",
-        "cross_attention_norm": True,
-        "double_self_attention": False,
-        "dropout": 0.0,
-        "num_embeds_ada_norm": 1000,
-        "only_cross_attention": False,
-        "share_ff": False,
-        "standardization_norm": "rms_norm",
-        "upcast_attention": False,
-        "use_linear_projection": False,
-        "use_middle_indices_grid": True,
-        "activation_fn": t["activation_fn"],
-        "attention_bias": t["attention_bias"],
-        "norm_elementwise_affine": t["norm_elementwise_affine"],
-        "norm_eps": t["norm_eps"],
-        "positional_embedding_max_pos": [t["pos_embed_max_pos"], t["base_height"], t["base_width"]],
-        "positional_embedding_theta": t["rope_theta"],
-        "positional_embedding_type": "rope",
-        "qk_norm": "rms_norm",
-        "timestep_scale_multiplier": t["timestep_scale_multiplier"],
-        "use_audio_video_cross_attention": True,
-        "av_cross_ada_norm": True,
-        "audio_positional_embedding_max_pos": [t["audio_pos_embed_max_pos"]],
-        "connector_positional_embedding_max_pos": [c["connector_rope_base_seq_len"]],
-        "connector_num_learnable_registers": c["video_connector_num_learnable_registers"],
-        "use_embeddings_connector": True,
-        "causal_temporal_positioning": bool(t["causal_offset"]),
-        "in_channels": t["in_channels"],
-        "out_channels": t["out_channels"],
-        "audio_in_channels": t["audio_in_channels"],
-        "audio_out_channels": t["audio_out_channels"],
-        "num_layers": t["num_layers"],
-        "num_attention_heads": t["num_attention_heads"],
-        "attention_head_dim": t["attention_head_dim"],
-        "cross_attention_dim": t["cross_attention_dim"],
-        "audio_num_attention_heads": t["audio_num_attention_heads"],
-        "audio_attention_head_dim": t["audio_attention_head_dim"],
-        "audio_cross_attention_dim": t["audio_cross_attention_dim"],
-        "apply_gated_attention": bool(t["gated_attn"]),
-        "cross_attention_adaln": bool(t["cross_attn_mod"]),
-        "av_ca_timestep_scale_multiplier": t["cross_attn_timestep_scale_multiplier"],
-        "caption_channels": c["caption_channels"],
-        "connector_apply_gated_attention": bool(c["video_gated_attn"]),
-        "connector_num_layers": c["video_connector_num_layers"],
-        "connector_num_attention_heads": c["video_connector_num_attention_heads"],
-        "connector_attention_head_dim": c["video_connector_attention_head_dim"],
-        "audio_connector_num_attention_heads": c["audio_connector_num_attention_heads"],
-        "audio_connector_attention_head_dim": c["audio_connector_attention_head_dim"],
-        "frequencies_precision": "float64" if t["rope_double_precision"] else "float32",
-        "rope_type": t["rope_type"],
-        "ff_bias": bool(t["ff_bias"]),
-        "audio_ff_bias": bool(t["audio_ff_bias"]),
-        "use_prompt_adaln_single": bool(t["use_prompt_adaln_single"]),
-        "use_keyframes_abs_pos_embedding": bool(t["use_keyframes_abs_pos_embedding"]),
-    }
+    return v2
+
+
+def _field_value(spec: Any, t: _Config, c: _Config) -> Any:
+    if isinstance(spec, _From):
+        return spec.read(t, c)
+    return spec(t, c) if callable(spec) else spec
+
+
+def transformer_from_diffusers(transformer: Mapping[str, Any], connectors: Mapping[str, Any]) -> dict[str, Any]:
+    """The reference's `transformer` section (which also describes the text connectors); an absent key is
+    diffusers' default for it."""
+    _check_class(transformer, TRANSFORMER_CLASS, "transformer")
+    _check_class(connectors, CONNECTORS_CLASS, "connectors")
+    t, c = _Config(transformer, TRANSFORMER_CLASS), _Config(connectors, CONNECTORS_CLASS)
+    v2 = _check_transformer_pair(t, c, "transformer")
+    section = {key: _field_value(spec, t, c) for key, spec in _TRANSFORMER_SECTION.items()}
     if v2:
-        section.update(
-            caption_proj_before_connector=True,
-            caption_proj_input_norm=False,
-            caption_projection_first_linear=False,
-            caption_projection_second_linear=False,
-            text_encoder_norm_type="per_token_rms",
-        )
+        section.update(_V2_TEXT_PATH_FIELDS)
     return section
 
 
@@ -547,16 +578,9 @@ def video_vae_to_diffusers(vae: Mapping[str, Any]) -> dict[str, Any]:
     return _stamp(VIDEO_VAE_CLASS, fields)
 
 
-def video_vae_from_diffusers(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The reference's `vae` section from diffusers' vae config.json."""
-    where = "vae"
-    _check_class(config, VIDEO_VAE_CLASS, where)
-    c = _Config(config, VIDEO_VAE_CLASS)
-    padding = _padding_fields(c["encoder_spatial_padding_mode"], c["decoder_spatial_padding_mode"])
-    if any(c["decoder_inject_noise"]):
-        raise CheckpointError(f"{where}: decoder_inject_noise is not supported by the reference's decoder")
-    if c["patch_size_t"] != 1:
-        raise CheckpointError(f"{where}: patch_size_t={c['patch_size_t']!r} is not supported (1 only)")
+def _encoder_blocks_from_diffusers(c: _Config, where: str) -> list[list[Any]]:
+    """The reference's `encoder_blocks`: per down block its resnets (if any) then a residual compress block
+    whose multiplier is the channel growth; the last `layers_per_block` entry is the mid block."""
     latent = int(c["latent_channels"])
     layers = list(c["layers_per_block"])
     down_types = list(c["downsample_type"])
@@ -578,7 +602,11 @@ def video_vae_from_diffusers(config: Mapping[str, Any]) -> dict[str, Any]:
         channels = block_out[i]
     if layers[-1]:
         encoder.append(_Block("res_x", num_layers=layers[-1]).entry())
+    return encoder
 
+
+def _decoder_blocks_from_diffusers(c: _Config, where: str) -> tuple[list[list[Any]], int]:
+    """The reference's `decoder_blocks` (listed in reverse of build order) and its `decoder_base_channels`."""
     up_types = list(c["upsample_type"])
     factors = list(reversed(c["upsample_factor"]))  # build order
     residual = list(reversed(c["upsample_residual"]))
@@ -600,12 +628,27 @@ def video_vae_from_diffusers(config: Mapping[str, Any]) -> dict[str, Any]:
     base, rest = divmod(up_in[-1], factors[-1])
     if rest:
         raise CheckpointError(f"{where}: decoder_block_out_channels {up_in} do not divide by upsample_factor")
+    return list(reversed(built)), base
+
+
+def video_vae_from_diffusers(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The reference's `vae` section from diffusers' vae config.json."""
+    where = "vae"
+    _check_class(config, VIDEO_VAE_CLASS, where)
+    c = _Config(config, VIDEO_VAE_CLASS)
+    padding = _padding_fields(c["encoder_spatial_padding_mode"], c["decoder_spatial_padding_mode"])
+    if any(c["decoder_inject_noise"]):
+        raise CheckpointError(f"{where}: decoder_inject_noise is not supported by the reference's decoder")
+    if c["patch_size_t"] != 1:
+        raise CheckpointError(f"{where}: patch_size_t={c['patch_size_t']!r} is not supported (1 only)")
+    encoder = _encoder_blocks_from_diffusers(c, where)
+    decoder, base = _decoder_blocks_from_diffusers(c, where)
     return {
         "_class_name": "CausalVideoAutoencoder",
         "dims": 3,
         "in_channels": int(c["in_channels"]),
         "out_channels": int(c["out_channels"]),
-        "latent_channels": latent,
+        "latent_channels": int(c["latent_channels"]),
         "patch_size": int(c["patch_size"]),
         "norm_layer": "pixel_norm",
         "latent_log_var": "uniform",
@@ -614,7 +657,7 @@ def video_vae_from_diffusers(config: Mapping[str, Any]) -> dict[str, Any]:
         "causal_decoder": bool(c["decoder_causal"]),
         "decoder_base_channels": base,
         "encoder_blocks": encoder,
-        "decoder_blocks": list(reversed(built)),
+        "decoder_blocks": decoder,
     }
 
 

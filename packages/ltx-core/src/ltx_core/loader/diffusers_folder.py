@@ -260,8 +260,7 @@ def read_diffusers_folder(folder: str | Path) -> DiffusersFolder:
         raise CheckpointError(
             f"{str(root)!r} is not a diffusers model folder: no {MODEL_INDEX} and no transformer/{CONFIG}"
         )
-    if index is not None:
-        # A component the index names but the folder lacks is reported when it is requested.
+    if index is not None:  # a component the index names but the folder lacks is reported when requested
         named = {k for k, v in index.items() if isinstance(v, list) and v and v[0] is not None}
         logger.debug("diffusers folder %s: index names %s, folders %s", root, sorted(named), sorted(present))
     config: dict[str, Any] = {}
@@ -297,16 +296,13 @@ def read_diffusers_folder(folder: str | Path) -> DiffusersFolder:
         with _translating(root / DURATION_HEAD_FOLDER / CONFIG):
             own_configs[Component.DURATION_HEAD] = dc.duration_head_from_diffusers(duration_head)
         config["duration_head"] = own_configs[Component.DURATION_HEAD]["duration_head"]
-    audio = _folder_config(root, "audio_vae")
-    if audio is not None:
-        with _translating(root / "audio_vae" / CONFIG):
-            config["audio_vae"] = dc.audio_vae_from_diffusers(audio)
-    vocoder = _folder_config(root, "vocoder")
-    if vocoder is not None:
-        with _translating(root / "vocoder" / CONFIG):
-            config["vocoder"] = dc.vocoder_from_diffusers(vocoder)
-    # The reference's version string is not in a diffusers folder; the 2.3 text path (per-modality
-    # projections) marks LTX-2.3, its absence LTX-2.0.
+    # Folders whose config.json translates on its own into the reference section of the same name.
+    for name, translate in (("audio_vae", dc.audio_vae_from_diffusers), ("vocoder", dc.vocoder_from_diffusers)):
+        raw = _folder_config(root, name)
+        if raw is not None:
+            with _translating(root / name / CONFIG):
+                config[name] = translate(raw)
+    # No version string in a diffusers folder: the 2.3 text path (per-modality projections) marks LTX-2.3.
     v2 = connectors is not None and bool(connectors.get("per_modality_projections"))
     version = "2.5.0" if ltx25 else "2.3.0" if v2 else "2.0.0"
     return DiffusersFolder(

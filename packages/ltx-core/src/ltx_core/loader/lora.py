@@ -39,8 +39,6 @@ logger = logging.getLogger(__name__)
 _WEIGHT = ".weight"
 
 
-
-
 def lora_metadata(path: str | Path) -> dict[str, Any]:
     """The LoRA file's safetensors metadata (e.g. `reference_downscale_factor` of IC-LoRAs)."""
     return read_metadata(path)
@@ -134,6 +132,48 @@ def check_lora_targets(
         )
 
 
+def _add_float32_delta(
+    deltas: dict[str, torch.Tensor], key: str, pair: _LoraPair, factor: float, device: torch.device | str
+) -> None:
+    """The `float32` rule: every product accumulated in float32, scaled by its factor."""
+    a = pair.a.to(device, torch.float32)
+    b = pair.b.to(device, torch.float32)
+    if key in deltas:
+        deltas[key].addmm_(b, a, alpha=factor)
+    else:
+        deltas[key] = torch.mm(b, a).mul_(factor)
+
+
+def _add_rounded_delta(
+    deltas: dict[str, torch.Tensor],
+    key: str,
+    pair: _LoraPair,
+    factor: float,
+    device: torch.device | str,
+    rounding: torch.dtype,
+) -> None:
+    """The `weight-dtype` rule: products computed in float32 from factors in `rounding`, the sum kept rounded."""
+    a = pair.a.to(device, rounding).float()
+    b = pair.b.to(device, rounding)
+    if key in deltas:
+        # A further LoRA on the same key: its scaled product is added, the sum rounded again.
+        summed = deltas[key].float().addmm_(b.float(), a, alpha=factor)
+        deltas[key] = summed.to(rounding)
+    else:
+        # The first: B * strength rounded, then the product accumulated in float32 and rounded.
+        deltas[key] = torch.mm((b * factor).float(), a).to(rounding)
+
+
+def _fused_weight(weight: torch.Tensor, delta: torch.Tensor, precision: LoraFusionPrecision) -> torch.Tensor:
+    """W + delta under `precision`'s rule, back on W's device and in W's dtype."""
+    if precision is LoraFusionPrecision.FLOAT32:
+        return (weight.to(delta.device, torch.float32) + delta).to(weight.device, weight.dtype)
+    rounding = delta.dtype
+    # Casting W to its stored dtype is exact when it was loaded wider (bfloat16 -> float32).
+    base = weight.to(delta.device, rounding).float()
+    return (base + delta.float()).to(rounding).to(weight.device, weight.dtype)
+
+
 def fuse_loras(
     state_dict: StateDict,
     loras: Sequence[LoraSpec],
@@ -169,33 +209,13 @@ def fuse_loras(
             compute_device = device if device is not None else weight.device
             factor = spec.strength * pair.scale
             if precision is LoraFusionPrecision.FLOAT32:
-                a = pair.a.to(compute_device, torch.float32)
-                b = pair.b.to(compute_device, torch.float32)
-                if key in deltas:
-                    deltas[key].addmm_(b, a, alpha=factor)
-                else:
-                    deltas[key] = torch.mm(b, a).mul_(factor)
-                continue
-            rounding = _rounding_dtype(stored_dtypes.get(key), weight.dtype)
-            a = pair.a.to(compute_device, rounding).float()
-            b = pair.b.to(compute_device, rounding)
-            if key in deltas:
-                # A further LoRA on the same key: its scaled product is added, the sum rounded again.
-                summed = deltas[key].float().addmm_(b.float(), a, alpha=factor)
-                deltas[key] = summed.to(rounding)
+                _add_float32_delta(deltas, key, pair, factor, compute_device)
             else:
-                # The first: B * strength rounded, then the product accumulated in float32 and rounded.
-                deltas[key] = torch.mm((b * factor).float(), a).to(rounding)
+                rounding = _rounding_dtype(stored_dtypes.get(key), weight.dtype)
+                _add_rounded_delta(deltas, key, pair, factor, compute_device, rounding)
     fused = dict(state_dict)
     for key, delta in deltas.items():
-        weight = state_dict[key]
-        if precision is LoraFusionPrecision.FLOAT32:
-            fused[key] = (weight.to(delta.device, torch.float32) + delta).to(weight.device, weight.dtype)
-        else:
-            rounding = delta.dtype
-            # Casting W to its stored dtype is exact when it was loaded wider (bfloat16 -> float32).
-            base = weight.to(delta.device, rounding).float()
-            fused[key] = (base + delta.float()).to(rounding).to(weight.device, weight.dtype)
+        fused[key] = _fused_weight(state_dict[key], delta, precision)
     logger.info(
         "fused %d LoRA(s) into %d weights of the %s (%s precision)",
         len(active),

@@ -20,11 +20,12 @@ is read rather than at the top, so that its translation tables load only for a d
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ltx_core.loader.component_source import ComponentSource
 from ltx_core.loader.components import (
@@ -37,9 +38,13 @@ from ltx_core.loader.components import (
     Layout,
 )
 from ltx_core.loader.errors import CheckpointError
+from ltx_core.loader.file_headers import FileHeaders
 from ltx_core.loader.gguf_file import is_gguf
 from ltx_core.loader.safetensors_header import check_checkpoint_path, read_safetensors_header
 from ltx_core.model_version import parse_model_version
+
+if TYPE_CHECKING:
+    from ltx_core.loader.checkpoint_info import CheckpointInfo
 
 logger = logging.getLogger(__name__)
 
@@ -59,20 +64,20 @@ def component_flag(component: Component, layout: Layout) -> str:
     return COMPONENT_FLAGS[component]
 
 
-def _has_transformer_config(path: Path) -> bool:
-    config = read_safetensors_header(path).metadata.get("config")
+def _has_transformer_config(path: Path, headers: FileHeaders) -> bool:
+    config = headers.metadata(path).get("config")
     return isinstance(config, dict) and isinstance(config.get("transformer"), dict)
 
 
-def _gguf_config_companion(paths: Mapping[Component, Path]) -> Path | None:
+def _gguf_config_companion(paths: Mapping[Component, Path], headers: FileHeaders) -> Path | None:
     """The file a GGUF transformer without a config of its own takes its config from: the first other
     given file whose config has a `transformer` section (the single file, or a VAE file, that the
     user already has); None when the transformer file carries its config (or is no GGUF)."""
     transformer = paths[Component.TRANSFORMER]
-    if not is_gguf(transformer) or _has_transformer_config(transformer):
+    if not is_gguf(transformer) or _has_transformer_config(transformer, headers):
         return None
     for component, path in paths.items():
-        if component is not Component.TRANSFORMER and path.is_file() and _has_transformer_config(path):
+        if component is not Component.TRANSFORMER and path.is_file() and _has_transformer_config(path, headers):
             return path
     others = ", ".join(f for c, f in COMPONENT_FLAGS.items() if c is not Component.TRANSFORMER)
     raise CheckpointError(
@@ -102,8 +107,16 @@ class ModelFiles:
 
     layout: Layout
     sources: tuple[ComponentSource, ...]
+    headers: FileHeaders = field(default_factory=FileHeaders, compare=False, repr=False)
+    """The headers every source of the set reads through: each file's header is read once for the set's life
+    (a run's model version, configs, decoder kind and weight index all come from it)."""
+    given: Path | None = field(default=None, compare=False)
+    """The one path the set was read from when a caller named it so (a single file, a model folder): what run
+    records name as the checkpoint, as they did before the path was resolved into a set. None: the set itself."""
 
     def __post_init__(self) -> None:
+        # Every source reads through the set's store (sources built apart, or taken from another set, join it).
+        object.__setattr__(self, "sources", tuple(s.sharing(self.headers) for s in self.sources))
         named = [s.component for s in self.sources]
         if None in named:
             raise ValueError("every source of a set of model files names its component")
@@ -169,6 +182,8 @@ class ModelFiles:
         layout = Layout.SINGLE_FILE
         from ltx_core.loader.diffusers_folder import is_diffusers_folder
 
+        headers = FileHeaders()
+
         hub_folder = str(checkpoint).startswith(_HF_SCHEME) and names_a_model_folder(checkpoint)
         if is_diffusers_folder(checkpoint) or hub_folder:
             # A diffusers model folder given where the single file is expected (same flag).
@@ -187,12 +202,12 @@ class ModelFiles:
             ComponentSource(Component.AUDIO_VAE, (ckpt,)),
         ]
         # A single file may also carry the LTX-2.5 duration head (`duration_head.*`).
-        if any(k.startswith(DURATION_HEAD_PREFIX) for k in read_safetensors_header(ckpt).tensors):
+        if any(k.startswith(DURATION_HEAD_PREFIX) for k in headers.header(ckpt).tensors):
             sources.append(ComponentSource(Component.DURATION_HEAD, (ckpt,)))
         if gemma_root is not None:
             gemma = _existing(gemma_root, Component.TEXT_ENCODER, layout)
             sources.append(ComponentSource(Component.TEXT_ENCODER, (gemma,)))
-        files = cls(layout, tuple(sources))
+        files = cls(layout, tuple(sources), headers=headers)
         files.check_text_encoder_match()
         return files
 
@@ -223,6 +238,7 @@ class ModelFiles:
             raise CheckpointError(f"a split set of model files needs at least one of {flags}")
         sources: list[ComponentSource] = []
         paths: dict[Component, Path] = {}
+        headers = FileHeaders()
         for component, value in given.items():
             if value is None:
                 continue
@@ -232,7 +248,7 @@ class ModelFiles:
                 paths[component] = _file(value, component, layout)
             sources.append(ComponentSource(component, (paths[component],)))
         if Component.TRANSFORMER in paths:
-            companion = _gguf_config_companion(paths)
+            companion = _gguf_config_companion(paths, headers)
             if companion is not None:
                 sources = [
                     ComponentSource(Component.TRANSFORMER, (paths[Component.TRANSFORMER],), config_file=companion)
@@ -247,7 +263,7 @@ class ModelFiles:
                     Component.TEXT_EMBEDDINGS, (paths[Component.TRANSFORMER], *extra), config_file=companion
                 )
             )
-        files = cls(layout, tuple(sources))
+        files = cls(layout, tuple(sources), headers=headers)
         files.check_text_encoder_match()
         return files
 
@@ -322,7 +338,8 @@ class ModelFiles:
 
     def subset(self, *components: Component) -> ModelFiles:
         """The set reduced to `components` (those it provides), e.g. the decoders alone."""
-        return ModelFiles(self.layout, tuple(s for s in self.sources if s.component in components))
+        kept = tuple(s for s in self.sources if s.component in components)
+        return ModelFiles(self.layout, kept, headers=self.headers)
 
     def replacing(self, files: Mapping[Component, str | Path]) -> ModelFiles:
         """The set with each component of `files` read from that file instead (one file per component,
@@ -332,7 +349,7 @@ class ModelFiles:
         )
         kept = tuple(s for s in self.sources if s.component not in files)
         layout = self.layout if not replaced else Layout.SPLIT if not kept else self.layout
-        return ModelFiles(layout, kept + replaced)
+        return ModelFiles(layout, kept + replaced, headers=self.headers)
 
     # -- access -------------------------------------------------------------------------------
     def has(self, component: Component | str) -> bool:
@@ -389,6 +406,10 @@ class ModelFiles:
             f"provide (they provide: {have})"
         )
 
+    def __str__(self) -> str:
+        # Messages format the model files a pipeline holds as the place the user named, not the set's repr.
+        return str(self.location)
+
     @property
     def main_path(self) -> Path:
         """The file that describes the model (the transformer's, else the first file given)."""
@@ -422,6 +443,14 @@ class ModelFiles:
                     merged.setdefault(section, value)
         return merged
 
+    @functools.cached_property
+    def info(self) -> CheckpointInfo:
+        """The set's header-only facts (model version, duration head, keyframe embedding, decoder kind, configs),
+        worked out on first use and kept with the set (a frozen value: its files do not change under it)."""
+        from ltx_core.loader.checkpoint_info import CheckpointInfo
+
+        return CheckpointInfo.of(self)
+
     def model_version(self) -> tuple[int, ...]:
         """The transformer's `model_version` metadata parsed ('2.5.1' -> (2, 5, 1)); () when absent."""
         if not self.has(Component.TRANSFORMER):
@@ -441,6 +470,7 @@ class ModelFiles:
             self.source(Component.TEXT_ENCODER).path,
             transformer_name=str(transformer.path),
             flag=component_flag(Component.TEXT_ENCODER, self.layout),
+            headers=self.headers,
         )
 
 
@@ -468,19 +498,26 @@ def model_files_of(source: ModelSource, *, gemma_root: str | Path | None = None)
     if isinstance(source, ModelFiles):
         return source
     if names_a_model_folder(source):
-        return ModelFiles.from_diffusers(source, gemma_root=gemma_root)
-    return ModelFiles.single_file(source, gemma_root=gemma_root)
+        files = ModelFiles.from_diffusers(source, gemma_root=gemma_root)
+    else:
+        files = ModelFiles.single_file(source, gemma_root=gemma_root)
+    return replace(files, given=Path(source))
 
 
 def check_text_encoder_version(
-    transformer_metadata: Mapping[str, Any], encoder: str | Path, *, transformer_name: str, flag: str = ""
+    transformer_metadata: Mapping[str, Any],
+    encoder: str | Path,
+    *,
+    transformer_name: str,
+    flag: str = "",
+    headers: FileHeaders | None = None,
 ) -> None:
     """Refuse, before loading, a text encoder whose stated version is not the transformer's
     `gemma_source_checkpoint.gemma_version` (transformers that state none accept any encoder)."""
     wanted = _transformer_gemma_version(transformer_metadata)
     if wanted is None:
         return
-    found = text_encoder_version(Path(encoder))
+    found = text_encoder_version(Path(encoder), headers)
     if found != wanted:
         hint = f"; give the matching {flag}" if flag else ""
         raise CheckpointError(
@@ -496,7 +533,7 @@ def _transformer_gemma_version(metadata: Mapping[str, Any]) -> str | None:
     return None
 
 
-def text_encoder_version(path: Path) -> str | None:
+def text_encoder_version(path: Path, headers: FileHeaders | None = None) -> str | None:
     """The Gemma version a text encoder states: a packed file's `gemma_config.gemma_version`, else its
     `model_type`; for a folder, the `gemma_version` / `model_type` of its `config.json`."""
     import json
@@ -510,7 +547,8 @@ def text_encoder_version(path: Path) -> str | None:
         except (OSError, json.JSONDecodeError):
             return None
     else:
-        config = read_safetensors_header(path).metadata.get("gemma_config")
+        header = headers.header(path) if headers is not None else read_safetensors_header(path)
+        config = header.metadata.get("gemma_config")
     if not isinstance(config, Mapping):
         return None
     version = config.get("gemma_version") or config.get("model_type")

@@ -10,6 +10,8 @@ import torch
 from safetensors import safe_open
 
 from ltx_core.loader.errors import CheckpointError
+from ltx_core.loader.file_headers import FileHeaders
+from ltx_core.loader.file_index import SafetensorsHeader
 from ltx_core.loader.gguf_file import is_gguf, read_gguf_tensors
 from ltx_core.loader.safetensors_header import read_safetensors_header
 from ltx_core.loader.sd_ops import SDOps
@@ -90,11 +92,16 @@ def stored_float_dtypes(paths: str | Path | Sequence[str | Path], ops: SDOps) ->
     return stored_float_dtypes_of([(p, ops) for p in _as_paths(paths)])
 
 
-def stored_float_dtypes_of(reads: FileReads) -> dict[str, torch.dtype]:
-    """`stored_float_dtypes` over files read with rules of their own."""
+def _header(path: Path, headers: FileHeaders | None) -> SafetensorsHeader:
+    """`path`'s header: through the store of the files' set when there is one (read once), else from disk."""
+    return headers.header(path) if headers is not None else read_safetensors_header(path)
+
+
+def stored_float_dtypes_of(reads: FileReads, *, headers: FileHeaders | None = None) -> dict[str, torch.dtype]:
+    """`stored_float_dtypes` over files read with rules of their own (headers through `headers` when given)."""
     out: dict[str, torch.dtype] = {}
     for path, ops in reads:
-        for key, info in read_safetensors_header(path).tensors.items():
+        for key, info in _header(path, headers).tensors.items():
             module_key = ops.rename(key)
             if module_key is not None and info.dtype in _FLOAT_DTYPES:
                 out[whole_key(module_key)] = _FLOAT_DTYPES[info.dtype]
@@ -127,11 +134,12 @@ def _add_translated(
         state_dict[key] = value
 
 
-def load_files(reads: FileReads, *, dtype: torch.dtype | None = None) -> StateDict:
-    """`load_state_dict` over files read with rules of their own (one component spread over files)."""
+def load_files(reads: FileReads, *, dtype: torch.dtype | None = None, headers: FileHeaders | None = None) -> StateDict:
+    """`load_state_dict` over files read with rules of their own (one component spread over files); each
+    file's tensor index through `headers` when given (the store of the set the files belong to)."""
     state_dict: StateDict = {}
     for path, ops in reads:
-        header = read_safetensors_header(path)
+        header = _header(path, headers)
         wanted = [(k, ops.rename(k)) for k in header.tensors]
         wanted = [(k, m) for k, m in wanted if m is not None]
         if not wanted:

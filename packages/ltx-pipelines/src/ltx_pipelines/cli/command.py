@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from ltx_core.command_parser import CommandParser
 from ltx_core.model.video_vae.tiling_config import TilingConfig
 from ltx_pipelines.cli.error_lines import report_error, stop_signals_interrupt
-from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
-from ltx_pipelines.cli.generated_keyframe_flags import GeneratedKeyframeFlags
-from ltx_pipelines.cli.guidance_flags import GuidanceChoice, GuidanceFlags, MaxBatchSizeFlags
-from ltx_pipelines.cli.model_flags import ModelChoice, ModelFlags, RunModels
+from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, MemoryInputs, ReadContext, settle_groups, union_of
+from ltx_pipelines.cli.guidance_flags import GuidanceChoice, GuidanceFlags
+from ltx_pipelines.cli.model_flags import ModelChoice, ModelFlags
+from ltx_pipelines.cli.model_resolution import RunModels, resolve_models
 from ltx_pipelines.cli.output_flags import OutputChoice, OutputFlags
 from ltx_pipelines.cli.prompt_flags import PromptChoice, PromptFlags
 from ltx_pipelines.cli.runtime_flags import RuntimeChoice, RuntimeFlags
@@ -137,43 +137,24 @@ class Run:
             "gemma_8bit": self.runtime.gemma_8bit,
             "text_encoder_mode": self.runtime.text_encoder_mode,
         }
-        for group in self.groups:
-            options.update(group.pipeline_options(self.values[type(group)]))
-        return options
+        return {**options, **union_of(self.groups, self.values, "pipeline_options")}
 
-    def video_call(self) -> dict[str, Any]:
-        """The keyword arguments of a video pipeline's prompt call that the shared groups set (after the
-        prompt): seed, size, length, frame rate, images, prompt enhancement, the guidance flags and the
-        generated keyframes (of the commands that have those groups)."""
-        video = self.video
-        options: dict[str, Any] = {
-            "seed": self.prompt.seed,
-            "height": video.height,
-            "width": video.width,
-            "num_frames": video.num_frames,
-            "frame_rate": video.frame_rate,
-            "images": video.images,
-            "enhance_prompt": self.prompt.enhance,
-        }
-        guidance: GuidanceChoice | None = self.values.get(GuidanceFlags)
-        if guidance is not None:
-            options.update(
-                negative_prompt=guidance.negative_prompt,
-                num_inference_steps=guidance.num_inference_steps,
-                video_guidance=guidance.video,
-                audio_guidance=guidance.audio,
-            )
-        if GeneratedKeyframeFlags in self.values:
-            options["generated_keyframes"] = self.values[GeneratedKeyframeFlags]
-        return options
+    def call_arguments(self) -> dict[str, Any]:
+        """The keyword arguments of the pipeline's prompt call (after the prompt): the union of what the groups
+        contribute (`FlagGroup.call_arguments`); two groups setting one argument is a command-definition error."""
+        return union_of(self.groups, self.values, "call_arguments")
+
+    def memory_inputs(self) -> MemoryInputs:
+        """What the memory check plans for: the union of what the groups contribute (`FlagGroup.memory_inputs`)."""
+        return MemoryInputs(**union_of(self.groups, self.values, "memory_inputs"))
 
 
 Generate = Callable[[P, Run], Any]
 
 
-def call_with_video_flags(pipeline: Any, run: Run) -> FinalLatents:
-    """The final latents of a text/image-to-video pipeline's prompt call with the shared groups' settings."""
-    return pipeline.generate(run.prompt.text, **run.video_call())
+def call_pipeline(pipeline: Any, run: Run) -> FinalLatents:
+    """The final latents of the pipeline's prompt call: the prompt and the groups' call arguments."""
+    return pipeline.generate(run.prompt.text, **run.call_arguments())
 
 
 @dataclass(frozen=True)
@@ -187,7 +168,7 @@ class PipelineCommand(Generic[P]):
     description: str | None
     groups: tuple[FlagGroup[Any], ...]
     build: Callable[[Run], P]
-    generate: Generate[P] = call_with_video_flags
+    generate: Generate[P] = call_pipeline
     fixed_defaults: PipelineDefaults | None = None
     check: Callable[[Run], None] | None = None
 
@@ -280,11 +261,12 @@ class PipelineCommand(Generic[P]):
             values[type(group)] = group.read(args, context)
         choice: ModelChoice = values[ModelFlags]
         if demo:
-            choice = self.models.with_demo_files(choice)
+            from ltx_pipelines.demo.substitution import with_demo_files
+
+            choice = with_demo_files(self.models, choice)
             values[ModelFlags] = choice
-        models = self.models.resolve(choice, demo=demo)
-        for group in self.groups:
-            values[type(group)] = group.settle(values[type(group)], models, context)
+        models = resolve_models(self.models, choice, demo=demo)
+        settle_groups(self.groups, values, models, context)
         parameters: dict[str, Any] = {"demo": demo}
         for group in self.groups:
             parameters.update(group.record(values[type(group)]))
@@ -338,7 +320,9 @@ class PipelineCommand(Generic[P]):
             overwrite=output.overwrite, audio=output.audio_output, checked_at_start=True,
         )  # fmt: skip
         if run.demo:
-            help_text = self.models.real_weights_help(run.models.demo_family)
+            from ltx_pipelines.demo.substitution import real_weights_help
+
+            help_text = real_weights_help(self.models, run.models.demo_family)
             logger.warning("demo output written to %s. %s", video, help_text)
         return video
 
@@ -411,10 +395,10 @@ def memory_inputs(run: Run) -> tuple[GenerationSizes, GenerationWorkload] | None
     from ltx_core.generation_memory import GenerationWorkload, sizes_of_files, video_workload
     from ltx_core.loader import CheckpointError, Component, ModelFiles
 
-    video: VideoChoice | None = run.values.get(VideoFlags)
+    inputs = run.memory_inputs()
     runtime = run.runtime
     config = run.models.metadata.get("config")
-    if not run.models.transformer_config or video is None or not config:
+    if not run.models.transformer_config or inputs.num_frames is None or inputs.frame_rate is None or not config:
         return None
     gemma = run.models.gemma_root
     checkpoint = run.models.checkpoint
@@ -424,18 +408,16 @@ def memory_inputs(run: Run) -> tuple[GenerationSizes, GenerationWorkload] | None
         sizes = sizes_of_files(config, gemma, run.models.spatial_upsampler, gemma_8bit=runtime.gemma_8bit)
     except CheckpointError as e:  # e.g. a Gemma file cut short: found here, before any model loads
         raise FlagError(str(e)) from None
-    batch: int | None = run.values.get(MaxBatchSizeFlags)
     shape = video_workload(
-        video.height, video.width, video.num_frames, video.frame_rate, tiling=run.tiling, batch=batch or 1,
-        seconds=video.seconds,
-    )  # fmt: skip
+        inputs.height, inputs.width, inputs.num_frames, inputs.frame_rate, tiling=inputs.tiling, batch=inputs.batch
+    )
     two_stage = run.models.spatial_upsampler is not None
     work = GenerationWorkload(
         shape=shape,
         two_stage=two_stage,
-        prompts=2 if GuidanceFlags in run.values else 1,
-        enhance=run.prompt.enhance,
-        loads_video_encoder=two_stage or bool(video.images),
+        prompts=inputs.prompts,
+        enhance=inputs.enhance,
+        loads_video_encoder=two_stage or inputs.images,
     )
     return sizes, work
 

@@ -10,15 +10,12 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
-from ltx_pipelines.cli.model_flags import RunModels
+from ltx_pipelines.cli.model_resolution import RunModels
 from ltx_pipelines.cli.video_flags import VideoFlags
 from ltx_pipelines.engine.defaults import PipelineDefaults
-
-if TYPE_CHECKING:
-    pass
 
 FLAG = "--num-generated-keyframes"
 
@@ -65,3 +62,6 @@ class GeneratedKeyframeFlags(FlagGroup[int]):
 
     def record(self, value: int) -> dict[str, Any]:
         return {"num_generated_keyframes": value}
+
+    def call_arguments(self, value: int) -> dict[str, Any]:
+        return {"generated_keyframes": value}

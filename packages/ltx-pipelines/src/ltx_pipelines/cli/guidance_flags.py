@@ -11,7 +11,7 @@ from typing import Any
 from ltx_core.components.guider_params import MultiModalGuiderParams
 from ltx_pipelines.cli.arg_types import positive_int
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext, finite
-from ltx_pipelines.cli.model_flags import RunModels
+from ltx_pipelines.cli.model_resolution import RunModels
 from ltx_pipelines.engine.defaults import DEFAULT_MAX_BATCH_SIZE, DEFAULT_NEGATIVE_PROMPT, PipelineDefaults
 
 logger = logging.getLogger(__name__)
@@ -215,6 +215,20 @@ class GuidanceFlags(FlagGroup[GuidanceChoice]):
                 recorded[_CROSS_FLAGS[modality].lstrip("-").replace("-", "_")] = params.modality_scale
         return recorded
 
+    def call_arguments(self, value: GuidanceChoice) -> dict[str, Any]:
+        # The one place this group's value becomes the pipelines' call (a `GuidanceRequest` once they take one);
+        # a modality the pipeline does not guide is not passed (e.g. a2vid's audio is frozen).
+        arguments: dict[str, Any] = {
+            "negative_prompt": value.negative_prompt,
+            "num_inference_steps": value.num_inference_steps,
+        }
+        for modality in self._modalities():
+            arguments[f"{modality}_guidance"] = getattr(value, modality)
+        return arguments
+
+    def memory_inputs(self, value: GuidanceChoice) -> dict[str, Any]:
+        return {"prompts": 2}  # the negative prompt is encoded with the prompt
+
 
 class MaxBatchSizeFlags(FlagGroup[int]):
     """`--max-batch-size N`: how many guidance passes share one transformer call."""
@@ -237,3 +251,6 @@ class MaxBatchSizeFlags(FlagGroup[int]):
 
     def record(self, value: int) -> dict[str, Any]:
         return {"max_batch_size": value}
+
+    def memory_inputs(self, value: int) -> dict[str, Any]:
+        return {"batch": value}

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ltx_pipelines.cli.command import Generate, PipelineCommand, Run, call_with_video_flags
+from ltx_pipelines.cli.command import Generate, PipelineCommand, Run, call_pipeline
 from ltx_pipelines.cli.flag_group import FlagGroup
 from ltx_pipelines.cli.guidance_flags import GuidanceFlags, MaxBatchSizeFlags
 from ltx_pipelines.cli.lazy import resolve
@@ -44,7 +44,7 @@ def guided_command(
     groups: tuple[FlagGroup[Any], ...] = (),
     guidance: GuidanceFlags | None = None,
     fixed_defaults: PipelineDefaults | None = None,
-    generate: Generate[P] = call_with_video_flags,
+    generate: Generate[P] = call_pipeline,
 ) -> PipelineCommand[P]:
     """The command of a guided text/image-to-video pipeline: full checkpoint (two-stage: with the spatial
     upsampler and the distilled LoRA of stage 2), video, tiling and guidance flags, then `groups`."""

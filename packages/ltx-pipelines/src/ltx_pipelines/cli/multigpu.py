@@ -51,6 +51,8 @@ class MultiGpuChoice:
     timeout_s: float
     stage_2_parallel: Stage2Parallel
     stage_2_tile_overlap: int
+    guidance_parallel: bool = False
+    """Each guided step's passes spread over the ranks (`--guidance-parallel`)."""
 
 
 def resolved_num_gpus(given: int | None) -> int:
@@ -64,9 +66,11 @@ def resolved_num_gpus(given: int | None) -> int:
 
 @dataclass(frozen=True)
 class MultiGpuFlags(FlagGroup[MultiGpuChoice]):
-    """`--num-gpus`, `--mgpu-timeout`, `--stage-2-parallel` (default: `default_stage_2`), `--stage-2-tile-overlap`."""
+    """`--num-gpus`, `--mgpu-timeout`, `--stage-2-parallel` (default: `default_stage_2`), `--stage-2-tile-overlap`,
+    `--guidance-parallel` (accepted only when `guided`: the command has a guided stage)."""
 
     default_stage_2: Stage2Parallel = "sequence"
+    guided: bool = False
 
     def add(self, parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
         group = parser.add_argument_group("several devices")
@@ -87,6 +91,13 @@ class MultiGpuFlags(FlagGroup[MultiGpuChoice]):
             "--stage-2-tile-overlap", type=int, default=DEFAULT_STAGE_2_TILE_OVERLAP,
             help="Latent cells neighbouring stage-2 tiles share (default: %(default)s).",
         )  # fmt: skip
+        group.add_argument(
+            "--guidance-parallel", action="store_true",
+            help="Guided stages: run each step's guidance passes (conditional, negative prompt, STG, modality) on "
+            "different GPUs, each a full-sequence call, sequence parallel inside groups when there are more GPUs "
+            "than passes (the single-device result; less traffic than sequence parallel alone). Needs "
+            "--num-gpus >= 2 and a guided pipeline.",
+        )  # fmt: skip
 
     def read(self, args: argparse.Namespace, context: ReadContext) -> MultiGpuChoice:
         from ltx_core.multigpu.launch import launched_by_torchrun
@@ -101,13 +112,17 @@ class MultiGpuFlags(FlagGroup[MultiGpuChoice]):
             raise FlagError(f"--mgpu-timeout must be > 0 seconds, got {args.mgpu_timeout}")
         if args.stage_2_tile_overlap < 0:
             raise FlagError(f"--stage-2-tile-overlap must be >= 0 latent cells, got {args.stage_2_tile_overlap}")
-        return MultiGpuChoice(num_gpus, args.mgpu_timeout, args.stage_2_parallel, args.stage_2_tile_overlap)
+        if args.guidance_parallel:
+            _check_guidance_parallel(self.guided, num_gpus)
+        return MultiGpuChoice(
+            num_gpus, args.mgpu_timeout, args.stage_2_parallel, args.stage_2_tile_overlap, args.guidance_parallel
+        )
 
     def pipeline_options(self, value: MultiGpuChoice) -> dict[str, Any]:
         """Every rank builds the single-device pipeline run over the ranks (`parallel`)."""
         from ltx_pipelines.engine.multigpu import MultiDevice
 
-        return {"parallel": MultiDevice(value.stage_2_parallel, value.stage_2_tile_overlap)}
+        return {"parallel": MultiDevice(value.stage_2_parallel, value.stage_2_tile_overlap, value.guidance_parallel)}
 
     def record(self, value: MultiGpuChoice) -> dict[str, Any]:
         return {
@@ -115,7 +130,18 @@ class MultiGpuFlags(FlagGroup[MultiGpuChoice]):
             "mgpu_timeout": value.timeout_s,
             "stage_2_parallel": value.stage_2_parallel,
             "stage_2_tile_overlap": value.stage_2_tile_overlap,
+            "guidance_parallel": value.guidance_parallel,
         }
+
+
+def _check_guidance_parallel(guided: bool, num_gpus: int) -> None:
+    if not guided:
+        raise FlagError(
+            "--guidance-parallel is not accepted by this command: it has no guided stage (no CFG/STG passes to "
+            "spread); leave it out (--num-gpus alone runs sequence parallel)"
+        )
+    if num_gpus < 2:
+        raise FlagError(f"--guidance-parallel needs --num-gpus >= 2 (one pass group per GPU), got {num_gpus}")
 
 
 def check_ranks_can_split(run: Run) -> None:
@@ -126,10 +152,16 @@ def check_ranks_can_split(run: Run) -> None:
     mgpu = run[MultiGpuFlags]
     if mgpu.num_gpus <= 1:
         return
-    try:
-        check_config_heads_divide(run.models.transformer_config, mgpu.num_gpus)
-    except ValueError as error:
-        raise FlagError(f"--num-gpus {mgpu.num_gpus}: {error}") from None
+    if mgpu.guidance_parallel:
+        # Issue 38: the guided stage runs sequence parallel inside pass groups only (guidance_parallel_flags.py).
+        from ltx_pipelines.cli.guidance_parallel_flags import check_guidance_parallel_run
+
+        check_guidance_parallel_run(run, mgpu.num_gpus)
+    else:
+        try:
+            check_config_heads_divide(run.models.transformer_config, mgpu.num_gpus)
+        except ValueError as error:
+            raise FlagError(f"--num-gpus {mgpu.num_gpus}: {error}") from None
     video = run.values.get(VideoFlags)
     if mgpu.stage_2_parallel == "tiled" and video is not None and video.height and video.width:
         problem = tiled_stage_2_problem(mgpu.num_gpus, video.height, video.width, mgpu.stage_2_tile_overlap)
@@ -184,7 +216,7 @@ class MultiDeviceCommand:
             twin,
             prog=f"python -m {name}",
             description=doc.splitlines()[0] if doc else None,
-            groups=(*twin.groups, MultiGpuFlags(default_stage_2)),
+            groups=(*twin.groups, MultiGpuFlags(default_stage_2, guided=any(_is_guidance(g) for g in twin.groups))),
             check=_both(twin.check, check_ranks_can_split),
         )
         return cls(command, name)
@@ -233,6 +265,12 @@ class MultiDeviceCommand:
             except KeyboardInterrupt as error:
                 return report_error(error, debug=run.log_level == "DEBUG", output_path=run.output.path)
         return 0
+
+
+def _is_guidance(group: FlagGroup[Any]) -> bool:
+    from ltx_pipelines.cli.guidance_flags import GuidanceFlags
+
+    return isinstance(group, GuidanceFlags)
 
 
 def _both(first: Callable[[Run], None] | None, second: Callable[[Run], None]) -> Callable[[Run], None]:

@@ -11,7 +11,7 @@ from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
 from ltx_pipelines.engine.defaults import PipelineDefaults
 
 if TYPE_CHECKING:
-    from ltx_pipelines.cli.model_flags import RunModels
+    from ltx_pipelines.cli.model_resolution import RunModels
 
 _SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch.Generator.manual_seed accepts
 
@@ -91,6 +91,12 @@ class PromptFlags(FlagGroup[PromptChoice]):
             "enhance_prompt": value.enhance,
             "prompt_enhancer_gemma_root": enhancer,
         }
+
+    def call_arguments(self, value: PromptChoice) -> dict[str, Any]:
+        return {"seed": value.seed, "enhance_prompt": value.enhance}
+
+    def memory_inputs(self, value: PromptChoice) -> dict[str, Any]:
+        return {"enhance": value.enhance}
 
     def pipeline_options(self, value: PromptChoice) -> dict[str, Any]:
         return {} if value.enhancer is None else {"prompt_enhancer_gemma_root": value.enhancer}

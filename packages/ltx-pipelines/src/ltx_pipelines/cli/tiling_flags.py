@@ -133,3 +133,6 @@ class TilingFlags(FlagGroup[TilingChoice]):
 
     def record(self, value: TilingChoice) -> dict[str, Any]:
         return dict(value.given)
+
+    def memory_inputs(self, value: TilingChoice) -> dict[str, Any]:
+        return {"tiling": value.config}

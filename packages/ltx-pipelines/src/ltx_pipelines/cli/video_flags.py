@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import argparse
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ltx_pipelines.cli.arg_types import ImageAction
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
-from ltx_pipelines.cli.model_flags import RunModels
+from ltx_pipelines.cli.model_resolution import RunModels
 from ltx_pipelines.engine.defaults import PipelineDefaults, default_image_crf, spatial_multiple
 
 if TYPE_CHECKING:
@@ -53,10 +53,11 @@ class VideoFlags(FlagGroup[VideoChoice]):
     picture: bool = True
     auto_duration: bool = False
     """`--auto-duration`, and a predicted length when `--num-frames` is omitted on model files with a head."""
+    multiple: int = field(init=False)
+    """What height and width must be multiples of (set from `two_stage`)."""
 
-    @property
-    def multiple(self) -> int:
-        return spatial_multiple(self.two_stage)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "multiple", spatial_multiple(self.two_stage))
 
     def _size_defaults(self, defaults: PipelineDefaults) -> tuple[int, int]:
         if self.two_stage:
@@ -234,6 +235,27 @@ class VideoFlags(FlagGroup[VideoChoice]):
                 ],
             )
         return recorded
+
+    def call_arguments(self, value: VideoChoice) -> dict[str, Any]:
+        # The one place this group's value becomes the pipelines' call (a `VideoRequest` once they take one).
+        arguments: dict[str, Any] = {"num_frames": value.num_frames, "frame_rate": value.frame_rate}
+        if self.picture:
+            arguments.update(height=value.height, width=value.width, images=value.images)
+        if self.auto_duration:
+            arguments["duration"] = value.duration
+            if value.duration is not None:  # the duration head picks the length
+                arguments["num_frames"] = None
+        return arguments
+
+    def memory_inputs(self, value: VideoChoice) -> dict[str, Any]:
+        # A predicted length is planned at the range's longest (`num_frames` holds it).
+        return {
+            "height": value.height,
+            "width": value.width,
+            "num_frames": value.num_frames,
+            "frame_rate": value.frame_rate,
+            "images": bool(value.images),
+        }
 
 
 LTX_2_5 = (2, 5)

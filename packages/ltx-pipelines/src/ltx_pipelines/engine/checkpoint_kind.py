@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ltx_core.loader import CheckpointError, Component, Layout, ModelFiles, SafetensorsHeader, read_safetensors_header
+from ltx_core.loader import CheckpointError, Layout, ModelFiles, SafetensorsHeader, read_safetensors_header
 from ltx_core.loader.lora_layouts import ACCEPTED_LAYOUTS
 from ltx_core.loader.model_files import ModelSource, model_files_of, names_a_model_folder
 
@@ -78,11 +78,10 @@ def _folder_header(source: ModelSource) -> tuple[SafetensorsHeader, str]:
             metadata = dict(upsampler_source(folder).read_metadata())
             return SafetensorsHeader(path=folder, tensors={}, metadata=metadata), "component folder"
     files = model_files_of(source)
-    metadata: dict = {"config": files.config()}
-    if files.has(Component.TRANSFORMER):
-        version = files.source(Component.TRANSFORMER).read_metadata().get("model_version")
-        if version is not None:
-            metadata["model_version"] = version
+    metadata: dict = {"config": dict(files.info.configs)}
+    version = files.info.metadata.get("model_version")
+    if version is not None:
+        metadata["model_version"] = version
     noun = "model folder" if files.layout is Layout.DIFFUSERS else f"set of {files.layout.value} model files"
     return SafetensorsHeader(path=files.location, tensors={}, metadata=metadata), noun
 

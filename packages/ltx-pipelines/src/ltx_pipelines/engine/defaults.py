@@ -192,11 +192,9 @@ DEFAULT_NEGATIVE_PROMPT = ", ".join(_NEGATIVE_PROMPT_PHRASES) + "."
 
 def normalize_model_version(version: object) -> tuple[int, ...]:
     """`model_version` metadata -> comparable tuple; '2.4-rc2' counts as 2.4, unset or unparsable as ()."""
-    from ltx_core.model_version import parse_model_version
+    from ltx_core.loader.checkpoint_info import declared_model_version
 
-    if version is None:
-        return ()
-    return parse_model_version(str(version).replace("-", "."))
+    return declared_model_version(version)
 
 
 def defaults_for_version(model_version: tuple[int, ...]) -> PipelineDefaults:
@@ -213,17 +211,16 @@ def default_image_crf(model_version: tuple[int, ...]) -> int:
 
 def checkpoint_model_version(path: ModelSource) -> tuple[int, ...]:
     """The `model_version` a checkpoint declares (a single file; a model folder or set of model files:
-    its transformer's), or () when it declares none or cannot be read."""
-    from ltx_core.loader import CheckpointError, Component
+    its transformer's), or () when it declares none or cannot be read. Given a `ModelFiles` set (what a
+    pipeline holds), the answer is the set's `info`, worked out once."""
+    from ltx_core.loader import CheckpointError
     from ltx_core.loader.model_files import model_files_of
 
     try:
-        files = model_files_of(path)
-        version = files.source(Component.TRANSFORMER).read_metadata().get("model_version")
+        return model_files_of(path).info.model_version
     except CheckpointError as e:
         logger.warning("could not read the model version of %s (%s); using LTX-2 defaults", path, e)
         return ()
-    return normalize_model_version(version)
 
 
 def defaults_for_checkpoint(path: ModelSource) -> PipelineDefaults:

@@ -39,7 +39,7 @@ __all__ = [
 def has_duration_head(checkpoint: ModelSource) -> bool:
     """Whether the model files carry a duration head (its own file, or `duration_head.*` in a single file)."""
     try:
-        return model_files_of(checkpoint).has(Component.DURATION_HEAD)
+        return model_files_of(checkpoint).info.has_duration_head
     except CheckpointError:
         return False
 
@@ -57,7 +57,7 @@ def predict_frame_count(
     VAE's config). The head is loaded for the prediction and freed after it."""
     files = model_files_of(checkpoint)
     files.require(Component.DURATION_HEAD, purpose="predicting the video length (no --num-frames)")
-    vae = files.config().get("vae")
+    vae = files.info.configs.get("vae")
     time_factor = video_scale_factors(vae).time if isinstance(vae, dict) else 8
     video = contexts.video.to(device=placement.device, dtype=placement.dtype)
     audio = contexts.audio.to(device=placement.device, dtype=placement.dtype)
@@ -91,7 +91,7 @@ def check_length_request(checkpoint: ModelSource, num_frames: int | None, durati
     if duration is not None and not has_duration_head(checkpoint):
         raise ValueError("duration needs model files with a duration head (ModelFiles.split(duration_head=...))")
     if duration is not None:
-        check_duration_range(duration, model_files_of(checkpoint).config().get("transformer") or {})
+        check_duration_range(duration, model_files_of(checkpoint).info.section("transformer"))
 
 
 def requested_frames(

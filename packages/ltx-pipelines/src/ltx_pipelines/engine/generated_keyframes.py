@@ -20,8 +20,8 @@ from itertools import pairwise
 import torch
 
 from ltx_core.conditioning import ConditioningItem, VideoGeneratedKeyframeSlots
-from ltx_core.loader import CheckpointError, read_checkpoint_config
-from ltx_core.loader.model_files import ModelSource
+from ltx_core.loader import CheckpointError
+from ltx_core.loader.model_files import ModelSource, model_files_of
 from ltx_pipelines.engine.requests import GeneratedKeyframes
 
 STAGE_1_KEYFRAMES = "stage_1.video_generated_keyframes"
@@ -30,17 +30,12 @@ STAGE_1_KEYFRAMES = "stage_1.video_generated_keyframes"
 
 def keyframe_embedding_problem(checkpoint: ModelSource) -> str | None:
     """Why a checkpoint's transformer cannot generate keyframe slots (no keyframe embedding in its config),
-    or None. Reads only the config (a diffusers folder's translated): answered before any weight is built."""
+    or None. Reads only the config (a diffusers folder's translated): answered before any weight is built, from
+    the set's `info` (`CheckpointInfo.keyframe_embedding_problem`)."""
     try:
-        config = read_checkpoint_config(checkpoint, "transformer")
+        return model_files_of(checkpoint).info.keyframe_embedding_problem
     except (CheckpointError, OSError, ValueError) as e:
         return f"its transformer config cannot be read ({e})"
-    if not config.get("use_keyframes_abs_pos_embedding", False):
-        return (
-            "its transformer config lacks use_keyframes_abs_pos_embedding (the keyframe embedding that marks "
-            "generated keyframe slots; LTX-2.5 transformers have it)"
-        )
-    return None
 
 
 def has_generated_keyframes(request: GeneratedKeyframes) -> bool:

@@ -154,6 +154,8 @@ def describe_model_files(files: Mapping[str, Any]) -> dict[str, dict[str, Any] |
         if path is None or isinstance(path, Mapping):
             out[role] = None if path is None else dict(path)
             continue
+        if isinstance(path, ModelFiles) and path.given is not None:
+            path = path.given  # a set resolved from one path (a pipeline's checkpoint) is recorded as that path
         if isinstance(path, ModelFiles):  # a set of model files: its layout and each component's files
             out[role] = path.as_dict()
             continue

@@ -153,6 +153,12 @@ def stage_guided_denoiser(
 ) -> GuidedDenoiser:
     """The guided denoiser of a stage over `transformer` (an x0 model is made of it); `step_cache`: reuse the
     deep blocks' residual below that first-block change (`ltx_core.components.step_cache`; None: off)."""
+    # Guidance parallel (issue 38): a transformer run that way gets the pass-spreading denoiser.
+    from ltx_pipelines.engine.guidance_parallel import guidance_parallel_denoiser
+
+    spread = guidance_parallel_denoiser(transformer, inputs, max_batch_size, step_cache)
+    if spread is not None:
+        return spread
     if step_cache is not None:
         from ltx_core.components.step_cache import StepCachedTransformer
 

@@ -89,6 +89,10 @@ def save_latents(path: str | Path, final: FinalLatents, record: RunRecord, *, ov
         if state is not None:
             tensors[_NOISE_STATE_KEY] = state
     shape = final.shape
+    # A set resolved from one path (a pipeline's checkpoint) is recorded as that path, as before it was resolved.
+    checkpoint = final.checkpoint
+    if isinstance(checkpoint, ModelFiles) and checkpoint.given is not None:
+        checkpoint = checkpoint.given
     metadata = {
         "format": LATENTS_FORMAT,
         "format_version": LATENTS_FORMAT_VERSION,
@@ -99,11 +103,9 @@ def save_latents(path: str | Path, final: FinalLatents, record: RunRecord, *, ov
             {"num_frames": shape.frames, "height": shape.height, "width": shape.width, "frame_rate": shape.fps}
         ),
         "tiling": json.dumps(None if final.tiling is None else final.tiling.to_dict()),
-        "checkpoint": str(final.checkpoint.main_path if isinstance(final.checkpoint, ModelFiles) else final.checkpoint),
+        "checkpoint": str(checkpoint.main_path if isinstance(checkpoint, ModelFiles) else checkpoint),
         # A set of component files (LTX-2.5) is recorded whole, so decoding finds each VAE again.
-        "checkpoint_files": json.dumps(
-            final.checkpoint.as_dict() if isinstance(final.checkpoint, ModelFiles) else None
-        ),
+        "checkpoint_files": json.dumps(checkpoint.as_dict() if isinstance(checkpoint, ModelFiles) else None),
         "dtype": _dtype_name(final.placement.dtype),
         "device": str(final.placement.device),
         "noise": json.dumps(noise),

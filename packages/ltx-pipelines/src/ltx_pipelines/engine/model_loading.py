@@ -83,13 +83,15 @@ def loaded(
 
 def video_decoder_spec_of(checkpoint: ModelSource) -> ComponentSpec:
     """The video decoder the model files' video VAE calls for, from its `config` metadata alone: the
-    LTX-2.5 diffusion decoder (`CausalDiffusionVAE`) or the convolutional one (LTX-2 / 2.3, the 2.5 conv file)."""
-    from ltx_core.loader import Component
+    LTX-2.5 diffusion decoder (`CausalDiffusionVAE`) or the convolutional one (LTX-2 / 2.3, the 2.5 conv file).
+    A set without a video VAE is refused, naming the option that gives one."""
+    from ltx_core.loader import Component, VideoDecoderKind
     from ltx_core.loader.model_files import model_files_of
-    from ltx_core.model.video_vae import video_decoder_spec
+    from ltx_core.model.video_vae import DIFFUSION_VIDEO_DECODER, VIDEO_DECODER
 
-    config = model_files_of(checkpoint).source(Component.VIDEO_VAE).read_metadata().get("config") or {}
-    return video_decoder_spec(config)
+    files = model_files_of(checkpoint)
+    files.source(Component.VIDEO_VAE)  # raises for a set without one, naming its option
+    return DIFFUSION_VIDEO_DECODER if files.info.video_decoder is VideoDecoderKind.DIFFUSION else VIDEO_DECODER
 
 
 def check_model_configs(checkpoint: ModelSource, components: Sequence[Component] | None = None) -> None:

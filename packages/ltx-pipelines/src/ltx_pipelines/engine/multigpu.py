@@ -5,6 +5,9 @@ modules build their single-device twin with it).
   process). Stage 2 of the two-stage pipelines may instead run tiled data parallel
   (`stage_2_parallel="tiled"`): the frame is split into overlapping spatial tiles, one per rank, blended
   back (an approximation; the stage's audio is then not shipped, the stage-1 audio is).
+- With `guidance_parallel`, guided stages run each step's guidance passes on different ranks instead (pass
+  groups, sequence parallel inside a group of several ranks; `engine/guidance_parallel.py`); stages without
+  guidance stay sequence parallel over all ranks.
 - Gemma: each prompt (positive, negative) is encoded on its own rank (prompt i on rank i mod N) and the
   contexts are shared with every rank; ranks without a prompt never load Gemma.
 - The video is decoded tile-parallel over the ranks and blended on rank 0 (the decode step's distributed
@@ -23,7 +26,12 @@ from torch import nn
 
 from ltx_core.latent_tiles import balanced_tile_counts
 from ltx_core.latent_tools import VideoLatentTools
-from ltx_core.multigpu import SequenceParallelTransformer, TiledDataParallelTransformer, world_rank
+from ltx_core.multigpu import (
+    GuidanceParallelTransformer,
+    SequenceParallelTransformer,
+    TiledDataParallelTransformer,
+    world_rank,
+)
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
 from ltx_pipelines.engine.defaults import DEFAULT_STAGE_2_TILE_OVERLAP, STAGE_2_PARALLEL_MODES, Stage2Parallel
@@ -53,6 +61,8 @@ class MultiDevice:
     stage_2_parallel: Stage2Parallel = "sequence"
     stage_2_tile_overlap: int = DEFAULT_STAGE_2_TILE_OVERLAP
     """Latent cells neighbouring stage-2 tiles share."""
+    guidance_parallel: bool = False
+    """Guided stages spread each step's guidance passes over the ranks (`engine/guidance_parallel.py`)."""
 
     def __post_init__(self) -> None:
         if self.stage_2_parallel not in STAGE_2_PARALLEL_MODES:
@@ -67,14 +77,18 @@ class MultiDevice:
         return self.stage_2_parallel == "tiled" and world_rank()[0] > 1
 
     def stage_transformer(self, model: nn.Module) -> nn.Module:
-        """The stage transformer run sequence parallel (the single-device velocities)."""
+        """The stage transformer run sequence parallel (the single-device velocities); with `guidance_parallel`
+        one whose guided stages spread their passes over the ranks."""
+        if self.guidance_parallel:
+            return GuidanceParallelTransformer(model)
         return SequenceParallelTransformer(model)
 
     def refinement_transformer(self, transformer: nn.Module, shape: VideoPixelShape) -> nn.Module:
         """The model a refinement stage runs at `shape`: the stage transformer, or one spatial tile per rank."""
         if not self.tiles_stage_2:
             return transformer
-        model = transformer.model if isinstance(transformer, SequenceParallelTransformer) else transformer
+        wrapped = (SequenceParallelTransformer, GuidanceParallelTransformer)
+        model = transformer.model if isinstance(transformer, wrapped) else transformer
         world, _ = world_rank()
         grid = VideoLatentTools.from_pixel_shape(shape).target_shape
         counts = balanced_tile_counts(world, grid.height, grid.width, self.stage_2_tile_overlap)

@@ -32,6 +32,8 @@ from ltx_core.loader import (
     ModelFiles,
     StateDictCache,
 )
+from ltx_core.loader.checkpoint_info import CheckpointInfo
+from ltx_core.loader.model_files import model_files_of
 from ltx_core.model.transformer import AV_TRANSFORMER
 from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.runtime import RuntimeOptions, build_transformer, release_transformer
@@ -134,7 +136,10 @@ class Pipeline:
         """The options are those of `PipelineOptions` but the text encoder's (`PromptPipeline` adds those)."""
         from ltx_core.devices import resolve_device
 
-        self.checkpoint_path = checkpoint_path if isinstance(checkpoint_path, ModelFiles) else Path(checkpoint_path)
+        # Issue 34: the checkpoint is resolved into its set of model files once, here; every helper given this
+        # set answers from it (each header is read once, kept on the set), and `checkpoint` holds its facts.
+        self.checkpoint_path: ModelFiles = model_files_of(checkpoint_path)
+        self.checkpoint: CheckpointInfo = self.checkpoint_path.info
         self.loras = tuple(loras)
         self.placement = Placement(resolve_device(device), dtype, model_builder)
         if built_transformer is not None and (self.loras or runtime is not None):

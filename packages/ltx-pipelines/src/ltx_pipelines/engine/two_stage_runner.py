@@ -156,7 +156,6 @@ def run_two_stages(
     require_keyframe_embedding(pipeline.checkpoint_path, generated_keyframes)
     _check_shared(share_transformer, stage_1, stage_2)
     slots = generated_keyframe_slots(generated_keyframes, shape.frames)  # checked before anything loads
-    half = half_size(shape)
     encoded = _encode(pipeline, shape, images, images_as_keyframes, hook, keep_statistics=stage_2 is not None)
     audio_items: tuple[ConditioningItem, ...] = () if frozen_audio is None else (FrozenModality(),)
     own = hook.stage_1()
@@ -164,12 +163,11 @@ def run_two_stages(
     latents: dict[str, torch.Tensor] = {}
     with _stage_transformers(pipeline, stage_1, stage_2, share_transformer) as transformer_for:
         with transformer_for(stage_1) as transformer:
-            first = _run_stage(pipeline, stage_1_denoiser(transformer), half, stage_1, noise, "stage_1",
+            first = _run_stage(pipeline, stage_1_denoiser(transformer), half_size(shape), stage_1, noise, "stage_1",
                                stage_1_items, initial_audio=frozen_audio)  # fmt: skip
         latents.update(first.named("stage_1"))
         if stage_2 is None:
             return TwoStageResult(first, None, latents)
-        assert encoded.latent_statistics is not None
         upsampled = _upsample(first, hook, spatial_upsampler, encoded.latent_statistics, pipeline.placement)
         latents.update(upsampled)
         extra = hook.stage_2(first, upsampled)
@@ -264,10 +262,10 @@ def _run_stage(
 
 
 def _upsample(
-    first: StageResult, hook: ConditioningHook, upsampler: Path, statistics: nn.Module, placement: Placement
+    first: StageResult, hook: ConditioningHook, upsampler: Path, statistics: nn.Module | None, placement: Placement
 ) -> dict[str, torch.Tensor]:
     """The hook's `upsampled_too` latents, then the stage-1 video (`upsampled_video_latent`), upsampled."""
-    assert first.video_latent is not None
+    assert first.video_latent is not None and statistics is not None
     named = {**hook.upsampled_too(first), UPSAMPLED_VIDEO: first.video_latent}
     return upsample_latents_between_stages(named, upsampler, statistics, placement)
 

@@ -263,6 +263,49 @@ def _container_format(path: Path, suffix: str | None = None) -> str:
     return container_format
 
 
+def _checked_waveform(audio: torch.Tensor | None, audio_sample_rate: int | None) -> torch.Tensor | None:
+    if audio is None:
+        return None
+    if audio_sample_rate is None or audio_sample_rate <= 0:
+        raise ValueError(f"audio needs a positive audio_sample_rate; got {audio_sample_rate}")
+    return _stereo_waveform(audio)
+
+
+def _frame_chunks(frames: Iterable[torch.Tensor] | torch.Tensor) -> tuple[torch.Tensor, Iterator[torch.Tensor]]:
+    """The first chunk (read ahead: it sizes the stream) and an iterator over all chunks from it on."""
+    chunks: Iterator[torch.Tensor] = iter([frames]) if isinstance(frames, torch.Tensor) else iter(frames)
+    first = next(chunks, None)
+    if first is None:
+        raise MediaError("no video frames to write: the frame iterator was empty")
+
+    def all_chunks() -> Iterator[torch.Tensor]:
+        yield first
+        yield from chunks
+
+    return first, all_chunks()
+
+
+def _add_h264_stream(
+    container: av.container.OutputContainer,
+    rate: Fraction,
+    size: tuple[int, int],
+    *,
+    crf: int,
+    preset: str,
+    threads: int,
+) -> av.VideoStream:
+    """The libx264 yuv420p stream, tagged BT.709 limited range (what `rgb_to_yuv420p_bt709` produces)."""
+    options = {"crf": str(crf), "preset": preset, "x264-params": _X264_PARAMS}
+    stream = container.add_stream("libx264", rate=rate, options=options)
+    height, width = size
+    stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+    cc = stream.codec_context
+    cc.thread_count = threads
+    cc.colorspace, cc.color_primaries, cc.color_trc = _AVCOL_BT709, _AVCOL_BT709, _AVCOL_BT709
+    cc.color_range = _AVCOL_RANGE_MPEG
+    return stream
+
+
 def encode_video(
     path: Path,
     frames: Iterable[torch.Tensor] | torch.Tensor,
@@ -286,36 +329,17 @@ def encode_video(
     if encoder_threads < 0:
         raise ValueError(f"encoder_threads must be 0 (automatic) or a positive count; got {encoder_threads}")
     rate = fps_fraction(fps)
-    waveform = None
-    if audio is not None:
-        if audio_sample_rate is None or audio_sample_rate <= 0:
-            raise ValueError(f"audio needs a positive audio_sample_rate; got {audio_sample_rate}")
-        waveform = _stereo_waveform(audio)
-
-    chunks: Iterator[torch.Tensor] = iter([frames]) if isinstance(frames, torch.Tensor) else iter(frames)
-    first = next(chunks, None)
-    if first is None:
-        raise MediaError("no video frames to write: the frame iterator was empty")
+    waveform = _checked_waveform(audio, audio_sample_rate)
+    first, chunks = _frame_chunks(frames)
     height, width = _check_chunk(first, None)
 
     container = av.open(str(path), mode="w", format=container_format)
     encoder: _BackgroundVideoEncoder | None = None
     try:
-        options = {"crf": str(crf), "preset": preset, "x264-params": _X264_PARAMS}
-        stream = container.add_stream("libx264", rate=rate, options=options)
-        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
-        cc = stream.codec_context
-        cc.thread_count = encoder_threads
-        cc.colorspace, cc.color_primaries, cc.color_trc = _AVCOL_BT709, _AVCOL_BT709, _AVCOL_BT709
-        cc.color_range = _AVCOL_RANGE_MPEG
+        stream = _add_h264_stream(container, rate, (height, width), crf=crf, preset=preset, threads=encoder_threads)
         feeder = _AudioFeeder(container, waveform, audio_sample_rate) if waveform is not None else None
         encoder = _BackgroundVideoEncoder(container, stream, feeder)
-
-        def all_chunks() -> Iterator[torch.Tensor]:
-            yield first
-            yield from chunks
-
-        for chunk in progress(all_chunks(), desc="encode video", total=total_chunks, unit="chunk"):
+        for chunk in progress(chunks, desc="encode video", total=total_chunks, unit="chunk"):
             _check_chunk(chunk, (height, width))
             encoder.submit(rgb_to_yuv420p_bt709(chunk).cpu().numpy())
         encoder.finish()
@@ -331,14 +355,13 @@ def encode_video(
         raise
     container.close()
 
-    audio_samples = 0 if feeder is None else feeder.position
     return WrittenVideo(
         path=path.expanduser().absolute(),
         frames=encoder.frames,
         width=width,
         height=height,
         fps=rate,
-        audio_samples=audio_samples,
+        audio_samples=0 if feeder is None else feeder.position,
         audio_sample_rate=audio_sample_rate if waveform is not None else None,
     )
 

@@ -237,34 +237,27 @@ def _facts_key(settings: TrainingSettings) -> tuple:
             settings.quantization, settings.with_audio)  # fmt: skip
 
 
-def estimate_training_memory(
-    checkpoint_config: Mapping[str, Any],
-    settings: TrainingSettings,
-    shape: TrainingShape,
-    device: torch.device | str = "cuda",
-    *,
-    facts: _ModelFacts | None = None,
-) -> TrainingMemoryEstimate:
-    device = torch.device(device)
-    facts = facts if facts is not None else _model_facts(checkpoint_config, settings)
-    on_cpu = device.type == "cpu"
+def _weight_bytes(facts: _ModelFacts, settings: TrainingSettings) -> tuple[int, int, int]:
+    """(device base weights, host copies of swapped blocks, trainable parameter count)."""
     swapped = settings.blocks_to_swap
     if not 0 <= swapped < facts.blocks:
         raise ValueError(
             f"acceleration.blocks_to_swap: {swapped} must be between 0 and {facts.blocks - 1} (the model has "
             f"{facts.blocks} blocks; one stays on the device)"
         )
-    host = 0  # swapped blocks' host copies
     if settings.lora_rank is None:
-        base, trainable_params = 0, facts.full_params
-    else:
-        trainable_params = facts.trainable_params
-        base = facts.other_bytes + (facts.blocks - swapped) * facts.block_bytes  # resident blocks = device slots
-        if swapped:
-            host = (facts.blocks if settings.swap_source == "ram" else HOST_SWAP_SLOTS) * facts.block_bytes
-    moments = 2 if settings.optimizer == "adamw8bit" else 8
-    trainable = trainable_params * (4 + 4 + moments)
+        return 0, 0, facts.full_params
+    base = facts.other_bytes + (facts.blocks - swapped) * facts.block_bytes  # resident blocks = device slots
+    host = 0
+    if swapped:
+        host = (facts.blocks if settings.swap_source == "ram" else HOST_SWAP_SLOTS) * facts.block_bytes
+    return base, host, facts.trainable_params
 
+
+def _activation_bytes(
+    facts: _ModelFacts, settings: TrainingSettings, shape: TrainingShape, on_cpu: bool
+) -> tuple[int, int]:
+    """(activations on the device, activations offloaded to the host) for one step's batch."""
     widths = []
     if facts.video_dim and shape.video_tokens:
         widths.append((shape.video_tokens, facts.video_dim))
@@ -291,7 +284,24 @@ def estimate_training_memory(
         activations = kept_inputs + per_block + facts.upcast_bytes
     else:
         activations = blocks * (per_block + facts.upcast_bytes)
-    activations = int(activations * shape.batch)
+    return int(activations * shape.batch), offloaded
+
+
+def estimate_training_memory(
+    checkpoint_config: Mapping[str, Any],
+    settings: TrainingSettings,
+    shape: TrainingShape,
+    device: torch.device | str = "cuda",
+    *,
+    facts: _ModelFacts | None = None,
+) -> TrainingMemoryEstimate:
+    device = torch.device(device)
+    facts = facts if facts is not None else _model_facts(checkpoint_config, settings)
+    on_cpu = device.type == "cpu"
+    base, host, trainable_params = _weight_bytes(facts, settings)
+    moments = 2 if settings.optimizer == "adamw8bit" else 8
+    trainable = trainable_params * (4 + 4 + moments)
+    activations, offloaded = _activation_bytes(facts, settings, shape, on_cpu)
 
     from ltx_trainer.training.context_cache import DEFAULT_BUDGET_BYTES, contexts_bytes_per_sample
 

@@ -196,17 +196,46 @@ def time_position_limit_seconds(config: Mapping[str, Any]) -> float:
     return float(min(video, audio))
 
 
-def parse_transformer_config(config: Mapping[str, Any], variant: ModelVariant) -> TransformerConfig:
-    """Validate `config` (the checkpoint's `transformer` section) and return the architecture."""
-    if not isinstance(config, Mapping):
-        raise ValueError(f"transformer config must be a JSON object, got {type(config).__name__}")
+@dataclass(frozen=True)
+class _StreamDefaults:
+    """Where one stream's fields sit in the `transformer` section (audio keys are the video keys with an
+    `audio_` prefix) and the defaults that differ between the streams."""
+
+    prefix: str
+    head_dim: int
+    context_dim: int
+    max_pos: tuple[int, ...]
+
+
+_VIDEO_STREAM = _StreamDefaults(prefix="", head_dim=128, context_dim=4096, max_pos=(20, 2048, 2048))
+_AUDIO_STREAM = _StreamDefaults(prefix="audio_", head_dim=64, context_dim=2048, max_pos=(20,))
+
+
+def _parse_stream(config: Mapping[str, Any], stream: _StreamDefaults) -> StreamConfig:
+    p = stream.prefix
+    return StreamConfig(
+        heads=_positive_int(config, f"{p}num_attention_heads", 32),
+        head_dim=_positive_int(config, f"{p}attention_head_dim", stream.head_dim),
+        in_channels=_positive_int(config, f"{p}in_channels", 128),
+        out_channels=_positive_int(config, f"{p}out_channels", 128),
+        context_dim=_positive_int(config, f"{p}cross_attention_dim", stream.context_dim),
+        max_pos=_int_tuple(config, f"{p}positional_embedding_max_pos", stream.max_pos),
+        ff_bias=_flag(config, f"{p}ff_bias", True),
+    )
+
+
+def _check_fixed_fields(config: Mapping[str, Any], variant: ModelVariant) -> None:
     fixed = dict(FIXED_FIELDS)
     if variant is ModelVariant.AUDIO_VIDEO:
         fixed.update(FIXED_AV_FIELDS)
     for field, expected in fixed.items():
         if field in config and config[field] != expected:
             raise _fail(field, config[field], repr(expected))
-    rope_type, float64_frequencies = rope_settings(config)
+
+
+def _caption_channels(config: Mapping[str, Any]) -> int | None:
+    """The caption width the LTX-2 text path projects from (None: the LTX-2.3 path, projected before the
+    transformer), with the text encoder normalisation checked to belong to the same path."""
     v2_text = uses_v2_text_path(config)
     caption_channels = None if v2_text else _positive_int(config, "caption_channels", 3840)
     norm_type = config.get("text_encoder_norm_type")
@@ -218,28 +247,10 @@ def parse_transformer_config(config: Mapping[str, Any], variant: ModelVariant) -
             norm_type,
             "the LTX-2 range normalisation (per_token_rms needs the LTX-2.3 text-path fields)",
         )
+    return caption_channels
 
-    video = audio = None
-    if variant.has_video:
-        video = StreamConfig(
-            heads=_positive_int(config, "num_attention_heads", 32),
-            head_dim=_positive_int(config, "attention_head_dim", 128),
-            in_channels=_positive_int(config, "in_channels", 128),
-            out_channels=_positive_int(config, "out_channels", 128),
-            context_dim=_positive_int(config, "cross_attention_dim", 4096),
-            max_pos=_int_tuple(config, "positional_embedding_max_pos", (20, 2048, 2048)),
-            ff_bias=_flag(config, "ff_bias", True),
-        )
-    if variant.has_audio:
-        audio = StreamConfig(
-            heads=_positive_int(config, "audio_num_attention_heads", 32),
-            head_dim=_positive_int(config, "audio_attention_head_dim", 64),
-            in_channels=_positive_int(config, "audio_in_channels", 128),
-            out_channels=_positive_int(config, "audio_out_channels", 128),
-            context_dim=_positive_int(config, "audio_cross_attention_dim", 2048),
-            max_pos=_int_tuple(config, "audio_positional_embedding_max_pos", (20,)),
-            ff_bias=_flag(config, "audio_ff_bias", True),
-        )
+
+def _check_streams(video: StreamConfig | None, audio: StreamConfig | None) -> None:
     for stream in (video, audio):
         if stream is not None and stream.head_dim % 2:
             raise ValueError(f"attention head dim must be even for rotary embeddings, got {stream.head_dim}")
@@ -248,6 +259,18 @@ def parse_transformer_config(config: Mapping[str, Any], variant: ModelVariant) -
     for name, stream in (("cross_attention_dim", video), ("audio_cross_attention_dim", audio)):
         if stream is not None and stream.context_dim != stream.dim:
             raise _fail(name, stream.context_dim, f"{stream.dim} (the stream's heads x head dim)")
+
+
+def parse_transformer_config(config: Mapping[str, Any], variant: ModelVariant) -> TransformerConfig:
+    """Validate `config` (the checkpoint's `transformer` section) and return the architecture."""
+    if not isinstance(config, Mapping):
+        raise ValueError(f"transformer config must be a JSON object, got {type(config).__name__}")
+    _check_fixed_fields(config, variant)
+    rope_type, float64_frequencies = rope_settings(config)
+    caption_channels = _caption_channels(config)
+    video = _parse_stream(config, _VIDEO_STREAM) if variant.has_video else None
+    audio = _parse_stream(config, _AUDIO_STREAM) if variant.has_audio else None
+    _check_streams(video, audio)
     return TransformerConfig(
         variant=variant,
         video=video,

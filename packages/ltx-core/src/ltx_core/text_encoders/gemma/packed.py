@@ -17,16 +17,16 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from ltx_core.loader.errors import CheckpointError
-from ltx_core.loader.safetensors_header import read_safetensors_header
+from ltx_core.loader.file_headers import FileHeaders
 from ltx_core.loader.sd_ops import SDOps
-from ltx_core.loader.state_dict import load_state_dict
+from ltx_core.loader.state_dict import load_files
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +68,9 @@ class PackedGemma:
     path: Path
     config: dict[str, Any]
     comfy_flat: bool
+    headers: FileHeaders = field(default_factory=FileHeaders, compare=False, repr=False)
+    """Where the file's header is read through: once, by `read_packed_gemma`, for the checks, the assets and
+    the weights alike."""
 
     @property
     def model_type(self) -> str:
@@ -102,9 +105,11 @@ def _problem(path: Path, what: str) -> CheckpointError:
     )
 
 
-def read_packed_gemma(path: str | Path) -> PackedGemma:
-    """Check a packed text-encoder file from its header alone (config, tokenizer, language-model keys)."""
-    header = read_safetensors_header(path)
+def read_packed_gemma(path: str | Path, headers: FileHeaders | None = None) -> PackedGemma:
+    """Check a packed text-encoder file from its header alone (config, tokenizer, language-model keys); the
+    header through `headers` when given (a set of model files' store that read it already)."""
+    headers = headers if headers is not None else FileHeaders()
+    header = headers.header(path)
     p = header.path
     config = header.metadata.get(CONFIG_METADATA_KEY)
     if not isinstance(config, dict):
@@ -119,7 +124,7 @@ def read_packed_gemma(path: str | Path) -> PackedGemma:
     comfy_flat = any(k.startswith("model.layers.") for k in header.tensors)
     if not comfy_flat and not any(k.startswith("model.language_model.") for k in header.tensors):
         raise _problem(p, "has no language-model weights (model.layers.* or model.language_model.*)")
-    return PackedGemma(path=p, config=config, comfy_flat=comfy_flat)
+    return PackedGemma(path=p, config=config, comfy_flat=comfy_flat, headers=headers)
 
 
 def _read_bytes(path: Path, name: str) -> bytes:
@@ -132,7 +137,7 @@ def _read_bytes(path: Path, name: str) -> bytes:
 def packed_asset(packed: PackedGemma, file_name: str) -> bytes | None:
     """An HF asset stored in the file (`hf_asset__<file_name>`), or None when absent."""
     name = ASSET_PREFIX + file_name
-    if name not in read_safetensors_header(packed.path).tensors:
+    if name not in packed.headers.header(packed.path).tensors:
         return None
     return _read_bytes(packed.path, name)
 
@@ -175,7 +180,7 @@ def load_packed_gemma_model(packed: PackedGemma, *, dtype: torch.dtype, device: 
     # Parameters on meta; buffers (rotary frequencies, embedding scale) computed on the CPU as usual.
     with init_empty_weights(include_buffers=False):
         model = Gemma4UnifiedForConditionalGeneration(config)
-    state_dict = load_state_dict(packed.path, packed.key_rules, dtype=dtype)
+    state_dict = load_files([(packed.path, packed.key_rules)], dtype=dtype, headers=packed.headers)
     expected = model.state_dict()
     tied = {k for k in expected if k == "lm_head.weight"}  # the output layer shares embed_tokens
     missing = sorted(k for k in expected if k not in state_dict and k not in tied)

@@ -121,7 +121,9 @@ def encode_text_prompts(
         raise ValueError("no prompts to encode")
     # The embeddings' config file is the transformer's: refuse another Gemma than it was trained with.
     embeddings = component_source(text_embeddings_spec(), checkpoint)
-    check_text_encoder_version(embeddings.read_metadata(), gemma_root, transformer_name=str(embeddings.path))
+    check_text_encoder_version(
+        embeddings.read_metadata(), gemma_root, transformer_name=str(embeddings.path), headers=embeddings.headers
+    )
     if enhancement is not None and enhancement.gemma_root is not None:
         # The enhancer is loaded, used and freed before the text encoder: one Gemma in memory at a time.
         with load_gemma(

@@ -9,7 +9,9 @@ text tokenizes; the special tokens sit at the ids Gemma uses for them (<pad> 0, 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -94,6 +96,107 @@ def _hf_tokenizer(vocab_size: int):
     )
 
 
+@dataclass(frozen=True)
+class _TinyGemmaSizes:
+    """The sizes of a tiny Gemma 3 folder's text model and of its image input (the vision tower is fixed)."""
+
+    hidden_size: int
+    num_layers: int
+    num_attention_heads: int
+    image_size: int
+    patch_size: int
+    image_tokens: int
+
+    def check(self) -> None:
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError(
+                f"hidden_size {self.hidden_size} is not a multiple of num_attention_heads {self.num_attention_heads}"
+            )
+        if self.num_layers < 1:
+            raise ValueError(f"num_layers must be >= 1, got {self.num_layers}")
+        side = round(self.image_tokens**0.5)
+        grid = self.image_size // self.patch_size
+        if side * side != self.image_tokens or grid % side:
+            raise ValueError(
+                f"image_tokens ({self.image_tokens}) must be a square number whose root divides the patch grid "
+                f"side ({grid})"
+            )
+
+    def text_config(self, vocab_size: int, ids: dict[str, int]) -> dict[str, Any]:
+        head_dim = self.hidden_size // self.num_attention_heads
+        return {
+            "hidden_size": self.hidden_size,
+            "num_hidden_layers": self.num_layers,
+            "intermediate_size": 2 * self.hidden_size,
+            "num_attention_heads": self.num_attention_heads,
+            "num_key_value_heads": 1,
+            "head_dim": head_dim,
+            "query_pre_attn_scalar": head_dim,
+            "vocab_size": vocab_size,
+            # Like the real model: local (sliding-window) layers with a global one last.
+            "sliding_window": 64,
+            "layer_types": ["sliding_attention"] * (self.num_layers - 1) + ["full_attention"],
+            "pad_token_id": ids[PAD],
+            "bos_token_id": ids[BOS],
+            "eos_token_id": ids[EOS],
+        }
+
+    def vision_config(self) -> dict[str, Any]:
+        return {
+            "model_type": "siglip_vision_model",
+            "hidden_size": 16,
+            "intermediate_size": 32,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "image_size": self.image_size,
+            "patch_size": self.patch_size,
+            "vision_use_head": False,
+        }
+
+
+def _save_tiny_model(sizes: _TinyGemmaSizes, tokenizer: Any, seed: int, path: Path) -> None:
+    """The random multimodal model, its weights drawn from `seed` without touching the global RNG."""
+    from transformers import Gemma3Config, Gemma3ForConditionalGeneration
+
+    ids = {token: tokenizer.convert_tokens_to_ids(token) for token in SPECIAL_TOKENS}
+    config = Gemma3Config(
+        text_config=sizes.text_config(len(tokenizer), ids),
+        vision_config=sizes.vision_config(),
+        mm_tokens_per_image=sizes.image_tokens,
+        boi_token_index=ids[START_OF_IMAGE],
+        eoi_token_index=ids[END_OF_IMAGE],
+        image_token_index=ids[IMAGE_SOFT_TOKEN],
+        pad_token_id=ids[PAD],
+        bos_token_id=ids[BOS],
+        eos_token_id=[ids[EOS], ids[END_OF_TURN]],
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = Gemma3ForConditionalGeneration(config).eval()
+    model.generation_config.eos_token_id = [ids[EOS], ids[END_OF_TURN]]
+    model.generation_config.pad_token_id = ids[PAD]
+    model.save_pretrained(path)
+
+
+def _save_tiny_processor(sizes: _TinyGemmaSizes, tokenizer: Any, path: Path) -> None:
+    from transformers import Gemma3Processor
+    from transformers.models.gemma3.image_processing_pil_gemma3 import Gemma3ImageProcessorPil
+
+    image_processor = Gemma3ImageProcessorPil(
+        size={"height": sizes.image_size, "width": sizes.image_size},
+        image_mean=[0.5, 0.5, 0.5],
+        image_std=[0.5, 0.5, 0.5],
+        do_pan_and_scan=False,
+    )
+    processor = Gemma3Processor(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        chat_template=CHAT_TEMPLATE,
+        image_seq_length=sizes.image_tokens,
+    )
+    processor.save_pretrained(path)
+
+
 def build_tiny_gemma_folder(
     path: str | Path,
     *,
@@ -112,78 +215,12 @@ def build_tiny_gemma_folder(
     hidden_size * (num_layers + 1) features); the vision tower is always tiny. The weights depend
     only on `seed`; the global RNG is left as it was.
     """
-    from transformers import Gemma3Config, Gemma3ForConditionalGeneration, Gemma3Processor
-    from transformers.models.gemma3.image_processing_pil_gemma3 import Gemma3ImageProcessorPil
-
-    if hidden_size % num_attention_heads:
-        raise ValueError(f"hidden_size {hidden_size} is not a multiple of num_attention_heads {num_attention_heads}")
-    if num_layers < 1:
-        raise ValueError(f"num_layers must be >= 1, got {num_layers}")
-    side = round(image_tokens**0.5)
-    if side * side != image_tokens or (image_size // patch_size) % side:
-        raise ValueError(
-            f"image_tokens ({image_tokens}) must be a square number whose root divides the patch grid side "
-            f"({image_size // patch_size})"
-        )
+    sizes = _TinyGemmaSizes(hidden_size, num_layers, num_attention_heads, image_size, patch_size, image_tokens)
+    sizes.check()
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
-
     tokenizer = _hf_tokenizer(vocab_size)
-    ids = {token: tokenizer.convert_tokens_to_ids(token) for token in SPECIAL_TOKENS}
-    head_dim = hidden_size // num_attention_heads
-    text_config = {
-        "hidden_size": hidden_size,
-        "num_hidden_layers": num_layers,
-        "intermediate_size": 2 * hidden_size,
-        "num_attention_heads": num_attention_heads,
-        "num_key_value_heads": 1,
-        "head_dim": head_dim,
-        "query_pre_attn_scalar": head_dim,
-        "vocab_size": len(tokenizer),
-        # Like the real model: local (sliding-window) layers with a global one last.
-        "sliding_window": 64,
-        "layer_types": ["sliding_attention"] * (num_layers - 1) + ["full_attention"],
-        "pad_token_id": ids[PAD],
-        "bos_token_id": ids[BOS],
-        "eos_token_id": ids[EOS],
-    }
-    vision_config = {
-        "model_type": "siglip_vision_model",
-        "hidden_size": 16,
-        "intermediate_size": 32,
-        "num_hidden_layers": 1,
-        "num_attention_heads": 2,
-        "image_size": image_size,
-        "patch_size": patch_size,
-        "vision_use_head": False,
-    }
-    config = Gemma3Config(
-        text_config=text_config,
-        vision_config=vision_config,
-        mm_tokens_per_image=image_tokens,
-        boi_token_index=ids[START_OF_IMAGE],
-        eoi_token_index=ids[END_OF_IMAGE],
-        image_token_index=ids[IMAGE_SOFT_TOKEN],
-        pad_token_id=ids[PAD],
-        bos_token_id=ids[BOS],
-        eos_token_id=[ids[EOS], ids[END_OF_TURN]],
-    )
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = Gemma3ForConditionalGeneration(config).eval()
-    model.generation_config.eos_token_id = [ids[EOS], ids[END_OF_TURN]]
-    model.generation_config.pad_token_id = ids[PAD]
-    model.save_pretrained(path)
-
-    image_processor = Gemma3ImageProcessorPil(
-        size={"height": image_size, "width": image_size},
-        image_mean=[0.5, 0.5, 0.5],
-        image_std=[0.5, 0.5, 0.5],
-        do_pan_and_scan=False,
-    )
-    processor = Gemma3Processor(
-        image_processor=image_processor, tokenizer=tokenizer, chat_template=CHAT_TEMPLATE, image_seq_length=image_tokens
-    )
-    processor.save_pretrained(path)
+    _save_tiny_model(sizes, tokenizer, seed, path)
+    _save_tiny_processor(sizes, tokenizer, path)
     logger.info("wrote a tiny Gemma 3 (hidden %d, %d layers, seed %d) to %s", hidden_size, num_layers, seed, path)
     return path

@@ -1,0 +1,109 @@
+"""A command's pipeline call and memory check are the union of what its flag groups contribute: each flag
+reaches the call under the pipeline's own keyword, every argument binds to the pipeline's `generate`, and two
+groups setting one argument are refused."""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from ltx_pipelines import distilled, t2a_one_stage, ti2vid_two_stages
+from ltx_pipelines.cli.command import Run
+from ltx_pipelines.cli.flag_group import FlagGroup, MemoryInputs, ReadContext
+from ltx_pipelines.cli.prompt_flags import PromptFlags
+from ltx_pipelines.cli.video_request import with_video_request
+from ltx_pipelines.engine.defaults import PipelineDefaults
+from ltx_pipelines.pipelines.distilled import DistilledPipeline
+from ltx_pipelines.pipelines.t2a_one_stage import T2AOneStagePipeline
+from ltx_pipelines.pipelines.ti2vid_two_stages import TI2VidTwoStagesPipeline
+
+
+def _binds(pipeline: type, run: Run) -> dict[str, Any]:
+    """The call's arguments as the pipeline's `generate` receives them (TypeError: one it does not take)."""
+    bound = inspect.signature(pipeline.generate).bind(None, run.prompt.text, **run.call_arguments())
+    return dict(bound.arguments)
+
+
+def test_distilled_call_carries_every_group(model_files, tmp_path):
+    run = distilled.COMMAND.parse([
+        "--distilled-checkpoint-path", str(model_files.checkpoint), "--spatial-upsampler-path",
+        str(model_files.upsampler), "--gemma-root", str(model_files.gemma_root), "--prompt", "a fox",
+        "--output-path", str(tmp_path / "fox.mp4"), "--seed", "7", "--height", "256", "--width", "384",
+        "--num-frames", "17", "--enhance-prompt",
+    ])  # fmt: skip
+    # The distilled pipeline takes the video arguments as one `VideoRequest` (its command's call gathers them).
+    bound = inspect.signature(DistilledPipeline.generate).bind(
+        None, run.prompt.text, **with_video_request(run.call_arguments())
+    )
+    arguments, video = bound.arguments, bound.arguments["video"]
+    assert arguments["prompt"] == "a fox"
+    assert (arguments["seed"], arguments["enhance_prompt"]) == (7, True)
+    assert (video.height, video.width, video.num_frames) == (256, 384, 17)
+    assert video.generated_keyframes == 0
+    assert video.duration is None
+    # Nothing a group did not set reaches the call: no guidance on the distilled pipeline.
+    assert not {"negative_prompt", "video_guidance", "audio_guidance"} & set(run.call_arguments())
+
+
+def test_guided_call_and_memory_inputs(model_files, tmp_path):
+    run = ti2vid_two_stages.COMMAND.parse([
+        "--checkpoint-path", str(model_files.checkpoint), "--spatial-upsampler-path", str(model_files.upsampler),
+        "--distilled-lora", str(model_files.lora), "--gemma-root", str(model_files.gemma_root),
+        "--prompt", "a fox", "--output-path", str(tmp_path / "fox.mp4"), "--negative-prompt", "blur",
+        "--num-inference-steps", "5", "--video-cfg-guidance-scale", "2.5", "--max-batch-size", "3",
+        "--tile-size", "512", "--tile-frames", "0",
+    ])  # fmt: skip
+    arguments = _binds(TI2VidTwoStagesPipeline, run)
+    assert (arguments["negative_prompt"], arguments["num_inference_steps"]) == ("blur", 5)
+    assert arguments["video_guidance"].cfg_scale == 2.5
+    assert arguments["audio_guidance"] is not None
+    inputs = run.memory_inputs()
+    assert (inputs.prompts, inputs.batch, inputs.enhance) == (2, 3, False)
+    assert inputs.tiling == run.tiling and inputs.tiling is not None
+    assert (inputs.height, inputs.width, inputs.num_frames) == (run.video.height, run.video.width, run.video.num_frames)
+
+
+def test_audio_only_call_has_no_picture_and_one_guided_modality(model_files, tmp_path):
+    run = t2a_one_stage.COMMAND.parse([
+        "--checkpoint-path", str(model_files.checkpoint), "--gemma-root", str(model_files.gemma_root),
+        "--prompt", "rain", "--output-path", str(tmp_path / "rain.wav"), "--num-frames", "25",
+    ])  # fmt: skip
+    arguments = _binds(T2AOneStagePipeline, run)
+    assert arguments["num_frames"] == 25
+    assert not {"height", "width", "images", "video_guidance"} & set(run.call_arguments())
+    assert run.memory_inputs().height is None
+
+
+class _SeedAgain(FlagGroup[int]):
+    """A group that (wrongly) sets the prompt group's `seed` too."""
+
+    def add(self, parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
+        pass
+
+    def read(self, args: argparse.Namespace, context: ReadContext) -> int:
+        return 1
+
+    def call_arguments(self, value: int) -> dict[str, Any]:
+        return {"seed": value}
+
+    def memory_inputs(self, value: int) -> dict[str, Any]:
+        return {"enhance": True}
+
+
+def test_two_groups_setting_one_argument_are_refused(model_files, tmp_path):
+    run = distilled.COMMAND.parse([
+        "--distilled-checkpoint-path", str(model_files.checkpoint), "--spatial-upsampler-path",
+        str(model_files.upsampler), "--gemma-root", str(model_files.gemma_root), "--prompt", "a fox",
+        "--output-path", str(tmp_path / "fox.mp4"),
+    ])  # fmt: skip
+    clashing = replace(run, groups=(*run.groups, _SeedAgain()), values={**run.values, _SeedAgain: 1})
+    with pytest.raises(ValueError, match=r"call_arguments 'seed' is set by both PromptFlags and _SeedAgain"):
+        clashing.call_arguments()
+    with pytest.raises(ValueError, match=r"memory_inputs 'enhance' is set by both PromptFlags and _SeedAgain"):
+        clashing.memory_inputs()
+    assert isinstance(run.memory_inputs(), MemoryInputs)
+    assert PromptFlags in run.values
