@@ -87,15 +87,17 @@ def test_a_shared_transformer_needs_the_same_loras_in_both_stages(tmp_path):
         )  # fmt: skip
 
 
-def test_pipelines_whose_length_is_a_frame_count_refuse_a_duration_range(tmp_path):
+def test_pipelines_whose_length_is_a_frame_count_refuse_a_duration_range(
+    tiny_checkpoint, tiny_spatial_upsampler, tmp_path
+):
     from ltx_core.model.duration_head import DurationRange
 
     gemma = tmp_path / "gemma"
     gemma.mkdir()  # exists (checked when the pipeline is made), never read
     video = VideoRequest(duration=DurationRange())
-    ic = ICLoraPipeline(tmp_path / "t.safetensors", tmp_path / "up.safetensors", gemma)
+    ic = ICLoraPipeline(tiny_checkpoint, tiny_spatial_upsampler, gemma)
     with pytest.raises(ValueError, match=r"ICLoraPipeline takes a frame count \(num_frames\), not a duration range"):
         ic.generate("p", seed=1, video=video)
-    dub = LipDubPipeline(tmp_path / "t.safetensors", tmp_path / "up.safetensors", gemma, lip_dub_lora=None)
+    dub = LipDubPipeline(tiny_checkpoint, tiny_spatial_upsampler, gemma, lip_dub_lora=None)
     with pytest.raises(ValueError, match=r"LipDubPipeline takes a frame count"):
         dub.generate("p", seed=1, video=video, reference=LipDubReference(None))  # type: ignore[arg-type]

@@ -381,7 +381,9 @@ class PromptPipeline(Pipeline, ABC):
         arguments: dict[str, Any] = {}
         for name, value in bound.arguments.items():
             # A request value is recorded field by field, under the names the command line's sidecar uses.
-            if isinstance(value, (VideoRequest, GuidanceRequest)):
+            if isinstance(value, VideoRequest):  # issue 34 (stages): recorded as filled, the values the run used
+                arguments.update(self.filled_video(value).parameters())
+            elif isinstance(value, GuidanceRequest):
                 arguments.update(value.parameters())
             else:
                 arguments[name] = value
