@@ -3,6 +3,10 @@ frames): create, poll, download, list, delete, cancel while running; the bytes e
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import subprocess
 from pathlib import Path
 
 import openai
@@ -10,6 +14,9 @@ import pytest
 from serve_testing import get_text, playable_streams, start_server, stop_server, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:The Sora API:DeprecationWarning")]
+
+README = Path(__file__).parents[3] / "README.md"
+README_URL = "http://127.0.0.1:8000"
 
 SMALL = {"size": "64x64", "extra_body": {"num_frames": 9, "frame_rate": 25}}
 
@@ -91,3 +98,39 @@ def test_image_upload_conditions_the_job(client, server, tmp_path: Path) -> None
     assert video.status == "completed", video.error
     sidecar = json.loads((data_dir / "outputs" / f"{video.id}.json").read_text())
     assert "uploads" in json.dumps(sidecar["parameters"].get("images")), sidecar["parameters"]
+
+
+def readme_blocks(language: str) -> list[str]:
+    """The `language` code blocks of the README's serving section, in order."""
+    section = README.read_text().split("## Serving (OpenAI Videos API)", 1)[1].split("\n## ", 1)[0]
+    return re.findall(rf"```{language}\n(.*?)```", section, re.S)
+
+
+def test_readme_examples_run_as_written(server, tmp_path: Path, monkeypatch) -> None:
+    """The README's curl lines, run by bash one after the other (its `ID=video_...` line stands for the id
+    the first answered), then its Python, against this server (only the address is changed)."""
+    url, _ = server
+    start, calls = readme_blocks("bash")
+    assert "python -m ltx_serve --demo" in start  # the fixture's command, with a free port and a temp folder
+    commands = [line.replace(README_URL, url) for line in calls.replace("\\\n", " ").splitlines() if line.strip()]
+    create, id_line, *rest = commands
+    assert id_line.startswith("ID=video_")
+
+    def bash(command: str, **env: str) -> str:
+        done = subprocess.run(["bash", "-c", command], cwd=tmp_path, env={**os.environ, **env}, capture_output=True)
+        assert done.returncode == 0, (command, done.stderr)
+        return done.stdout.decode()
+
+    video_id = json.loads(bash(create))["id"]
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+    wait_for(lambda: client.videos.retrieve(video_id).status == "completed", timeout=300)
+    status, events, downloaded, deleted = (bash(command, ID=video_id) for command in rest)
+    assert json.loads(status)["status"] == "completed" and "event: completed" in events and downloaded == ""
+    assert playable_streams(tmp_path / "fox.mp4") == (9, 1)
+    assert json.loads(deleted) == {"id": video_id, "object": "video.deleted", "deleted": True}
+
+    (python,) = readme_blocks("python")
+    (tmp_path / "sdk").mkdir()
+    monkeypatch.chdir(tmp_path / "sdk")
+    exec(compile(python.replace(README_URL, url), "README.md", "exec"), {})
+    assert playable_streams(tmp_path / "sdk" / "fox.mp4") == (9, 1)

@@ -74,9 +74,22 @@ def test_server_refuses_an_unknown_pipeline_or_flag_at_start(capsys) -> None:
     assert options.model_argv == {"ti2vid_two_stages_hq": GUIDED_ARGV, "distilled": ("--demo",)}
 
 
+def count_weight_reads(worker: Worker, monkeypatch: pytest.MonkeyPatch) -> list:
+    """The files the worker's weight cache reads from now on (a hit reads none)."""
+    cache = worker.models.cache
+    reads: list = []
+    get_or_load = cache.get_or_load
+
+    def counting(paths, ops, dtype, load):
+        return get_or_load(paths, ops, dtype, lambda: reads.append(paths) or load())
+
+    monkeypatch.setattr(cache, "get_or_load", counting)
+    return reads
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("pipeline", ["ti2vid_one_stage", "ti2vid_two_stages", "ti2vid_two_stages_hq"])
-def test_guided_job_with_negative_prompt_gives_the_cli_bytes(pipeline: str, tmp_path: Path) -> None:
+def test_warm_guided_job_with_negative_prompt_gives_the_cli_bytes(pipeline: str, tmp_path: Path, monkeypatch) -> None:
     store = SqliteJobStore(tmp_path / "jobs.sqlite3")
     limits = limits_for(pipeline)
     client = TestClient(create_app(ApiConfig(store=store, data_dir=tmp_path, limits=limits)))
@@ -84,9 +97,16 @@ def test_guided_job_with_negative_prompt_gives_the_cli_bytes(pipeline: str, tmp_
             "size": "64x64", "num_frames": 9, "frame_rate": 25}  # fmt: skip
     video = client.post("/v1/videos", json=body).json()
     worker = Worker(WorkerConfig(worker_id="w", model_argv={pipeline: GUIDED_ARGV}, data_dir=tmp_path), store)
+    weights_read = count_weight_reads(worker, monkeypatch)
+    worker.warm_up()
+    assert weights_read and worker.text_encoders.loads == 1
+    weights_read.clear()
     assert worker.serve_one()
     job = store.get(video["id"])
     assert job.status == "completed", job.error
+    # Warm: the job read no weight file and loaded no text encoder; its steps were known from the warm-up.
+    assert weights_read == [] and worker.text_encoders.loads == 1
+    assert job.steps == job.step == worker.steps[pipeline] > 0
     served = output_path(tmp_path, job.id)
     sidecar = json.loads(served.with_suffix(".json").read_text())
     assert sidecar["parameters"]["negative_prompt"] == "blurry, static"

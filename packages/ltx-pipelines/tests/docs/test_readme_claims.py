@@ -32,9 +32,10 @@ import pytest
 
 OUR_PACKAGES = ("ltx_core", "ltx_pipelines", "ltx_trainer", "ltx_serve")
 
-# `python -m ltx_serve` reads its own flags and hands every other one to the distilled pipeline's command line
-# (ltx_serve.server.parse_options: parse_known_args, then the worker parses the rest with that command's parser).
-FORWARDS_OTHER_FLAGS_TO = {"ltx_serve": "ltx_pipelines.distilled"}
+# `python -m ltx_serve` reads its own flags and hands every other one to the command lines of the pipelines it
+# can serve (ltx_serve.server.parse_options: parse_known_args, then ltx_serve.pipelines.split_model_argv gives
+# each served pipeline the flags its command's parser takes).
+FORWARDS_OTHER_FLAGS_TO = {"ltx_serve": ("ltx_serve.pipelines", "SERVABLE")}
 
 _MODULE = r"(?:ltx_core|ltx_pipelines|ltx_trainer|ltx_serve)(?:\.[A-Za-z_]\w*)*"
 _PYTHON_M = re.compile(rf"python -m ({_MODULE})(?![\w.]*\.<)")
@@ -215,7 +216,9 @@ def accepted_flags(module: str, words: tuple[str, ...] = ()) -> frozenset[str]:
     flags = _module_flags(loaded, words)
     forwarded = FORWARDS_OTHER_FLAGS_TO.get(module)
     if forwarded is not None:
-        flags |= accepted_flags(forwarded)
+        names_module, names = forwarded
+        for name in getattr(importlib.import_module(names_module), names):
+            flags |= accepted_flags(f"ltx_pipelines.{name}")
     return flags
 
 

@@ -98,9 +98,10 @@ def test_the_pipeline_reads_each_model_files_header_once(run_reads: tuple[str, H
 
 @pytest.mark.xfail(
     strict=True,
-    reason="the command line still reads headers of its own before the pipeline is built: the checkpoint kind "
-    "check (cli/model_flags.py `_kind`), its own ModelFiles for the component check, and the memory estimate "
-    "(ltx_core.generation_memory.sizes_of_files, the upsampler's and Gemma's); it hands the pipeline paths",
+    reason="the command line still reads headers of its own before the pipeline is built: the kind checks "
+    "(cli/model_resolution.py `_kind`, `_component_kind`), its own ModelFiles for the component check, and the "
+    "memory estimate (ltx_core.generation_memory.sizes_of_files: the upsampler's and Gemma's); and it hands the "
+    "pipeline a path for a single file, so the pipeline resolves (and reads) it again",
 )
 def test_the_whole_run_reads_each_model_files_header_once(run_reads: tuple[str, HeaderReads]) -> None:
     case, reads = run_reads

@@ -15,15 +15,12 @@ import torch
 
 from ltx_core.components.denoisers import Denoiser, GuidedDenoiser, X0Callable
 from ltx_core.components.guiders import MultiModalGuiderParams
-from ltx_core.components.noisers import add_noise
 from ltx_core.components.sampling import euler_denoising_loop
 from ltx_core.conditioning import (
     ConditioningItem,
     FrozenModality,
     VideoConditionByKeyframeIndex,
     VideoConditionByLatentIndex,
-    VideoGeneratedKeyframeSlots,
-    apply_conditionings,
     read_generated_keyframes,
 )
 from ltx_core.latent_tools import AudioLatentTools, VideoLatentTools
@@ -35,6 +32,7 @@ from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import LatentState, VideoPixelShape
 from ltx_pipelines.engine.noise_sources import NoiseSource
 from ltx_pipelines.engine.stage_samplers import AncestralSampler
+from ltx_pipelines.engine.stage_start import StageStart, keyframe_slot_items
 from ltx_pipelines.io import load_image_conditioning
 
 logger = logging.getLogger(__name__)
@@ -204,29 +202,12 @@ def run_denoising_stage(
         loop = sampler.loop(noise, stage)
     loop = loop or euler_denoising_loop
     sigmas = sigmas.to(device=device, dtype=torch.float32)
-    noise_scale = float(sigmas[0])
-    slot_items = [item for item in conditionings if isinstance(item, VideoGeneratedKeyframeSlots)]
-    if len(slot_items) > 1:
-        raise ValueError(f"a stage takes one keyframe slots item, got {len(slot_items)}")
-    slot_start = 0
-    video = audio = None
+    slot_items = keyframe_slot_items(conditionings)
+    start = StageStart(noise, stage, noise_scale=float(sigmas[0]), device=device, dtype=dtype)
     video_tools = VideoLatentTools.from_pixel_shape(shape) if with_video else None
     audio_tools = AudioLatentTools.from_video(shape) if with_audio else None
-    if video_tools is not None:
-        video = video_tools.create_initial_state(
-            device=device, dtype=dtype, initial_latent=_to(initial_video, device, dtype)
-        )
-        for item in conditionings:
-            if isinstance(item, VideoGeneratedKeyframeSlots):
-                slot_start = video.latent.shape[1]  # its tokens are appended here
-            video = item.apply_to(video, video_tools)
-        video = add_noise(video, noise(f"{stage}.video", video.latent.shape, device=device, dtype=dtype), noise_scale)
-    if audio_tools is not None:
-        audio = audio_tools.create_initial_state(
-            device=device, dtype=dtype, initial_latent=_to(initial_audio, device, dtype)
-        )
-        audio = apply_conditionings(audio, list(audio_conditionings), audio_tools)
-        audio = add_noise(audio, noise(f"{stage}.audio", audio.latent.shape, device=device, dtype=dtype), noise_scale)
+    video, slot_start = (None, 0) if video_tools is None else start.video(video_tools, conditionings, initial_video)
+    audio = None if audio_tools is None else start.audio(audio_tools, audio_conditionings, initial_audio)
     with torch.no_grad():
         video, audio = loop(denoiser, sigmas, video, audio, progress=progress)
     keyframes = None
@@ -238,10 +219,6 @@ def run_denoising_stage(
         audio_latent=audio_tools.state_to_latent(audio) if audio_tools is not None else None,
         video_generated_keyframes=keyframes,
     )
-
-
-def _to(t: torch.Tensor | None, device: torch.device, dtype: torch.dtype) -> torch.Tensor | None:
-    return None if t is None else t.to(device=device, dtype=dtype)
 
 
 AnyVideoDecoder = VideoDecoder | DiffusionVideoDecoder

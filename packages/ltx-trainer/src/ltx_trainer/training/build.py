@@ -126,28 +126,23 @@ def build_parts(config: LtxTrainerConfig, accelerator: Accelerator, *, progress:
     return _build_models(config, accelerator, strategy, ref_scale, dataset, order, progress=progress)
 
 
-def _build_models(
-    cfg: LtxTrainerConfig,
-    accelerator: Accelerator,
-    strategy: FlexibleStrategy,
-    ref_scale: ReferenceScale,
-    dataset: PrecomputedTrainingData,
-    order: BatchOrder,
-    *,
-    progress: bool,
-) -> TrainingParts:
-    device = accelerator.device
-    if device.type == "cpu":
-        # Freed activations go back to the system instead of fragmenting glibc's heaps (training/host_memory.py).
-        fix_mmap_threshold()
-    lora_mode = cfg.model.training_mode == "lora"
-    # LoRA under bf16 autocast keeps the frozen base in bf16 (the released dtype) on every device:
-    # autocast runs the base matmuls in bf16 anyway, so float32 storage only adds a cast per call
-    # and twice the memory (benchmarks/trainer_bf16_step.py). Full training keeps float32 masters.
-    # (A quantized base needs it too: quanto's CPU int8 kernel takes bf16 activations only with bf16 scales.)
-    bf16_base = lora_mode and cfg.acceleration.mixed_precision_mode == "bf16"
-    base_dtype = torch.bfloat16 if bf16_base else torch.float32
-    torch.manual_seed(cfg.seed)
+def _base_dtype(cfg: LtxTrainerConfig) -> torch.dtype:
+    """The frozen base's storage dtype.
+
+    LoRA under bf16 autocast keeps the frozen base in bf16 (the released dtype) on every device:
+    autocast runs the base matmuls in bf16 anyway, so float32 storage only adds a cast per call
+    and twice the memory (benchmarks/trainer_bf16_step.py). Full training keeps float32 masters.
+    (A quantized base needs it too: quanto's CPU int8 kernel takes bf16 activations only with bf16 scales.)
+    """
+    bf16_base = cfg.model.training_mode == "lora" and cfg.acceleration.mixed_precision_mode == "bf16"
+    return torch.bfloat16 if bf16_base else torch.float32
+
+
+def _frozen_base(
+    cfg: LtxTrainerConfig, device: torch.device, base_dtype: torch.dtype, *, progress: bool
+) -> tuple[LTXModel, QuantizedTransformer | None]:
+    """The transformer to train on (block-swapped / fp8-cast, or built whole and quanto-quantized) and the
+    quantization record (None when quanto does not quantize it)."""
     acc = cfg.acceleration
     quantization = acc.quantization if acc.quantization in QUANTO_WEIGHT_TYPES else None
     # -- block swap / fp8-cast base (training/block_swap.py); blocks_to_swap 'auto' was resolved by the plan --
@@ -165,9 +160,29 @@ def _build_models(
             transformer_spec(cfg), cfg.model.model_path, dtype=base_dtype,
             device=torch.device("cpu") if quantization else device,
         )  # fmt: skip
-    if device.type == "cpu" and cfg.acceleration.mixed_precision_mode == "bf16":
+    if device.type == "cpu" and acc.mixed_precision_mode == "bf16":
         warn_if_bf16_matmul_is_slow(model)
     quantized = quantize_transformer(model, quantization, device, progress=progress) if quantization else None
+    return model, quantized
+
+
+def _build_models(
+    cfg: LtxTrainerConfig,
+    accelerator: Accelerator,
+    strategy: FlexibleStrategy,
+    ref_scale: ReferenceScale,
+    dataset: PrecomputedTrainingData,
+    order: BatchOrder,
+    *,
+    progress: bool,
+) -> TrainingParts:
+    device = accelerator.device
+    if device.type == "cpu":
+        # Freed activations go back to the system instead of fragmenting glibc's heaps (training/host_memory.py).
+        fix_mmap_threshold()
+    base_dtype = _base_dtype(cfg)
+    torch.manual_seed(cfg.seed)
+    model, quantized = _frozen_base(cfg, device, base_dtype, progress=progress)
     # The frozen connectors follow the base: bf16 under bf16 LoRA (half the device memory; they run once
     # per sample, see CachedTextContexts), float32 otherwise (the golden parity runs in float32).
     connectors: TextConnectors = build_model(
@@ -175,7 +190,7 @@ def _build_models(
         dtype=base_dtype, device=device,
     )  # fmt: skip
     model.set_gradient_checkpointing(cfg.optimization.enable_gradient_checkpointing)
-    enable_activation_offload(model, acc.offload_activations)  # training/activation_offload.py
+    enable_activation_offload(model, cfg.acceleration.offload_activations)  # training/activation_offload.py
     trained = _with_trainable_weights(model, cfg, base_dtype, device)
     trainable = [p for p in trained.parameters() if p.requires_grad]
     opt = cfg.optimization
