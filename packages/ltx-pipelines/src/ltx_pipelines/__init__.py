@@ -35,6 +35,8 @@ _EXPORTS: dict[str, str] = {
     "HDRICLoraPipeline": "ltx_pipelines.pipelines.hdr_ic_lora",
     "DFRPipeline": "ltx_pipelines.pipelines.dfr",
     "DurationRange": "ltx_core.model.duration_head",
+    "VideoRequest": "ltx_pipelines.engine.requests",  # issue 34: the request values pipelines take
+    "GuidanceRequest": "ltx_pipelines.engine.requests",
     "ModelFiles": "ltx_core.loader",
     "VideoReference": "ltx_pipelines.engine.ic_references",
     "Generation": "ltx_pipelines.engine.generation",

@@ -190,7 +190,9 @@ def _generate(pipeline: ICLoraPipeline, run: Run) -> FinalLatents:
         assert video.height is not None and video.width is not None
         # The mask weights stage 1, where the references are: load it at the stage-1 size.
         mask = load_attention_mask(inputs.mask_path, video.height // 2, video.width // 2, video.num_frames)
-    return pipeline.generate(run.prompt.text, **run.call_arguments(), attention_mask=mask)
+    from ltx_pipelines.cli.video_request import with_video_request
+
+    return pipeline.generate(run.prompt.text, **with_video_request(run.call_arguments()), attention_mask=mask)
 
 
 COMMAND = PipelineCommand.for_module(

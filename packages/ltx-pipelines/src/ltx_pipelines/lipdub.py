@@ -143,13 +143,15 @@ def generate_lip_dub(pipeline: LipDubPipeline, run: Run) -> FinalLatents:
     from ltx_pipelines.pipelines.lipdub import LipDubReference
 
     inputs = run[LipDubFlags]
+    from ltx_pipelines.engine.requests import VideoRequest
+
+    video = VideoRequest(
+        height=inputs.height, width=inputs.width, num_frames=inputs.num_frames, frame_rate=inputs.frame_rate
+    )
     return pipeline.generate(
         run.prompt.text,
         seed=run.prompt.seed,
-        height=inputs.height,
-        width=inputs.width,
-        num_frames=inputs.num_frames,
-        frame_rate=inputs.frame_rate,
+        video=video,
         enhance_prompt=run.prompt.enhance,
         reference=LipDubReference(VideoReference(inputs.reference_strength, inputs.reference)),
     )

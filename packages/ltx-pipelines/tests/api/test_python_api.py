@@ -4,6 +4,7 @@ choice where the files have one), and `Generation.save` writing the sidecar the 
 
 from __future__ import annotations
 
+import inspect
 import json
 from pathlib import Path
 
@@ -39,6 +40,16 @@ def _cli_video(command, argv: list[str]):
     return command.parse(argv).video
 
 
+def _filled(pipeline, given: dict) -> dict:
+    """What a call leaving out the rest of size, length and rate runs with: a `VideoRequest` filled by the pipeline
+    (the pipelines that take one), else the keywords `with_default_video` fills."""
+    if "video" not in inspect.signature(pipeline.generate).parameters:
+        return pipeline.with_default_video(given)
+    video = pipeline.filled_video(ltx_pipelines.VideoRequest(**given))
+    return {"height": video.height, "width": video.width, "num_frames": video.num_frames,
+            "frame_rate": video.frame_rate, "duration": video.duration}  # fmt: skip
+
+
 def test_left_out_size_length_and_rate_are_the_command_lines_defaults(demo_model_files, tmp_path, monkeypatch):
     from ltx_pipelines import distilled, ti2vid_one_stage
     from ltx_pipelines.cli import command
@@ -58,18 +69,14 @@ def test_left_out_size_length_and_rate_are_the_command_lines_defaults(demo_model
         if module is distilled:
             argv += ["--spatial-upsampler-path", str(files.spatial_upsampler)]
         cli = _cli_video(module.COMMAND, argv)
-        if isinstance(pipeline, ltx_pipelines.TI2VidOneStagePipeline):  # takes a VideoRequest
-            filled = pipeline.filled_video(ltx_pipelines.VideoRequest()).parameters()
-            assert pipeline.filled_video(ltx_pipelines.VideoRequest(height=64)).height == 64  # what is given stays
-        else:
-            filled = pipeline.with_default_video({"seed": 1})
-            assert pipeline.with_default_video({"height": 64})["height"] == 64  # what is given stays
+        filled = _filled(pipeline, {})
         assert (filled["height"], filled["width"], filled["num_frames"], filled["frame_rate"]) == (
             cli.height,
             cli.width,
             cli.num_frames,
             cli.frame_rate,
         ), module.__name__
+        assert _filled(pipeline, {"height": 64})["height"] == 64  # what is given stays
 
 
 def test_left_out_length_is_the_duration_heads_choice_on_files_with_a_head(ltx25_demo, tmp_path):
@@ -88,7 +95,7 @@ def test_left_out_length_is_the_duration_heads_choice_on_files_with_a_head(ltx25
             "--prompt", "p", "--output-path", str(tmp_path / "o.mp4"), "--device", "cpu",
             "--height", "128", "--width", "192"]  # fmt: skip
     cli = _cli_video(distilled.COMMAND, argv)
-    filled = pipeline.with_default_video({})
+    filled = _filled(pipeline, {})
     assert filled["num_frames"] is None and filled["duration"] == cli.duration is not None
 
 
@@ -98,7 +105,8 @@ def test_generation_save_writes_the_seed_and_every_parameter(demo_model_files, t
     pipeline = ltx_pipelines.DistilledPipeline(
         files.checkpoint, files.spatial_upsampler, files.gemma_root, device="cpu", dtype=torch.float32, progress=False
     )
-    generation = pipeline("a fox", seed=7, height=128, width=192, num_frames=9)  # frame rate left out
+    video = ltx_pipelines.VideoRequest(height=128, width=192, num_frames=9)  # frame rate left out
+    generation = pipeline("a fox", seed=7, video=video)
     saved = generation.save(tmp_path / "fox.mp4")
     sidecar = json.loads(saved.sidecar.read_text())
     parameters = sidecar["parameters"]

@@ -15,6 +15,7 @@ from ltx_pipelines import distilled, t2a_one_stage, ti2vid_two_stages
 from ltx_pipelines.cli.command import Run
 from ltx_pipelines.cli.flag_group import FlagGroup, MemoryInputs, ReadContext
 from ltx_pipelines.cli.prompt_flags import PromptFlags
+from ltx_pipelines.cli.video_request import with_video_request
 from ltx_pipelines.engine.defaults import PipelineDefaults
 from ltx_pipelines.pipelines.distilled import DistilledPipeline
 from ltx_pipelines.pipelines.t2a_one_stage import T2AOneStagePipeline
@@ -34,12 +35,16 @@ def test_distilled_call_carries_every_group(model_files, tmp_path):
         "--output-path", str(tmp_path / "fox.mp4"), "--seed", "7", "--height", "256", "--width", "384",
         "--num-frames", "17", "--enhance-prompt",
     ])  # fmt: skip
-    arguments = _binds(DistilledPipeline, run)
+    # The distilled pipeline takes the video arguments as one `VideoRequest` (its command's call gathers them).
+    bound = inspect.signature(DistilledPipeline.generate).bind(
+        None, run.prompt.text, **with_video_request(run.call_arguments())
+    )
+    arguments, video = bound.arguments, bound.arguments["video"]
     assert arguments["prompt"] == "a fox"
     assert (arguments["seed"], arguments["enhance_prompt"]) == (7, True)
-    assert (arguments["height"], arguments["width"], arguments["num_frames"]) == (256, 384, 17)
-    assert arguments["generated_keyframes"] == 0
-    assert arguments["duration"] is None
+    assert (video.height, video.width, video.num_frames) == (256, 384, 17)
+    assert video.generated_keyframes == 0
+    assert video.duration is None
     # Nothing a group did not set reaches the call: no guidance on the distilled pipeline.
     assert not {"negative_prompt", "video_guidance", "audio_guidance"} & set(run.call_arguments())
 

@@ -747,7 +747,7 @@ BROKEN = {
     "demo families": (table_problems, "| `python -m ltx_pipelines.lipdub` | 2 · 2.3 · 2.5 | 2.3 |",
                       "| `python -m ltx_pipelines.lipdub` | 2 · 2.3 · 2.5 | 2.3 · 2.5 |",
                       "`ltx_pipelines.lipdub`: README says demo families ('2.3', '2.5'), its demo runs on ('2.3',)"),
-    "imported name": (name_problems, "DistilledPipeline, demo", "DistilledPipline, demo",
+    "imported name": (name_problems, "DistilledPipeline, VideoRequest, demo", "DistilledPipline, VideoRequest, demo",
                       "from ltx_pipelines import DistilledPipline: ltx_pipelines has no DistilledPipline"),
     "keyword of a function": (name_problems, 'ensure_demo_assets(family="ltx-2.5")',
                               'ensure_demo_assets(model_family="ltx-2.5")',

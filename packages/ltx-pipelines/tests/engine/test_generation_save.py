@@ -109,7 +109,9 @@ def test_a_pipeline_generation_is_decoded_and_saving_builds_no_model(demo_model_
         dtype=torch.float32,
         progress=False,
     )
-    generation = pipeline("a red kite over a beach", seed=5, frame_rate=24.0, **DEMO_SIZE)
+    from ltx_pipelines.engine.requests import VideoRequest
+
+    generation = pipeline("a red kite over a beach", seed=5, video=VideoRequest(frame_rate=24.0, **DEMO_SIZE))
     assert generation.final is not None
     again = decode_video_generation(generation.final)  # the decode step repeats: the same frames
     np.testing.assert_array_equal(again.frames_array(), generation.frames_array())

@@ -130,10 +130,11 @@ def test_ic_lora_replays_the_reference(fx, golden_pipeline_models, golden_dir, a
         pixels=fx[f"{run}.reference_video"],
     )
     noise = ReplayedNoise(fx.tensors, prefix=f"{run}.noise.")
+    video = VideoRequest(
+        height=settings["height"], width=settings["width"], num_frames=p["frames"], frame_rate=p["fps"]
+    )
     generation = pipeline.generate_from_contexts(
-        _contexts(fx, ""),
-        height=settings["height"], width=settings["width"], num_frames=p["frames"], frame_rate=p["fps"],
-        noise=noise, references=[reference],
+        _contexts(fx, ""), video=video, noise=noise, references=[reference],
         attention_strength=float(settings["attention_strength"]),
         attention_mask=mask,
     )  # fmt: skip

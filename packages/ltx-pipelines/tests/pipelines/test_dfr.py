@@ -10,6 +10,7 @@ import torch
 from safetensors.torch import save_file
 
 from ltx_pipelines.dfr import DFRPipeline, keyframe_embedding_problem, nearest_latent_frames
+from ltx_pipelines.engine.requests import VideoRequest
 
 
 def _transformer_file(path: Path, *, keyframe_embedding: bool | None) -> Path:
@@ -39,13 +40,15 @@ def test_rounds_and_lengths_are_checked_before_any_model(tmp_path):
     unread_gemma = tmp_path / "gemma"  # exists (checked when the pipeline is made), never read
     unread_gemma.mkdir()
     pipeline = DFRPipeline(checkpoint, tmp_path / "up.safetensors", gemma_root=unread_gemma)
-    call = dict(seed=1, height=128, width=128, frame_rate=24.0)
+    size = dict(height=128, width=128, frame_rate=24.0)
     with pytest.raises(ValueError, match="temporal_upsample_rounds must be 0, 1 or 2, got 3"):
-        pipeline.generate("p", num_frames=9, temporal_upsample_rounds=3, **call)
+        pipeline.generate("p", seed=1, video=VideoRequest(num_frames=9, **size), temporal_upsample_rounds=3)
     with pytest.raises(ValueError, match=r"needs a temporal upsampler"):
-        pipeline.generate("p", num_frames=9, temporal_upsample_rounds=1, **call)
+        pipeline.generate("p", seed=1, video=VideoRequest(num_frames=9, **size), temporal_upsample_rounds=1)
     with pytest.raises(ValueError, match=r"num_frames must be 8k\+1.*got 10"):
-        pipeline.generate("p", num_frames=10, **call)
+        pipeline.generate("p", seed=1, video=VideoRequest(num_frames=10, **size))
+    with pytest.raises(ValueError, match=r"DFR places its own keyframes: generated_keyframes 2 is not accepted"):
+        pipeline.generate("p", seed=1, video=VideoRequest(num_frames=9, generated_keyframes=2, **size))
 
 
 def test_new_slots_start_from_the_nearest_latent_frame():

@@ -11,6 +11,7 @@ import pytest
 
 from ltx_pipelines import dfr
 from ltx_pipelines.engine.dfr_layout import output_frames
+from ltx_pipelines.engine.requests import VideoRequest
 
 pytestmark = pytest.mark.slow
 
@@ -96,10 +97,8 @@ def test_a_first_frame_image_pins_the_first_latent_frame_of_every_stage(ltx25_de
         files, ltx25_demo.spatial_upsampler, None, temporal_upsampler_path=ltx25_demo.temporal_upsampler,
         device="cpu", dtype=torch.float32, progress=False,
     )  # fmt: skip
-    final = pipeline.generate(
-        PROMPT, seed=5, height=height, width=width, num_frames=9, frame_rate=12.0, temporal_upsample_rounds=1,
-        images=[image],
-    )  # fmt: skip
+    video = VideoRequest(height=height, width=width, num_frames=9, frame_rate=12.0, images=[image])
+    final = pipeline.generate(PROMPT, seed=5, video=video, temporal_upsample_rounds=1)
     encoder = build_model(VIDEO_ENCODER, files, device="cpu", dtype=torch.float32)
     with torch.no_grad():
         half, full = (encoder(pixels[key]) for key in ((height // 2, width // 2), (height, width)))
@@ -151,10 +150,10 @@ def test_two_rounds_tile_and_anchor_as_the_layout_plans(ltx25_demo, monkeypatch)
         device="cpu", dtype=torch.float32, progress=False,
     )  # fmt: skip
     monkeypatch.setattr(DFRPipeline, "_audio_cut_to_video", staticmethod(lambda final: final))
+    video = VideoRequest(height=64, width=64, num_frames=9, frame_rate=12.0)
     final = pipeline.latents_from_contexts(
-        contexts, height=64, width=64, num_frames=9, frame_rate=12.0, noise=SeededNoise(4), seed=4,
-        temporal_upsample_rounds=2,
-    )  # fmt: skip
+        contexts, video=video, noise=SeededNoise(4), seed=4, temporal_upsample_rounds=2
+    )
     latents = final.stage_latents
     first, second = dfr_layout.plan_rounds(dfr_layout.plan_canvas(9), 2)
     for plan in (first, second):

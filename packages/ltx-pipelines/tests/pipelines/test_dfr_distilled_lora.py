@@ -20,6 +20,7 @@ from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_pipelines.dfr import DFRPipeline
 from ltx_pipelines.engine import model_loading
 from ltx_pipelines.engine.noise_sources import SeededNoise
+from ltx_pipelines.engine.requests import VideoRequest
 
 pytestmark = [pytest.mark.golden, pytest.mark.slow]
 
@@ -95,10 +96,13 @@ def test_distilled_lora_is_fused_into_every_dfr_stage(
             dtype=torch.float32,
             progress=False,
         )
-        final = pipeline.latents_from_contexts(
-            contexts, height=settings["height"], width=settings["width"], num_frames=settings["num_frames"],
-            frame_rate=settings["fps"], noise=SeededNoise(SEED), seed=SEED, temporal_upsample_rounds=1,
+        video = VideoRequest(
+            height=settings["height"], width=settings["width"], num_frames=settings["num_frames"],
+            frame_rate=settings["fps"],
         )  # fmt: skip
+        final = pipeline.latents_from_contexts(
+            contexts, video=video, noise=SeededNoise(SEED), seed=SEED, temporal_upsample_rounds=1
+        )
         return final.stage_latents
 
     fused = run(transformer, LoraSpec(lora, STRENGTH))

@@ -16,6 +16,7 @@ from ltx_core.loader import LoraSpec, ModelFiles
 from ltx_pipelines.dfr import TILE_SEED_STRIDE, DFRPipeline
 from ltx_pipelines.engine import dfr_layout
 from ltx_pipelines.engine.noise_sources import ReplayedNoise, SeededNoise, offset_stream
+from ltx_pipelines.engine.requests import VideoRequest
 
 pytestmark = [pytest.mark.golden, pytest.mark.slow]
 
@@ -96,12 +97,15 @@ def test_dfr_replays_the_reference(
     draws = draw_names(p["draw_meaning"], p["stage_calls"], p["settings"])
     assert f"{RUN}.noise.{len(draws)}" not in fx
     noise = ReplayedNoise({name: fx[f"{RUN}.noise.{i}"] for i, name in enumerate(draws)})
-    final = pipeline.latents_from_contexts(
-        contexts,
+    video = VideoRequest(
         height=settings["height"],
         width=settings["width"],
         num_frames=settings["num_frames"],
         frame_rate=settings["fps"],
+    )
+    final = pipeline.latents_from_contexts(
+        contexts,
+        video=video,
         noise=noise,
         seed=fx.params["seed"],
         temporal_upsample_rounds=settings["temporal_upsample_rounds"],

@@ -26,6 +26,7 @@ import ltx_pipelines.engine.decoding as decoding
 from ltx_core.loader import read_safetensors_header
 from ltx_pipelines.distilled import DistilledPipeline, main
 from ltx_pipelines.engine.generation import Generation
+from ltx_pipelines.engine.requests import VideoRequest
 
 HEIGHT, WIDTH, FRAMES, FPS, SEED = 128, 128, 9, 25, 7
 PROMPT = "A red fox trots across a snowy field while wind hisses through the pines."
@@ -364,7 +365,7 @@ def test_python_api_rejects_bad_sizes_before_loading(runner, no_model_building):
     for bad, value in (({"height": 100}, "100"), ({"width": 96}, "96"), ({"num_frames": 10}, "10")):
         sizes = {"height": HEIGHT, "width": WIDTH, "num_frames": FRAMES, "frame_rate": FPS} | bad
         with pytest.raises(ValueError, match=value):
-            pipeline(PROMPT, seed=0, **sizes)
+            pipeline(PROMPT, seed=0, video=VideoRequest(**sizes))
 
 
 # ---- failures part-way ---------------------------------------------------------------------------

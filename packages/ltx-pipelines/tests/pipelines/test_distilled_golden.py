@@ -15,6 +15,7 @@ from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_pipelines.distilled import DistilledPipeline
 from ltx_pipelines.engine.noise_sources import ReplayedNoise
+from ltx_pipelines.engine.requests import VideoRequest
 from ltx_pipelines.engine.stage_blocks import ImageCondition
 
 pytestmark = [pytest.mark.golden, pytest.mark.slow]
@@ -71,15 +72,9 @@ def _check_run(fx, p, pipeline, run, assert_golden_close) -> None:
     )
     prefix = f"{run}.noise."
     noise = ReplayedNoise(fx.tensors, prefix=prefix)
-    generation = pipeline.generate_from_contexts(
-        contexts,
-        height=p["height"],
-        width=p["width"],
-        num_frames=p["frames"],
-        frame_rate=p["fps"],
-        noise=noise,
-        images=images,
-    )
+    size = {"height": p["height"], "width": p["width"], "num_frames": p["frames"], "frame_rate": p["fps"]}
+    video = VideoRequest(**size, images=images)
+    generation = pipeline.generate_from_contexts(contexts, video=video, noise=noise)
     for name in (
         "stage_1.video_latent",
         "stage_1.audio_latent",

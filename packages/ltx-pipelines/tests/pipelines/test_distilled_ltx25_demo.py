@@ -70,15 +70,14 @@ def test_generate_takes_a_frame_count_or_a_duration_range(ltx25_demo):
 
     from ltx_core.model.duration_head import DurationRange
     from ltx_pipelines.distilled import DistilledPipeline
+    from ltx_pipelines.engine.requests import VideoRequest
 
-    call = {"seed": 1, "height": 128, "width": 192, "frame_rate": 24.0}
+    size = {"height": 128, "width": 192, "frame_rate": 24.0}
     pipeline = DistilledPipeline(
         ltx25_demo.model_files(duration_head=False), ltx25_demo.spatial_upsampler, None, device="cpu",
         dtype=torch.float32,
     )  # fmt: skip
     with pytest.raises(ValueError, match="not both or neither"):
-        pipeline.generate(PROMPT, num_frames=9, duration=DurationRange(), **call)
-    with pytest.raises(ValueError, match="not both or neither"):
-        pipeline.generate(PROMPT, num_frames=None, **call)
+        pipeline.generate(PROMPT, seed=1, video=VideoRequest(num_frames=9, duration=DurationRange(), **size))
     with pytest.raises(ValueError, match="duration head"):
-        pipeline.generate(PROMPT, num_frames=None, duration=DurationRange(), **call)
+        pipeline.generate(PROMPT, seed=1, video=VideoRequest(duration=DurationRange(), **size))

@@ -25,6 +25,7 @@ from ltx_pipelines.distilled import DistilledPipeline
 from ltx_pipelines.engine.duration import predict_frame_count
 from ltx_pipelines.engine.model_loading import Placement
 from ltx_pipelines.engine.noise_sources import ReplayedNoise, SeededNoise, offset_stream
+from ltx_pipelines.engine.requests import VideoRequest
 from ltx_pipelines.engine.stage_samplers import ANCESTRAL_NOISE_SEED_OFFSET, AncestralSampler
 
 pytestmark = [pytest.mark.golden, pytest.mark.slow]
@@ -158,9 +159,8 @@ def test_distilled_ltx25_replays_the_reference(fx, files, upsampler, run, assert
             duration_range=DurationRange(request["min_seconds"], request["max_seconds"]),
         )
     assert num_frames == int(fx[f"{run}.num_frames"][0])
-    generation = pipeline.generate_from_contexts(
-        contexts, height=p["height"], width=p["width"], num_frames=num_frames, frame_rate=p["fps"], noise=noise
-    )
+    video = VideoRequest(height=p["height"], width=p["width"], num_frames=num_frames, frame_rate=p["fps"])
+    generation = pipeline.generate_from_contexts(contexts, video=video, noise=noise)
     for name in (
         "stage_1.video_latent",
         "stage_1.audio_latent",
@@ -197,9 +197,8 @@ def test_a_seeded_call_from_the_prompt_matches_the_reference(fx, files, upsample
     length: dict[str, Any] = {"num_frames": request.get("num_frames")}
     if "min_seconds" in request:
         length["duration"] = DurationRange(request["min_seconds"], request["max_seconds"])
-    generation = pipeline(
-        p["prompt"], seed=p["seed"], height=p["height"], width=p["width"], frame_rate=p["fps"], **length
-    )
+    video = VideoRequest(height=p["height"], width=p["width"], frame_rate=p["fps"], **length)
+    generation = pipeline(p["prompt"], seed=p["seed"], video=video)
     assert generation.num_frames == int(fx[f"{run}.num_frames"][0])
     for name in ("stage_1.video_latent", "stage_2.video_latent", "stage_2.audio_latent"):
         assert_golden_close(generation.latents[name], fx[f"{run}.{name}"], atol=LATENT_ATOL, name=f"{run}.{name}")

@@ -26,6 +26,7 @@ from ltx_pipelines.engine.final_latents import FinalLatents
 from ltx_pipelines.engine.ic_references import VideoReference, reference_conditionings
 from ltx_pipelines.engine.model_loading import loaded
 from ltx_pipelines.engine.noise_sources import ReplayedNoise, SeededNoise
+from ltx_pipelines.engine.requests import VideoRequest
 from ltx_pipelines.io import AudioClip
 from ltx_pipelines.lipdub import snap_to_frame_grid
 
@@ -125,6 +126,14 @@ def test_reference_video_latents_per_stage(fx, files, pipeline, assert_golden_cl
             assert_golden_close(item.latent, fx[name], atol=1e-4, name=name)
 
 
+def _video(fx) -> VideoRequest:
+    """The run's size, and its length and frame rate (the reference clip's)."""
+    p, s = fx.params, fx.params[RUN]["settings"]
+    return VideoRequest(
+        height=s["height"], width=s["width"], num_frames=p[RUN]["num_frames"], frame_rate=p[RUN]["frame_rate"]
+    )
+
+
 def assert_outputs_match(fx, pipeline: DubItPipeline, final: FinalLatents, assert_golden_close) -> None:
     """The run's recorded latents, then its decoded frames and stage-1 audio."""
     p = fx.params[RUN]
@@ -144,16 +153,13 @@ def assert_outputs_match(fx, pipeline: DubItPipeline, final: FinalLatents, asser
 
 
 def test_dubit_ltx25_replays_the_reference_from_stored_contexts(fx, pipeline, assert_golden_close):
-    p, s = fx.params, fx.params[RUN]["settings"]
+    p = fx.params
     video_context = fx[f"{RUN}.video_context"]
     contexts = TextContexts(video_context, fx[f"{RUN}.audio_context"], torch.ones(video_context.shape[:2]))
     names = draw_names(p[RUN]["draw_meaning"])
     assert f"{RUN}.noise.{len(names)}" not in fx, f"{RUN}: more stored draws than draw_meaning lists"
     noise = ReplayedNoise({name: fx[f"{RUN}.noise.{i}"] for i, name in enumerate(names)})
-    final = pipeline.latents_from_contexts(
-        contexts, height=s["height"], width=s["width"], num_frames=p[RUN]["num_frames"],
-        frame_rate=p[RUN]["frame_rate"], noise=noise, reference=stored_reference(fx),
-    )  # fmt: skip
+    final = pipeline.latents_from_contexts(contexts, video=_video(fx), noise=noise, reference=stored_reference(fx))
     assert_outputs_match(fx, pipeline, final, assert_golden_close)
     assert noise.drawn == names, f"{RUN}: drew {noise.drawn}, recorded {names}"
 
@@ -161,7 +167,7 @@ def test_dubit_ltx25_replays_the_reference_from_stored_contexts(fx, pipeline, as
 def test_dubit_ltx25_replays_the_reference_from_its_prompt(fx, pipeline, assert_golden_close, golden_lacks):
     """The run's own prompt encodes to its stored contexts, and the pipeline from those contexts and the seed
     (our seeded draws, not the recorded ones: what `generate` runs) gives the run's outputs."""
-    p, s = fx.params, fx.params[RUN]["settings"]
+    p = fx.params
     prompt = p[RUN].get("prompt")
     if prompt is None:
         golden_lacks(f"{fx.path.name}'s params.{RUN}.prompt (the prompt the {RUN} run encoded)")
@@ -170,7 +176,6 @@ def test_dubit_ltx25_replays_the_reference_from_its_prompt(fx, pipeline, assert_
     assert_golden_close(contexts.audio, fx[f"{RUN}.audio_context"], atol=CONTEXT_ATOL, name=f"{RUN}.audio_context")
     # `generate` from here on: the seeded draws, no replayed ones.
     final = pipeline.latents_from_contexts(
-        contexts, height=s["height"], width=s["width"], num_frames=p[RUN]["num_frames"],
-        frame_rate=p[RUN]["frame_rate"], noise=SeededNoise(p["seed"]), reference=stored_reference(fx),
-    )  # fmt: skip
+        contexts, video=_video(fx), noise=SeededNoise(p["seed"]), reference=stored_reference(fx)
+    )
     assert_outputs_match(fx, pipeline, final, assert_golden_close)

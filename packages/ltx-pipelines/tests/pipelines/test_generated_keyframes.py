@@ -4,10 +4,12 @@ count puts the slots, that slots never move the target's noise, that they reach 
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -29,7 +31,6 @@ from ltx_pipelines.engine.generated_keyframes import (
 from ltx_pipelines.engine.noise_sources import SeededNoise
 from ltx_pipelines.engine.requests import GuidanceRequest, VideoRequest
 from ltx_pipelines.engine.stage_blocks import run_denoising_stage
-from ltx_pipelines.pipelines.guided import GuidedPipeline
 from ltx_pipelines.ti2vid_one_stage import TI2VidOneStagePipeline
 from ltx_pipelines.ti2vid_two_stages import TI2VidTwoStagesPipeline
 from ltx_pipelines.ti2vid_two_stages_hq import TI2VidTwoStagesHQPipeline
@@ -183,20 +184,20 @@ def _transformer_file(path: Path) -> Path:
 def test_a_transformer_without_the_keyframe_embedding_is_refused_before_loading(tmp_path, make):
     (tmp_path / "gemma").mkdir()  # exists (checked when the pipeline is made), but holds no Gemma
     pipeline = make(_transformer_file(tmp_path / "t.safetensors"), tmp_path)
-    size = dict(height=128, width=128, num_frames=17, frame_rate=24.0)
-
-    def generate(generated_keyframes):
-        if isinstance(pipeline, GuidedPipeline):  # the guided pipelines take request values
-            return pipeline.generate(
-                PROMPT, seed=1, video=VideoRequest(**size, generated_keyframes=generated_keyframes)
-            )
-        return pipeline.generate(PROMPT, seed=1, generated_keyframes=generated_keyframes, **size)
-
     # Gemma is empty and the upsampler does not exist: the refusal comes before either is read.
     with pytest.raises(ValueError, match=r"generated keyframes \(2\) cannot run on .*lacks use_keyframes_abs_pos_emb"):
-        generate(2)
+        _generate(pipeline, generated_keyframes=2)
     with pytest.raises(ValueError, match=r"generated keyframes \(\[4, 8\]\) cannot run on"):
-        generate([4, 8])
+        _generate(pipeline, generated_keyframes=[4, 8])
+
+
+def _generate(pipeline: Any, **video: Any) -> Any:
+    """A prompt call of 17 frames at 128x128, in the arguments the pipeline takes (a `VideoRequest`, or the
+    size keywords)."""
+    size = dict(height=128, width=128, num_frames=17, frame_rate=24.0)
+    if "video" in inspect.signature(pipeline.generate).parameters:
+        return pipeline.generate(PROMPT, seed=1, video=VideoRequest(**size, **video))
+    return pipeline.generate(PROMPT, seed=1, **size, **video)
 
 
 def _contexts(files: ModelFiles, seed: int) -> TextContexts:
@@ -253,14 +254,14 @@ def test_distilled_slots_reach_stage_1_only(golden_ltx25_dfr_files, golden_ltx25
     pipeline = DistilledPipeline(files, golden_ltx25_upsampler, None, **CPU)
     contexts = _contexts(files, 3)
     noise = RecordedNoise(5)
-    final = pipeline.latents_from_contexts(contexts, noise=noise, generated_keyframes=2, **CALL)
+    final = pipeline.latents_from_contexts(contexts, noise=noise, video=VideoRequest(generated_keyframes=2, **CALL))
     assert noise.draws["stage_1.video"].shape == (1, half.tokens + 2 * half.frame_tokens, half.channels)
     assert noise.draws["stage_2.video"].shape == (1, full.tokens, full.channels)
     assert final.stage_latents[STAGE_1_KEYFRAMES].shape == half.latent(2)
     assert final.stage_latents["stage_1.video_latent"].shape == half.latent()
     assert final.video is not None and final.video.shape == full.latent()
     assert not any(name.startswith("stage_2") and "keyframes" in name for name in final.stage_latents)
-    plain = pipeline.latents_from_contexts(contexts, noise=RecordedNoise(5), **CALL)
+    plain = pipeline.latents_from_contexts(contexts, noise=RecordedNoise(5), video=VideoRequest(**CALL))
     assert STAGE_1_KEYFRAMES not in plain.stage_latents
     # The slots take part in stage 1's attention: the result differs from the run without them.
     assert not torch.equal(final.video, plain.video)

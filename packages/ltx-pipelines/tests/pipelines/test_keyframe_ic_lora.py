@@ -172,9 +172,8 @@ def ic_lora_file(tiny_checkpoint, write_tiny_lora, tmp_path_factory) -> Path:
 
 def _run_ic(pipeline, checkpoint, **inputs):
     noise = ShapeRecordingNoise(11)
-    generation = pipeline.generate_from_contexts(
-        _contexts(checkpoint), height=HEIGHT, width=WIDTH, num_frames=FRAMES, frame_rate=FPS, noise=noise, **inputs
-    )
+    video = VideoRequest(height=HEIGHT, width=WIDTH, num_frames=FRAMES, frame_rate=FPS)
+    generation = pipeline.generate_from_contexts(_contexts(checkpoint), video=video, noise=noise, **inputs)
     return generation, noise
 
 
@@ -217,8 +216,8 @@ def test_scale_factors_from_the_lora_metadata_size_the_reference_latent(
     reference = VideoReference(strength=1.0, pixels=torch.rand(1, 3, frames, h, w) * 2 - 1)
     noise = ShapeRecordingNoise(1)
     pipeline.generate_from_contexts(
-        _contexts(tiny_checkpoint), height=HEIGHT, width=WIDTH, num_frames=frames, frame_rate=FPS, noise=noise,
-        references=[reference], skip_stage_2=True,
+        _contexts(tiny_checkpoint), video=VideoRequest(height=HEIGHT, width=WIDTH, num_frames=frames, frame_rate=FPS),
+        noise=noise, references=[reference], skip_stage_2=True,
     )  # fmt: skip
     target = ((frames - 1) // 8 + 1) * (HEIGHT // 64) * (WIDTH // 64)
     ref_frames = (frames - 1) // 8 // temporal + 1
@@ -427,4 +426,5 @@ def test_a_prompt_call_refuses_inputs_the_pipeline_does_not_take_before_encoding
     pipeline = DistilledPipeline(tiny_checkpoint, tiny_spatial_upsampler, tiny_gemma_root, device="cpu")
     monkeypatch.setattr(pipeline, "encode_prompts", lambda *a, **k: pytest.fail("the prompt was encoded"))
     with pytest.raises(TypeError, match="references"):
-        pipeline("a fox", seed=1, height=HEIGHT, width=WIDTH, num_frames=FRAMES, frame_rate=FPS, references=[])
+        video = VideoRequest(height=HEIGHT, width=WIDTH, num_frames=FRAMES, frame_rate=FPS)
+        pipeline("a fox", seed=1, video=video, references=[])

@@ -18,6 +18,8 @@ from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_pipelines.engine.defaults import LTX_2_3_DEFAULTS
 from ltx_pipelines.engine.ic_references import VideoReference
 from ltx_pipelines.engine.noise_sources import SeededNoise
+from ltx_pipelines.engine.requests import VideoRequest
+from ltx_pipelines.engine.stage_blocks import run_denoising_stage
 from ltx_pipelines.lipdub import LipDubPipeline, LipDubReference, reference_timing
 
 HEIGHT, WIDTH, REF_FRAMES, FPS = 128, 128, 12, 25  # 12 frames snap to 9
@@ -53,9 +55,9 @@ def test_stage_2_keeps_the_stage_1_audio_and_the_reference_audio_precedes_the_cl
         initial_audio.append(audio)
         return euler_denoising_loop(denoiser, sigmas, video, audio, **kwargs)
 
-    run_stage = lipdub.run_denoising_stage
-    stage = "ltx_pipelines.pipelines.lipdub.run_denoising_stage"
-    monkeypatch.setattr(stage, lambda *a, **k: run_stage(*a, loop=recording_loop, **k))
+    # Both stages run through the shared two-stage runner.
+    stage = "ltx_pipelines.engine.two_stage_runner.run_denoising_stage"
+    monkeypatch.setattr(stage, lambda *a, **k: run_denoising_stage(*a, **{**k, "loop": recording_loop}))
     config = read_checkpoint_config(tiny_checkpoint)["transformer"]
     g = torch.Generator().manual_seed(0)
     contexts = TextContexts(
@@ -69,8 +71,8 @@ def test_stage_2_keeps_the_stage_1_audio_and_the_reference_audio_precedes_the_cl
     )  # fmt: skip
     frames, fps = reference_timing(clips["reference"])
     generation = pipeline.generate_from_contexts(
-        contexts, height=HEIGHT, width=WIDTH, num_frames=frames, frame_rate=fps, noise=SeededNoise(2),
-        reference=LipDubReference(VideoReference(1.0, clips["reference"])),
+        contexts, video=VideoRequest(height=HEIGHT, width=WIDTH, num_frames=frames, frame_rate=fps),
+        noise=SeededNoise(2), reference=LipDubReference(VideoReference(1.0, clips["reference"])),
     )  # fmt: skip
     stage_1_audio = generation.latents["stage_1.audio_latent"]
     torch.testing.assert_close(generation.latents["stage_2.audio_latent"], stage_1_audio, rtol=0, atol=0)
@@ -155,9 +157,7 @@ def test_cli_rejects_bad_input_before_building(
     assert not out.parent.exists()
 
 
-def test_cli_guard_trips_once_the_input_is_valid(
-    tiny_models, clips, lip_dub_lora, tmp_path, no_model_building, capsys
-):
+def test_cli_guard_trips_once_the_input_is_valid(tiny_models, clips, lip_dub_lora, tmp_path, no_model_building, capsys):
     # Valid input reaches the guard (the run then fails with one error line, exit 1).
     argv = _argv(tiny_models, tmp_path / "clip.mp4", clips["reference"], "--lora", str(lip_dub_lora))
     assert lipdub.main(argv) == 1

@@ -63,7 +63,10 @@ def single_process(tiny_models) -> FinalLatents:
         tiny_models.checkpoint, tiny_models.spatial_upsampler, tiny_models.gemma_root,
         device="cpu", dtype=torch.float32, progress=False,
     )  # fmt: skip
-    return pipeline.generate(PROMPT, seed=SEED, height=HEIGHT, width=WIDTH, num_frames=FRAMES, frame_rate=24.0)
+    from ltx_pipelines.engine.requests import VideoRequest
+
+    video = VideoRequest(height=HEIGHT, width=WIDTH, num_frames=FRAMES, frame_rate=24.0)
+    return pipeline.generate(PROMPT, seed=SEED, video=video)
 
 
 @pytest.mark.slow

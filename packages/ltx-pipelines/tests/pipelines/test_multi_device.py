@@ -15,6 +15,7 @@ from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_pipelines.distilled import DistilledPipeline
 from ltx_pipelines.engine.multigpu import MultiDevice
 from ltx_pipelines.engine.noise_sources import SeededNoise
+from ltx_pipelines.engine.requests import VideoRequest
 
 
 def _contexts(checkpoint: Path) -> TextContexts:
@@ -39,9 +40,9 @@ def test_in_one_process_the_pipeline_gives_the_single_device_latents(tiny_checkp
     with parallel.transformer(()) as model:
         assert isinstance(model, SequenceParallelTransformer)
     assert parallel.refined_audio_is_usable  # a world of 1 is never tiled
-    call = {"height": 64, "width": 64, "num_frames": 9, "frame_rate": 24.0}
-    want = single.generate_from_contexts(_contexts(tiny_checkpoint), noise=SeededNoise(2), **call)
-    got = parallel.generate_from_contexts(_contexts(tiny_checkpoint), noise=SeededNoise(2), **call)
+    video = VideoRequest(height=64, width=64, num_frames=9, frame_rate=24.0)
+    want = single.generate_from_contexts(_contexts(tiny_checkpoint), noise=SeededNoise(2), video=video)
+    got = parallel.generate_from_contexts(_contexts(tiny_checkpoint), noise=SeededNoise(2), video=video)
     assert got.latents.keys() == want.latents.keys()
     for name, latent in want.latents.items():
         torch.testing.assert_close(got.latents[name], latent, rtol=0, atol=0, msg=name)

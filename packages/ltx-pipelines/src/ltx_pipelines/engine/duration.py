@@ -19,6 +19,7 @@ from ltx_core.model.transformer.config import time_position_limit_seconds
 from ltx_core.model.video_vae.vae_class import video_scale_factors
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_pipelines.engine.model_loading import Placement, loaded
+from ltx_pipelines.engine.requests import VideoRequest
 
 logger = logging.getLogger(__name__)
 
@@ -26,9 +27,12 @@ __all__ = [
     "DurationRange",
     "check_duration_range",
     "check_length_request",
+    "check_video_length",
     "has_duration_head",
     "predict_frame_count",
+    "refuse_duration",
     "requested_frames",
+    "with_requested_frames",
 ]
 
 
@@ -104,3 +108,30 @@ def requested_frames(
         assert num_frames is not None, "check_length_request first"
         return num_frames
     return predict_frame_count(checkpoint, placement, contexts, frame_rate=frame_rate, duration_range=duration)
+
+
+def check_video_length(checkpoint: ModelSource, video: VideoRequest) -> None:
+    """`check_length_request` for a request as the caller gave it (before `fill_video`): one that gives a
+    `duration` range must leave `num_frames` unset and run on model files with a duration head (filling
+    gives any other request a frame count)."""
+    if video.duration is not None:
+        check_length_request(checkpoint, video.num_frames, video.duration)
+
+
+def with_requested_frames(
+    checkpoint: ModelSource, placement: Placement, contexts: TextContexts, video: VideoRequest
+) -> VideoRequest:
+    """`video` with its length decided: its frame count, or the duration head's pick in its `duration` range
+    (`check_video_length` first)."""
+    assert video.frame_rate is not None, "fill the request first"
+    frames = requested_frames(
+        checkpoint, placement, contexts, num_frames=video.num_frames, duration=video.duration,
+        frame_rate=video.frame_rate,
+    )  # fmt: skip
+    return video.with_frames(frames)
+
+
+def refuse_duration(video: VideoRequest, pipeline: str) -> None:
+    """Refuse a `duration` range on a pipeline whose length is its inputs' or the caller's frame count."""
+    if video.duration is not None:
+        raise ValueError(f"{pipeline} takes a frame count (num_frames), not a duration range (got {video.duration})")

@@ -7,7 +7,7 @@ pipeline module reads as its sequence of stages and holds at most one large mode
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,6 +82,18 @@ def upsample_between_stages(
     VAE statistics."""
     with loaded(LATENT_UPSAMPLER, upsampler_path, placement) as upsampler, torch.no_grad():
         return upsample_video_latent(video_latent, upsampler, latent_statistics)
+
+
+def upsample_latents_between_stages(
+    latents: Mapping[str, torch.Tensor],
+    upsampler_path: str | Path | ComponentSource,
+    latent_statistics: nn.Module,
+    placement: Placement,
+) -> dict[str, torch.Tensor]:
+    """Several stage-1 latents (by name) upsampled with one load of the latent upsampler (see
+    `upsample_between_stages`)."""
+    with loaded(LATENT_UPSAMPLER, upsampler_path, placement) as upsampler, torch.no_grad():
+        return {name: upsample_video_latent(latent, upsampler, latent_statistics) for name, latent in latents.items()}
 
 
 def finished_latents(

@@ -8,9 +8,11 @@ possibly one tile per rank). Decoding, and which audio is shipped, stay with the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -30,27 +32,85 @@ from ltx_pipelines.engine.generated_keyframes import (
     require_keyframe_embedding,
 )
 from ltx_pipelines.engine.guided import GuidedInputs, stage_guided_denoiser
+from ltx_pipelines.engine.model_loading import Placement
 from ltx_pipelines.engine.noise_sources import NoiseSource
-from ltx_pipelines.engine.prompt_pipeline import PromptPipeline
+from ltx_pipelines.engine.prompt_pipeline import Pipeline, PromptPipeline
 from ltx_pipelines.engine.stage_blocks import ImageCondition, SamplingLoop, StageResult, run_denoising_stage
-from ltx_pipelines.engine.stage_steps import encode_conditioning_images, upsample_between_stages
+from ltx_pipelines.engine.stage_samplers import AncestralSampler
+from ltx_pipelines.engine.stage_steps import (
+    EncodedImages,
+    encode_conditioning_images,
+    upsample_latents_between_stages,
+)
 
 
 @dataclass(frozen=True)
 class StagePlan:
-    """How one stage denoises: the LoRAs fused into its transformer, its sigmas and its sampling loop."""
+    """How one stage denoises: the LoRAs fused into its transformer, its sigmas and its sampling loop (or an
+    ancestral `sampler`, which draws its own stream and replaces the loop)."""
 
     loras: tuple[LoraSpec, ...]
     sigmas: torch.Tensor
     loop: SamplingLoop = euler_denoising_loop
+    sampler: AncestralSampler | None = None
+
+    def sampling(self) -> dict[str, Any]:
+        """The sampling keywords of `run_denoising_stage` (it takes a loop or a sampler, not both)."""
+        return {"loop": None, "sampler": self.sampler} if self.sampler is not None else {"loop": self.loop}
+
+
+@dataclass(frozen=True)
+class StageItems:
+    """Conditioning items a pipeline adds to one stage, per modality (after the runner's own)."""
+
+    video: tuple[ConditioningItem, ...] = ()
+    audio: tuple[ConditioningItem, ...] = ()
+
+
+class ConditioningHook:
+    """What a pipeline adds to the two stages of `run_two_stages` without rewriting the flow: items encoded with
+    the VAE encoder the images use (IC-LoRA reference videos), items per stage (a reference audio, generated
+    keyframe slots), stage-1 latents upsampled beside the video (DFR's slots). Each default adds nothing."""
+
+    encodes: bool = False
+    """Whether `encode` needs the VAE encoder (it is loaded once, with the images')."""
+
+    def encode(self, encoder: nn.Module, half: VideoPixelShape, full: VideoPixelShape) -> list[list[ConditioningItem]]:
+        """Video items encoded with `encoder`, for [stage 1 (at `half`), stage 2 (at `full`)]."""
+        return [[], []]
+
+    def stage_1(self) -> StageItems:
+        """Items stage 1 takes after the images and the encoded items (generated keyframe slots come last)."""
+        return StageItems()
+
+    def upsampled_too(self, first: StageResult) -> dict[str, torch.Tensor]:
+        """Stage-1 latents (by the name they are kept under) upsampled with the video, in one upsampler load."""
+        return {}
+
+    def stage_2(self, first: StageResult, upsampled: Mapping[str, torch.Tensor]) -> StageItems:
+        """Items stage 2 takes after its encoded items, given stage 1's result and the `upsampled_too` latents."""
+        return StageItems()
+
+
+NO_HOOK = ConditioningHook()
 
 
 @dataclass(frozen=True)
 class TwoStageResult:
     stage_1: StageResult
-    stage_2: StageResult
+    stage_2: StageResult | None
+    """None when the run stopped after stage 1 (`stage_2` plan None)."""
     latents: dict[str, torch.Tensor]
-    """Every intermediate latent by name (`stage_1.*`, `upsampled_video_latent`, `stage_2.*`)."""
+    """Every intermediate latent by name (`stage_1.*`, `upsampled_*`, `stage_2.*`)."""
+    latent_statistics: nn.Module | None = None
+    """The VAE latent statistics the upsampling went through (a pipeline's later upsampling reuses them)."""
+
+    @property
+    def refined(self) -> StageResult:
+        """Stage 2's result (a run with both stages)."""
+        if self.stage_2 is None:
+            raise ValueError("this run stopped after stage 1: it has no stage-2 result")
+        return self.stage_2
 
 
 def half_size(shape: VideoPixelShape) -> VideoPixelShape:
@@ -58,77 +118,164 @@ def half_size(shape: VideoPixelShape) -> VideoPixelShape:
     return VideoPixelShape(1, shape.frames, shape.height // 2, shape.width // 2, shape.fps)
 
 
+def simple_denoiser(contexts: TextContexts) -> Callable[[nn.Module], Denoiser]:
+    """The unguided denoiser over `contexts` (placed for the transformer), for a stage's transformer."""
+    return lambda model: SimpleDenoiser(X0Model(model), contexts.video, contexts.audio)
+
+
 def run_two_stages(
-    pipeline: PromptPipeline,
+    pipeline: Pipeline,
     spatial_upsampler: Path,
     shape: VideoPixelShape,
     noise: NoiseSource,
     *,
     stage_1: StagePlan,
-    stage_2: StagePlan,
+    stage_2: StagePlan | None,
     stage_1_denoiser: Callable[[nn.Module], Denoiser],
     refine_contexts: TextContexts,
     images: Sequence[ImageCondition] = (),
     images_as_keyframes: bool = False,
     frozen_audio: torch.Tensor | None = None,
     generated_keyframes: GeneratedKeyframes = 0,
+    hook: ConditioningHook = NO_HOOK,
+    share_transformer: bool = False,
+    stage_2_denoiser: Callable[[nn.Module], Denoiser] | None = None,
 ) -> TwoStageResult:
-    """Both stages of a `shape` (full size) run.
+    """Both stages of a `shape` (full size) run (`stage_2` None: stage 1 only, nothing upsampled).
 
-    `stage_1_denoiser(transformer)` makes stage 1's denoiser; stage 2 runs a `SimpleDenoiser` over
-    `refine_contexts` (placed for the transformer). `images_as_keyframes`: every image is appended as
-    guiding keyframe tokens (see `image_conditionings`). `frozen_audio`: an audio latent that is the initial
-    audio of both stages and never changes (never noised, sigma 0); None: stage 1 generates the audio and
-    stage 2 re-noises and refines it. `generated_keyframes`: keyframe slots appended to stage 1 only (after
-    every other video item; see `engine.generated_keyframes`), kept as `stage_1.video_generated_keyframes`;
-    stage 2 refines the upsampled target alone.
+    `stage_1_denoiser(transformer)` makes stage 1's denoiser; stage 2's is `stage_2_denoiser(transformer)`, by
+    default a `SimpleDenoiser` over `refine_contexts` (placed for the transformer) and the pipeline's refinement
+    model (over several devices possibly one tile per rank). `share_transformer`: both stages fuse the same
+    LoRAs and one transformer build serves both (kept across the upsampling). `images_as_keyframes`: every
+    image is appended as guiding keyframe tokens (see `image_conditionings`). `frozen_audio`: an audio latent
+    that is the initial audio of both stages and never changes (never noised, sigma 0); None: stage 1
+    generates the audio and stage 2 re-noises and refines it. `generated_keyframes`: keyframe slots appended
+    to stage 1 only (after every other video item; see `engine.generated_keyframes`), kept as
+    `stage_1.video_generated_keyframes`. `hook`: the pipeline's own items per stage (`ConditioningHook`).
     """
     require_keyframe_embedding(pipeline.checkpoint_path, generated_keyframes)
-    slots = generated_keyframe_slots(generated_keyframes, shape.frames)
+    _check_shared(share_transformer, stage_1, stage_2)
+    slots = generated_keyframe_slots(generated_keyframes, shape.frames)  # checked before anything loads
+    encoded = _encode(pipeline, shape, images, images_as_keyframes, hook, keep_statistics=stage_2 is not None)
+    audio_items: tuple[ConditioningItem, ...] = () if frozen_audio is None else (FrozenModality(),)
+    own = hook.stage_1()
+    stage_1_items = StageItems((*encoded.per_stage[0], *own.video, *slots), (*audio_items, *own.audio))
+    latents: dict[str, torch.Tensor] = {}
+    with _stage_transformers(pipeline, stage_1, stage_2, share_transformer) as transformer_for:
+        with transformer_for(stage_1) as transformer:
+            first = _run_stage(pipeline, stage_1_denoiser(transformer), half_size(shape), stage_1, noise, "stage_1",
+                               stage_1_items, initial_audio=frozen_audio)  # fmt: skip
+        latents.update(first.named("stage_1"))
+        if stage_2 is None:
+            return TwoStageResult(first, None, latents)
+        upsampled = _upsample(first, hook, spatial_upsampler, encoded.latent_statistics, pipeline.placement)
+        latents.update(upsampled)
+        extra = hook.stage_2(first, upsampled)
+        stage_2_items = StageItems((*encoded.per_stage[1], *extra.video), (*audio_items, *extra.audio))
+        with transformer_for(stage_2) as transformer:
+            refiner = (stage_2_denoiser or _refinement_denoiser(pipeline, shape, refine_contexts))(transformer)
+            second = _run_stage(
+                pipeline, refiner, shape, stage_2, noise, "stage_2", stage_2_items,
+                initial_video=upsampled[UPSAMPLED_VIDEO],
+                initial_audio=first.audio_latent if frozen_audio is None else frozen_audio,
+            )  # fmt: skip
+    latents.update(second.named("stage_2"))
+    return TwoStageResult(first, second, latents, encoded.latent_statistics)
+
+
+UPSAMPLED_VIDEO = "upsampled_video_latent"
+
+
+def _check_shared(share: bool, stage_1: StagePlan, stage_2: StagePlan | None) -> None:
+    if share and stage_2 is not None and tuple(stage_1.loras) != tuple(stage_2.loras):
+        raise ValueError(
+            f"share_transformer: stage 1 fuses {[str(lora.path) for lora in stage_1.loras]} and stage 2 "
+            f"{[str(lora.path) for lora in stage_2.loras]}; a shared transformer needs the same LoRAs in both"
+        )
+
+
+def _encode(
+    pipeline: Pipeline,
+    shape: VideoPixelShape,
+    images: Sequence[ImageCondition],
+    images_as_keyframes: bool,
+    hook: ConditioningHook,
+    *,
+    keep_statistics: bool,
+) -> EncodedImages:
+    """The images' (and the hook's encoded) items per stage, with one encoder load."""
     half = half_size(shape)
-    placement = pipeline.placement
-    device, dtype = placement.device, placement.dtype
-    encoded = encode_conditioning_images(
+    return encode_conditioning_images(
         images,
         pipeline.checkpoint_path,
-        placement,
+        pipeline.placement,
         [half, shape],
-        keep_latent_statistics=True,
+        keep_latent_statistics=keep_statistics,
         all_as_keyframes=images_as_keyframes,
+        also_encode=(lambda encoder: hook.encode(encoder, half, shape)) if hook.encodes else None,
     )
-    stage_1_items, stage_2_items = encoded.per_stage
-    assert encoded.latent_statistics is not None
-    audio_items: list[ConditioningItem] = [] if frozen_audio is None else [FrozenModality()]
 
+
+@contextmanager
+def _stage_transformers(
+    pipeline: Pipeline, stage_1: StagePlan, stage_2: StagePlan | None, share: bool
+) -> Iterator[Callable[[StagePlan], AbstractContextManager[nn.Module]]]:
+    """A factory of each stage's transformer: one shared build (`share`), or one build per stage."""
+    if share:
+        with pipeline.transformer(stage_1.loras) as shared:
+            yield lambda plan: nullcontext(shared)
+        return
     # On the CPU both transformer builds share one cache: the module weights are the cached tensors,
     # so the file is read once at no extra memory, and each build fuses its LoRAs into new tensors.
     # On an accelerator the cache would pin a whole host copy of the transformer (~44 GB for the 22B
     # in bf16) across stage 1, so stage 2 reads the file again (usually from the OS page cache).
-    cache = StateDictCache() if device.type == "cpu" else None
-    latents: dict[str, torch.Tensor] = {}
-    with pipeline.transformer(stage_1.loras, cache) as transformer:
-        first = run_denoising_stage(
-            stage_1_denoiser(transformer), half, stage_1.sigmas, noise, "stage_1", device, dtype,
-            conditionings=[*stage_1_items, *slots], audio_conditionings=audio_items, initial_audio=frozen_audio,
-            loop=stage_1.loop, progress=pipeline.progress,
-        )  # fmt: skip
-    latents.update(first.named("stage_1"))
+    cache = StateDictCache() if pipeline.placement.device.type == "cpu" and stage_2 is not None else None
 
-    upsampled = upsample_between_stages(first.video_latent, spatial_upsampler, encoded.latent_statistics, placement)
-    latents["upsampled_video_latent"] = upsampled
+    @contextmanager
+    def build(plan: StagePlan) -> Iterator[nn.Module]:
+        with pipeline.transformer(plan.loras, cache) as model:
+            if cache is not None and plan is stage_2:
+                cache.clear()  # the stage-2 model holds every weight it needs
+            yield model
 
-    with pipeline.transformer(stage_2.loras, cache) as transformer:
-        if cache is not None:
-            cache.clear()  # the stage-2 model holds every weight it needs
-        refiner = X0Model(pipeline.refinement_transformer(transformer, shape))
-        second = run_denoising_stage(
-            SimpleDenoiser(refiner, refine_contexts.video, refine_contexts.audio), shape, stage_2.sigmas, noise,
-            "stage_2", device, dtype, conditionings=stage_2_items, audio_conditionings=audio_items,
-            initial_video=upsampled, initial_audio=first.audio_latent if frozen_audio is None else frozen_audio,
-            loop=stage_2.loop, progress=pipeline.progress,
-        )  # fmt: skip
-    latents.update(second.named("stage_2"))
-    return TwoStageResult(first, second, latents)
+    yield build
+
+
+def _run_stage(
+    pipeline: Pipeline,
+    denoiser: Denoiser,
+    shape: VideoPixelShape,
+    plan: StagePlan,
+    noise: NoiseSource,
+    name: str,
+    items: StageItems,
+    *,
+    initial_video: torch.Tensor | None = None,
+    initial_audio: torch.Tensor | None = None,
+) -> StageResult:
+    placement = pipeline.placement
+    return run_denoising_stage(
+        denoiser, shape, plan.sigmas, noise, name, placement.device, placement.dtype,
+        conditionings=items.video, audio_conditionings=items.audio, initial_video=initial_video,
+        initial_audio=initial_audio, progress=pipeline.progress, **plan.sampling(),
+    )  # fmt: skip
+
+
+def _upsample(
+    first: StageResult, hook: ConditioningHook, upsampler: Path, statistics: nn.Module | None, placement: Placement
+) -> dict[str, torch.Tensor]:
+    """The hook's `upsampled_too` latents, then the stage-1 video (`upsampled_video_latent`), upsampled."""
+    assert first.video_latent is not None and statistics is not None
+    named = {**hook.upsampled_too(first), UPSAMPLED_VIDEO: first.video_latent}
+    return upsample_latents_between_stages(named, upsampler, statistics, placement)
+
+
+def _refinement_denoiser(
+    pipeline: Pipeline, shape: VideoPixelShape, contexts: TextContexts
+) -> Callable[[nn.Module], Denoiser]:
+    return lambda model: SimpleDenoiser(
+        X0Model(pipeline.refinement_transformer(model, shape)), contexts.video, contexts.audio
+    )
 
 
 def guided_two_stages(
@@ -157,8 +304,8 @@ def guided_two_stages(
         generated_keyframes=generated_keyframes,
     )  # fmt: skip
     refined = ship_refined_audio and pipeline.refined_audio_is_usable
-    audio = result.stage_2.audio_latent if refined else result.stage_1.audio_latent
-    return pipeline.finished(shape, result.stage_2.video_latent, audio, noise, result.latents)
+    audio = result.refined.audio_latent if refined else result.stage_1.audio_latent
+    return pipeline.finished(shape, result.refined.video_latent, audio, noise, result.latents)
 
 
 def distilled_lora_stages(

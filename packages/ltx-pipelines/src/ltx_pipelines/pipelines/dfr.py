@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,7 +21,6 @@ from ltx_core.conditioning import (
     VideoGeneratedKeyframeSlots,
 )
 from ltx_core.loader import LoraSpec, ModelFiles
-from ltx_core.model.duration_head import DurationRange
 from ltx_core.model.transformer import X0Model
 from ltx_core.model.upsampler import LATENT_UPSAMPLER, upsample_video_latent
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
@@ -29,16 +28,24 @@ from ltx_core.types import DEFAULT_SCALE_FACTORS, VideoPixelShape
 from ltx_pipelines.engine import dfr_layout
 from ltx_pipelines.engine.decoding import decode_waveform
 from ltx_pipelines.engine.defaults import MAX_TEMPORAL_ROUNDS, TWO_STAGE_SPATIAL_MULTIPLE
-from ltx_pipelines.engine.duration import check_length_request, requested_frames
+from ltx_pipelines.engine.duration import check_video_length, with_requested_frames
 from ltx_pipelines.engine.final_latents import FinalLatents, Waveform
-from ltx_pipelines.engine.generated_keyframes import keyframe_embedding_problem
+from ltx_pipelines.engine.generated_keyframes import has_generated_keyframes, keyframe_embedding_problem
 from ltx_pipelines.engine.ic_references import reference_factors
 from ltx_pipelines.engine.model_loading import loaded
 from ltx_pipelines.engine.noise_sources import NoiseSource, SeededNoise
 from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
-from ltx_pipelines.engine.stage_blocks import ImageCondition, run_denoising_stage
+from ltx_pipelines.engine.requests import VideoRequest
+from ltx_pipelines.engine.stage_blocks import ImageCondition, StageResult, run_denoising_stage
 from ltx_pipelines.engine.stage_samplers import AncestralSampler
 from ltx_pipelines.engine.stage_steps import contexts_on, encode_conditioning_images
+from ltx_pipelines.engine.two_stage_runner import (
+    ConditioningHook,
+    StageItems,
+    StagePlan,
+    run_two_stages,
+    simple_denoiser,
+)
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -85,6 +92,7 @@ class DFRPipeline(PromptPipeline):
     every stage."""
 
     spatial_multiple = TWO_STAGE_SPATIAL_MULTIPLE
+    predicts_duration = True
 
     def __init__(
         self,
@@ -121,32 +129,30 @@ class DFRPipeline(PromptPipeline):
         prompt: str,
         *,
         seed: int,
-        height: int,
-        width: int,
-        num_frames: int | None,
-        frame_rate: float,
-        temporal_upsample_rounds: int = 0,
-        images: Sequence[ImageCondition] = (),
+        video: VideoRequest = VideoRequest(),  # noqa: B008 - a frozen value
         enhance_prompt: bool = False,
-        duration: DurationRange | None = None,
+        temporal_upsample_rounds: int = 0,
     ) -> FinalLatents:
-        """Generate from a prompt; the same seed gives the same result. `images` condition stages 1 and 2 and,
-        tile-locally, the temporal rounds (as the reference re-attaches them). `duration` (with `num_frames`
-        None): the duration head picks the requested length in that range of seconds."""
+        """Generate from a prompt; the same seed gives the same result. `video.images` condition stages 1 and 2
+        and, tile-locally, the temporal rounds (as the reference re-attaches them). What `video` leaves unset
+        takes the model version's defaults; a `duration` range (with `num_frames` None) has the duration head
+        pick the requested length in that range of seconds."""
         self._check_rounds(temporal_upsample_rounds)
-        check_length_request(self.checkpoint_path, num_frames, duration)
-        if num_frames is not None:
-            dfr_layout.plan_canvas(num_frames)
-        self.output_shape(height, width, num_frames or 1, frame_rate)
-        (contexts,), final_prompt = self.encode_prompts([prompt], seed=seed, images=images, enhance=enhance_prompt)
-        frames = requested_frames(
-            self.checkpoint_path, self.placement, contexts, num_frames=num_frames, duration=duration,
-            frame_rate=frame_rate,
-        )  # fmt: skip
+        _refuse_generated_keyframes(video)
+        check_video_length(self.checkpoint_path, video)
+        video = self.filled_video(video)
+        if video.num_frames is not None:
+            dfr_layout.plan_canvas(video.num_frames)
+        height, width, frame_rate = video.height, video.width, video.frame_rate
+        assert height is not None and width is not None and frame_rate is not None
+        self.output_shape(height, width, video.num_frames or 1, frame_rate)
+        (contexts,), final_prompt = self.encode_prompts(
+            [prompt], seed=seed, images=video.images, enhance=enhance_prompt
+        )
+        video = with_requested_frames(self.checkpoint_path, self.placement, contexts, video)
         final = self.latents_from_contexts(
-            contexts, height=height, width=width, num_frames=frames, frame_rate=frame_rate,
-            noise=SeededNoise(seed), seed=seed, temporal_upsample_rounds=temporal_upsample_rounds, images=images,
-        )  # fmt: skip
+            contexts, video=video, noise=SeededNoise(seed), seed=seed, temporal_upsample_rounds=temporal_upsample_rounds
+        )
         return replace(final, prompt=final_prompt)
 
     def _check_rounds(self, rounds: int) -> None:
@@ -159,75 +165,37 @@ class DFRPipeline(PromptPipeline):
         self,
         contexts: TextContexts,
         *,
-        height: int,
-        width: int,
-        num_frames: int,
-        frame_rate: float,
+        video: VideoRequest,
         noise: NoiseSource,
         seed: int,
         temporal_upsample_rounds: int = 0,
-        images: Sequence[ImageCondition] = (),
     ) -> FinalLatents:
-        """Every stage from given contexts and a noise source (the parity seam). `seed` numbers the tiles'
-        ancestral streams (`seed + 1000 * round + tile`), offsets of `noise`'s own stream."""
+        """Every stage from given contexts, a filled `video` request and a noise source (the parity seam). `seed`
+        numbers the tiles' ancestral streams (`seed + 1000 * round + tile`), offsets of `noise`'s own stream."""
         self._check_rounds(temporal_upsample_rounds)
+        _refuse_generated_keyframes(video)
+        height, width, num_frames, frame_rate = video.size
+        images = video.images
         canvas = dfr_layout.plan_canvas(num_frames)
         self.output_shape(height, width, num_frames, frame_rate)
         full = VideoPixelShape(1, canvas.frames, height, width, frame_rate)
-        half = VideoPixelShape(1, canvas.frames, height // 2, width // 2, frame_rate)
-        device, dtype = self.placement.device, self.placement.dtype
         positive = contexts_on(contexts, self.placement)
+        hook = _DetailingConditioning(canvas.positions, self.detailing_downscale if self.detailing_lora else None)
         # The encoder is loaded even without images: the upsamplers work through its latent statistics.
-        encoded = encode_conditioning_images(
-            images, self.checkpoint_path, self.placement, [half, full], keep_latent_statistics=True
-        )
-        statistics = encoded.latent_statistics
-        assert statistics is not None
-        stage_1_images, stage_2_images = encoded.per_stage
-        latents: dict[str, torch.Tensor] = {}
-
-        with self.transformer(self.stage_loras()) as transformer:
-            denoiser = SimpleDenoiser(X0Model(transformer), positive.video, positive.audio)
-            stage_1 = run_denoising_stage(
-                denoiser, half, distilled_sigmas(), noise, "stage_1", device, dtype,
-                conditionings=[*stage_1_images, VideoGeneratedKeyframeSlots(canvas.positions)], progress=self.progress,
-            )  # fmt: skip
-        assert stage_1.video_generated_keyframes is not None
-        latents["stage_1.video_latent"] = stage_1.video_latent
-        latents["stage_1.video_generated_keyframes"] = stage_1.video_generated_keyframes
-        latents["stage_1.audio_latent"] = stage_1.audio_latent
-        with loaded(LATENT_UPSAMPLER, self.spatial_upsampler_path, self.placement) as upsampler, torch.no_grad():
-            slot_init = upsample_video_latent(stage_1.video_generated_keyframes, upsampler, statistics)
-            upsampled = upsample_video_latent(stage_1.video_latent, upsampler, statistics)
-        latents["upsampled_slot_keyframes"] = slot_init
-        latents["upsampled_video_latent"] = upsampled
-
-        detailing_items: list[ConditioningItem] = [
-            *stage_2_images,
-            VideoGeneratedKeyframeSlots(canvas.positions, slot_init),
-        ]
-        if self.detailing_lora:
-            detailing_items.append(
-                VideoConditionByReferenceLatent(stage_1.video_latent, downscale_factor=self.detailing_downscale)
-            )
-        with self.transformer([*self.stage_loras(), *self.detailing_lora]) as transformer:
-            denoiser = SimpleDenoiser(X0Model(transformer), positive.video, positive.audio)
-            stage_2 = run_denoising_stage(
-                denoiser, full, stage_2_distilled_sigmas(), noise, "stage_2", device, dtype,
-                conditionings=detailing_items,
-                initial_video=upsampled, initial_audio=stage_1.audio_latent, progress=self.progress,
-            )  # fmt: skip
-        assert stage_2.video_generated_keyframes is not None
-        latents["stage_2.video_latent"] = stage_2.video_latent
-        latents["stage_2.video_generated_keyframes"] = stage_2.video_generated_keyframes
-        if stage_2.audio_latent is not None:
-            latents["stage_2.audio_latent"] = stage_2.audio_latent
-
+        result = run_two_stages(
+            self, self.spatial_upsampler_path, full, noise,
+            stage_1=StagePlan(self.stage_loras(), distilled_sigmas()),
+            stage_2=StagePlan((*self.stage_loras(), *self.detailing_lora), stage_2_distilled_sigmas()),
+            stage_1_denoiser=simple_denoiser(positive), stage_2_denoiser=simple_denoiser(positive),
+            refine_contexts=positive, images=images, hook=hook,
+        )  # fmt: skip
+        stage_1, stage_2, latents = result.stage_1, result.refined, result.latents
+        assert stage_2.video_generated_keyframes is not None and result.latent_statistics is not None
         video = stage_2.video_latent
         if temporal_upsample_rounds:
             video = self._temporal_rounds(
                 video, stage_2.video_generated_keyframes, canvas, positive, noise, seed, temporal_upsample_rounds, full,
-                statistics, latents, images,
+                result.latent_statistics, latents, images,
             )  # fmt: skip
         frames = dfr_layout.output_frames(num_frames, temporal_upsample_rounds)
         video = video[:, :, : dfr_layout.output_latent_frames(frames)]
@@ -265,8 +233,6 @@ class DFRPipeline(PromptPipeline):
         """The x2 temporal rounds: upsample, sample each seam tile, stitch; carried keyframes are the
         previous round's anchors plus its new slots, all at this round's positions."""
         assert self.temporal_upsampler_path is not None
-        device, dtype = self.placement.device, self.placement.dtype
-        sigmas = distilled_sigmas()[TEMPORAL_SIGMA_START:]
         carried: dict[int, torch.Tensor] = {p: keyframes[:, :, i : i + 1] for i, p in enumerate(canvas.positions)}
         fps = full.fps
         # The tiles run the base stage: the detailing LoRA belongs to the full-size pass only.
@@ -287,39 +253,52 @@ class DFRPipeline(PromptPipeline):
                 stitched, new_slots = [], {}
                 for tile_index, tile in enumerate(tiles):
                     name = f"round_{round_index}.tile_{tile_index}"
-                    tile_video = video[:, :, tile.latent_start : tile.latent_stop]
                     shape = VideoPixelShape(
                         1, tile.pixel_frames, full.height, full.width, min(fps, MAX_CONDITIONING_FPS)
                     )
-                    items: list[ConditioningItem] = [
-                        *self._tile_images(images, tile, shape),
-                        *(
-                            VideoConditionByKeyframeIndex(carried[p], local, ANCHOR_KEYFRAME_STRENGTH)
-                            for p, local in zip(tile.anchors, tile.local(tile.anchors), strict=True)
-                        ),
-                    ]
-                    local_slots = tile.local(tile.slots)
-                    if local_slots:
-                        items.append(
-                            VideoGeneratedKeyframeSlots(local_slots, nearest_latent_frames(tile_video, local_slots))
-                        )
-                    sampler = AncestralSampler(
-                        eta=TEMPORAL_ANCESTRAL_ETA, noise_seed_offset=TILE_SEED_STRIDE * round_index + tile_index
-                    )
-                    result = run_denoising_stage(
-                        denoiser, shape, sigmas, noise, name, device, dtype, conditionings=items,
-                        initial_video=tile_video, with_audio=False, sampler=sampler, progress=self.progress,
-                    )  # fmt: skip
-                    latents[f"{name}.video_latent"] = result.video_latent
+                    offset = TILE_SEED_STRIDE * round_index + tile_index
+                    result = self._sample_tile(denoiser, video, tile, shape, carried, images, noise, name, offset)
+                    latents.update(result.named(name))
                     stitched.append(result.video_latent)
                     if result.video_generated_keyframes is not None:
-                        latents[f"{name}.video_generated_keyframes"] = result.video_generated_keyframes
                         for i, p in enumerate(tile.slots):
                             # A lead-in repeats the previous tile's slots: the earlier tile's wins.
                             new_slots.setdefault(p, result.video_generated_keyframes[:, :, i : i + 1])
                 video = dfr_layout.stitch_tiles(stitched, tiles)
                 carried = {**carried, **new_slots}
         return video
+
+    def _sample_tile(
+        self,
+        denoiser: SimpleDenoiser,
+        video: torch.Tensor,
+        tile: dfr_layout.SeamTile,
+        shape: VideoPixelShape,
+        carried: Mapping[int, torch.Tensor],
+        images: Sequence[ImageCondition],
+        noise: NoiseSource,
+        name: str,
+        seed_offset: int,
+    ) -> StageResult:
+        """One seam tile of a temporal round: its images, the carried keyframes at its anchors, new slots
+        starting from the nearest latent frames, sampled ancestrally on its own stream (`seed_offset`)."""
+        tile_video = video[:, :, tile.latent_start : tile.latent_stop]
+        items: list[ConditioningItem] = [
+            *self._tile_images(images, tile, shape),
+            *(
+                VideoConditionByKeyframeIndex(carried[p], local, ANCHOR_KEYFRAME_STRENGTH)
+                for p, local in zip(tile.anchors, tile.local(tile.anchors), strict=True)
+            ),
+        ]
+        local_slots = tile.local(tile.slots)
+        if local_slots:
+            items.append(VideoGeneratedKeyframeSlots(local_slots, nearest_latent_frames(tile_video, local_slots)))
+        sampler = AncestralSampler(eta=TEMPORAL_ANCESTRAL_ETA, noise_seed_offset=seed_offset)
+        device, dtype = self.placement.device, self.placement.dtype
+        return run_denoising_stage(
+            denoiser, shape, distilled_sigmas()[TEMPORAL_SIGMA_START:], noise, name, device, dtype,
+            conditionings=items, initial_video=tile_video, with_audio=False, sampler=sampler, progress=self.progress,
+        )  # fmt: skip
 
     def _tile_images(
         self, images: Sequence[ImageCondition], tile: dfr_layout.SeamTile, shape: VideoPixelShape
@@ -336,3 +315,38 @@ class DFRPipeline(PromptPipeline):
         if not images:
             return []
         return list(encode_conditioning_images(images, self.checkpoint_path, self.placement, [shape]).per_stage[0])
+
+
+UPSAMPLED_SLOTS = "upsampled_slot_keyframes"
+
+
+def _refuse_generated_keyframes(video: VideoRequest) -> None:
+    if has_generated_keyframes(video.generated_keyframes):
+        raise ValueError(
+            f"DFR places its own keyframes: generated_keyframes {video.generated_keyframes!r} is not accepted "
+            "(leave it 0)"
+        )
+
+
+@dataclass(frozen=True)
+class _DetailingConditioning(ConditioningHook):
+    """DFR's items: generated keyframe slots at the canvas `positions` in stage 1; in stage 2 the same slots
+    starting from stage 1's upsampled, and (with a detailing LoRA, `reference_downscale` set) stage 1's video
+    as the detailing reference."""
+
+    positions: tuple[int, ...]
+    reference_downscale: int | None
+
+    def stage_1(self) -> StageItems:
+        return StageItems(video=(VideoGeneratedKeyframeSlots(self.positions),))
+
+    def upsampled_too(self, first: StageResult) -> dict[str, torch.Tensor]:
+        assert first.video_generated_keyframes is not None
+        return {UPSAMPLED_SLOTS: first.video_generated_keyframes}
+
+    def stage_2(self, first: StageResult, upsampled: Mapping[str, torch.Tensor]) -> StageItems:
+        items: list[ConditioningItem] = [VideoGeneratedKeyframeSlots(self.positions, upsampled[UPSAMPLED_SLOTS])]
+        if self.reference_downscale is not None:
+            assert first.video_latent is not None
+            items.append(VideoConditionByReferenceLatent(first.video_latent, downscale_factor=self.reference_downscale))
+        return StageItems(video=tuple(items))

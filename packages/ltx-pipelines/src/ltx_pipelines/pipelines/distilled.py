@@ -4,38 +4,26 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import torch
-
-from ltx_core.components.denoisers import SimpleDenoiser
 from ltx_core.components.schedulers import distilled_sigmas, stage_2_distilled_sigmas
 from ltx_core.loader import ModelFiles
-from ltx_core.model.duration_head import DurationRange
-from ltx_core.model.transformer import X0Model
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
-from ltx_core.types import VideoPixelShape
 from ltx_pipelines.engine.defaults import TWO_STAGE_SPATIAL_MULTIPLE, checkpoint_model_version
-from ltx_pipelines.engine.duration import check_length_request, requested_frames
+from ltx_pipelines.engine.duration import check_video_length, with_requested_frames
 from ltx_pipelines.engine.final_latents import FinalLatents
 from ltx_pipelines.engine.generated_keyframes import (
-    GeneratedKeyframes,
     generated_keyframe_positions,
-    generated_keyframe_slots,
     require_keyframe_embedding,
 )
 from ltx_pipelines.engine.noise_sources import NoiseSource, SeededNoise
 from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
-from ltx_pipelines.engine.stage_blocks import ImageCondition, run_denoising_stage
+from ltx_pipelines.engine.requests import VideoRequest
 from ltx_pipelines.engine.stage_samplers import distilled_stage_1_sampler
-from ltx_pipelines.engine.stage_steps import (
-    contexts_on,
-    encode_conditioning_images,
-    upsample_between_stages,
-)
+from ltx_pipelines.engine.stage_steps import contexts_on
+from ltx_pipelines.engine.two_stage_runner import StagePlan, run_two_stages, simple_denoiser
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -52,6 +40,7 @@ class DistilledPipeline(PromptPipeline):
     """
 
     spatial_multiple = TWO_STAGE_SPATIAL_MULTIPLE
+    predicts_duration = True
 
     def __init__(
         self,
@@ -71,84 +60,43 @@ class DistilledPipeline(PromptPipeline):
         prompt: str,
         *,
         seed: int,
-        height: int,
-        width: int,
-        num_frames: int | None,
-        frame_rate: float,
-        images: Sequence[ImageCondition] = (),
+        video: VideoRequest = VideoRequest(),  # noqa: B008 - a frozen value
         enhance_prompt: bool = False,
-        duration: DurationRange | None = None,
-        generated_keyframes: GeneratedKeyframes = 0,
     ) -> FinalLatents:
-        """Generate from a prompt (no negative prompt, no guidance); the same seed gives the same result.
-        `duration` (with `num_frames` None): the duration head picks the length from the prompt in that range
-        of seconds (LTX-2.5 files with a duration head). `generated_keyframes`: stage-1 keyframe slots, a
-        count of evenly spaced interior frames or explicit frame indices (see `engine.generated_keyframes`;
-        needs a transformer with the keyframe embedding)."""
-        check_length_request(self.checkpoint_path, num_frames, duration)
-        self.output_shape(height, width, num_frames or 1, frame_rate)
-        require_keyframe_embedding(self.checkpoint_path, generated_keyframes)
-        if num_frames is not None:  # a predicted length is checked once the head has picked it
-            generated_keyframe_positions(generated_keyframes, num_frames)
-        (contexts,), final_prompt = self.encode_prompts([prompt], seed=seed, images=images, enhance=enhance_prompt)
-        frames = requested_frames(
-            self.checkpoint_path, self.placement, contexts, num_frames=num_frames, duration=duration,
-            frame_rate=frame_rate,
-        )  # fmt: skip
-        final = self.latents_from_contexts(
-            contexts, height=height, width=width, num_frames=frames, frame_rate=frame_rate,
-            noise=SeededNoise(seed), images=images, generated_keyframes=generated_keyframes,
-        )  # fmt: skip
+        """Generate from a prompt (no negative prompt, no guidance); the same seed gives the same result. What
+        `video` leaves unset takes the model version's defaults (`filled_video`); a `duration` range (with
+        `num_frames` None) has the duration head pick the length from the prompt (LTX-2.5 files with a duration
+        head). `video.generated_keyframes`: stage-1 keyframe slots, a count of evenly spaced interior frames or
+        explicit frame indices (see `engine.generated_keyframes`; needs a transformer with the keyframe
+        embedding)."""
+        check_video_length(self.checkpoint_path, video)
+        video = self.filled_video(video)
+        height, width, frame_rate = video.height, video.width, video.frame_rate
+        assert height is not None and width is not None and frame_rate is not None
+        self.output_shape(height, width, video.num_frames or 1, frame_rate)
+        require_keyframe_embedding(self.checkpoint_path, video.generated_keyframes)
+        if video.num_frames is not None:  # a predicted length is checked once the head has picked it
+            generated_keyframe_positions(video.generated_keyframes, video.num_frames)
+        (contexts,), final_prompt = self.encode_prompts(
+            [prompt], seed=seed, images=video.images, enhance=enhance_prompt
+        )
+        video = with_requested_frames(self.checkpoint_path, self.placement, contexts, video)
+        final = self.latents_from_contexts(contexts, video=video, noise=SeededNoise(seed))
         return replace(final, prompt=final_prompt)
 
-    def latents_from_contexts(
-        self,
-        contexts: TextContexts,
-        *,
-        height: int,
-        width: int,
-        num_frames: int,
-        frame_rate: float,
-        noise: NoiseSource,
-        images: Sequence[ImageCondition] = (),
-        generated_keyframes: GeneratedKeyframes = 0,
-    ) -> FinalLatents:
-        """Both stages, from given text contexts and a noise source (the parity seam). `generated_keyframes`:
-        slots appended to stage 1 only, kept as `stage_1.video_generated_keyframes`."""
-        full = self.output_shape(height, width, num_frames, frame_rate)
-        require_keyframe_embedding(self.checkpoint_path, generated_keyframes)
-        slots = generated_keyframe_slots(generated_keyframes, num_frames)
-        half = VideoPixelShape(1, num_frames, height // 2, width // 2, frame_rate)
-        device, dtype = self.placement.device, self.placement.dtype
+    def latents_from_contexts(self, contexts: TextContexts, *, video: VideoRequest, noise: NoiseSource) -> FinalLatents:
+        """Both stages, from given text contexts, a filled `video` request and a noise source (the parity seam).
+        `video.generated_keyframes`: slots appended to stage 1 only, kept as `stage_1.video_generated_keyframes`."""
+        full = self.output_shape(*video.size)
         positive = contexts_on(contexts, self.placement)
-        encoded = encode_conditioning_images(
-            images, self.checkpoint_path, self.placement, [half, full], keep_latent_statistics=True
-        )
-        stage_1_items, stage_2_items = encoded.per_stage
-        assert encoded.latent_statistics is not None
-
-        latents: dict[str, torch.Tensor] = {}
-        with self.transformer(self.loras) as transformer:
-            denoiser = SimpleDenoiser(X0Model(transformer), positive.video, positive.audio)
-            stage_1 = run_denoising_stage(
-                denoiser, half, distilled_sigmas(), noise, "stage_1", device, dtype,
-                conditionings=[*stage_1_items, *slots], progress=self.progress, sampler=self.stage_1_sampler,
-            )  # fmt: skip
-            latents.update(stage_1.named("stage_1"))
-            # The transformer stays loaded across the upsampling: both stages use the same model.
-            upsampled = upsample_between_stages(
-                stage_1.video_latent, self.spatial_upsampler_path, encoded.latent_statistics, self.placement
-            )
-            latents["upsampled_video_latent"] = upsampled
-            refiner = SimpleDenoiser(
-                X0Model(self.refinement_transformer(transformer, full)), positive.video, positive.audio
-            )
-            stage_2 = run_denoising_stage(
-                refiner, full, stage_2_distilled_sigmas(), noise, "stage_2", device, dtype,
-                conditionings=stage_2_items, initial_video=upsampled, initial_audio=stage_1.audio_latent,
-                progress=self.progress,
-            )  # fmt: skip
-            latents.update(stage_2.named("stage_2"))
-
-        audio = stage_2.audio_latent if self.refined_audio_is_usable else stage_1.audio_latent
-        return self.finished(full, stage_2.video_latent, audio, noise, latents)
+        # One transformer serves both stages (the same LoRAs), kept loaded across the upsampling.
+        result = run_two_stages(
+            self, self.spatial_upsampler_path, full, noise,
+            stage_1=StagePlan(self.loras, distilled_sigmas(), sampler=self.stage_1_sampler),
+            stage_2=StagePlan(self.loras, stage_2_distilled_sigmas()), stage_1_denoiser=simple_denoiser(positive),
+            refine_contexts=positive, images=video.images, generated_keyframes=video.generated_keyframes,
+            share_transformer=True,
+        )  # fmt: skip
+        second = result.refined
+        audio = second.audio_latent if self.refined_audio_is_usable else result.stage_1.audio_latent
+        return self.finished(full, second.video_latent, audio, noise, result.latents)

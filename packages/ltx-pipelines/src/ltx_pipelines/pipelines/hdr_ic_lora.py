@@ -35,6 +35,7 @@ from ltx_pipelines.engine.stage_steps import (
     upsample_between_stages,
 )
 from ltx_pipelines.engine.tiled_refinement import run_tiled_video_stage
+from ltx_pipelines.engine.two_stage_runner import half_size
 from ltx_pipelines.io import MediaError, iter_video_frames, probe_video
 from ltx_pipelines.io.hdr import aligned_size, fit_reflect_pad, logc3_decode, sdr_to_working_space
 
@@ -176,60 +177,9 @@ class HDRICLoraPipeline(Pipeline):
         generated = 2 * num_frames - 1 if high_quality else num_frames
         gen_h, gen_w = aligned_size(height, width, self.size_multiple)
         full = self.output_shape(gen_h, gen_w, generated, frame_rate)
-        half = VideoPixelShape(1, generated, gen_h // 2, gen_w // 2, frame_rate)
-        device, dtype = self.placement.device, self.placement.dtype
-        positive = contexts_on(contexts, self.placement)
-        scale = self.factors.downscale
-
-        def encode_reference(encoder: torch.nn.Module) -> list[list[Any]]:
-            latents = []
-            for shape in (half, full):
-                pixels = self._reference_pixels(
-                    clip, generated, shape.height // scale, shape.width // scale, high_quality
-                )
-                pixels = pixels.to(device=device, dtype=dtype)
-                with torch.no_grad():
-                    if pixels.shape[-2] * pixels.shape[-1] > TILED_ENCODE_PIXELS:
-                        # Large references are encoded in tiles (the decode layout) to bound activation memory.
-                        latents.append(encoder.encode_tiled(pixels, self.decode_tiling).to(dtype))
-                    else:
-                        latents.append(encoder(pixels))
-            return [[latent] for latent in latents]
-
-        encoded = encode_conditioning_images(
-            (), self.checkpoint_path, self.placement, [half, full],
-            keep_latent_statistics=True, also_encode=encode_reference,
-        )  # fmt: skip
-        (reference_half,), (reference_full,) = encoded.per_stage
-        assert encoded.latent_statistics is not None
-
-        def reference(latent: torch.Tensor) -> VideoConditionByReferenceLatent:
-            return VideoConditionByReferenceLatent(latent, downscale_factor=scale, strength=reference_strength)
-
-        def tile_reference(tile: LatentTile) -> list[VideoConditionByReferenceLatent]:
-            f, h, w = tile.cells
-            cells = (f, slice(h.start // scale, h.stop // scale), slice(w.start // scale, w.stop // scale))
-            return [reference(reference_full[(slice(None), slice(None), *cells)])]
-
-        latents: dict[str, torch.Tensor] = {}
-        loras = (*self.loras, *([self.hdr_lora] if self.hdr_lora is not None else []))
-        with self.transformer(loras) as transformer:
-            denoiser = SimpleDenoiser(X0Model(transformer), positive.video, None)
-            stage_1 = run_denoising_stage(
-                denoiser, half, distilled_sigmas(), noise, "stage_1", device, dtype,
-                conditionings=[reference(reference_half)], with_audio=False, progress=self.progress,
-            )  # fmt: skip
-            assert stage_1.video_latent is not None
-            latents["stage_1.video_latent"] = stage_1.video_latent
-            upsampled = upsample_between_stages(
-                stage_1.video_latent, self.spatial_upsampler_path, encoded.latent_statistics, self.placement
-            )
-            latents["upsampled_video_latent"] = upsampled
-            refined = run_tiled_video_stage(
-                denoiser, upsampled, stage_2_sigmas(), noise, "stage_2", fps=frame_rate, counts=self.stage_2_tiles,
-                tile_conditionings=tile_reference, device=device, dtype=dtype, progress=self.progress,
-            )  # fmt: skip
-        latents["stage_2.video_latent"] = refined
+        references, statistics = self._encode_references(clip, full, high_quality)
+        latents = self._denoise(contexts, full, references, statistics, noise, reference_strength)
+        refined = latents["stage_2.video_latent"]
 
         def linear_frames() -> Iterator[torch.Tensor]:
             # float32 weights and latent: the inverse LogC3 curve amplifies any rounding of the codes.
@@ -244,6 +194,81 @@ class HDRICLoraPipeline(Pipeline):
         chunks = _every_other(linear_frames()) if high_quality else linear_frames()
         frames = tuple(chunk.to("cpu") for chunk in chunks)
         return HDRGeneration(frames, num_frames, height, width, frame_rate, latents)
+
+    def _encode_references(
+        self, clip: SdrClip, full: VideoPixelShape, high_quality: bool
+    ) -> tuple[tuple[torch.Tensor, torch.Tensor], torch.nn.Module]:
+        """The clip's reference latents at the stage-1 and the stage-2 size (over the reference downscale
+        factor), and the VAE latent statistics the upsampler needs, with one encoder load."""
+        device, dtype = self.placement.device, self.placement.dtype
+        scale = self.factors.downscale
+
+        def encode_reference(encoder: torch.nn.Module) -> list[list[Any]]:
+            latents = []
+            for shape in (half_size(full), full):
+                pixels = self._reference_pixels(
+                    clip, full.frames, shape.height // scale, shape.width // scale, high_quality
+                )
+                pixels = pixels.to(device=device, dtype=dtype)
+                with torch.no_grad():
+                    if pixels.shape[-2] * pixels.shape[-1] > TILED_ENCODE_PIXELS:
+                        # Large references are encoded in tiles (the decode layout) to bound activation memory.
+                        latents.append(encoder.encode_tiled(pixels, self.decode_tiling).to(dtype))
+                    else:
+                        latents.append(encoder(pixels))
+            return [[latent] for latent in latents]
+
+        encoded = encode_conditioning_images(
+            (), self.checkpoint_path, self.placement, [half_size(full), full],
+            keep_latent_statistics=True, also_encode=encode_reference,
+        )  # fmt: skip
+        (reference_half,), (reference_full,) = encoded.per_stage
+        assert encoded.latent_statistics is not None
+        return (reference_half, reference_full), encoded.latent_statistics
+
+    def _denoise(
+        self,
+        contexts: TextContexts,
+        full: VideoPixelShape,
+        references: tuple[torch.Tensor, torch.Tensor],
+        statistics: torch.nn.Module,
+        noise: NoiseSource,
+        reference_strength: float,
+    ) -> dict[str, torch.Tensor]:
+        """Stage 1 at half size, the upsampling, stage 2 over tiles (one transformer, the HDR IC-LoRA fused):
+        the latents by name, `stage_2.video_latent` the final one."""
+        device, dtype = self.placement.device, self.placement.dtype
+        positive = contexts_on(contexts, self.placement)
+        scale = self.factors.downscale
+        reference_half, reference_full = references
+
+        def reference(latent: torch.Tensor) -> VideoConditionByReferenceLatent:
+            return VideoConditionByReferenceLatent(latent, downscale_factor=scale, strength=reference_strength)
+
+        def tile_reference(tile: LatentTile) -> list[VideoConditionByReferenceLatent]:
+            f, h, w = tile.cells
+            cells = (f, slice(h.start // scale, h.stop // scale), slice(w.start // scale, w.stop // scale))
+            return [reference(reference_full[(slice(None), slice(None), *cells)])]
+
+        latents: dict[str, torch.Tensor] = {}
+        loras = (*self.loras, *([self.hdr_lora] if self.hdr_lora is not None else []))
+        with self.transformer(loras) as transformer:
+            denoiser = SimpleDenoiser(X0Model(transformer), positive.video, None)
+            stage_1 = run_denoising_stage(
+                denoiser, half_size(full), distilled_sigmas(), noise, "stage_1", device, dtype,
+                conditionings=[reference(reference_half)], with_audio=False, progress=self.progress,
+            )  # fmt: skip
+            assert stage_1.video_latent is not None
+            latents["stage_1.video_latent"] = stage_1.video_latent
+            upsampled = upsample_between_stages(
+                stage_1.video_latent, self.spatial_upsampler_path, statistics, self.placement
+            )
+            latents["upsampled_video_latent"] = upsampled
+            latents["stage_2.video_latent"] = run_tiled_video_stage(
+                denoiser, upsampled, stage_2_sigmas(), noise, "stage_2", fps=full.fps, counts=self.stage_2_tiles,
+                tile_conditionings=tile_reference, device=device, dtype=dtype, progress=self.progress,
+            )  # fmt: skip
+        return latents
 
 
 def _context_width(checkpoint: Path) -> int | None:

@@ -5,19 +5,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
+from torch import nn
 
-from ltx_core.components.denoisers import SimpleDenoiser
 from ltx_core.components.schedulers import distilled_sigmas, stage_2_distilled_sigmas
-from ltx_core.loader import LoraSpec, StateDictCache
-from ltx_core.model.transformer import X0Model
+from ltx_core.conditioning import ConditioningItem
+from ltx_core.loader import LoraSpec
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
 from ltx_pipelines.engine.defaults import TWO_STAGE_SPATIAL_MULTIPLE
+from ltx_pipelines.engine.duration import refuse_duration
 from ltx_pipelines.engine.final_latents import FinalLatents
 from ltx_pipelines.engine.ic_references import (
     ReferenceFactors,
@@ -28,8 +29,15 @@ from ltx_pipelines.engine.ic_references import (
 )
 from ltx_pipelines.engine.noise_sources import NoiseSource, SeededNoise
 from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
-from ltx_pipelines.engine.stage_blocks import ImageCondition, run_denoising_stage
-from ltx_pipelines.engine.stage_steps import contexts_on, encode_conditioning_images, upsample_between_stages
+from ltx_pipelines.engine.requests import VideoRequest
+from ltx_pipelines.engine.stage_steps import contexts_on
+from ltx_pipelines.engine.two_stage_runner import (
+    ConditioningHook,
+    StagePlan,
+    half_size,
+    run_two_stages,
+    simple_denoiser,
+)
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -81,24 +89,24 @@ class ICLoraPipeline(PromptPipeline):
         prompt: str,
         *,
         seed: int,
-        height: int,
-        width: int,
-        num_frames: int,
-        frame_rate: float,
-        images: Sequence[ImageCondition] = (),
+        video: VideoRequest = VideoRequest(),  # noqa: B008 - a frozen value
         enhance_prompt: bool = False,
         references: Sequence[VideoReference] = (),
         attention_strength: float = 1.0,
         attention_mask: torch.Tensor | None = None,
         skip_stage_2: bool = False,
     ) -> FinalLatents:
-        """Generate from a prompt and the reference videos (no guidance); the same seed gives the same result."""
-        self.output_shape(height, width, num_frames, frame_rate)
-        (contexts,), final_prompt = self.encode_prompts([prompt], seed=seed, images=images, enhance=enhance_prompt)
+        """Generate from a prompt and the reference videos (no guidance); the same seed gives the same result.
+        What `video` leaves unset takes the model version's defaults."""
+        refuse_duration(video, type(self).__name__)
+        video = self.filled_video(video)
+        self.output_shape(*video.size)
+        (contexts,), final_prompt = self.encode_prompts(
+            [prompt], seed=seed, images=video.images, enhance=enhance_prompt
+        )
         final = self.latents_from_contexts(
-            contexts, height=height, width=width, num_frames=num_frames, frame_rate=frame_rate,
-            noise=SeededNoise(seed), images=images, references=references, attention_strength=attention_strength,
-            attention_mask=attention_mask, skip_stage_2=skip_stage_2,
+            contexts, video=video, noise=SeededNoise(seed), references=references,
+            attention_strength=attention_strength, attention_mask=attention_mask, skip_stage_2=skip_stage_2,
         )  # fmt: skip
         return replace(final, prompt=final_prompt)
 
@@ -106,71 +114,54 @@ class ICLoraPipeline(PromptPipeline):
         self,
         contexts: TextContexts,
         *,
-        height: int,
-        width: int,
-        num_frames: int,
-        frame_rate: float,
+        video: VideoRequest,
         noise: NoiseSource,
-        images: Sequence[ImageCondition] = (),
         references: Sequence[VideoReference] = (),
         attention_strength: float = 1.0,
         attention_mask: torch.Tensor | None = None,
         skip_stage_2: bool = False,
     ) -> FinalLatents:
-        """Both stages (or stage 1 only), to the final latents, from given contexts and a noise source.
+        """Both stages (or stage 1 only), to the final latents, from given contexts, a filled `video` request and
+        a noise source.
 
         `attention_mask`: (1, 1, F, h, w) in [0, 1] over the stage-1 frames, times `attention_strength`,
         weights the attention between generated and reference tokens.
         """
-        full = self.output_shape(height, width, num_frames, frame_rate)
-        half = VideoPixelShape(1, num_frames, height // 2, width // 2, frame_rate)
+        full = self.output_shape(*video.size)
         if not 0.0 <= attention_strength <= 1.0:
             raise ValueError(f"attention_strength must be in [0, 1], got {attention_strength}")
         if attention_mask is not None:
             check_attention_mask(attention_mask)
-        device, dtype = self.placement.device, self.placement.dtype
         positive = contexts_on(contexts, self.placement)
-
-        def encode_references(encoder: torch.nn.Module) -> list[list[Any]]:
-            stage_1 = reference_conditionings(
-                references, encoder, height=half.height, width=half.width, num_frames=num_frames,
-                factors=self.factors, device=device, dtype=dtype,
-                attention_strength=attention_strength, attention_mask=attention_mask,
-            )  # fmt: skip
-            return [stage_1, []]  # stage 2 refines without the references
-
-        encoded = encode_conditioning_images(
-            images, self.checkpoint_path, self.placement, [half, full],
-            keep_latent_statistics=not skip_stage_2, also_encode=encode_references,
+        hook = _StageOneReferences(self, references, attention_strength, attention_mask)
+        result = run_two_stages(
+            self, self.spatial_upsampler_path, full, noise,
+            stage_1=StagePlan((*self.loras, *self.ic_loras), distilled_sigmas()),
+            stage_2=None if skip_stage_2 else StagePlan(self.loras, stage_2_distilled_sigmas()),
+            stage_1_denoiser=simple_denoiser(positive), stage_2_denoiser=simple_denoiser(positive),
+            refine_contexts=positive, images=video.images, generated_keyframes=video.generated_keyframes, hook=hook,
         )  # fmt: skip
-        stage_1_items, stage_2_items = encoded.per_stage
+        if result.stage_2 is None:
+            first = result.stage_1
+            return self.finished(half_size(full), first.video_latent, first.audio_latent, noise, result.latents)
+        return self.finished(full, result.stage_2.video_latent, result.stage_2.audio_latent, noise, result.latents)
 
-        # On the CPU the two transformer builds share one read of the file (see TI2VidTwoStagesPipeline).
-        cache = StateDictCache() if device.type == "cpu" and not skip_stage_2 else None
-        latents: dict[str, torch.Tensor] = {}
-        with self.transformer((*self.loras, *self.ic_loras), cache) as transformer:
-            denoiser = SimpleDenoiser(X0Model(transformer), positive.video, positive.audio)
-            stage_1 = run_denoising_stage(
-                denoiser, half, distilled_sigmas(), noise, "stage_1", device, dtype,
-                conditionings=stage_1_items, progress=self.progress,
-            )  # fmt: skip
-        latents.update(stage_1.named("stage_1"))
-        if skip_stage_2:
-            return self.finished(half, stage_1.video_latent, stage_1.audio_latent, noise, latents)
 
-        assert encoded.latent_statistics is not None
-        upsampled = upsample_between_stages(
-            stage_1.video_latent, self.spatial_upsampler_path, encoded.latent_statistics, self.placement
-        )
-        latents["upsampled_video_latent"] = upsampled
-        with self.transformer(self.loras, cache) as transformer:
-            if cache is not None:
-                cache.clear()
-            denoiser = SimpleDenoiser(X0Model(transformer), positive.video, positive.audio)
-            stage_2 = run_denoising_stage(
-                denoiser, full, stage_2_distilled_sigmas(), noise, "stage_2", device, dtype,
-                conditionings=stage_2_items, initial_video=upsampled, initial_audio=stage_1.audio_latent,
-                progress=self.progress,
-            )  # fmt: skip
-        latents.update(stage_2.named("stage_2"))
-        return self.finished(full, stage_2.video_latent, stage_2.audio_latent, noise, latents)
+@dataclass(frozen=True)
+class _StageOneReferences(ConditioningHook):
+    """The reference videos, encoded at the stage-1 size: stage 2 refines without them."""
+
+    pipeline: ICLoraPipeline
+    references: Sequence[VideoReference]
+    attention_strength: float
+    attention_mask: torch.Tensor | None
+    encodes: bool = True
+
+    def encode(self, encoder: nn.Module, half: VideoPixelShape, full: VideoPixelShape) -> list[list[ConditioningItem]]:
+        placement = self.pipeline.placement
+        stage_1 = reference_conditionings(
+            self.references, encoder, height=half.height, width=half.width, num_frames=half.frames,
+            factors=self.pipeline.factors, device=placement.device, dtype=placement.dtype,
+            attention_strength=self.attention_strength, attention_mask=self.attention_mask,
+        )  # fmt: skip
+        return [stage_1, []]

@@ -4,29 +4,37 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
+from torch import nn
 
-from ltx_core.components.denoisers import SimpleDenoiser
 from ltx_core.components.schedulers import distilled_sigmas, stage_2_distilled_sigmas
-from ltx_core.conditioning import AudioConditionByReferenceLatent, FrozenModality
+from ltx_core.conditioning import AudioConditionByReferenceLatent, ConditioningItem, FrozenModality
 from ltx_core.loader import LoraSpec, ModelFiles
 from ltx_core.model.audio_vae import AUDIO_ENCODER, encode_audio
-from ltx_core.model.transformer import X0Model
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
 from ltx_pipelines.engine.defaults import TWO_STAGE_SPATIAL_MULTIPLE
+from ltx_pipelines.engine.duration import refuse_duration
 from ltx_pipelines.engine.final_latents import FinalLatents
 from ltx_pipelines.engine.ic_references import VideoReference, reference_conditionings, reference_factors
 from ltx_pipelines.engine.model_loading import loaded
 from ltx_pipelines.engine.noise_sources import NoiseSource, SeededNoise
 from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
-from ltx_pipelines.engine.stage_blocks import ImageCondition, run_denoising_stage
-from ltx_pipelines.engine.stage_steps import contexts_on, encode_conditioning_images, upsample_between_stages
+from ltx_pipelines.engine.requests import VideoRequest
+from ltx_pipelines.engine.stage_blocks import StageResult
+from ltx_pipelines.engine.stage_steps import contexts_on
+from ltx_pipelines.engine.two_stage_runner import (
+    ConditioningHook,
+    StageItems,
+    StagePlan,
+    run_two_stages,
+    simple_denoiser,
+)
 from ltx_pipelines.io import AudioClip, MediaError, probe_video, read_audio
 
 if TYPE_CHECKING:
@@ -122,90 +130,68 @@ class LipDubPipeline(PromptPipeline):
         *,
         reference: LipDubReference,
         seed: int,
-        height: int,
-        width: int,
-        num_frames: int,
-        frame_rate: float,
-        images: Sequence[ImageCondition] = (),
+        video: VideoRequest = VideoRequest(),  # noqa: B008 - a frozen value
         enhance_prompt: bool = False,
     ) -> FinalLatents:
-        """Dub `reference` from a prompt (no guidance); the same seed gives the same result."""
-        self.output_shape(height, width, num_frames, frame_rate)
-        (contexts,), final_prompt = self.encode_prompts([prompt], seed=seed, images=images, enhance=enhance_prompt)
-        final = self.latents_from_contexts(
-            contexts, height=height, width=width, num_frames=num_frames, frame_rate=frame_rate,
-            noise=SeededNoise(seed), reference=reference, images=images,
-        )  # fmt: skip
+        """Dub `reference` from a prompt (no guidance); the same seed gives the same result. `video`'s length and
+        frame rate are the reference's (see `reference_timing`); what it leaves unset takes the model version's
+        defaults."""
+        refuse_duration(video, type(self).__name__)
+        video = self.filled_video(video)
+        self.output_shape(*video.size)
+        (contexts,), final_prompt = self.encode_prompts(
+            [prompt], seed=seed, images=video.images, enhance=enhance_prompt
+        )
+        final = self.latents_from_contexts(contexts, video=video, noise=SeededNoise(seed), reference=reference)
         return replace(final, prompt=final_prompt)
 
     def latents_from_contexts(
-        self,
-        contexts: TextContexts,
-        *,
-        height: int,
-        width: int,
-        num_frames: int,
-        frame_rate: float,
-        noise: NoiseSource,
-        reference: LipDubReference,
-        images: Sequence[ImageCondition] = (),
+        self, contexts: TextContexts, *, video: VideoRequest, noise: NoiseSource, reference: LipDubReference
     ) -> FinalLatents:
-        """Both stages, from given contexts, the reference and a noise source.
+        """Both stages, from given contexts, a filled `video` request, the reference and a noise source.
 
-        `num_frames` / `frame_rate` are the reference's (see `reference_timing`); its frames beyond
+        `video.num_frames` / `video.frame_rate` are the reference's (see `reference_timing`); its frames beyond
         `num_frames` are not used.
         """
-        full = self.output_shape(height, width, num_frames, frame_rate)
-        half = VideoPixelShape(1, num_frames, height // 2, width // 2, frame_rate)
-        device, dtype = self.placement.device, self.placement.dtype
+        full = self.output_shape(*video.size)
         positive = contexts_on(contexts, self.placement)
-        reference_audio = self.encode_reference_audio(reference.load_audio())
-
-        def encode_references(encoder: torch.nn.Module) -> list[list[Any]]:
-            # Unlike IC-LoRA video-to-video, the reference video guides both stages, each at its size.
-            return [
-                reference_conditionings(
-                    [reference.video],
-                    encoder,
-                    height=shape.height,
-                    width=shape.width,
-                    num_frames=num_frames,
-                    factors=self.factors,
-                    device=device,
-                    dtype=dtype,
-                )
-                for shape in (half, full)
-            ]
-
-        encoded = encode_conditioning_images(
-            images, self.checkpoint_path, self.placement, [half, full],
-            keep_latent_statistics=True, also_encode=encode_references,
+        hook = _LipDubConditioning(self, reference.video, self.encode_reference_audio(reference.load_audio()))
+        loras = self.stage_loras()
+        result = run_two_stages(
+            self, self.spatial_upsampler_path, full, noise,
+            stage_1=StagePlan(loras, distilled_sigmas()), stage_2=StagePlan(loras, stage_2_distilled_sigmas()),
+            stage_1_denoiser=simple_denoiser(positive), stage_2_denoiser=simple_denoiser(positive),
+            refine_contexts=positive, images=video.images, generated_keyframes=video.generated_keyframes, hook=hook,
+            share_transformer=True,
         )  # fmt: skip
-        stage_1_items, stage_2_items = encoded.per_stage
-        assert encoded.latent_statistics is not None
+        return self.finished(full, result.refined.video_latent, result.stage_1.audio_latent, noise, result.latents)
 
-        latents: dict[str, torch.Tensor] = {}
-        with self.transformer(self.stage_loras()) as transformer:
-            denoiser = SimpleDenoiser(X0Model(transformer), positive.video, positive.audio)
-            stage_1 = run_denoising_stage(
-                denoiser, half, distilled_sigmas(), noise, "stage_1", device, dtype,
-                conditionings=stage_1_items,
-                audio_conditionings=[AudioConditionByReferenceLatent.preceding(reference_audio)],
-                progress=self.progress,
-            )  # fmt: skip
-            latents.update(stage_1.named("stage_1"))
-            upsampled = upsample_between_stages(
-                stage_1.video_latent, self.spatial_upsampler_path, encoded.latent_statistics, self.placement
-            )
-            latents["upsampled_video_latent"] = upsampled
-            # Stage 2 holds the stage-1 audio fixed (frozen after the reference is appended, so the
-            # reference tokens are frozen too); as in the reference, the stage-1 audio is its reference.
-            assert stage_1.audio_latent is not None
-            stage_2 = run_denoising_stage(
-                denoiser, full, stage_2_distilled_sigmas(), noise, "stage_2", device, dtype,
-                conditionings=stage_2_items,
-                audio_conditionings=[AudioConditionByReferenceLatent.preceding(stage_1.audio_latent), FrozenModality()],
-                initial_video=upsampled, initial_audio=stage_1.audio_latent, progress=self.progress,
-            )  # fmt: skip
-            latents.update(stage_2.named("stage_2"))
-        return self.finished(full, stage_2.video_latent, stage_1.audio_latent, noise, latents)
+
+@dataclass(frozen=True)
+class _LipDubConditioning(ConditioningHook):
+    """The reference video at each stage's size (unlike IC-LoRA video-to-video it guides both stages), and
+    the reference audio preceding the generated audio in stage 1."""
+
+    pipeline: LipDubPipeline
+    video: VideoReference
+    audio: torch.Tensor
+    encodes: bool = True
+
+    def encode(self, encoder: nn.Module, half: VideoPixelShape, full: VideoPixelShape) -> list[list[ConditioningItem]]:
+        return [self._reference_at(encoder, shape) for shape in (half, full)]
+
+    def _reference_at(self, encoder: nn.Module, shape: VideoPixelShape) -> list[ConditioningItem]:
+        placement = self.pipeline.placement
+        return reference_conditionings(
+            [self.video], encoder, height=shape.height, width=shape.width, num_frames=shape.frames,
+            factors=self.pipeline.factors, device=placement.device, dtype=placement.dtype,
+        )  # fmt: skip
+
+    def stage_1(self) -> StageItems:
+        return StageItems(audio=(AudioConditionByReferenceLatent.preceding(self.audio),))
+
+    def stage_2(self, first: StageResult, upsampled: Mapping[str, torch.Tensor]) -> StageItems:
+        # Stage 2 holds the stage-1 audio fixed (frozen after the reference is appended, so the reference
+        # tokens are frozen too); as in the reference, the stage-1 audio is its reference.
+        assert first.audio_latent is not None
+        return StageItems(audio=(AudioConditionByReferenceLatent.preceding(first.audio_latent), FrozenModality()))
