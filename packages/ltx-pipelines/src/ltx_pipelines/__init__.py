@@ -35,15 +35,13 @@ _EXPORTS: dict[str, str] = {
     "HDRICLoraPipeline": "ltx_pipelines.pipelines.hdr_ic_lora",
     "DFRPipeline": "ltx_pipelines.pipelines.dfr",
     "DurationRange": "ltx_core.model.duration_head",
-    "VideoRequest": "ltx_pipelines.engine.requests",  # issue 34: the request values pipelines take
+    "VideoRequest": "ltx_pipelines.engine.requests",
     "GuidanceRequest": "ltx_pipelines.engine.requests",
     "ModelFiles": "ltx_core.loader",
     "VideoReference": "ltx_pipelines.engine.ic_references",
     "Generation": "ltx_pipelines.engine.generation",
     "ImageCondition": "ltx_pipelines.engine.stage_blocks",
     "SeededNoise": "ltx_pipelines.engine.noise_sources",
-    "VideoRequest": "ltx_pipelines.engine.requests",  # issue 34: the request values the pipelines take
-    "GuidanceRequest": "ltx_pipelines.engine.requests",
     "LoraSpec": "ltx_core.loader",
     "TilingConfig": "ltx_core.model.video_vae",
 }

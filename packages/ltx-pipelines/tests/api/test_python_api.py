@@ -4,7 +4,6 @@ choice where the files have one), and `Generation.save` writing the sidecar the 
 
 from __future__ import annotations
 
-import inspect
 import json
 from pathlib import Path
 
@@ -41,10 +40,7 @@ def _cli_video(command, argv: list[str]):
 
 
 def _filled(pipeline, given: dict) -> dict:
-    """What a call leaving out the rest of size, length and rate runs with: a `VideoRequest` filled by the pipeline
-    (the pipelines that take one), else the keywords `with_default_video` fills."""
-    if "video" not in inspect.signature(pipeline.generate).parameters:
-        return pipeline.with_default_video(given)
+    """What a call leaving out the rest of size, length and rate runs with: its `VideoRequest`, filled."""
     video = pipeline.filled_video(ltx_pipelines.VideoRequest(**given))
     return {"height": video.height, "width": video.width, "num_frames": video.num_frames,
             "frame_rate": video.frame_rate, "duration": video.duration}  # fmt: skip

@@ -4,7 +4,6 @@ count puts the slots, that slots never move the target's noise, that they reach 
 
 from __future__ import annotations
 
-import inspect
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -192,12 +191,9 @@ def test_a_transformer_without_the_keyframe_embedding_is_refused_before_loading(
 
 
 def _generate(pipeline: Any, **video: Any) -> Any:
-    """A prompt call of 17 frames at 128x128, in the arguments the pipeline takes (a `VideoRequest`, or the
-    size keywords)."""
+    """A prompt call of 17 frames at 128x128."""
     size = dict(height=128, width=128, num_frames=17, frame_rate=24.0)
-    if "video" in inspect.signature(pipeline.generate).parameters:
-        return pipeline.generate(PROMPT, seed=1, video=VideoRequest(**size, **video))
-    return pipeline.generate(PROMPT, seed=1, **size, **video)
+    return pipeline.generate(PROMPT, seed=1, video=VideoRequest(**size, **video))
 
 
 def _contexts(files: ModelFiles, seed: int) -> TextContexts:

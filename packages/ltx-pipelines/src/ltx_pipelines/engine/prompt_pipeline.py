@@ -11,7 +11,6 @@ the pipeline's own, with its own signature; what runs on several devices is the 
 
 from __future__ import annotations
 
-import functools
 import inspect
 import logging
 from abc import ABC, abstractmethod
@@ -244,21 +243,6 @@ class PromptPipeline(Pipeline, ABC):
     calling it does both. Each pipeline defines `generate` and `latents_from_contexts` (the seam parity replays
     drive with stored contexts and recorded noise) with its own arguments."""
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        """A pipeline's own `generate` takes the command line's defaults for what a call leaves out of size,
-        length and frame rate (see `with_default_video`): a notebook call needs only the prompt and seed."""
-        super().__init_subclass__(**kwargs)
-        own = cls.__dict__.get("generate")
-        if own is None or getattr(own, "fills_default_video", False):
-            return
-
-        @functools.wraps(own)
-        def generate(self: PromptPipeline, *args: Any, **call: Any) -> FinalLatents:
-            return own(self, *args, **self.with_default_video(call))
-
-        generate.fills_default_video = True  # type: ignore[attr-defined]
-        cls.generate = generate  # type: ignore[method-assign]
-
     def __init__(
         self,
         checkpoint_path: str | Path | ModelFiles,
@@ -315,45 +299,12 @@ class PromptPipeline(Pipeline, ABC):
         """`generate` then `decode`: the decoded frames and waveform (an audio-only pipeline: the waveform).
         A `Generation` carries the call's parameters and the model files, so `save` writes the sidecar the
         command line writes (seed, size, length - the one the duration head picked -, every argument)."""
-        kwargs = self.with_default_video(kwargs)
         final = self.generate(*args, **kwargs)
         decoded = self.decode(final)
         if isinstance(decoded, Generation):
             decoded.parameters = {**self.call_parameters(args, kwargs, final), **decoded.parameters}
             decoded.model_files = {**self.model_files(), **decoded.model_files}
         return decoded
-
-    def with_default_video(self, kwargs: Mapping[str, Any]) -> dict[str, Any]:
-        """`kwargs` with what a call left out of size, length and frame rate taken as the command line takes
-        it: the defaults of the checkpoint's model generation (two-stage pipelines: twice the stage-1 size),
-        and, for a pipeline that takes a `duration` on model files with a duration head, the head's choice in
-        its default range when `num_frames` is left out."""
-        from ltx_core.model.duration_head import DEFAULT_MAX_SECONDS, DEFAULT_MIN_SECONDS, DurationRange
-        from ltx_pipelines.engine.defaults import TWO_STAGE_SPATIAL_MULTIPLE, defaults_for_checkpoint
-        from ltx_pipelines.engine.duration import has_duration_head
-
-        accepted = inspect.signature(self.generate).parameters
-        wanted = [name for name in ("height", "width", "num_frames", "frame_rate") if name in accepted]
-        missing = [name for name in wanted if name not in kwargs]
-        if not missing:
-            return dict(kwargs)
-        defaults = defaults_for_checkpoint(self.checkpoint_path)
-        two_stage = self.spatial_multiple == TWO_STAGE_SPATIAL_MULTIPLE
-        filled: dict[str, Any] = {
-            "height": defaults.two_stage_height if two_stage else defaults.height,
-            "width": defaults.two_stage_width if two_stage else defaults.width,
-            "num_frames": defaults.num_frames,
-            "frame_rate": defaults.frame_rate,
-        }
-        out = dict(kwargs)
-        predicts = "duration" in accepted and has_duration_head(self.checkpoint_path)
-        for name in missing:
-            if name == "num_frames" and predicts:
-                out["num_frames"] = None
-                out.setdefault("duration", DurationRange(DEFAULT_MIN_SECONDS, DEFAULT_MAX_SECONDS))
-            else:
-                out[name] = filled[name]
-        return out
 
     def filled_video(self, video: VideoRequest) -> VideoRequest:
         """`video` with what it leaves unset taken as the command line takes it (`requests.fill_video`): the
