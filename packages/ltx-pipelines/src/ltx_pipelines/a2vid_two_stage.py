@@ -15,10 +15,10 @@ import logging
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ltx_pipelines.cli.command import Run
+from ltx_pipelines.cli.command import Run, call_pipeline
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
 from ltx_pipelines.cli.guidance_flags import GuidanceFlags
-from ltx_pipelines.cli.guided_command import build_guided, call_with_requests, guided_command
+from ltx_pipelines.cli.guided_command import build_guided, guided_command
 from ltx_pipelines.cli.lazy import forward_to
 from ltx_pipelines.cli.media_inputs import audio_duration, audio_file
 from ltx_pipelines.cli.video_flags import VideoFlags
@@ -94,7 +94,7 @@ def _generate(pipeline: A2VidPipelineTwoStage, run: Run) -> FinalLatents:
     longest = run.video.seconds if request.max_duration is None else request.max_duration
     audio = AudioInput.from_file(request.path, start_time=request.start_time, max_duration=longest)
     # The audio is frozen: its guidance flags do not exist (GuidanceFlags(audio=False)), only the video is guided.
-    return call_with_requests(pipeline, run, audio=audio)
+    return call_pipeline(pipeline, run, audio=audio)
 
 
 COMMAND = guided_command(

@@ -33,7 +33,6 @@ from ltx_pipelines.cli.model_flags import ModelFlags
 from ltx_pipelines.cli.model_resolution import RunModels
 from ltx_pipelines.cli.tiling_flags import TilingFlags
 from ltx_pipelines.cli.video_flags import VideoFlags
-from ltx_pipelines.cli.video_request import call_with_video_request
 from ltx_pipelines.engine.defaults import DEFAULT_LORA_STRENGTH, MAX_TEMPORAL_ROUNDS, PipelineDefaults
 
 if TYPE_CHECKING:
@@ -178,7 +177,6 @@ COMMAND = PipelineCommand.for_module(
     ),
     groups=(VideoFlags(two_stage=True, auto_duration=True), DfrFlags(), TilingFlags()),
     build=_build,
-    generate=call_with_video_request,
 )
 
 

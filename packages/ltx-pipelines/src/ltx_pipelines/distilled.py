@@ -18,7 +18,6 @@ from ltx_pipelines.cli.lazy import forward_to
 from ltx_pipelines.cli.model_flags import ModelFlags
 from ltx_pipelines.cli.tiling_flags import TilingFlags
 from ltx_pipelines.cli.video_flags import VideoFlags
-from ltx_pipelines.cli.video_request import call_with_video_request
 from ltx_pipelines.engine.defaults import DEMO_FAMILIES
 
 if TYPE_CHECKING:
@@ -42,7 +41,6 @@ COMMAND = PipelineCommand.for_module(
     models=ModelFlags(distilled=True, two_stage=True, demo_families=DEMO_FAMILIES),
     groups=(VideoFlags(two_stage=True, auto_duration=True), TilingFlags(), GeneratedKeyframeFlags()),
     build=build,
-    generate=call_with_video_request,
 )
 
 

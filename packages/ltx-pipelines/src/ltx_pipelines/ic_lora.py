@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ltx_pipelines.cli.arg_types import RepeatedValuesAction, number_arg
-from ltx_pipelines.cli.command import PipelineCommand, Run
+from ltx_pipelines.cli.command import PipelineCommand, Run, call_pipeline
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
 from ltx_pipelines.cli.lazy import forward_to, resolve
 from ltx_pipelines.cli.model_flags import ModelFlags
@@ -190,9 +190,7 @@ def _generate(pipeline: ICLoraPipeline, run: Run) -> FinalLatents:
         assert video.height is not None and video.width is not None
         # The mask weights stage 1, where the references are: load it at the stage-1 size.
         mask = load_attention_mask(inputs.mask_path, video.height // 2, video.width // 2, video.num_frames)
-    from ltx_pipelines.cli.video_request import with_video_request
-
-    return pipeline.generate(run.prompt.text, **with_video_request(run.call_arguments()), attention_mask=mask)
+    return call_pipeline(pipeline, run, attention_mask=mask)
 
 
 COMMAND = PipelineCommand.for_module(

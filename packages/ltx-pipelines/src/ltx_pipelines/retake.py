@@ -15,7 +15,7 @@ import math
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ltx_pipelines.cli.command import PipelineCommand, Run
+from ltx_pipelines.cli.command import PipelineCommand, Run, call_pipeline
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
 from ltx_pipelines.cli.guidance_flags import MaxBatchSizeFlags
 from ltx_pipelines.cli.lazy import forward_to, resolve
@@ -116,7 +116,7 @@ def _retake(pipeline: RetakePipeline, run: Run) -> FinalLatents:
     from ltx_pipelines.pipelines.retake import RetakeSource
 
     request = run[RetakeFlags]
-    return pipeline.generate(run.prompt.text, **run.call_arguments(), source=RetakeSource.from_file(request.video_path))
+    return call_pipeline(pipeline, run, source=RetakeSource.from_file(request.video_path))
 
 
 COMMAND = PipelineCommand.for_module(

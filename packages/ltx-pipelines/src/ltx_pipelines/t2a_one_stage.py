@@ -13,7 +13,6 @@ import sys
 
 from ltx_pipelines.cli.command import PipelineCommand
 from ltx_pipelines.cli.guidance_flags import GuidanceFlags, MaxBatchSizeFlags
-from ltx_pipelines.cli.guided_command import call_with_requests
 from ltx_pipelines.cli.lazy import forward_to, resolve
 from ltx_pipelines.cli.model_flags import ModelFlags
 from ltx_pipelines.cli.output_flags import OutputFlags
@@ -28,7 +27,6 @@ COMMAND = PipelineCommand.for_module(
     build=lambda run: resolve("ltx_pipelines.pipelines.t2a_one_stage:T2AOneStagePipeline")(
         run.models.checkpoint, run.models.gemma_root, max_batch_size=run[MaxBatchSizeFlags], **run.pipeline_options()
     ),
-    generate=call_with_requests,  # the video request gives the length only (VideoFlags(picture=False))
     output=OutputFlags(suffixes=(".wav",)),
     runtime=RuntimeFlags(memory=False),
 )

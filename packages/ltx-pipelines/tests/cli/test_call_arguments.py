@@ -1,6 +1,6 @@
 """A command's pipeline call and memory check are the union of what its flag groups contribute: each flag
-reaches the call under the pipeline's own keyword, every argument binds to the pipeline's `generate`, and two
-groups setting one argument are refused."""
+reaches the call in the pipeline's request values (`VideoRequest`, `GuidanceRequest`) or under its own keyword,
+every argument binds to the pipeline's `generate`, and two groups setting one argument are refused."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from ltx_pipelines import distilled, t2a_one_stage, ti2vid_two_stages
 from ltx_pipelines.cli.command import Run
 from ltx_pipelines.cli.flag_group import FlagGroup, MemoryInputs, ReadContext
 from ltx_pipelines.cli.prompt_flags import PromptFlags
-from ltx_pipelines.cli.video_request import with_video_request
 from ltx_pipelines.engine.defaults import PipelineDefaults
 from ltx_pipelines.pipelines.distilled import DistilledPipeline
 from ltx_pipelines.pipelines.t2a_one_stage import T2AOneStagePipeline
@@ -35,18 +34,15 @@ def test_distilled_call_carries_every_group(model_files, tmp_path):
         "--output-path", str(tmp_path / "fox.mp4"), "--seed", "7", "--height", "256", "--width", "384",
         "--num-frames", "17", "--enhance-prompt",
     ])  # fmt: skip
-    # The distilled pipeline takes the video arguments as one `VideoRequest` (its command's call gathers them).
-    bound = inspect.signature(DistilledPipeline.generate).bind(
-        None, run.prompt.text, **with_video_request(run.call_arguments())
-    )
-    arguments, video = bound.arguments, bound.arguments["video"]
+    arguments = _binds(DistilledPipeline, run)
+    video = arguments["video"]
     assert arguments["prompt"] == "a fox"
     assert (arguments["seed"], arguments["enhance_prompt"]) == (7, True)
     assert (video.height, video.width, video.num_frames) == (256, 384, 17)
     assert video.generated_keyframes == 0
     assert video.duration is None
     # Nothing a group did not set reaches the call: no guidance on the distilled pipeline.
-    assert not {"negative_prompt", "video_guidance", "audio_guidance"} & set(run.call_arguments())
+    assert "guidance" not in run.call_arguments()
 
 
 def test_guided_call_and_memory_inputs(model_files, tmp_path):
@@ -57,10 +53,10 @@ def test_guided_call_and_memory_inputs(model_files, tmp_path):
         "--num-inference-steps", "5", "--video-cfg-guidance-scale", "2.5", "--max-batch-size", "3",
         "--tile-size", "512", "--tile-frames", "0",
     ])  # fmt: skip
-    arguments = _binds(TI2VidTwoStagesPipeline, run)
-    assert (arguments["negative_prompt"], arguments["num_inference_steps"]) == ("blur", 5)
-    assert arguments["video_guidance"].cfg_scale == 2.5
-    assert arguments["audio_guidance"] is not None
+    guidance = _binds(TI2VidTwoStagesPipeline, run)["guidance"]
+    assert (guidance.negative_prompt, guidance.num_inference_steps) == ("blur", 5)
+    assert guidance.video.cfg_scale == 2.5
+    assert guidance.audio is not None
     inputs = run.memory_inputs()
     assert (inputs.prompts, inputs.batch, inputs.enhance) == (2, 3, False)
     assert inputs.tiling == run.tiling and inputs.tiling is not None
@@ -73,8 +69,10 @@ def test_audio_only_call_has_no_picture_and_one_guided_modality(model_files, tmp
         "--prompt", "rain", "--output-path", str(tmp_path / "rain.wav"), "--num-frames", "25",
     ])  # fmt: skip
     arguments = _binds(T2AOneStagePipeline, run)
-    assert arguments["num_frames"] == 25
-    assert not {"height", "width", "images", "video_guidance"} & set(run.call_arguments())
+    video, guidance = arguments["video"], arguments["guidance"]
+    assert video.num_frames == 25
+    assert (video.height, video.width, video.images) == (None, None, ())
+    assert guidance.video is None and guidance.audio is not None
     assert run.memory_inputs().height is None
 
 

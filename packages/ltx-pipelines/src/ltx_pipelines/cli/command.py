@@ -141,8 +141,11 @@ class Run:
 
     def call_arguments(self) -> dict[str, Any]:
         """The keyword arguments of the pipeline's prompt call (after the prompt): the union of what the groups
-        contribute (`FlagGroup.call_arguments`); two groups setting one argument is a command-definition error."""
-        return union_of(self.groups, self.values, "call_arguments")
+        contribute (`FlagGroup.call_arguments`), the video and guidance ones gathered into the pipeline's request
+        values (`requests.packed_requests`); two groups setting one argument is a command-definition error."""
+        from ltx_pipelines.engine.requests import packed_requests  # here: `--help` stays light
+
+        return packed_requests(union_of(self.groups, self.values, "call_arguments"))
 
     def memory_inputs(self) -> MemoryInputs:
         """What the memory check plans for: the union of what the groups contribute (`FlagGroup.memory_inputs`)."""
@@ -152,9 +155,10 @@ class Run:
 Generate = Callable[[P, Run], Any]
 
 
-def call_pipeline(pipeline: Any, run: Run) -> FinalLatents:
-    """The final latents of the pipeline's prompt call: the prompt and the groups' call arguments."""
-    return pipeline.generate(run.prompt.text, **run.call_arguments())
+def call_pipeline(pipeline: Any, run: Run, **inputs: Any) -> FinalLatents:
+    """The final latents of the pipeline's prompt call: the prompt, the groups' call arguments and `inputs` (what
+    a command reads from files at call time: a clip, a mask, a waveform)."""
+    return pipeline.generate(run.prompt.text, **run.call_arguments(), **inputs)
 
 
 @dataclass(frozen=True)

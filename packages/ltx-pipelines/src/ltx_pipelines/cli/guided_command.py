@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ltx_pipelines.cli.command import Generate, PipelineCommand, Run
+from ltx_pipelines.cli.command import Generate, PipelineCommand, Run, call_pipeline
 from ltx_pipelines.cli.flag_group import FlagGroup
 from ltx_pipelines.cli.guidance_flags import GuidanceFlags, MaxBatchSizeFlags
 from ltx_pipelines.cli.lazy import resolve
@@ -17,35 +17,9 @@ from ltx_pipelines.cli.video_flags import VideoFlags
 from ltx_pipelines.engine.defaults import PipelineDefaults
 
 if TYPE_CHECKING:
-    from ltx_pipelines.engine.final_latents import FinalLatents
+    pass
 
 P = TypeVar("P")
-
-
-# ---- issue 34: the guided pipelines take request values (one marked place; the CLI helper generalizes it) ----
-_VIDEO_ARGUMENTS = ("height", "width", "num_frames", "frame_rate", "images", "generated_keyframes", "duration")
-_GUIDANCE_ARGUMENTS = {
-    "negative_prompt": "negative_prompt",
-    "num_inference_steps": "num_inference_steps",
-    "video_guidance": "video",
-    "audio_guidance": "audio",
-}
-
-
-def requests_of(arguments: dict[str, Any]) -> dict[str, Any]:
-    """The groups' call arguments (`Run.call_arguments`) with the video and guidance ones as the request values
-    the guided pipelines take (`video=VideoRequest(...)`, `guidance=GuidanceRequest(...)`)."""
-    from ltx_pipelines.engine.requests import GuidanceRequest, VideoRequest
-
-    rest = dict(arguments)
-    video = {name: rest.pop(name) for name in _VIDEO_ARGUMENTS if name in rest}
-    guidance = {field: rest.pop(name) for name, field in _GUIDANCE_ARGUMENTS.items() if name in rest}
-    return {**rest, "video": VideoRequest(**video), "guidance": GuidanceRequest(**guidance)}
-
-
-def call_with_requests(pipeline: Any, run: Run, **inputs: Any) -> FinalLatents:
-    """The final latents of a guided pipeline's prompt call with the run's requests (and `inputs`: its own)."""
-    return pipeline.generate(run.prompt.text, **requests_of(run.call_arguments()), **inputs)
 
 
 def build_guided(pipeline_class: Callable[..., P] | str, run: Run, **extra: Any) -> P:
@@ -73,7 +47,7 @@ def guided_command(
     groups: tuple[FlagGroup[Any], ...] = (),
     guidance: GuidanceFlags | None = None,
     fixed_defaults: PipelineDefaults | None = None,
-    generate: Generate[P] = call_with_requests,
+    generate: Generate[P] = call_pipeline,
 ) -> PipelineCommand[P]:
     """The command of a guided text/image-to-video pipeline: full checkpoint (two-stage: with the spatial
     upsampler and the distilled LoRA of stage 2), video, tiling and guidance flags, then `groups`."""

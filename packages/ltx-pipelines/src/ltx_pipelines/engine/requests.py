@@ -9,7 +9,7 @@ the prompt and the seed. Light on purpose (no torch): the command lines build th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -112,3 +112,28 @@ class GuidanceRequest:
             "video_guidance": self.video,
             "audio_guidance": self.audio,
         }
+
+
+VIDEO_FIELDS = ("height", "width", "num_frames", "frame_rate", "images", "generated_keyframes", "duration")
+"""The call arguments a `VideoRequest` gathers (its field names)."""
+GUIDANCE_FIELDS = {
+    "negative_prompt": "negative_prompt",
+    "num_inference_steps": "num_inference_steps",
+    "video_guidance": "video",
+    "audio_guidance": "audio",
+}
+"""The call arguments a `GuidanceRequest` gathers, by the name a command line records -> its field."""
+
+
+def packed_requests(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """Flat call arguments (what a command line's flag groups contribute, under the names its sidecar records)
+    with the video ones gathered into `video=VideoRequest(...)` and the guidance ones into
+    `guidance=GuidanceRequest(...)`; a request nobody contributed to is left out (the pipeline's default)."""
+    rest = dict(arguments)
+    video = {name: rest.pop(name) for name in VIDEO_FIELDS if name in rest}
+    guidance = {field: rest.pop(name) for name, field in GUIDANCE_FIELDS.items() if name in rest}
+    if video:
+        rest["video"] = VideoRequest(**video)
+    if guidance:
+        rest["guidance"] = GuidanceRequest(**guidance)
+    return rest
