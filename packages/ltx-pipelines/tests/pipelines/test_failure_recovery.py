@@ -286,15 +286,16 @@ def test_an_output_that_appears_while_denoising_moves_the_finished_run_to_a_numb
     """The path was free when the flags were read; another program takes it while the run denoises. The
     finished video is not thrown away: it goes to `clip-1.mp4` with its sidecar (issue 22 item 1)."""
     output = tmp_path / "clip.mp4"
-    real = distilled.run_denoising_stage
+    from ltx_pipelines.engine import two_stage_runner
+
+    real = two_stage_runner.run_denoising_stage
 
     def denoise_while_someone_writes_the_output(*args: Any, **kwargs: Any):
         if not output.exists():
             output.write_bytes(b"another program's video")
         return real(*args, **kwargs)
 
-    stage = "ltx_pipelines.pipelines.distilled.run_denoising_stage"
-    monkeypatch.setattr(stage, denoise_while_someone_writes_the_output)
+    monkeypatch.setattr(two_stage_runner, "run_denoising_stage", denoise_while_someone_writes_the_output)
     assert distilled.main(argv(demo_model_files, output)) == 0
     assert output.read_bytes() == b"another program's video"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["clip-1.json", "clip-1.mp4", "clip.mp4"]
