@@ -53,3 +53,30 @@ def test_without_the_flag_no_cache_is_made(tmp_path, monkeypatch):
     run = ti2vid_one_stage.COMMAND.parse(_argv(tmp_path / "x.mp4"))
     assert "step_cache" not in run.pipeline_options()
     assert run.parameters["step_cache"] is None
+
+
+def test_a_step_cache_beside_a_streamed_transformer_is_refused_before_loading(tmp_path, capsys, monkeypatch):
+    """The cache skips the deep blocks on a cached step; streaming walks every block in order: one of them."""
+    import ltx_core.loader as loader
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("a model was built before the refusal")
+
+    monkeypatch.setattr(loader, "build_model", no_load)
+    out = tmp_path / "x.mp4"
+    with pytest.raises(SystemExit) as done:
+        ti2vid_one_stage.main(_argv(out, "--step-cache", "0.3", "--offload", "disk"))
+    assert done.value.code == 2
+    assert "--step-cache 0.3 skips transformer blocks, which --offload disk streams in order" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_the_python_api_refuses_a_step_cache_beside_streaming_when_built(demo_model_files):
+    from ltx_core.runtime import RuntimeOptions
+    from ltx_pipelines.ti2vid_one_stage import TI2VidOneStagePipeline
+
+    with pytest.raises(ValueError, match=r"step_cache skips transformer blocks, which offload 'cpu' streams"):
+        TI2VidOneStagePipeline(
+            demo_model_files.checkpoint, demo_model_files.gemma_root, step_cache=0.2,
+            runtime=RuntimeOptions(offload="cpu"), device="cpu",
+        )  # fmt: skip

@@ -30,6 +30,7 @@ from ltx_pipelines.cli.model_resolution import RunModels, resolve_models
 from ltx_pipelines.cli.output_flags import OutputChoice, OutputFlags
 from ltx_pipelines.cli.prompt_flags import PromptChoice, PromptFlags
 from ltx_pipelines.cli.runtime_flags import RuntimeChoice, RuntimeFlags
+from ltx_pipelines.cli.step_cache_flags import StepCacheFlags
 from ltx_pipelines.cli.tiling_flags import TilingChoice, TilingFlags
 from ltx_pipelines.cli.video_flags import VideoChoice, VideoFlags
 from ltx_pipelines.engine.defaults import PipelineDefaults
@@ -453,6 +454,13 @@ def check_fits_in_memory(run: Run) -> Run:
     from ltx_core.text_encoders.gemma.modes import text_encoder_mode_for
 
     runtime = run.runtime
+    # The step cache skips the deep blocks on a cached step; streaming walks every block in order (issue 38).
+    step_cache = run.values.get(StepCacheFlags)
+    if step_cache is not None and runtime.options is not None and runtime.options.streams_blocks:
+        raise FlagError(
+            f"--step-cache {step_cache} skips transformer blocks, which --offload {runtime.options.offload} streams "
+            "in order; leave out one of them"
+        )
     free = available_memory(runtime.device)
     inputs = None if free is None else memory_inputs(run)
     if free is None or inputs is None:
@@ -474,6 +482,9 @@ def check_fits_in_memory(run: Run) -> Run:
             modes = {"transformer_modes": ("full", "fp8"), "text_encoder_modes": ("full",)}
         elif runtime.text_encoder_mode is not None:
             modes = {"text_encoder_modes": (runtime.text_encoder_mode,)}
+        if step_cache is not None:  # a streamed transformer cannot skip blocks: auto picks among the others
+            kept = modes.get("transformer_modes", TRANSFORMER_MODES)
+            modes["transformer_modes"] = tuple(m for m in kept if not m.startswith("stream"))
         if _transformer_is_gguf(run):  # already quantized: fp8-cast would refuse it
             kept = modes.get("transformer_modes", TRANSFORMER_MODES)
             modes["transformer_modes"] = tuple(m for m in kept if m != "fp8")

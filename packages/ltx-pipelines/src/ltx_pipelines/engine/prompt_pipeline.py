@@ -154,6 +154,11 @@ class Pipeline:
         self.parallel = parallel
         if step_cache is not None and not step_cache > 0:
             raise ValueError(f"step_cache {step_cache} is not accepted: a threshold > 0, or None for no cache")
+        if step_cache is not None and runtime is not None and runtime.streams_blocks:
+            # Refused here, before any weight is read (the cache wraps the transformer once it is built).
+            raise ValueError(
+                f"step_cache skips transformer blocks, which offload {runtime.offload!r} streams in order; use one"
+            )
         self.step_cache = step_cache
 
     def output_shape(self, height: int, width: int, num_frames: int, frame_rate: float) -> VideoPixelShape:
