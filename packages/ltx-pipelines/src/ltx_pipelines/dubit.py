@@ -6,7 +6,7 @@ LoRA's reference downscale factor), and its audio track, VAE-encoded, as referen
 RoPE times (ending just before the clip's start), so the new speech follows the reference's timing. The frame
 count is the reference's, snapped down to 8k+1; the frame rate is its container's. Stage 2 refines the video
 with the stage-1 audio frozen (sigma 0 for it in the model's timestep conditioning) and referenced; the
-stage-1 audio is the one written. Stage 1 is plain Euler on every model generation.
+stage-1 audio is the one written. Stage 1 is plain Euler on every model version.
 
 `python -m ltx_pipelines.lipdub` is the same pipeline under its LTX-2.3 name; this entry point adds the
 LTX-2.5 demo family (`--demo --demo-family ltx-2.5`, which fuses the demo set's tiny Dub-It IC-LoRA unless

@@ -167,7 +167,7 @@ class PipelineCommand(Generic[P]):
     """A pipeline's command line: the flag `groups` it uses (read in this order; exactly one is the model
     files' `ModelFlags`), `build` (the pipeline from the checked run) and `generate` (the call). `check` runs
     cross-group checks after the model files are resolved (raise `FlagError`). `fixed_defaults`: the defaults
-    whatever the checkpoint's generation (else those of the generation it declares)."""
+    whatever the checkpoint's model version (else those of the version it declares)."""
 
     prog: str
     description: str | None
@@ -228,7 +228,7 @@ class PipelineCommand(Generic[P]):
         return self.fixed_defaults or LTX_2_3_DEFAULTS
 
     def run_defaults(self, args: argparse.Namespace) -> PipelineDefaults:
-        """The defaults of a run with parsed `args`: the model generation's (or the fixed ones), made the demo's
+        """The defaults of a run with parsed `args`: the model version's (or the fixed ones), made the demo's
         with `--demo`."""
         defaults = self.fixed_defaults or self.models.model_version_defaults(args)
         if args.demo:

@@ -4,7 +4,7 @@ constructor and prompt call, and what the memory check plans for.
 
 A pipeline's command line is the list of groups it uses (`cli.command.PipelineCommand`). Groups are read in
 order, so a group may use the values of the groups before it (the tiling flags need the output size). The
-argv is parsed once: flags whose default depends on the checkpoint's model generation (or on `--demo`)
+argv is parsed once: flags whose default depends on the checkpoint's model version (or on `--demo`)
 parse to None and the group fills in the default when it reads them.
 """
 
@@ -40,7 +40,7 @@ def finite(flag: str, value: float) -> float:
 
 @dataclass(frozen=True)
 class ReadContext:
-    """What a group may use while reading: the defaults of the run (the checkpoint generation's, the demo's)
+    """What a group may use while reading: the defaults of the run (the model version's, the demo's)
     and the values of the groups read before it."""
 
     defaults: PipelineDefaults

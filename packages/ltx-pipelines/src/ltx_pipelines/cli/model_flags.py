@@ -242,7 +242,7 @@ class ModelFlags(FlagGroup[ModelChoice]):
     # ---- reading -----------------------------------------------------------------------------------
 
     def model_version_defaults(self, args: argparse.Namespace) -> PipelineDefaults:
-        """The defaults of the model generation the checkpoint declares (read from a local or already cached
+        """The defaults of the model version the checkpoint declares (read from a local or already cached
         file's header only; none given or unreadable: LTX-2.3's)."""
         from ltx_pipelines.cli.hf_paths import cached_hf_file, is_hf_path
 

@@ -37,7 +37,7 @@ class VideoChoice:
     """The seconds the duration head's prediction is clamped to, when it picks the length; `num_frames` is
     then the longest length of that range (what the memory check plans for)."""
     frames_given: bool = True
-    """Whether `--num-frames` was given (else it is the generation's default, or the range's longest)."""
+    """Whether `--num-frames` was given (else it is the model version's default, or the range's longest)."""
 
     @property
     def seconds(self) -> float:
@@ -120,7 +120,7 @@ class VideoFlags(FlagGroup[VideoChoice]):
             help=(
                 "Condition on an image: PATH FRAME_IDX STRENGTH [CRF]; repeatable. FRAME_IDX is the output frame "
                 "(0 = first), STRENGTH in [0, 1] (1 keeps the image), CRF in 0..51 the H.264 re-compression "
-                "applied first (0 = none; default: the model generation's value, 33 up to LTX-2.3, 18 from 2.4). "
+                "applied first (0 = none; default: the model version's value, 33 up to LTX-2.3, 18 from 2.4). "
                 "Example: --image first.jpg 0 1.0 --image last.png 120 0.8"
             ),
         )
@@ -185,7 +185,7 @@ class VideoFlags(FlagGroup[VideoChoice]):
         return DurationRange(low, high)
 
     def settle(self, value: VideoChoice, models: RunModels, context: ReadContext) -> VideoChoice:
-        """Images without a CRF take the checkpoint generation's (33 up to LTX-2.3, 18 from LTX-2.4). The
+        """Images without a CRF take the model version's (33 up to LTX-2.3, 18 from LTX-2.4). The
         length: predicted by the duration head when asked (or when `--num-frames` is omitted on files with a
         head); refused before loading when the files have no head to predict with."""
         from ltx_core.model.duration_head import DurationRange

@@ -1,4 +1,4 @@
-"""Default run parameters per model generation, as the reference CLIs use them.
+"""Default run parameters per model version, as the reference CLIs use them.
 
 A checkpoint's `model_version` metadata picks the preset: LTX-2.3 changed the step count and the
 STG block, LTX-2.4 the CRF that image conditionings are re-compressed at. The HQ preset is fixed
@@ -24,7 +24,7 @@ DEFAULT_LORA_STRENGTH = 1.0
 # Gemma 3 folder is what `--demo` has always built; `ltx-2.5` is the split-file set.
 DEMO_FAMILIES = ("ltx-2.3", "ltx-2.5")
 DEFAULT_DEMO_FAMILY = "ltx-2.3"
-# The model version the LTX-2.5 demo set declares (its defaults are that generation's). Written with two
+# The model version the LTX-2.5 demo set declares (its defaults are that version's). Written with two
 # dots: metadata values are JSON-parsed, and "2.5" would read back as a float.
 DEMO_LTX25_MODEL_VERSION = "2.5.1"
 
@@ -43,14 +43,14 @@ def spatial_multiple(two_stage: bool) -> int:
 
 
 # H.264 CRF of the image re-compression; it reproduces the artefacts of the training data, so it is
-# a property of the model generation.
+# a property of the model version.
 LTX_2_IMAGE_CRF = 33
 LTX_2_4_IMAGE_CRF = 18
 
 
 @dataclass(frozen=True)
 class PipelineDefaults:
-    """CLI defaults of one model generation. `height`/`width` are the one-stage (stage-1) size.
+    """CLI defaults of one model version. `height`/`width` are the one-stage (stage-1) size.
 
     The guidance knobs are ltx-core's `MultiModalGuiderParams`: `modality_scale` is what the CLI calls
     `--a2v-guidance-scale` (video) / `--v2a-guidance-scale` (audio).

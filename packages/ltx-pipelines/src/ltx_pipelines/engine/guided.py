@@ -81,7 +81,7 @@ def resolve_guidance(
     video_guidance: MultiModalGuiderParams | None = None,
     audio_guidance: MultiModalGuiderParams | None = None,
 ) -> GuidanceSettings:
-    """The given values, with `defaults` (a checkpoint generation's, or a pipeline's preset) for those
+    """The given values, with `defaults` (a model version's, or a pipeline's preset) for those
     left as None."""
     return GuidanceSettings(
         num_inference_steps=defaults.num_inference_steps if num_inference_steps is None else num_inference_steps,

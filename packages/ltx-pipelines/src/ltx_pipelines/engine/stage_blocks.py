@@ -53,7 +53,7 @@ class ImageCondition:
     strength: float
     path: Path | None = None
     crf: int | None = None
-    """H.264 CRF the image is re-compressed at; None: the checkpoint generation's (see `with_default_crf`)."""
+    """H.264 CRF the image is re-compressed at; None: the model version's (see `with_default_crf`)."""
     pixels: dict[tuple[int, int], torch.Tensor] = field(default_factory=dict)
 
     def load(self, height: int, width: int) -> torch.Tensor:

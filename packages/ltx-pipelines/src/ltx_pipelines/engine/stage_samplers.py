@@ -49,6 +49,6 @@ class AncestralSampler:
 
 
 def distilled_stage_1_sampler(model_version: tuple[int, ...]) -> AncestralSampler | None:
-    """The distilled pipeline's stage-1 sampler for a checkpoint generation: ancestral from LTX-2.5 on,
+    """The distilled pipeline's stage-1 sampler for a model version: ancestral from LTX-2.5 on,
     plain Euler (None) before."""
     return AncestralSampler() if model_version >= ANCESTRAL_SAMPLER_SINCE_VERSION else None

@@ -1,7 +1,7 @@
 """Image conditioning input: decode, re-compress through H.264 once, fit to the target size, normalise.
 
 The model was trained on frames of compressed videos, so a pristine still is first passed once
-through libx264 at the CRF of the model generation (see `defaults.default_image_crf`); CRF 0 skips
+through libx264 at the CRF of the model version (see `defaults.default_image_crf`); CRF 0 skips
 that step.
 """
 

@@ -127,7 +127,7 @@ class RetakePipeline(GuidedPipeline):
         self.distilled = distilled
 
     def guidance_defaults(self) -> PipelineDefaults:
-        """The checkpoint generation's guidance, with the reference's step count for a full checkpoint."""
+        """The model version's guidance, with the reference's step count for a full checkpoint."""
         return replace(super().guidance_defaults(), num_inference_steps=FULL_CHECKPOINT_STEPS)
 
     def guidance_settings(self, guidance: GuidanceRequest) -> GuidanceSettings:
