@@ -28,7 +28,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -43,6 +43,9 @@ from ltx_core.memory_estimate import (
 )
 from ltx_core.runtime import RuntimeOptions
 from ltx_core.runtime_choices import TEXT_ENCODER_MODES
+
+if TYPE_CHECKING:
+    from ltx_core.loader.file_headers import FileHeaders
 
 TRANSFORMER_MODES = ("full", "fp8", "stream-ram", "stream-disk")
 TRANSFORMER_MODE_OPTIONS: dict[str, RuntimeOptions] = {
@@ -359,9 +362,10 @@ def _is_language_key(key: str) -> bool:
     return not any(part in key for part in ("vision", "audio", "multi_modal", "projector", "projection"))
 
 
-def text_encoder_size_of(path: str | Path) -> TextEncoderSize:
+def text_encoder_size_of(path: str | Path, headers: FileHeaders | None = None) -> TextEncoderSize:
     """The size of the Gemma at `path` (a Hugging Face folder or a packed file, safetensors or GGUF), counted
-    from its files' tensor headers (no weight is read) with the activation sizes from its text config."""
+    from its files' tensor headers (no weight is read) with the activation sizes from its text config.
+    `headers`: the run's store (a header it holds is not read again)."""
     from ltx_core.loader.gguf_file import is_gguf
     from ltx_core.loader.safetensors_header import read_safetensors_header
     from ltx_core.text_encoders.gemma.folder import locate_gemma_folder
@@ -375,7 +379,7 @@ def text_encoder_size_of(path: str | Path) -> TextEncoderSize:
         files, text = folder.weight_files, dict(folder.text_config)
         defaults_of = folder._text_size
     else:
-        packed = read_packed_gemma(path)
+        packed = read_packed_gemma(path, headers)
         files, text = (packed.path,), dict(packed.text_config)
         defaults_of = None
     for name in ("intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim", "num_hidden_layers"):
@@ -384,7 +388,7 @@ def text_encoder_size_of(path: str | Path) -> TextEncoderSize:
     tensors = (
         (key, info.numel, info.dtype)
         for file in files
-        for key, info in read_safetensors_header(file).tensors.items()
+        for key, info in (read_safetensors_header(file) if headers is None else headers.header(file)).tensors.items()
         if info.dtype != "U8"  # packed tokenizer and asset bytes
     )
     return _size_from_tensors(tensors, text)
@@ -560,17 +564,19 @@ def sizes_of_files(
     upsampler: str | Path | None = None,
     *,
     gemma_8bit: bool = False,
+    headers: FileHeaders | None = None,
 ) -> GenerationSizes:
     """`generation_sizes` of a run's files: the Gemma folder or packed file (None: no prompt encoding), the
     latent upsampler file (its `config` metadata), all read from headers only. `gemma_8bit`: Gemma loaded as
-    LLM.int8()."""
-    from ltx_core.loader.safetensors_header import read_safetensors_header
+    LLM.int8(). `headers`: the run's store (the headers its checks read already are not read again)."""
+    from ltx_core.loader.file_headers import FileHeaders
 
-    text = None if gemma is None else text_encoder_size_of(gemma)
+    headers = FileHeaders() if headers is None else headers
+    text = None if gemma is None else text_encoder_size_of(gemma, headers)
     if text is not None and gemma_8bit:
         text = replace(text, weight_format="8bit")
     upsampler_config = None
     # A diffusers folder's latent_upsampler/ keeps its config in config.json: counted at the default sizes.
     if upsampler is not None and not Path(upsampler).is_dir():
-        upsampler_config = read_safetensors_header(upsampler).metadata.get("config") or {}
+        upsampler_config = headers.metadata(upsampler).get("config") or {}
     return generation_sizes(checkpoint_config, text, upsampler_config)

@@ -174,6 +174,7 @@ class ModelFiles:
         *,
         gemma_root: str | Path | None = None,
         video_vae: str | Path | None = None,
+        headers: FileHeaders | None = None,
     ) -> ModelFiles:
         """The released single file (LTX-2 / LTX-2.3): every component is read from `checkpoint`
         under its own key prefix, exactly as before (the duration head too, when the file has one);
@@ -182,7 +183,7 @@ class ModelFiles:
         layout = Layout.SINGLE_FILE
         from ltx_core.loader.diffusers_folder import is_diffusers_folder
 
-        headers = FileHeaders()
+        headers = FileHeaders() if headers is None else headers  # a store given: the run's (headers read once)
 
         hub_folder = str(checkpoint).startswith(_HF_SCHEME) and names_a_model_folder(checkpoint)
         if is_diffusers_folder(checkpoint) or hub_folder:
@@ -220,6 +221,7 @@ class ModelFiles:
         video_vae: str | Path | None = None,
         audio_vae: str | Path | None = None,
         duration_head: str | Path | None = None,
+        headers: FileHeaders | None = None,
     ) -> ModelFiles:
         """One file per component (the LTX-2.5 release). Omitted components are absent; a pipeline
         states what it needs with `require`. The text embeddings take their config and connectors
@@ -238,7 +240,7 @@ class ModelFiles:
             raise CheckpointError(f"a split set of model files needs at least one of {flags}")
         sources: list[ComponentSource] = []
         paths: dict[Component, Path] = {}
-        headers = FileHeaders()
+        headers = FileHeaders() if headers is None else headers
         for component, value in given.items():
             if value is None:
                 continue
@@ -490,17 +492,20 @@ def names_a_model_folder(source: str | Path) -> bool:
     return Path(text).expanduser().is_dir()
 
 
-def model_files_of(source: ModelSource, *, gemma_root: str | Path | None = None) -> ModelFiles:
+def model_files_of(
+    source: ModelSource, *, gemma_root: str | Path | None = None, headers: FileHeaders | None = None
+) -> ModelFiles:
     """The one resolution of a checkpoint value into a set of model files: a `ModelFiles` as it is, a
     model folder through `ModelFiles.from_diffusers` (another model family's folder is refused there,
     before loading), a file through `ModelFiles.single_file`. `gemma_root` joins a path's set (a
-    `ModelFiles` value already states its text encoder)."""
+    `ModelFiles` value already states its text encoder). `headers`: the store a single file's set reads
+    through (the one a command line's checks already filled, so no header is read twice in a run)."""
     if isinstance(source, ModelFiles):
         return source
     if names_a_model_folder(source):
         files = ModelFiles.from_diffusers(source, gemma_root=gemma_root)
     else:
-        files = ModelFiles.single_file(source, gemma_root=gemma_root)
+        files = ModelFiles.single_file(source, gemma_root=gemma_root, headers=headers)
     return replace(files, given=Path(source))
 
 

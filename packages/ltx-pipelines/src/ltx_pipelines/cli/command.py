@@ -137,6 +137,7 @@ class Run:
             "runtime": self.runtime.options,
             "gemma_8bit": self.runtime.gemma_8bit,
             "text_encoder_mode": self.runtime.text_encoder_mode,
+            "file_headers": self.models.headers,
         }
         return {**options, **union_of(self.groups, self.values, "pipeline_options")}
 
@@ -410,7 +411,9 @@ def memory_inputs(run: Run) -> tuple[GenerationSizes, GenerationWorkload] | None
     if gemma is None and isinstance(checkpoint, ModelFiles) and checkpoint.has(Component.TEXT_ENCODER):
         gemma = checkpoint.source(Component.TEXT_ENCODER).path
     try:
-        sizes = sizes_of_files(config, gemma, run.models.spatial_upsampler, gemma_8bit=runtime.gemma_8bit)
+        sizes = sizes_of_files(
+            config, gemma, run.models.spatial_upsampler, gemma_8bit=runtime.gemma_8bit, headers=run.models.headers
+        )
     except CheckpointError as e:  # e.g. a Gemma file cut short: found here, before any model loads
         raise FlagError(str(e)) from None
     shape = video_workload(

@@ -18,6 +18,7 @@ from ltx_pipelines.engine.defaults import DEFAULT_DEMO_FAMILY, normalize_model_v
 from ltx_pipelines.engine.model_versions import model_version_problem
 
 if TYPE_CHECKING:
+    from ltx_core.loader.file_headers import FileHeaders
     from ltx_core.loader.model_files import ModelFiles
     from ltx_pipelines.cli.model_flags import ModelChoice, ModelFlags
     from ltx_pipelines.engine.checkpoint_kind import ExpectedKind
@@ -41,6 +42,9 @@ class RunModels:
     """The files as named on the command line (recorded in the sidecar)."""
     demo: bool = False
     """Whether `--demo` substituted any of them."""
+    headers: FileHeaders | None = field(default=None, compare=False, repr=False)
+    """The headers the checks read (a `FileHeaders` store): the pipeline's model files read through it, so no
+    header is read twice in a run."""
     # What the headers say, read out once here (every group's settle and the memory check ask for them).
     model_version: tuple[int, ...] = field(init=False)
     demo_family: str = field(init=False)
@@ -85,7 +89,9 @@ class RunModels:
 def resolve_models(flags: ModelFlags, choice: ModelChoice, *, demo: bool = False) -> RunModels:
     """The run's model files: `choice` (as `flags` read it) made local and checked; `demo`: whether `--demo`
     substituted any of them. A file that is not what its flag takes is a `FlagError` naming the flag."""
-    return _Resolution(flags).resolve(choice, demo=demo)
+    from ltx_core.loader.file_headers import FileHeaders
+
+    return _Resolution(flags, FileHeaders()).resolve(choice, demo=demo)
 
 
 @dataclass(frozen=True)
@@ -94,6 +100,8 @@ class _Resolution:
     cache and offline mode)."""
 
     flags: ModelFlags
+    headers: FileHeaders
+    """Every header the checks read, each once; handed on to the pipeline with the run's models."""
 
     def resolve(self, choice: ModelChoice, *, demo: bool = False) -> RunModels:
         """Local copies of hf:// paths (may download) and each file checked to be the kind its flag expects."""
@@ -145,10 +153,11 @@ class _Resolution:
             metadata=metadata,
             choice=choice,
             demo=demo,
+            headers=self.headers,
         )
 
     def _resolve_single_file(self, choice: ModelChoice) -> tuple[Path | ModelFiles, dict[str, Any]]:
-        from ltx_core.loader import CheckpointError, read_safetensors_header
+        from ltx_core.loader import CheckpointError
         from ltx_core.loader.model_files import (
             COMPONENT_FLAGS,
             Component,
@@ -164,21 +173,21 @@ class _Resolution:
         metadata = self._kind(self.flags.checkpoint_flag, checkpoint, "ltx_checkpoint")
         if choice.video_vae is None:
             if self.flags.check_kinds:
-                self._check_components(model_files_of(checkpoint), single=True)
+                self._check_components(model_files_of(checkpoint, headers=self.headers), single=True)
             return checkpoint, metadata
         # The single file with another video VAE (e.g. LTX-2.5's diffusion decoder): a set of model files.
         flag = COMPONENT_FLAGS[Component.VIDEO_VAE]
         vae = self._resolve(flag, choice.video_vae)
         self._component_kind(flag, vae)
         try:
-            files = ModelFiles.single_file(checkpoint, video_vae=vae)
+            files = ModelFiles.single_file(checkpoint, video_vae=vae, headers=self.headers)
         except CheckpointError as e:
             raise FlagError(str(e)) from None
         if self.flags.check_kinds:
             self._check_components(files, single=True)
         if not metadata:
             return files, metadata
-        vae_config = (read_safetensors_header(vae).metadata.get("config") or {}).get("vae")
+        vae_config = (self.headers.metadata(vae).get("config") or {}).get("vae")
         config = dict(metadata.get("config") or {})
         if vae_config is not None:
             config["vae"] = vae_config
@@ -205,7 +214,7 @@ class _Resolution:
             if component.value in paths:
                 self._component_kind(COMPONENT_FLAGS[component], paths[component.value])
         try:
-            files = ModelFiles.split(**paths)
+            files = ModelFiles.split(**paths, headers=self.headers)
         except CheckpointError as e:
             raise FlagError(str(e)) from None
         if self.flags.check_kinds:
@@ -260,7 +269,7 @@ class _Resolution:
         from ltx_pipelines.engine.checkpoint_kind import detect_checkpoint_kind
 
         try:
-            info = detect_checkpoint_kind(path)
+            info = detect_checkpoint_kind(path, self.headers)
         except CheckpointError as e:
             raise FlagError(f"{flag}: {e}") from None
         if info.kind in ("lora", "upsampler", "gemma_text_encoder"):
@@ -283,10 +292,11 @@ class _Resolution:
         if not self.flags.check_kinds:
             return {}
         from ltx_core.loader.builder import header_weight_shapes
+        from ltx_core.loader.model_files import model_files_of
         from ltx_core.model.transformer.spec import AV_TRANSFORMER
 
         try:
-            return header_weight_shapes(AV_TRANSFORMER, checkpoint)
+            return header_weight_shapes(AV_TRANSFORMER, model_files_of(checkpoint, headers=self.headers))
         except CheckpointError as e:
             raise FlagError(f"{self.flags.checkpoint_flag}: {e}") from None
 
@@ -312,7 +322,7 @@ class _Resolution:
         if not self.flags.check_kinds:
             return {}
         try:
-            return check_checkpoint_kind(path, expected).header.metadata
+            return check_checkpoint_kind(path, expected, self.headers).header.metadata
         except CheckpointError as e:
             raise FlagError(f"{flag}: {e}") from None
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 from ltx_core.loader import CheckpointError, Layout, ModelFiles, SafetensorsHeader, read_safetensors_header
+from ltx_core.loader.file_headers import FileHeaders
 from ltx_core.loader.lora_layouts import ACCEPTED_LAYOUTS
 from ltx_core.loader.model_files import ModelSource, model_files_of, names_a_model_folder
 
@@ -66,7 +67,7 @@ def _describe_upsampler(config: dict) -> str:
     return f"a latent upsampler ({detail})"
 
 
-def _folder_header(source: ModelSource) -> tuple[SafetensorsHeader, str]:
+def _folder_header(source: ModelSource, headers: FileHeaders | None = None) -> tuple[SafetensorsHeader, str]:
     """A model folder or set of model files described as a header (its metadata as the models read it),
     and what it is called as a model checkpoint."""
     if not isinstance(source, ModelFiles):
@@ -77,7 +78,7 @@ def _folder_header(source: ModelSource) -> tuple[SafetensorsHeader, str]:
 
             metadata = dict(upsampler_source(folder).read_metadata())
             return SafetensorsHeader(path=folder, tensors={}, metadata=metadata), "component folder"
-    files = model_files_of(source)
+    files = model_files_of(source, headers=headers)
     metadata: dict = {"config": dict(files.info.configs)}
     version = files.info.metadata.get("model_version")
     if version is not None:
@@ -94,13 +95,15 @@ def _is_model_folder(folder: Path) -> bool:
     return (folder / MODEL_INDEX).is_file() or not (folder / CONFIG).is_file()
 
 
-def detect_checkpoint_kind(path: ModelSource) -> CheckpointKindInfo:
+def detect_checkpoint_kind(path: ModelSource, headers: FileHeaders | None = None) -> CheckpointKindInfo:
     """Classify a safetensors file by its metadata and key names (only the header is read); a model
-    folder or a `ModelFiles` set by its translated metadata (only configs and headers are read)."""
+    folder or a `ModelFiles` set by its translated metadata (only configs and headers are read).
+    `headers`: the run's store (a header it holds is not read again)."""
     if isinstance(path, ModelFiles) or names_a_model_folder(path):
-        header, what = _folder_header(path)
+        header, what = _folder_header(path, headers)
     else:
-        header, what = read_safetensors_header(path), "single-file model checkpoint"
+        header = read_safetensors_header(path) if headers is None else headers.header(path)
+        what = "single-file model checkpoint"
     config = header.metadata.get("config")
     version = header.metadata.get("model_version")
     version_text = f", model_version {version}" if version is not None else ""
@@ -132,11 +135,13 @@ def detect_checkpoint_kind(path: ModelSource) -> CheckpointKindInfo:
     )
 
 
-def check_checkpoint_kind(path: ModelSource, expected: ExpectedKind) -> CheckpointKindInfo:
+def check_checkpoint_kind(
+    path: ModelSource, expected: ExpectedKind, headers: FileHeaders | None = None
+) -> CheckpointKindInfo:
     """Raise CheckpointError unless `path` is the `expected` kind; the message says what the file is instead."""
     if expected not in _EXPECTED_DESCRIPTIONS:
         raise ValueError(f"unknown expected kind {expected!r}; accepted: {sorted(_EXPECTED_DESCRIPTIONS)}")
-    info = detect_checkpoint_kind(path)
+    info = detect_checkpoint_kind(path, headers)
     if info.kind != expected:
         hint = _FLAG_HINTS.get(info.kind)
         where = f"; it belongs to {hint}" if hint else ""

@@ -32,6 +32,8 @@ from ltx_core.loader import (
     StateDictCache,
 )
 from ltx_core.loader.checkpoint_info import CheckpointInfo
+from ltx_core.loader.component_source import ComponentSource
+from ltx_core.loader.file_headers import FileHeaders
 from ltx_core.loader.model_files import model_files_of
 from ltx_core.model.transformer import AV_TRANSFORMER
 from ltx_core.model.video_vae.tiling import TilingConfig
@@ -98,6 +100,9 @@ class PipelineOptions(TypedDict, total=False):
     """The guided stages reuse the deep transformer blocks' residual on steps whose first block changed by less
     than this (First-Block-Cache, `ltx_core.components.step_cache`); None (default): off. Not used by the
     distilled stages."""
+    file_headers: FileHeaders | None
+    """The headers already read (a command line's checks: `cli.model_resolution`): the pipeline's model files
+    read through them, so no header is read twice in a run; None: a store of the pipeline's own."""
     parallel: MultiDevice | None
     """Run over the ranks of the default process group (sequence-parallel stages, prompts encoded per rank,
     tile-parallel decode); None: this process only."""
@@ -131,13 +136,14 @@ class Pipeline:
         built_transformer: nn.Module | None = None,
         parallel: MultiDevice | None = None,
         step_cache: float | None = None,
+        file_headers: FileHeaders | None = None,
     ) -> None:
         """The options are those of `PipelineOptions` but the text encoder's (`PromptPipeline` adds those)."""
         from ltx_core.devices import resolve_device
 
         # Issue 34: the checkpoint is resolved into its set of model files once, here; every helper given this
         # set answers from it (each header is read once, kept on the set), and `checkpoint` holds its facts.
-        self.checkpoint_path: ModelFiles = model_files_of(checkpoint_path)
+        self.checkpoint_path: ModelFiles = model_files_of(checkpoint_path, headers=file_headers)
         self.checkpoint: CheckpointInfo = self.checkpoint_path.info
         self.loras = tuple(loras)
         self.placement = Placement(resolve_device(device), dtype, model_builder)
@@ -160,6 +166,13 @@ class Pipeline:
                 f"step_cache skips transformer blocks, which offload {runtime.offload!r} streams in order; use one"
             )
         self.step_cache = step_cache
+
+    def standalone_source(self, path: Path) -> Path | ComponentSource:
+        """A model file outside the set (the latent upsampler) read through the set's headers, which a command
+        line's checks filled already; a folder (a diffusers `latent_upsampler/`) as it is."""
+        if Path(path).is_dir():
+            return path
+        return ComponentSource(None, (Path(path),)).sharing(self.checkpoint_path.headers)
 
     def output_shape(self, height: int, width: int, num_frames: int, frame_rate: float) -> VideoPixelShape:
         shape = VideoPixelShape(1, num_frames, height, width, frame_rate)

@@ -22,6 +22,7 @@ from ltx_core.components.sampling import euler_denoising_loop
 from ltx_core.components.schedulers import stage_2_distilled_sigmas
 from ltx_core.conditioning import ConditioningItem, FrozenModality
 from ltx_core.loader import LoraSpec, StateDictCache
+from ltx_core.loader.component_source import ComponentSource
 from ltx_core.model.transformer import X0Model
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
@@ -168,7 +169,8 @@ def run_two_stages(
         latents.update(first.named("stage_1"))
         if stage_2 is None:
             return TwoStageResult(first, None, latents)
-        upsampled = _upsample(first, hook, spatial_upsampler, encoded.latent_statistics, pipeline.placement)
+        upsampler = pipeline.standalone_source(spatial_upsampler)
+        upsampled = _upsample(first, hook, upsampler, encoded.latent_statistics, pipeline.placement)
         latents.update(upsampled)
         extra = hook.stage_2(first, upsampled)
         stage_2_items = StageItems((*encoded.per_stage[1], *extra.video), (*audio_items, *extra.audio))
@@ -262,7 +264,11 @@ def _run_stage(
 
 
 def _upsample(
-    first: StageResult, hook: ConditioningHook, upsampler: Path, statistics: nn.Module | None, placement: Placement
+    first: StageResult,
+    hook: ConditioningHook,
+    upsampler: Path | ComponentSource,
+    statistics: nn.Module | None,
+    placement: Placement,
 ) -> dict[str, torch.Tensor]:
     """The hook's `upsampled_too` latents, then the stage-1 video (`upsampled_video_latent`), upsampled."""
     assert first.video_latent is not None and statistics is not None

@@ -261,7 +261,7 @@ class HDRICLoraPipeline(Pipeline):
             assert stage_1.video_latent is not None
             latents["stage_1.video_latent"] = stage_1.video_latent
             upsampled = upsample_between_stages(
-                stage_1.video_latent, self.spatial_upsampler_path, statistics, self.placement
+                stage_1.video_latent, self.standalone_source(self.spatial_upsampler_path), statistics, self.placement
             )
             latents["upsampled_video_latent"] = upsampled
             latents["stage_2.video_latent"] = run_tiled_video_stage(

@@ -113,8 +113,11 @@ def encode_text_prompts(
     and stays loaded for the next call."""
 
     def load_gemma(path: str | Path, **options: Any) -> Any:
-        # A context manager either way: the pool's keeps the encoder, the encoder's own frees it on exit.
-        return resident.open(path, **options) if resident is not None else GemmaTextEncoder.load(path, **options)
+        # A context manager either way: the pool's keeps the encoder, the encoder's own frees it on exit. A
+        # fresh load reads a packed file's header through the model files' store (read once per run).
+        if resident is not None:
+            return resident.open(path, **options)
+        return GemmaTextEncoder.load(path, headers=embeddings.headers, **options)
 
     prompts = [prompts] if isinstance(prompts, str) else list(prompts)
     if not prompts:

@@ -19,6 +19,7 @@ import torch
 
 from ltx_core.devices import resolve_device
 from ltx_core.loader.errors import CheckpointError
+from ltx_core.loader.file_headers import FileHeaders
 from ltx_core.loader.gguf_file import is_gguf
 from ltx_core.loader.sd_ops import SDOps
 from ltx_core.text_encoders.gemma.folder import GemmaFolder, locate_gemma_folder
@@ -180,17 +181,18 @@ class GemmaTextEncoder:
         max_length: int = DEFAULT_MAX_LENGTH,
         mode: str = "full",
         load_in_8bit: bool = False,
+        headers: FileHeaders | None = None,
     ) -> GemmaTextEncoder:
         """Load tokenizer and model from a packed Gemma 4 file (config, tokenizer and weights in one
         safetensors file), checking its header first. `mode` as in `from_folder`; the 8-bit form
-        is for Gemma 3 folders only."""
+        is for Gemma 3 folders only. `headers`: the run's store (its header is not read again)."""
         from ltx_core.text_encoders.gemma.modes import check_text_encoder_mode, load_gemma_weights
 
         check_text_encoder_mode(mode)
         if load_in_8bit:
             raise ValueError(f"8-bit loading is for Gemma 3 folders; {str(path)!r} is a packed text encoder file")
         device = resolve_device(device)
-        packed = read_packed_gemma(path)
+        packed = read_packed_gemma(path, headers)
         tokenizer = GemmaPromptTokenizer(load_packed_tokenizer(packed), max_length=max_length)
         if mode == "full":
             return cls(load_packed_gemma_model(packed, dtype=dtype, device=device), tokenizer, packed=packed)
@@ -230,13 +232,13 @@ class GemmaTextEncoder:
         return self
 
     @classmethod
-    def load(cls, path: str | Path, **options: Any) -> GemmaTextEncoder:
+    def load(cls, path: str | Path, *, headers: FileHeaders | None = None, **options: Any) -> GemmaTextEncoder:
         """A Gemma 3 folder (`from_folder`), a GGUF Gemma 3 (`from_gguf`) or a packed Gemma 4 file
-        (`from_packed_file`), by what `path` is."""
+        (`from_packed_file`, its header read through `headers` when given), by what `path` is."""
         if Path(path).expanduser().is_file():
             if is_gguf(Path(path).expanduser()):
                 return cls.from_gguf(path, **options)
-            return cls.from_packed_file(path, **options)
+            return cls.from_packed_file(path, headers=headers, **options)
         return cls.from_folder(path, **options)
 
     # -- properties ----------------------------------------------------------------------------
