@@ -19,6 +19,7 @@ from ltx_core.loader import ModelFiles
 from ltx_core.types import VideoPixelShape
 from ltx_pipelines.distilled import DistilledPipeline
 from ltx_pipelines.engine.noise_sources import ReplayedNoise
+from ltx_pipelines.engine.requests import VideoRequest
 from ltx_pipelines.engine.stage_blocks import ImageCondition
 from ltx_pipelines.engine.stage_steps import encode_conditioning_images
 
@@ -114,8 +115,8 @@ def test_i2v_ltx25_replays_the_reference(fx, files, upsampler, assert_golden_clo
     noise, names = replayed(fx)
     generation = pipeline.generate_from_contexts(
         contexts,
-        height=s["height"], width=s["width"], num_frames=s["num_frames"], frame_rate=s["fps"],
-        noise=noise, images=stored_images(fx),
+        video=VideoRequest(s["height"], s["width"], s["num_frames"], s["fps"], images=stored_images(fx)),
+        noise=noise,
     )  # fmt: skip
     assert generation.num_frames == int(fx[f"{RUN}.num_frames"][0])
     for name in (

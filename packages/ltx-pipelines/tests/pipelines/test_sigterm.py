@@ -66,7 +66,7 @@ def _last_line(text: str) -> str:
 
 def test_sigterm_while_denoising_exits_143_with_one_line(tmp_path, demo_cache_home):
     code, err, output = _run_until_ready_then_term(
-        tmp_path, demo_cache_home, "ltx_pipelines.pipelines.distilled", "run_denoising_stage"
+        tmp_path, demo_cache_home, "ltx_pipelines.engine.two_stage_runner", "run_denoising_stage"
     )
     assert code == 143, err
     assert "Traceback" not in err
@@ -82,7 +82,7 @@ def test_sigterm_that_c_code_turns_into_its_own_error_still_ends_as_terminated(t
         "        raise TypeError('could not determine the shape of object type UntypedStorage') from None"
     )
     code, err, output = _run_until_ready_then_term(
-        tmp_path, demo_cache_home, "ltx_pipelines.pipelines.distilled", "run_denoising_stage", wait=swallow
+        tmp_path, demo_cache_home, "ltx_pipelines.engine.two_stage_runner", "run_denoising_stage", wait=swallow
     )
     assert code == 143, err
     assert _last_line(err) == "error: terminated (SIGTERM)", err[-2000:]
