@@ -13,6 +13,7 @@ import argparse
 import logging
 import multiprocessing
 import os
+import signal
 import socket
 import threading
 import time
@@ -26,11 +27,13 @@ from ltx_serve.jobs import JobStore
 from ltx_serve.pipelines import DEFAULT_PIPELINES, SERVABLE, parse_pipelines, split_model_argv
 from ltx_serve.requests import Limits, served_pipelines
 from ltx_serve.store import SqliteJobStore, open_store
-from ltx_serve.worker import WorkerConfig, remove_job_files, worker_main
+from ltx_serve.worker import EXIT_WARM_UP_FAILED, WorkerConfig, remove_job_files, worker_main
 
 logger = logging.getLogger(__name__)
 
 API_KEY_ENV = "LTX_SERVE_API_KEY"
+WARM_UP_ATTEMPTS = 3
+"""Times in a row a worker may fail to build its pipelines before the supervisor stops restarting it."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -224,6 +227,7 @@ class Supervisor:
             for i, device in enumerate(options.devices)
         }
         self.stop = threading.Event()
+        self.warm_up_failures: dict[str, int] = {}
 
     def start(self) -> None:
         for worker_id in self.configs:
@@ -256,9 +260,29 @@ class Supervisor:
                     remove_job_files(self.options.data_dir, cancelled)
                     self.store.purge(cancelled)
                 self.store.requeue_worker(worker_id)
+                if self.gives_up(worker_id, process.exitcode):
+                    continue
                 logger.warning("worker %s exited (%s); starting it again", worker_id, process.exitcode)
                 self.spawn(worker_id)
         self.store.requeue_stale(older_than_s=self.options.stale_after_s)
+
+    def gives_up(self, worker_id: str, exitcode: int | None) -> bool:
+        """Whether a worker that exited stays down: it could not build its pipelines `WARM_UP_ATTEMPTS` times in
+        a row (a bad or missing model file, too little memory). A server left without workers stops (SIGTERM
+        to itself): its queued jobs stay queued for a server that can run them."""
+        if exitcode != EXIT_WARM_UP_FAILED:
+            self.warm_up_failures.pop(worker_id, None)
+            return False
+        failures = self.warm_up_failures[worker_id] = self.warm_up_failures.get(worker_id, 0) + 1
+        if failures < WARM_UP_ATTEMPTS:
+            return False
+        del self.processes[worker_id]
+        logger.error("worker %s could not build its pipelines %d times (see its error above); not restarted",
+                     worker_id, failures)  # fmt: skip
+        if not self.processes:
+            logger.error("no worker can run: stopping the server (queued jobs stay queued)")
+            os.kill(os.getpid(), signal.SIGTERM)
+        return True
 
     def shutdown(self) -> None:
         self.stop.set()

@@ -360,6 +360,10 @@ def heartbeat_loop(worker: Worker, store: JobStore, stop: threading.Event, every
             store.heartbeat(job_id, worker.config.worker_id)
 
 
+EXIT_WARM_UP_FAILED = 3
+"""A worker's exit code when it could not build (or warm up) its pipelines."""
+
+
 def worker_main(config: WorkerConfig, ready: Any = None, warm_up: bool = True) -> None:
     """The worker process: build once, then claim jobs until killed."""
     from ltx_pipelines.cli.command import configure_logging
@@ -372,7 +376,14 @@ def worker_main(config: WorkerConfig, ready: Any = None, warm_up: bool = True) -
     configure_logging(os.environ.get("LTX_SERVE_LOG_LEVEL", "INFO"))
     store = open_store(config.queue, config.data_dir)
     worker = Worker(config, store)
-    worker.warm_up(generate=warm_up)
+    try:
+        worker.warm_up(generate=warm_up)
+    except Exception:
+        # Models that cannot be built now will not build on a respawn either: say so with a code the
+        # supervisor reads, instead of dying like a crash it restarts (a bad model file looped forever).
+        logging.getLogger(__name__).exception("worker %s could not build its pipelines", config.worker_id)
+        sys.stderr.flush()
+        os._exit(EXIT_WARM_UP_FAILED)
     if ready is not None:
         ready.set()
     stop = threading.Event()
