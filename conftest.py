@@ -388,3 +388,25 @@ def golden_lacks(golden_dir: Path) -> Callable[[str], None]:
 def assert_golden_close() -> Callable[..., None]:
     """The acceptance check as a fixture, since test modules cannot import conftest."""
     return assert_close_to_golden
+
+
+@pytest.fixture
+def header_reads(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Counts `read_safetensors_header` calls by file name from here on: every holder of the function (its module
+    and each module that imported it by name) is patched. Returns the counter."""
+    import collections
+    import sys
+
+    import ltx_core.loader.safetensors_header as safetensors_header
+
+    original = safetensors_header.read_safetensors_header
+    counts: collections.Counter[str] = collections.Counter()
+
+    def counting(path: Any) -> Any:
+        counts[Path(path).name] += 1
+        return original(path)
+
+    for module in list(sys.modules.values()):
+        if module is not None and getattr(module, "read_safetensors_header", None) is original:
+            monkeypatch.setattr(module, "read_safetensors_header", counting)
+    return counts

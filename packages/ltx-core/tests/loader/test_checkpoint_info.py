@@ -3,10 +3,6 @@
 
 from __future__ import annotations
 
-import collections
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
@@ -25,23 +21,6 @@ NET_KEYS = SDOps("tiny_net").keeping(prefix="net.").renaming_prefix("net.")
 TRANSFORMER = {"_class_name": "AVTransformer3DModel", "num_layers": 2}
 
 
-def _count_header_reads(monkeypatch: pytest.MonkeyPatch) -> collections.Counter[str]:
-    """Every holder of `read_safetensors_header` (its module and each that imported it by name) counts its calls."""
-    import ltx_core.loader.safetensors_header as safetensors_header
-
-    original = safetensors_header.read_safetensors_header
-    counts: collections.Counter[str] = collections.Counter()
-
-    def counting(path):
-        counts[Path(path).name] += 1
-        return original(path)
-
-    for module in list(sys.modules.values()):
-        if module is not None and getattr(module, "read_safetensors_header", None) is original:
-            monkeypatch.setattr(module, "read_safetensors_header", counting)
-    return counts
-
-
 @pytest.fixture
 def spec(tiny_configurator_fn):
     return ComponentSpec(
@@ -49,9 +28,9 @@ def spec(tiny_configurator_fn):
     )
 
 
-def test_a_set_reads_each_header_once_however_often_it_is_asked(spec, tiny_checkpoint, monkeypatch):
+def test_a_set_reads_each_header_once_however_often_it_is_asked(spec, tiny_checkpoint, header_reads):
     path, _ = tiny_checkpoint
-    counts = _count_header_reads(monkeypatch)
+    counts = header_reads  # set up after the checkpoint was written: counts from here
     files = ModelFiles.single_file(path)
     for _ in range(2):  # what one run asks: facts, configs, metadata, weight shapes, two model builds
         assert files.info.model_version == (2, 3, 0)

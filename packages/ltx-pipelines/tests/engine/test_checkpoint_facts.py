@@ -3,12 +3,6 @@ helpers given that set answer from it without reading a header again, and run re
 
 from __future__ import annotations
 
-import collections
-import sys
-from pathlib import Path
-
-import pytest
-
 from ltx_core.loader import ModelFiles
 from ltx_pipelines.engine.checkpoint_kind import detect_checkpoint_kind
 from ltx_pipelines.engine.defaults import checkpoint_model_version, defaults_for_checkpoint
@@ -19,24 +13,8 @@ from ltx_pipelines.engine.model_loading import video_decoder_spec_of
 from ltx_pipelines.engine.prompt_pipeline import Pipeline
 
 
-def _count_header_reads(monkeypatch: pytest.MonkeyPatch) -> collections.Counter[str]:
-    import ltx_core.loader.safetensors_header as safetensors_header
-
-    original = safetensors_header.read_safetensors_header
-    counts: collections.Counter[str] = collections.Counter()
-
-    def counting(path):
-        counts[Path(path).name] += 1
-        return original(path)
-
-    for module in list(sys.modules.values()):
-        if module is not None and getattr(module, "read_safetensors_header", None) is original:
-            monkeypatch.setattr(module, "read_safetensors_header", counting)
-    return counts
-
-
-def test_the_helpers_answer_from_the_pipelines_set_without_reading_again(model_files, monkeypatch):
-    counts = _count_header_reads(monkeypatch)
+def test_the_helpers_answer_from_the_pipelines_set_without_reading_again(model_files, header_reads):
+    counts = header_reads
     pipeline = Pipeline(model_files.checkpoint_v24, device="cpu")
     assert counts == {model_files.checkpoint_v24.name: 1}
     files = pipeline.checkpoint_path
