@@ -450,20 +450,14 @@ def check_fits_in_memory(run: Run) -> Run:
     import torch
 
     from ltx_core.devices import available_memory
-    from ltx_core.generation_memory import TRANSFORMER_MODE_OPTIONS, TRANSFORMER_MODES
+    from ltx_core.generation_memory import TRANSFORMER_MODE_OPTIONS
     from ltx_core.memory_estimate import InsufficientMemoryError
     from ltx_core.offload_auto import check_generation_fits, choose_offload
     from ltx_core.runtime import RuntimeOptions
     from ltx_core.text_encoders.gemma.modes import text_encoder_mode_for
 
     runtime = run.runtime
-    # The step cache skips the deep blocks on a cached step; streaming walks every block in order (issue 38).
-    step_cache = run.values.get(StepCacheFlags)
-    if step_cache is not None and runtime.options is not None and runtime.options.streams_blocks:
-        raise FlagError(
-            f"--step-cache {step_cache} skips transformer blocks, which --offload {runtime.options.offload} streams "
-            "in order; leave out one of them"
-        )
+    _refuse_step_cache_with_streaming(run)
     free = available_memory(runtime.device)
     inputs = None if free is None else memory_inputs(run)
     if free is None or inputs is None:
@@ -478,20 +472,7 @@ def check_fits_in_memory(run: Run) -> Run:
             text_mode = text_encoder_mode_for(runtime.text_encoder_mode, options.offload)
             check_generation_fits(sizes, work, transformer_options=options, text_encoder_mode=text_mode, **memory)
             return run
-        # An 8-bit Gemma is loaded as it is and not streamed (the pipelines refuse offloading beside it): the
-        # transformer is picked among the modes that do not stream either. A --text-encoder-mode given is kept.
-        modes: dict[str, tuple[str, ...]] = {}
-        if runtime.gemma_8bit:
-            modes = {"transformer_modes": ("full", "fp8"), "text_encoder_modes": ("full",)}
-        elif runtime.text_encoder_mode is not None:
-            modes = {"text_encoder_modes": (runtime.text_encoder_mode,)}
-        if step_cache is not None:  # a streamed transformer cannot skip blocks: auto picks among the others
-            kept = modes.get("transformer_modes", TRANSFORMER_MODES)
-            modes["transformer_modes"] = tuple(m for m in kept if not m.startswith("stream"))
-        if _transformer_is_gguf(run):  # already quantized: fp8-cast would refuse it
-            kept = modes.get("transformer_modes", TRANSFORMER_MODES)
-            modes["transformer_modes"] = tuple(m for m in kept if m != "fp8")
-        choice = choose_offload(sizes, work, **modes, **memory)
+        choice = choose_offload(sizes, work, **_auto_modes(run), **memory)
     except InsufficientMemoryError as e:
         raise FlagError(str(e)) from None
     for line in choice.log_lines():
@@ -510,6 +491,38 @@ def check_fits_in_memory(run: Run) -> Run:
     )
     picks = {"offload_auto": f"transformer {choice.transformer.mode}, text encoder {choice.text_encoder.mode}"}
     return replace(run, values=values, parameters={**run.parameters, **picks})
+
+
+def _refuse_step_cache_with_streaming(run: Run) -> None:
+    """The step cache skips the deep blocks on a cached step; streaming walks every block in order (issue 38)."""
+    step_cache, options = run.values.get(StepCacheFlags), run.runtime.options
+    if step_cache is not None and options is not None and options.streams_blocks:
+        raise FlagError(
+            f"--step-cache {step_cache} skips transformer blocks, which --offload {options.offload} streams "
+            "in order; leave out one of them"
+        )
+
+
+def _auto_modes(run: Run) -> dict[str, tuple[str, ...]]:
+    """The modes `--offload auto` may pick among for this run (none given: all)."""
+    from ltx_core.generation_memory import TRANSFORMER_MODES
+
+    runtime = run.runtime
+    # An 8-bit Gemma is loaded as it is and not streamed (the pipelines refuse offloading beside it): the
+    # transformer is picked among the modes that do not stream either. A --text-encoder-mode given is kept.
+    modes: dict[str, tuple[str, ...]] = {}
+    if runtime.gemma_8bit:
+        modes = {"transformer_modes": ("full", "fp8"), "text_encoder_modes": ("full",)}
+    elif runtime.text_encoder_mode is not None:
+        modes = {"text_encoder_modes": (runtime.text_encoder_mode,)}
+    transformer = modes.get("transformer_modes", TRANSFORMER_MODES)
+    if run.values.get(StepCacheFlags) is not None:  # a streamed transformer cannot skip blocks
+        transformer = tuple(m for m in transformer if not m.startswith("stream"))
+    if _transformer_is_gguf(run):  # already quantized: fp8-cast would refuse it
+        transformer = tuple(m for m in transformer if m != "fp8")
+    if transformer != TRANSFORMER_MODES:
+        modes["transformer_modes"] = transformer
+    return modes
 
 
 def run_reporting_errors(body: Callable[[], object], *, debug: bool, output_path: Path | None = None) -> int:
