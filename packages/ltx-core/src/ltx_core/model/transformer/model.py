@@ -18,6 +18,9 @@ from ltx_core.tune import KernelChoices, owned_choices
 
 _AV_SCALE_SHIFT_ROWS = 4
 
+Velocities = tuple[torch.Tensor | None, torch.Tensor | None]
+"""One output per stream (video, audio), None for a stream the call did not have."""
+
 
 @dataclass(frozen=True)
 class Modality:
@@ -137,13 +140,14 @@ class LTXModel(nn.Module):
         # Compute AdaLN embeddings once per distinct timestep value (see `_adaln`); off = per token.
         self.dedup_timesteps = True
 
-    def set_gradient_checkpointing(self, enable: bool) -> None:
+    def set_gradient_checkpointing(self, on: bool) -> None:
         """Recompute each block's activations in the backward pass (training only): less memory, ~25% more time."""
-        self.gradient_checkpointing = enable
+        self.gradient_checkpointing = on
 
     @property
     def num_blocks(self) -> int:
-        return len(self.transformer_blocks)
+        """How many transformer blocks run per call (the config's layer count)."""
+        return self.config.num_layers
 
     # -- input preparation ------------------------------------------------------------------------
     def _adaln(self, adaln: AdaLNSingle, values: torch.Tensor, batch: int, dtype: torch.dtype):
@@ -248,7 +252,7 @@ class LTXModel(nn.Module):
         video: Modality | None,
         audio: Modality | None,
         perturbations: BatchedPerturbationConfig | None = None,
-    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    ) -> Velocities:
         """Velocities (same layout as each latent), None for an absent stream."""
         vs, aus = self.prepare_streams(video, audio, perturbations)
         vs, aus = self.run_blocks(vs, aus, perturbations, range(len(self.transformer_blocks)))
@@ -290,7 +294,7 @@ class LTXModel(nn.Module):
         self,
         vs: StreamState | None,
         aus: StreamState | None,
-        perturbations: BatchedPerturbationConfig | None,
+        perturbations: BatchedPerturbationConfig | None,  # per batch item: which attention paths to skip
         indices: range,
     ) -> tuple[StreamState | None, StreamState | None]:
         """The blocks `indices` (in order) over the prepared states."""
@@ -305,9 +309,7 @@ class LTXModel(nn.Module):
                 vs, aus = block(vs, aus, perturbations, index)
         return vs, aus
 
-    def output_streams(
-        self, vs: StreamState | None, aus: StreamState | None
-    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    def output_streams(self, vs: StreamState | None, aus: StreamState | None) -> Velocities:
         """The final norm, modulation and projection of each stream (`forward`'s last part)."""
         v_out = self._output(vs, self.scale_shift_table, self.norm_out, self.proj_out) if vs is not None else None
         a_out = (
@@ -329,21 +331,22 @@ def to_denoised(latent: torch.Tensor, velocity: torch.Tensor, timesteps: torch.T
 class X0Model(nn.Module):
     """Wraps a velocity model to predict denoised latents: x0 = latent - velocity * timesteps."""
 
-    def __init__(self, velocity_model: LTXModel) -> None:
+    def __init__(self, model: LTXModel) -> None:
         super().__init__()
-        self.velocity_model = velocity_model
+        self.velocity = model  # predicts velocities; this wrapper turns them into x0
 
     @property
     def num_blocks(self) -> int:
-        return self.velocity_model.num_blocks
+        """The wrapped model's block count."""
+        return self.velocity.num_blocks
 
     def forward(
         self,
         video: Modality | None,
         audio: Modality | None,
         perturbations: BatchedPerturbationConfig | None = None,
-    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-        v_vel, a_vel = self.velocity_model(video, audio, perturbations)
+    ) -> Velocities:
+        v_vel, a_vel = self.velocity(video, audio, perturbations)
         v_x0 = to_denoised(video.latent, v_vel, video.timesteps) if v_vel is not None else None
         a_x0 = to_denoised(audio.latent, a_vel, audio.timesteps) if a_vel is not None else None
         return v_x0, a_x0
