@@ -40,15 +40,12 @@ import resource
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from lora_step_parts import AUDIO_STEPS, LORA_TARGETS, RANK, TEXT_TOKENS, lora_step
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-_LORA_TARGETS = ("to_q", "to_k", "to_v", "to_out.0")
-_RANK = 64
-_AUDIO_STEPS = 32
-_TEXT_TOKENS = 1024
 # (name, blocks_to_swap as a share of the blocks, source, checkpointing, offload, quantization)
 SETTINGS = (
     ("unswapped", 0.0, "ram", True, False, None),
@@ -89,17 +86,11 @@ def child(path: Path, setting: int, frames: int, size: int, threads: int) -> dic
     import ltx_trainer.training.trainer  # noqa: F401 - the process baseline of a trainer (its libraries)
     from ltx_core.loader import build_model, read_checkpoint_config
     from ltx_core.model.transformer import AV_TRANSFORMER
-    from ltx_trainer.config import FlexibleStrategyConfig, ModalityConfig
     from ltx_trainer.training.activation_offload import enable_activation_offload
     from ltx_trainer.training.block_swap import adapter_stand_ins, build_frozen_base
-    from ltx_trainer.training.context_cache import CachedTextContexts
-    from ltx_trainer.training.draws import PerSampleDraws
-    from ltx_trainer.training.flexible import FlexibleStrategy, strategy_loss
     from ltx_trainer.training.host_memory import fix_mmap_threshold
     from ltx_trainer.training.lora_files import add_lora
     from ltx_trainer.training.memory_estimate import TrainingSettings, TrainingShape, estimate_training_memory
-    from ltx_trainer.training.text_contexts import text_connectors_spec
-    from ltx_trainer.training.timesteps import ShiftedLogitNormalSampler
 
     name, share, source, checkpointing, offload, quantization = SETTINGS[setting]
     baseline = _rss_bytes()
@@ -109,10 +100,10 @@ def child(path: Path, setting: int, frames: int, size: int, threads: int) -> dic
     blocks = config["transformer"]["num_layers"]
     swap = round(share * blocks)
     settings = TrainingSettings(
-        lora_rank=_RANK, lora_targets=_LORA_TARGETS, mixed_precision="no", gradient_checkpointing=checkpointing,
+        lora_rank=RANK, lora_targets=LORA_TARGETS, mixed_precision="no", gradient_checkpointing=checkpointing,
         quantization=quantization, blocks_to_swap=swap, swap_source=source, offload_activations=offload,
     )  # fmt: skip
-    shape = TrainingShape(video_tokens=frames * size * size, audio_tokens=_AUDIO_STEPS, text_tokens=_TEXT_TOKENS)
+    shape = TrainingShape(video_tokens=frames * size * size, audio_tokens=AUDIO_STEPS, text_tokens=TEXT_TOKENS)
     estimate = estimate_training_memory(config, settings, shape, device="cpu")
 
     cpu = torch.device("cpu")
@@ -124,42 +115,11 @@ def child(path: Path, setting: int, frames: int, size: int, threads: int) -> dic
         )  # fmt: skip
     else:
         model = build_model(AV_TRANSFORMER, path, dtype=torch.float32, device=cpu)
-    connectors = text_connectors_spec(True).configurator(config).requires_grad_(False).eval()
     model.set_gradient_checkpointing(checkpointing)
     enable_activation_offload(model, offload)
     with adapter_stand_ins(model, torch.float32, cpu):
-        model = add_lora(model, _RANK, _RANK, 0.0, list(_LORA_TARGETS))
-    model.train()
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
-    strategy = FlexibleStrategy(
-        FlexibleStrategyConfig(video=ModalityConfig(latents_dir="v"), audio=ModalityConfig(latents_dir="a")),
-        ShiftedLogitNormalSampler(),
-    )
-    tr = config["transformer"]
-    g = torch.Generator().manual_seed(1)
-    batch = {
-        "v": {"latents": torch.randn(1, 128, frames, size, size, generator=g), "fps": torch.full((1,), 24.0)},
-        "a": {"latents": torch.randn(1, 8, _AUDIO_STEPS, 16, generator=g)},
-    }
-    video_width = tr["connector_num_attention_heads"] * tr["connector_attention_head_dim"]
-    audio_width = tr["audio_connector_num_attention_heads"] * tr["audio_connector_attention_head_dim"]
-    features = (torch.randn(1, _TEXT_TOKENS, video_width), torch.randn(1, _TEXT_TOKENS, audio_width))
-    mask = (torch.arange(_TEXT_TOKENS) < 200).long()[None]
-    cache = CachedTextContexts(connectors)
-    del connectors
-    if not cache.precompute([(0, *features, mask)], 1):
-        raise SystemExit("the contexts did not fit the cache")
-    times, losses = [], []
-    for step in range(2):
-        began = time.perf_counter()
-        inputs = strategy.prepare(batch, cache(*features, mask, [0]), PerSampleDraws(0, step, [0]))
-        video, audio = model(inputs.video.modality, inputs.audio.modality)
-        loss = strategy_loss(inputs, video, audio).mean()
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        times.append(time.perf_counter() - began)
-        losses.append(float(loss))
+        model = add_lora(model, RANK, RANK, 0.0, list(LORA_TARGETS))
+    times, losses = lora_step(model, config, frames, size).run(2)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return {
         "name": name, "blocks": blocks, "swap": swap, "tokens": shape.video_tokens + shape.audio_tokens,

@@ -47,10 +47,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-_LORA_TARGETS = ("to_q", "to_k", "to_v", "to_out.0")
-_RANK = 64
-_AUDIO_STEPS = 32
-_TEXT_TOKENS = 1024
+from lora_step_parts import AUDIO_STEPS, LORA_TARGETS, RANK, TEXT_TOKENS, lora_step
 
 
 def _rss_bytes() -> int:
@@ -63,10 +60,6 @@ def child(blocks: int, frames: int, size: int, checkpointing: bool, threads: int
 
     import ltx_trainer.training.trainer  # noqa: F401 - the process baseline of a trainer (its libraries)
     from ltx_core.model.transformer import configure_transformer
-    from ltx_trainer.config import FlexibleStrategyConfig, ModalityConfig
-    from ltx_trainer.training.context_cache import CachedTextContexts
-    from ltx_trainer.training.draws import PerSampleDraws
-    from ltx_trainer.training.flexible import FlexibleStrategy, strategy_loss
     from ltx_trainer.training.host_memory import fix_mmap_threshold
     from ltx_trainer.training.lora_files import add_lora
     from ltx_trainer.training.memory_estimate import (
@@ -75,8 +68,6 @@ def child(blocks: int, frames: int, size: int, checkpointing: bool, threads: int
         TrainingShape,
         estimate_training_memory,
     )
-    from ltx_trainer.training.text_contexts import text_connectors_spec
-    from ltx_trainer.training.timesteps import ShiftedLogitNormalSampler
 
     baseline = _rss_bytes()  # the interpreter and the libraries, before anything of the run exists
     if not moving:
@@ -86,41 +77,15 @@ def child(blocks: int, frames: int, size: int, checkpointing: bool, threads: int
     config = _quarter_config()
     config["transformer"]["num_layers"] = blocks
     settings = TrainingSettings(
-        lora_rank=_RANK, lora_targets=_LORA_TARGETS, mixed_precision="no", gradient_checkpointing=checkpointing
+        lora_rank=RANK, lora_targets=LORA_TARGETS, mixed_precision="no", gradient_checkpointing=checkpointing
     )
-    shape = TrainingShape(video_tokens=frames * size * size, audio_tokens=_AUDIO_STEPS, text_tokens=_TEXT_TOKENS)
+    shape = TrainingShape(video_tokens=frames * size * size, audio_tokens=AUDIO_STEPS, text_tokens=TEXT_TOKENS)
     estimate = estimate_training_memory(config, settings, shape, device="cpu")
 
     model = configure_transformer(config).requires_grad_(False)
-    connectors = text_connectors_spec(True).configurator(config).requires_grad_(False).eval()
     model.set_gradient_checkpointing(checkpointing)
-    model = add_lora(model, _RANK, _RANK, 0.0, list(_LORA_TARGETS))
-    model.train()
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
-    strategy = FlexibleStrategy(
-        FlexibleStrategyConfig(video=ModalityConfig(latents_dir="v"), audio=ModalityConfig(latents_dir="a")),
-        ShiftedLogitNormalSampler(),
-    )
-    tr = config["transformer"]
-    g = torch.Generator().manual_seed(1)
-    batch = {
-        "v": {"latents": torch.randn(1, 128, frames, size, size, generator=g), "fps": torch.full((1,), 24.0)},
-        "a": {"latents": torch.randn(1, 8, _AUDIO_STEPS, 16, generator=g)},
-    }
-    video_width = tr["connector_num_attention_heads"] * tr["connector_attention_head_dim"]
-    audio_width = tr["audio_connector_num_attention_heads"] * tr["audio_connector_attention_head_dim"]
-    features = (torch.randn(1, _TEXT_TOKENS, video_width), torch.randn(1, _TEXT_TOKENS, audio_width))
-    mask = (torch.arange(_TEXT_TOKENS) < 200).long()[None]
-    cache = CachedTextContexts(connectors)
-    del connectors  # the trainer's start: every sample's contexts, then the connectors go
-    if not cache.precompute([(0, *features, mask)], 1):
-        raise SystemExit("the contexts did not fit the cache")
-    for step in range(2):
-        inputs = strategy.prepare(batch, cache(*features, mask, [0]), PerSampleDraws(0, step, [0]))
-        video, audio = model(inputs.video.modality, inputs.audio.modality)
-        strategy_loss(inputs, video, audio).mean().backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+    model = add_lora(model, RANK, RANK, 0.0, list(LORA_TARGETS))
+    lora_step(model, config, frames, size).run(2)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return {
         "blocks": blocks,
