@@ -8,9 +8,9 @@ config, so no timing falls inside a measured run), then, each in a fresh process
     transformer forward: 22B widths, 2 blocks, 1024 video + 128 audio tokens, 128 text tokens
 
 with the timed choice ("tuned") and with every path forced (`LTX_KERNEL_PATH`): for bf16 decodes the
-native bf16 and the float32-activation ways, for fp32 decodes each convolution path, for the
-transformer each SDPA kernel. Wall and CPU seconds, median over `--repeats`, and each fixed path's time
-over the tuned one (> 1: the timed choice is faster).
+native bf16 (direct or time-Winograd convolutions) and the float32-activation ways, for fp32 decodes
+each convolution path, for the transformer each SDPA kernel. Wall and CPU seconds, median over
+`--repeats`, and each fixed path's time over the tuned one (> 1: the timed choice is faster).
 
     uv run python benchmarks/kernel_choices.py
     uv run python benchmarks/kernel_choices.py --repeats 2 --only vae
@@ -32,7 +32,12 @@ _REPO = Path(__file__).resolve().parents[1]
 _KEYS = _REPO / "tests" / "golden" / "ltx-2.3-22b-keys.json"
 
 SETTINGS = {
-    ("vae", "bf16"): {"tuned": None, "native": "vae-compute=native", "float32": "vae-compute=float32"},
+    ("vae", "bf16"): {
+        "tuned": None,
+        "native": "vae-compute=native,conv3d-half=direct",
+        "native-time-winograd": "vae-compute=native,conv3d-half=time-winograd",
+        "float32": "vae-compute=float32",
+    },
     ("vae", "fp32"): {"tuned": None, "direct": "direct", "merged": "merged", "winograd": "winograd"},
     ("transformer", "bf16"): {"tuned": None, "flash": "sdpa=flash", "math": "sdpa=math"},
     ("transformer", "fp32"): {"tuned": None, "flash": "sdpa=flash", "math": "sdpa=math"},

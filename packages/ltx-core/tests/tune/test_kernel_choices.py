@@ -280,7 +280,7 @@ def test_tune_command_times_every_decoder_layer_and_attention_shape(tmp_path, mo
     from ltx_core.tune import __main__ as tune_main
 
     timer = FakeTimer({"direct": 1.0, "merged": 2.0, "winograd": 0.5, "native": 1.0, "float32": 2.0,
-                       "flash": 1.0, "math": 2.0})  # fmt: skip
+                       "time-winograd": 0.5, "flash": 1.0, "math": 2.0})  # fmt: skip
     monkeypatch.setattr(
         tune_main.KernelChoices, "load", classmethod(lambda cls: cls(MACHINE_A, None, timer=timer, min_work=0))
     )
@@ -291,6 +291,7 @@ def test_tune_command_times_every_decoder_layer_and_attention_shape(tmp_path, mo
     out = capsys.readouterr().out
     assert "CPU Some CPU: has avx2 fma avx512_bf16" in out
     assert "vae-compute/bfloat16/" in out and "-> native" in out  # bf16 decoder, native timed faster
+    assert "conv3d-half/bfloat16/" in out and "-> time-winograd" in out  # its native bf16 layers
     assert "conv3d-f32/float32/" in out and "-> winograd" in out  # float32 decoder layers
     assert "sdpa/float32/h2.d8.q16.k16.plain -> flash" in out
     assert "sdpa/bfloat16/h2.d8.q16.k8.masked -> flash" in out

@@ -44,6 +44,10 @@ KERNEL_PATHS: dict[str, tuple[str, ...]] = {
     # One CPU float32 3-D convolution with replicate time padding: padded copy + oneDNN, edge frames
     # with merged time taps (no padded copy), or Winograd F(4x4, 3x3) for plain 3x3x3 layers.
     "conv3d-f32": ("direct", "merged", "winograd"),
+    # One CPU half-precision 3-D convolution computed in its dtype (native bf16/fp16): oneDNN's direct
+    # convolution of the padded input, or Winograd F(2, 3) in time (four 2-D convolutions per pair of
+    # output frames instead of six, `video_vae.time_winograd`).
+    "conv3d-half": ("direct", "time-winograd"),
     # PyTorch SDPA's kernel on the CPU.
     "sdpa": ("flash", "math"),
     # A half-precision Linear on the CPU, or the same in float32 (`ltx_core.tune.matmul`).

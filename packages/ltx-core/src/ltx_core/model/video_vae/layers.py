@@ -9,6 +9,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from ltx_core.model.video_vae.time_winograd import time_winograd_applies, time_winograd_conv3d
 from ltx_core.model.video_vae.winograd import winograd_applies, winograd_conv3d
 from ltx_core.tune import KernelChoices, OpKey, size_class
 
@@ -18,6 +19,9 @@ _HALF_DTYPES = (torch.bfloat16, torch.float16)
 # a fraction of a second per candidate.
 _SAMPLE_FRAMES = 4
 _SAMPLE_HEIGHT, _SAMPLE_WIDTH = 64, 96
+# Time Winograd computes output frames in pairs, each of its four 2-D convolutions over one frame per
+# pair: a 4-frame sample (2 pairs) would time it at a batch far below a decode's, so it gets more.
+_HALF_SAMPLE_FRAMES = 8
 
 
 class Conv3d(nn.Conv3d):
@@ -179,6 +183,9 @@ class CausalConv3d(nn.Module):
     loses over small frames, where the summed kernels and extra calls cost more); and, for plain
     3x3x3 layers at inference, "winograd": the padded input through Winograd F(4x4, 3x3)
     (`winograd.py`: 1/4 of the multiply-adds as GEMMs, which pays on wide layers over large frames).
+    A half-precision call computed in its dtype (native bf16) has two paths (op kind "conv3d-half"):
+    "direct", the padded input through oneDNN, or "time-winograd" (`time_winograd.py`: Winograd F(2, 3)
+    along time, four 2-D convolutions per pair of output frames instead of six), inference only.
     Without kernel choices, and off the CPU, the input is replicate-padded for the layer's own convolution.
     """
 
@@ -217,7 +224,52 @@ class CausalConv3d(nn.Module):
                 return winograd_conv3d(self._padded(x.float(), front, back), weight, bias).to(x.dtype)
             if path == "merged":
                 return self._forward_merged_edges(x, front, back).to(x.dtype)
+        elif self._native_half_candidate(x) and self.half_path(x, front, back) == "time-winograd":
+            conv = self.conv
+            return time_winograd_conv3d(
+                self._padded(x, front, back), conv.weight, conv.bias, conv.stride[1:], conv.padding[1:]
+            )
         return self.conv(self._padded(x, front, back))
+
+    def _native_half_candidate(self, x: torch.Tensor) -> bool:
+        """A CPU half-precision call computed in its dtype that time Winograd can take (inference only:
+        it writes into a preallocated output, which autograd cannot follow)."""
+        conv = self.conv
+        return (
+            self.kernel_choices is not None
+            and x.device.type == "cpu"
+            and x.dtype in _HALF_DTYPES
+            and conv.weight.dtype == x.dtype
+            and conv.runs_native(x.dtype)
+            and time_winograd_applies(conv)
+            and not _tracks_gradients(x, conv.weight, conv.bias)
+        )
+
+    def half_path(self, x: torch.Tensor, front: int, back: int) -> str:
+        """ "direct" or "time-winograd" for this native half-precision CPU call, by the kernel choices."""
+        assert self.kernel_choices is not None
+        conv = self.conv
+        weight, bias = conv.weight, conv.bias
+        key = OpKey("conv3d-half", str(x.dtype).removeprefix("torch."), self._shape_class(x, back))
+        sample = x[:1, :, :_HALF_SAMPLE_FRAMES, :_SAMPLE_HEIGHT, :_SAMPLE_WIDTH]
+        stride, padding = conv.stride[1:], conv.padding[1:]
+        candidates = {
+            "direct": lambda: conv.plain_conv(self._padded(sample, front, back), weight, bias),
+            "time-winograd": lambda: time_winograd_conv3d(
+                self._padded(sample, front, back), weight, bias, stride, padding
+            ),
+        }
+        return self.kernel_choices.choose(key, candidates, default="direct", work=_conv_work(conv, x.shape))
+
+    def _shape_class(self, x: torch.Tensor, back: int) -> str:
+        """The timing class of a call: widths, kernel, stride, padding, and frames / pixels by powers of two."""
+        conv = self.conv
+        c, t, h, w = x.shape[1:]
+        return (
+            f"{c}x{conv.out_channels}.k{'x'.join(map(str, conv.kernel_size))}.s{'x'.join(map(str, conv.stride))}"
+            f".{conv.padding_mode}.{'causal' if back == 0 else 'symmetric'}.t{size_class(t)}"
+            f".px{size_class(min(h, _SAMPLE_HEIGHT) * min(w, _SAMPLE_WIDTH))}"
+        )
 
     @staticmethod
     def _padded(x: torch.Tensor, front: int, back: int) -> torch.Tensor:
@@ -231,13 +283,7 @@ class CausalConv3d(nn.Module):
         weight, bias = conv.compute_weights()
         # Winograd writes into preallocated buffers, which autograd cannot follow: inference only.
         winograd = winograd_applies(conv) and not _tracks_gradients(x, weight, bias)
-        c, t, h, w = x.shape[1:]
-        shape_class = (
-            f"{c}x{conv.out_channels}.k{'x'.join(map(str, conv.kernel_size))}.s{'x'.join(map(str, conv.stride))}"
-            f".{conv.padding_mode}.{'causal' if back == 0 else 'symmetric'}.t{size_class(t)}"
-            f".px{size_class(min(h, _SAMPLE_HEIGHT) * min(w, _SAMPLE_WIDTH))}"
-        )
-        key = OpKey("conv3d-f32", "float32", shape_class)
+        key = OpKey("conv3d-f32", "float32", self._shape_class(x, back))
         sample = x[:1, :, :_SAMPLE_FRAMES, :_SAMPLE_HEIGHT, :_SAMPLE_WIDTH].float()
         candidates = {
             "direct": lambda: conv.plain_conv(self._padded(sample, front, back), weight, bias),
