@@ -78,3 +78,19 @@ def test_causal_conv_through_winograd_matches_padding(causal, frames, monkeypatc
     _close_to_float32_rounding(got, want, x.shape[1])
     conv(x.clone().requires_grad_(), causal=causal)  # tracked by autograd: not Winograd (writes into buffers)
     assert calls == [1]
+
+
+def test_long_inputs_are_taken_a_few_frames_at_a_time(monkeypatch):
+    """The transformed tiles and products are bounded (`_BUFFER_BYTES`): the input is transformed a few
+    frames at a time, and the result is the same convolution."""
+    torch.manual_seed(0)
+    x, weight, bias = torch.randn(1, 4, 9, 8, 8), torch.randn(3, 4, 3, 3, 3), torch.randn(3)
+    per_frame = 36 * 4 * (4 + 3) * x.element_size()  # 36 positions x 2 x 2 tiles x (in + out) channels
+    monkeypatch.setattr(winograd, "_BUFFER_BYTES", 3 * per_frame)
+    tiled_frames, original = [], winograd._input_tiles
+    monkeypatch.setattr(
+        winograd, "_input_tiles", lambda frames, *a: tiled_frames.append(frames.shape[1]) or original(frames, *a)
+    )
+    want = _direct_float64(x, weight, bias, padding=(0, 1, 1))
+    _close_to_float32_rounding(winograd_conv3d(x, weight, bias), want, x.shape[1])
+    assert tiled_frames == [5, 5, 3]  # 7 output frames: 3 + 3 + 1, each with its 2 time-padding frames

@@ -21,6 +21,12 @@ from torch.nn import functional as F
 # Output channels per pass: bounds the transformed kernels and products held at once (~90 MB at 512 in
 # over 9 x 32 x 48). 256 rather than 512: same CPU time in the 22B decode, ~80 MiB lower peak RSS.
 _OUT_CHUNK = 256
+# Bytes of transformed tiles and products held at once, bounded by taking output frames a few at a
+# time: over the 128-channel 17 x 64 x 96 layers of the 22B decoder all frames at once held ~360 MB
+# more than the direct convolution, which raised the decode's peak RSS 8-10% above the reference's.
+# 96 MiB still takes the 512-channel 9 x 32 x 48 layers in one pass (their kernels, transformed per
+# pass, are the costly part there).
+_BUFFER_BYTES = 96 * 2**20
 _TILE, _BLOCK = 6, 4  # input tile and output block edge of F(4x4, 3x3)
 
 
@@ -97,30 +103,46 @@ def winograd_conv3d(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | 
     plane = rows * cols
     positions = _TILE * _TILE
     out_channels = weight.shape[0]
+    per_frame = positions * plane * (c + min(out_channels, _OUT_CHUNK)) * x.element_size()
+    frames_per_pass = max(1, _BUFFER_BYTES // per_frame)
+    # With one pass over the output channels the transformed kernels serve every time chunk.
+    kept_kernels = {} if out_channels <= _OUT_CHUNK else None
+
+    def transformed_kernels(start: int) -> torch.Tensor:
+        if kept_kernels is not None and start in kept_kernels:
+            return kept_kernels[start]
+        part = weight[start : start + _OUT_CHUNK]
+        # (36 positions, time tap, out, in): G g G^T for every (out, in, tap) 3x3 kernel, as one GEMM.
+        taps = part.permute(3, 4, 2, 0, 1).reshape(9, -1)
+        kernels = torch.mm(kernel_transform, taps).view(positions, 3, part.shape[0], c)
+        if kept_kernels is not None:
+            kept_kernels[start] = kernels
+        return kernels
+
     out = x.new_empty(n, out_channels, t, _BLOCK * rows, _BLOCK * cols)
     for b in range(n):
-        # Zero border of one pixel, plus up to 3 more where H or W is not a multiple of 4 (cropped at the end).
-        padded = F.pad(x[b], (1, 1 + _BLOCK * cols - w, 1, 1 + _BLOCK * rows - h))
-        tiles = _input_tiles(padded, rows, cols, input_transform)
-        del padded
-        for start in range(0, out_channels, _OUT_CHUNK):
-            part = weight[start : start + _OUT_CHUNK]
-            width = part.shape[0]
-            # (36 positions, time tap, out, in): G g G^T for every (out, in, tap) 3x3 kernel, as one GEMM.
-            taps = part.permute(3, 4, 2, 0, 1).reshape(9, -1)
-            kernels = torch.mm(kernel_transform, taps).view(positions, 3, width, c)
-            del taps
-            products = torch.bmm(kernels[:, 0], tiles[:, :, : t * plane])
-            for tap in (1, 2):
-                products.baddbmm_(kernels[:, tap], tiles[:, :, tap * plane : (tap + t) * plane])
-            del kernels
-            blocks = torch.mm(output_transform, products.view(positions, -1))
-            del products
-            blocks = blocks.view(_BLOCK, _BLOCK, width, t, rows, cols)
-            target = out[b, start : start + width].view(width, t, rows, _BLOCK, cols, _BLOCK)
-            source = blocks.permute(2, 3, 4, 0, 5, 1)
-            if bias is None:
-                target.copy_(source)
-            else:
-                torch.add(source, bias[start : start + width].view(-1, 1, 1, 1, 1, 1), out=target)
+        for first in range(0, t, frames_per_pass):
+            count = min(frames_per_pass, t - first)
+            # Zero border of one pixel, plus up to 3 more where H or W is not a multiple of 4 (cropped at the end).
+            window = x[b, :, first : first + count + 2]
+            padded = F.pad(window, (1, 1 + _BLOCK * cols - w, 1, 1 + _BLOCK * rows - h))
+            tiles = _input_tiles(padded, rows, cols, input_transform)
+            del padded
+            for start in range(0, out_channels, _OUT_CHUNK):
+                kernels = transformed_kernels(start)
+                width = kernels.shape[2]
+                products = torch.bmm(kernels[:, 0], tiles[:, :, : count * plane])
+                for tap in (1, 2):
+                    products.baddbmm_(kernels[:, tap], tiles[:, :, tap * plane : (tap + count) * plane])
+                del kernels
+                blocks = torch.mm(output_transform, products.view(positions, -1))
+                del products
+                blocks = blocks.view(_BLOCK, _BLOCK, width, count, rows, cols)
+                target = out[b, start : start + width, first : first + count]
+                target = target.view(width, count, rows, _BLOCK, cols, _BLOCK)
+                source = blocks.permute(2, 3, 4, 0, 5, 1)
+                if bias is None:
+                    target.copy_(source)
+                else:
+                    torch.add(source, bias[start : start + width].view(-1, 1, 1, 1, 1, 1), out=target)
     return out[:, :, :, :h, :w]
