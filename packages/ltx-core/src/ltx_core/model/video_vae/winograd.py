@@ -21,12 +21,14 @@ from torch.nn import functional as F
 # Output channels per pass: bounds the transformed kernels and products held at once (~90 MB at 512 in
 # over 9 x 32 x 48). 256 rather than 512: same CPU time in the 22B decode, ~80 MiB lower peak RSS.
 _OUT_CHUNK = 256
-# Bytes of transformed tiles and products held at once, bounded by taking output frames a few at a
-# time: over the 128-channel 17 x 64 x 96 layers of the 22B decoder all frames at once held ~360 MB
-# more than the direct convolution, which raised the decode's peak RSS 8-10% above the reference's.
-# 96 MiB still takes the 512-channel 9 x 32 x 48 layers in one pass (their kernels, transformed per
-# pass, are the costly part there).
-_BUFFER_BYTES = 96 * 2**20
+# Bytes of transformed tiles (and their unfolded copy), products and output blocks held at once,
+# bounded by taking output frames a few at a time: over the 128-channel 17 x 64 x 96 layers of the
+# 22B decoder all frames at once held ~360 MB more than the direct convolution, which raised the
+# float32 decode's peak RSS to 1.08-1.10 of the reference's.
+_BUFFER_BYTES = 48 * 2**20
+# ... but at least this many tiles per GEMM: the 512-channel layers over 32 x 48 frames (96 tiles a
+# frame) took 1.9 CPU s in 3-frame passes against 1.0 s in one pass.
+_MIN_PASS_TILES = 1024
 _TILE, _BLOCK = 6, 4  # input tile and output block edge of F(4x4, 3x3)
 
 
@@ -103,10 +105,12 @@ def winograd_conv3d(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | 
     plane = rows * cols
     positions = _TILE * _TILE
     out_channels = weight.shape[0]
-    per_frame = positions * plane * (c + min(out_channels, _OUT_CHUNK)) * x.element_size()
-    frames_per_pass = max(1, _BUFFER_BYTES // per_frame)
-    # With one pass over the output channels the transformed kernels serve every time chunk.
-    kept_kernels = {} if out_channels <= _OUT_CHUNK else None
+    width = min(out_channels, _OUT_CHUNK)
+    per_frame = positions * plane * (2 * c + 1.5 * width) * x.element_size()
+    frames_per_pass = max(1, int(_BUFFER_BYTES // per_frame), -(-_MIN_PASS_TILES // plane))
+    # With one pass over the output channels the transformed kernels serve every time pass; with
+    # several they are transformed again per time pass (holding them all would cost more memory).
+    kept_kernels: dict[int, torch.Tensor] | None = {} if out_channels <= _OUT_CHUNK else None
 
     def transformed_kernels(start: int) -> torch.Tensor:
         if kept_kernels is not None and start in kept_kernels:
@@ -123,8 +127,8 @@ def winograd_conv3d(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | 
     for b in range(n):
         for first in range(0, t, frames_per_pass):
             count = min(frames_per_pass, t - first)
-            # Zero border of one pixel, plus up to 3 more where H or W is not a multiple of 4 (cropped at the end).
             window = x[b, :, first : first + count + 2]
+            # Zero border of one pixel, plus up to 3 more where H or W is not a multiple of 4 (cropped at the end).
             padded = F.pad(window, (1, 1 + _BLOCK * cols - w, 1, 1 + _BLOCK * rows - h))
             tiles = _input_tiles(padded, rows, cols, input_transform)
             del padded
