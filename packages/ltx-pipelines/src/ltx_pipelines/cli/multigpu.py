@@ -34,10 +34,6 @@ from ltx_pipelines.engine.model_versions import (
 if TYPE_CHECKING:
     import torch
 
-    from ltx_pipelines.engine.multigpu import (
-        Stage2Parallel,
-    )
-
 logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 3600.0
