@@ -84,16 +84,16 @@ class Rounds:
     def median(self, case: str, impl: str, key: str) -> float:
         return statistics.median(r[key] for r in self.runs[(case, impl)])
 
-    def table(self, ours: str = "ours", ref: str = "ref") -> str:
+    def table(self, ours: str = "ours", ref: str = "ref", measures: Sequence[tuple[str, str]] = MEASURES) -> str:
         """One row per case: each measure's median for both and their ratio (ours / reference)."""
         cases = list(dict.fromkeys(case for case, _ in self.runs))
-        head = f"{'case':<10}" + "".join(f"{label + ' (ours / ref = ratio)':>36}" for _, label in MEASURES)
+        head = f"{'case':<10}" + "".join(f"{label + ' (ours / ref = ratio)':>36}" for _, label in measures)
         lines = [head]
         for case in cases:
             if (case, ours) not in self.runs or (case, ref) not in self.runs:
                 continue
             row = f"{case:<10}"
-            for key, _ in MEASURES:
+            for key, _ in measures:
                 a, b = self.median(case, ours, key), self.median(case, ref, key)
                 row += f"{f'{a:.2f} / {b:.2f} = {a / b:.2f}':>36}"
             lines.append(row)

@@ -45,6 +45,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from side_by_side import (
+    MEASURES,
     Rounds,
     check_ref_python,
     dump,
@@ -220,7 +221,7 @@ def main() -> None:
             diff = run_child(sys.executable, [script, "--child", "compare", tmp], args.threads)
             print(f"  {dtype} outputs, ours vs reference (last round): {json.dumps(diff)}", flush=True)
         print(f"load after {load_average()}")
-        print(rounds.table())
+        print(rounds.table(measures=[*MEASURES, ("forward_rss_mib", "forward RSS MiB")]))
 
 
 if __name__ == "__main__":
