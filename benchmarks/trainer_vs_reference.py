@@ -188,9 +188,10 @@ def ours(setting: str, folder: Path, steps: int) -> dict:
     return _timed_steps(step, steps)
 
 
-def reference(setting: str, folder: Path, steps: int) -> dict:
+def reference(setting: str, folder: Path, steps: int, contexts_once: bool = False) -> dict:
     """The reference trainer's set-up and step (`Trainer._load_models`, `_setup_lora`, `_training_step`)
-    through its public classes."""
+    through its public classes. `contexts_once`: its connectors run once before step 1 and are then freed,
+    as ours are (not what its trainer does: it shows the model code's share of the difference)."""
     import torch
     from peft import LoraConfig, get_peft_model
     from safetensors import safe_open
@@ -251,9 +252,16 @@ def reference(setting: str, folder: Path, steps: int) -> dict:
     }  # fmt: skip
     features = (s["video_features"].to(base_dtype), s["audio_features"].to(base_dtype))
 
+    def contexts() -> tuple:
+        with torch.no_grad():
+            return processor.create_embeddings(*features, convert_to_additive_mask(s["mask"], features[0].dtype))
+
+    if contexts_once:
+        computed = contexts()
+        del processor
+
     def step(index: int):
-        additive = convert_to_additive_mask(s["mask"], features[0].dtype)
-        video_embeds, audio_embeds, mask = processor.create_embeddings(*features, additive)
+        video_embeds, audio_embeds, mask = computed if contexts_once else contexts()
         batch = {
             "video_latents": video_latents,
             "audio_latents": {"latents": s["audio_latents"]},
@@ -280,6 +288,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=3, help="steps per child; the first is not counted")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--ref-contexts",
+        choices=["per-step", "once"],
+        default="per-step",
+        help="the reference's text connectors every step (as its trainer) or once before step 1 (as ours)",
+    )
     parser.add_argument("--child", nargs="+", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -290,8 +304,10 @@ def main() -> None:
         if kind == "write":
             dump(write_inputs(Path(rest[0])))
         else:
-            run = reference if kind == "ref" else ours
-            dump(run(rest[0], Path(rest[1]), args.steps))
+            if kind == "ref":
+                dump(reference(rest[0], Path(rest[1]), args.steps, args.ref_contexts == "once"))
+            else:
+                dump(ours(rest[0], Path(rest[1]), args.steps))
         return
     check_ref_python(args.ref_python, "transformer_vs_reference.py's docstring")
     script = str(Path(__file__).resolve())
@@ -300,7 +316,8 @@ def main() -> None:
         print(info["capability"])
         print(
             f"LoRA step: 22B layout at 1/4 width, 2 blocks, rank {RANK}, {FRAMES * SIZE * SIZE} video + {AUDIO_STEPS} "
-            f"audio tokens, {TEXT_TOKENS} text tokens; {args.threads} threads; load before {load_average()}",
+            f"audio tokens, {TEXT_TOKENS} text tokens; reference's text connectors {args.ref_contexts}; "
+            f"{args.threads} threads; load before {load_average()}",
             flush=True,
         )
         rounds = Rounds()
@@ -308,7 +325,7 @@ def main() -> None:
 
             def run(impl: str, setting: str = setting) -> dict:
                 cmd = [script, "--child", impl, setting, tmp, "--threads", str(args.threads)]
-                cmd += ["--steps", str(args.steps)]
+                cmd += ["--steps", str(args.steps), "--ref-contexts", args.ref_contexts]
                 return run_child(python_for(impl, args.ref_python), cmd, args.threads)
 
             rounds.alternate(setting, ["ours", "ref"], args.rounds, run)
