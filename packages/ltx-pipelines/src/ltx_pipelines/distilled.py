@@ -12,13 +12,11 @@ import logging
 import sys
 from typing import TYPE_CHECKING
 
-from ltx_pipelines.cli.command import PipelineCommand, Run
-from ltx_pipelines.cli.generated_keyframe_flags import GeneratedKeyframeFlags
-from ltx_pipelines.cli.lazy import forward_to
+from ltx_pipelines.cli.command import PipelineCommand, Run, forward_to
 from ltx_pipelines.cli.model_flags import ModelFlags
-from ltx_pipelines.cli.tiling_flags import TilingFlags
-from ltx_pipelines.cli.video_flags import VideoFlags
-from ltx_pipelines.engine.defaults import DEMO_FAMILIES
+from ltx_pipelines.cli.request_flags import GeneratedKeyframeFlags, VideoFlags
+from ltx_pipelines.cli.runtime_flags import TilingFlags
+from ltx_pipelines.engine.model_versions import DEMO_FAMILIES
 
 if TYPE_CHECKING:
     from ltx_pipelines.pipelines.distilled import DistilledPipeline

@@ -15,9 +15,9 @@ from __future__ import annotations
 import logging
 import sys
 
-from ltx_pipelines.cli.generated_keyframe_flags import GeneratedKeyframeFlags
+from ltx_pipelines.cli.command import forward_to
 from ltx_pipelines.cli.guided_command import build_guided, guided_command
-from ltx_pipelines.cli.lazy import forward_to
+from ltx_pipelines.cli.request_flags import GeneratedKeyframeFlags
 
 logger = logging.getLogger(__name__)
 

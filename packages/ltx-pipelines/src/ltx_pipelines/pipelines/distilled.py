@@ -11,18 +11,25 @@ from typing import TYPE_CHECKING
 from ltx_core.components.schedulers import distilled_sigmas, stage_2_distilled_sigmas
 from ltx_core.loader import ModelFiles
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
-from ltx_pipelines.engine.defaults import TWO_STAGE_SPATIAL_MULTIPLE, checkpoint_model_version
-from ltx_pipelines.engine.duration import check_video_length, with_requested_frames
-from ltx_pipelines.engine.final_latents import FinalLatents
-from ltx_pipelines.engine.generated_keyframes import (
+from ltx_pipelines.engine.denoising_stage import (
+    FinalLatents,
+    NoiseSource,
+    SeededNoise,
+    contexts_on,
+    distilled_stage_1_sampler,
+)
+from ltx_pipelines.engine.model_versions import TWO_STAGE_SPATIAL_MULTIPLE, checkpoint_model_version
+from ltx_pipelines.engine.prompt_pipeline import (
+    PipelineOptions,
+    PromptPipeline,
+    check_video_length,
+    with_requested_frames,
+)
+from ltx_pipelines.engine.requests import (
+    VideoRequest,
     generated_keyframe_positions,
     require_keyframe_embedding,
 )
-from ltx_pipelines.engine.noise_sources import NoiseSource, SeededNoise
-from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
-from ltx_pipelines.engine.requests import VideoRequest
-from ltx_pipelines.engine.stage_samplers import distilled_stage_1_sampler
-from ltx_pipelines.engine.stage_steps import contexts_on
 from ltx_pipelines.engine.two_stage_runner import StagePlan, run_two_stages, simple_denoiser
 
 if TYPE_CHECKING:
