@@ -42,19 +42,21 @@ def run_child(python: str, cmd: Sequence[str], threads: int, env: dict[str, str]
 
 def reset_peak_rss() -> Callable[[], float]:
     """Reset this process's RSS high-water mark (Linux: /proc/self/clear_refs); returns a function that
-    reads the peak since then, in MiB (NaN where the kernel does not offer it)."""
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-    except OSError:
-        return lambda: float("nan")
+    reads the peak since then, in MiB, or NaN where the kernel did not reset it (some sandboxes accept
+    the write and keep the old mark: then the mark stays above the current RSS)."""
 
-    def peak() -> float:
+    def status(field: str) -> float:
         for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
+            if line.startswith(field):
                 return int(line.split()[1]) / 1024
         return float("nan")
 
-    return peak
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        reset = status("VmHWM:") <= status("VmRSS:") + 1.0
+    except OSError:
+        reset = False
+    return (lambda: status("VmHWM:")) if reset else (lambda: float("nan"))
 
 
 def check_ref_python(path: str, setup: str) -> None:

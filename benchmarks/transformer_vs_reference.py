@@ -25,6 +25,22 @@ this environment's torch, so that only the model code differs:
     uv run python benchmarks/transformer_vs_reference.py --ref-python /tmp/refvenv_b/bin/python
     uv run python benchmarks/transformer_vs_reference.py --dtypes bf16 --rounds 5
 
+Measured 2026-12-02, AMD EPYC (avx2 avx512f avx512_bf16 avx512_vnni; no AMX), torch 2.15.0, 2 threads,
+2 blocks, 3 rounds, 2 timed calls per child, on a machine shared with other work (load average 6-15 on
+its 2 cores: the processes got 15-45% of their wall time on a CPU, so wall time mostly measures the
+scheduler; CPU seconds are the figure to trust):
+
+    dtype  ours / reference: wall s          CPU s                  peak RSS MiB (= the forward's peak)
+    fp32   76.5 / 77.8 = 0.98                21.8 / 28.3 = 0.77     5546 / 5718 = 0.97
+    bf16   72.7 / 52.3 = 1.39                12.3 / 14.9 = 0.83     3131 / 3209 = 0.98
+
+Per round, CPU: fp32 0.77 0.76 0.76, bf16 0.86 0.79 0.81; wall: fp32 0.91 0.98 0.78, bf16 1.62 1.10 1.03.
+Outputs: fp32 max |ours - ref| 2.9e-6 (video), 2.1e-6 (audio) of mean |ref| 0.90; bf16 0.031 (one bf16
+step at the values' scale). A 1-block run at load 5-7 gave CPU 0.55 (fp32) and 0.53 (bf16). Where ours
+does less: the AdaLN embeddings once per distinct timestep instead of once per token. What both spend
+the same on: the Linear layers (~77% of our fp32 forward, torch profiler) and rms_norm, which torch runs
+on the CPU as separate float32 passes (upcast, pow, mean, rsqrt, mul, downcast: ~16% of our bf16 forward).
+
 Kernel paths: children run with `LTX_KERNEL_TUNING=0` (our default paths, no timing inside a run)
 unless the environment sets it.
 
