@@ -27,8 +27,8 @@ this environment's torch, so that only the model code differs:
 
 Measured 2026-12-02, AMD EPYC (avx2 avx512f avx512_bf16 avx512_vnni; no AMX), torch 2.15.0, 2 threads,
 2 blocks, 3 rounds, 2 timed calls per child, on a machine shared with other work (load average 6-15 on
-its 2 cores: the processes got 15-45% of their wall time on a CPU, so wall time mostly measures the
-scheduler; CPU seconds are the figure to trust):
+its 2 cores: 0.15-0.56 CPU seconds per wall second where 2 would be both threads busy, so wall time
+mostly measures the scheduler; CPU seconds are the figure to trust):
 
     dtype  ours / reference: wall s          CPU s                  peak RSS MiB (= the forward's peak)
     fp32   76.5 / 77.8 = 0.98                21.8 / 28.3 = 0.77     5546 / 5718 = 0.97
