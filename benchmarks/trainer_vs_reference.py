@@ -34,8 +34,10 @@ the scheduler; CPU seconds are the figure to trust). Step medians, ours / refere
     bf16-gc   22.9 / 38.9 = 0.59    14.8 / 16.2 = 0.92    1195 / 1548 = 0.77
 
 Per round, CPU: fp32 0.58 0.52 0.74, bf16 0.77 0.45 0.66, bf16-gc 1.16 0.71 0.90 (the first bf16-gc
-round at load 12). Peak RSS is steady to 1% across rounds. The fp32 row compares the model code with a
-float32 base on both sides (the reference trainer keeps a LoRA base in bf16 whatever the precision).
+round at load 12). Three more bf16-gc rounds at load 4-7: CPU 8.7 / 12.6 = 0.69 (rounds 0.46 0.81 0.59),
+wall 10.3 / 12.6 = 0.82, RSS 1195 / 1537 = 0.78; all six rounds: CPU 10.9 / 15.9 = 0.68, wall 0.96.
+Peak RSS is steady to 1% across rounds. The fp32 row compares the model code with a float32 base on
+both sides (the reference trainer keeps a LoRA base in bf16 whatever the precision).
 
 Reference set-up (a scratch venv using this environment's torch; see `transformer_vs_reference.py`):
 
