@@ -22,9 +22,7 @@ from ltx_pipelines.cli.guided_command import build_guided, guided_command
 from ltx_pipelines.cli.lazy import forward_to
 from ltx_pipelines.cli.media_inputs import audio_duration, audio_file
 from ltx_pipelines.cli.video_flags import VideoFlags
-from ltx_pipelines.engine.defaults import (
-    PipelineDefaults,
-)
+from ltx_pipelines.engine.defaults import PipelineDefaults
 
 if TYPE_CHECKING:
     from ltx_pipelines.engine.final_latents import FinalLatents

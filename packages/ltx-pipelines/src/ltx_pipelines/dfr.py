@@ -19,14 +19,13 @@ as the reference's DFR does on its SFT base.
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ltx_pipelines.cli.arg_types import LoraAction
-from ltx_pipelines.cli.command import PipelineCommand, Run
+from ltx_pipelines.cli.command import PipelineCommand, Run, build_distilled
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
 from ltx_pipelines.cli.lazy import forward_to
 from ltx_pipelines.cli.model_flags import ModelFlags
@@ -38,8 +37,6 @@ from ltx_pipelines.engine.defaults import DEFAULT_LORA_STRENGTH, MAX_TEMPORAL_RO
 if TYPE_CHECKING:
     from ltx_core.loader import LoraSpec
     from ltx_pipelines.pipelines.dfr import DFRPipeline
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -146,14 +143,12 @@ def _build(run: Run) -> DFRPipeline:
     from ltx_pipelines.pipelines.dfr import DFRPipeline
 
     dfr: DfrInputs = run.values[DfrFlags]
-    return DFRPipeline(
-        run.models.checkpoint,
-        run.models.spatial_upsampler,
-        run.models.gemma_root,
+    return build_distilled(
+        DFRPipeline,
+        run,
         detailing_lora=dfr.detailing_lora,
         temporal_upsampler_path=dfr.temporal_upsampler,
         distilled_lora=run.models.distilled_lora,
-        **run.pipeline_options(),
     )
 
 

@@ -8,11 +8,9 @@ transformer call per step. The transformer is loaded once for both stages.
 
 from __future__ import annotations
 
-import logging
 import sys
-from typing import TYPE_CHECKING
 
-from ltx_pipelines.cli.command import PipelineCommand, Run
+from ltx_pipelines.cli.command import PipelineCommand, build_distilled
 from ltx_pipelines.cli.generated_keyframe_flags import GeneratedKeyframeFlags
 from ltx_pipelines.cli.lazy import forward_to
 from ltx_pipelines.cli.model_flags import ModelFlags
@@ -20,27 +18,12 @@ from ltx_pipelines.cli.tiling_flags import TilingFlags
 from ltx_pipelines.cli.video_flags import VideoFlags
 from ltx_pipelines.engine.defaults import DEMO_FAMILIES
 
-if TYPE_CHECKING:
-    from ltx_pipelines.pipelines.distilled import DistilledPipeline
-
-
-logger = logging.getLogger(__name__)
-
-
-def build(run: Run) -> DistilledPipeline:
-    from ltx_pipelines.pipelines.distilled import DistilledPipeline
-
-    return DistilledPipeline(
-        run.models.checkpoint, run.models.spatial_upsampler, run.models.gemma_root, **run.pipeline_options()
-    )
-
-
 COMMAND = PipelineCommand.for_module(
     __name__,
     __doc__,
     models=ModelFlags(distilled=True, two_stage=True, demo_families=DEMO_FAMILIES),
     groups=(VideoFlags(two_stage=True, auto_duration=True), TilingFlags(), GeneratedKeyframeFlags()),
-    build=build,
+    build=lambda run: build_distilled("ltx_pipelines.pipelines.distilled:DistilledPipeline", run),
 )
 
 

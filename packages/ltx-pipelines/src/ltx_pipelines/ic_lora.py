@@ -11,7 +11,6 @@ returns the stage-1 result at half resolution instead.
 from __future__ import annotations
 
 import argparse
-import logging
 import math
 import sys
 from dataclasses import dataclass
@@ -19,9 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ltx_pipelines.cli.arg_types import RepeatedValuesAction, number_arg
-from ltx_pipelines.cli.command import PipelineCommand, Run, call_pipeline
+from ltx_pipelines.cli.command import PipelineCommand, Run, build_distilled, call_pipeline
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
-from ltx_pipelines.cli.lazy import forward_to, resolve
+from ltx_pipelines.cli.lazy import forward_to
 from ltx_pipelines.cli.model_flags import ModelFlags
 from ltx_pipelines.cli.model_resolution import RunModels
 from ltx_pipelines.cli.tiling_flags import TilingFlags
@@ -32,8 +31,6 @@ if TYPE_CHECKING:
     from ltx_pipelines.engine.final_latents import FinalLatents
     from ltx_pipelines.engine.ic_references import VideoReference
     from ltx_pipelines.pipelines.ic_lora import ICLoraPipeline
-
-logger = logging.getLogger(__name__)
 
 
 class _PathStrengthAction(RepeatedValuesAction):
@@ -207,12 +204,8 @@ COMMAND = PipelineCommand.for_module(
     ),
     groups=(VideoFlags(two_stage=True), TilingFlags(), IcLoraFlags()),
     # As in the reference, --lora names the IC-LoRAs: fused into stage 1 only, not plain LoRAs.
-    build=lambda run: resolve("ltx_pipelines.pipelines.ic_lora:ICLoraPipeline")(
-        run.models.checkpoint,
-        run.models.spatial_upsampler,
-        run.models.gemma_root,
-        ic_loras=run.models.loras,
-        **{**run.pipeline_options(), "loras": ()},
+    build=lambda run: build_distilled(
+        "ltx_pipelines.pipelines.ic_lora:ICLoraPipeline", run, ic_loras=run.models.loras, loras=()
     ),
     generate=_generate,
 )

@@ -11,17 +11,15 @@ refines the video with the stage-1 audio held fixed; the stage-1 audio is the on
 from __future__ import annotations
 
 import argparse
-import logging
 import math
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ltx_pipelines.cli.command import PipelineCommand, Run
+from ltx_pipelines.cli.command import PipelineCommand, Run, build_distilled
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
-from ltx_pipelines.cli.lazy import forward_to, resolve
+from ltx_pipelines.cli.lazy import forward_to
 from ltx_pipelines.cli.model_flags import ModelFlags
 from ltx_pipelines.cli.model_resolution import RunModels
 from ltx_pipelines.cli.tiling_flags import TilingFlags
@@ -30,8 +28,6 @@ from ltx_pipelines.engine.defaults import DEFAULT_REFERENCE_STRENGTH, TWO_STAGE_
 if TYPE_CHECKING:
     from ltx_pipelines.engine.final_latents import FinalLatents
     from ltx_pipelines.pipelines.lipdub import LipDubPipeline
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -160,15 +156,17 @@ def generate_lip_dub(pipeline: LipDubPipeline, run: Run) -> FinalLatents:
 def lip_dub_command(
     module_name: str,
     doc: str | None,
-    make: Callable[..., LipDubPipeline],
+    pipeline: str,
     *,
+    lora_keyword: str,
     lora_name: str,
     demo_families: tuple[str, ...],
     demo_ic_lora: str | None = None,
 ) -> PipelineCommand[Any]:
-    """The command line of a lip-dub module (`lipdub` for LTX-2.3, `dubit` for LTX-2.5): `make(checkpoint,
-    upsampler, gemma_root, lora, **options)` builds its pipeline; `--lora` names its one IC-LoRA (with --demo on
-    the LTX-2.5 files and no `--lora`: the demo set's `demo_ic_lora`)."""
+    """The command line of a lip-dub module (`lipdub` for LTX-2.3, `dubit` for LTX-2.5): `pipeline` is its
+    pipeline class (`module:Class`, imported once the flags are checked), which takes its IC-LoRA as the keyword
+    `lora_keyword`; `--lora` names that one IC-LoRA (with --demo on the LTX-2.5 files and no `--lora`: the demo
+    set's `demo_ic_lora`)."""
     return PipelineCommand.for_module(
         module_name,
         doc,
@@ -184,12 +182,8 @@ def lip_dub_command(
         ),
         groups=(LipDubFlags(), TilingFlags(size_from=LipDubFlags)),
         # --lora names the IC-LoRA here, not plain LoRAs.
-        build=lambda run: make(
-            run.models.checkpoint,
-            run.models.spatial_upsampler,
-            run.models.gemma_root,
-            run.models.loras[0] if run.models.loras else None,
-            **{**run.pipeline_options(), "loras": ()},
+        build=lambda run: build_distilled(
+            pipeline, run, loras=(), **{lora_keyword: run.models.loras[0] if run.models.loras else None}
         ),
         generate=generate_lip_dub,
     )
@@ -198,9 +192,8 @@ def lip_dub_command(
 COMMAND = lip_dub_command(
     __name__,
     __doc__,
-    lambda checkpoint, upsampler, gemma, lora, **options: resolve("ltx_pipelines.pipelines.lipdub:LipDubPipeline")(
-        checkpoint, upsampler, gemma, lip_dub_lora=lora, **options
-    ),
+    "ltx_pipelines.pipelines.lipdub:LipDubPipeline",
+    lora_keyword="lip_dub_lora",
     lora_name="lip-dub",
     demo_families=("ltx-2.3",),  # the LTX-2.5 name of this pipeline is ltx_pipelines.dubit
 )

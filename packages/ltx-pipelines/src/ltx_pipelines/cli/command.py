@@ -163,6 +163,21 @@ def call_pipeline(pipeline: Any, run: Run, **inputs: Any) -> FinalLatents:
     return pipeline.generate(run.prompt.text, **run.call_arguments(), **inputs)
 
 
+def build_distilled(pipeline_class: Callable[..., P] | str, run: Run, **extra: Any) -> P:
+    """`pipeline_class` over the run's model files of a distilled two-stage pipeline (checkpoint, spatial
+    upsampler, Gemma) with the options every pipeline takes from its command line; `extra` adds the pipeline's own
+    or replaces one (a command whose `--lora` names IC-LoRAs passes `loras=()`). A `module:Class` string is
+    imported here, once the flags are checked (see `cli.lazy`)."""
+    if isinstance(pipeline_class, str):
+        from ltx_pipelines.cli.lazy import resolve
+
+        pipeline_class = resolve(pipeline_class)
+    models = run.models
+    return pipeline_class(
+        models.checkpoint, models.spatial_upsampler, models.gemma_root, **{**run.pipeline_options(), **extra}
+    )
+
+
 @dataclass(frozen=True)
 class PipelineCommand(Generic[P]):
     """A pipeline's command line: the flag `groups` it uses (read in this order; exactly one is the model
