@@ -75,7 +75,6 @@ def child(size: str, out: Path) -> None:
     import torch
     from transformers import Gemma3ForConditionalGeneration  # noqa: F401
 
-    import ltx_pipelines.engine.decoding
     import ltx_pipelines.engine.generation
     import ltx_pipelines.pipelines.distilled  # noqa: F401
     from ltx_core.generation_memory import estimate_generation

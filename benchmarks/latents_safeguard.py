@@ -20,10 +20,9 @@ from pathlib import Path
 import torch
 
 from ltx_core.types import VideoPixelShape
-from ltx_pipelines.engine.final_latents import FinalLatents
-from ltx_pipelines.engine.latents_file import RunRecord, load_latents, save_latents
+from ltx_pipelines.engine.denoising_stage import FinalLatents, SeededNoise
+from ltx_pipelines.engine.generation import RunRecord, load_latents, save_latents
 from ltx_pipelines.engine.model_loading import Placement
-from ltx_pipelines.engine.noise_sources import SeededNoise
 from ltx_pipelines.io.atomic_files import partial_file, publish_with_sidecar
 
 

@@ -48,7 +48,7 @@ def main() -> None:
     from ltx_core.components.step_cache import StepCachedTransformer
     from ltx_core.model.transformer import X0Model
     from ltx_pipelines.engine import guided
-    from ltx_pipelines.engine.noise_sources import ReplayedNoise
+    from ltx_pipelines.engine.denoising_stage import ReplayedNoise
     from ltx_pipelines.engine.requests import GuidanceRequest, VideoRequest
 
     helpers = _test_helpers()

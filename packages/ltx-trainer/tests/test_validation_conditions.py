@@ -17,7 +17,7 @@ from PIL import Image
 from ltx_core.model.audio_vae import AUDIO_ENCODER, encode_audio
 from ltx_core.types import AudioLatentShape, VideoPixelShape
 from ltx_pipelines import TI2VidOneStagePipeline
-from ltx_pipelines.engine.audio_output import AudioGeneration
+from ltx_pipelines.engine.generation import AudioGeneration
 from ltx_pipelines.engine.model_loading import Placement, loaded
 from ltx_pipelines.engine.source_latents import encode_audio_latent, encode_video_latent
 from ltx_pipelines.io import frames_to_model_input, iter_video_frames, read_audio, write_video

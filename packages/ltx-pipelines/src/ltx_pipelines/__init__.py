@@ -41,8 +41,8 @@ _EXPORTS: dict[str, str] = {
     "ModelFiles": "ltx_core.loader",
     "VideoReference": "ltx_pipelines.engine.ic_references",
     "Generation": "ltx_pipelines.engine.generation",
-    "ImageCondition": "ltx_pipelines.engine.stage_blocks",
-    "SeededNoise": "ltx_pipelines.engine.noise_sources",
+    "ImageCondition": "ltx_pipelines.engine.denoising_stage",
+    "SeededNoise": "ltx_pipelines.engine.denoising_stage",
     "LoraSpec": "ltx_core.loader",
     "TilingConfig": "ltx_core.model.video_vae",
 }

@@ -15,17 +15,16 @@ import logging
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ltx_pipelines.cli.command import Run, call_pipeline
+from ltx_pipelines.cli.command import Run, call_pipeline, forward_to
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
 from ltx_pipelines.cli.guidance_flags import GuidanceFlags
 from ltx_pipelines.cli.guided_command import build_guided, guided_command
-from ltx_pipelines.cli.lazy import forward_to
 from ltx_pipelines.cli.media_inputs import audio_duration, audio_file
-from ltx_pipelines.cli.video_flags import VideoFlags
-from ltx_pipelines.engine.defaults import PipelineDefaults
+from ltx_pipelines.cli.request_flags import VideoFlags
+from ltx_pipelines.engine.model_versions import PipelineDefaults
 
 if TYPE_CHECKING:
-    from ltx_pipelines.engine.final_latents import FinalLatents
+    from ltx_pipelines.engine.denoising_stage import FinalLatents
     from ltx_pipelines.pipelines.a2vid_two_stage import A2VidPipelineTwoStage, AudioRequest
 
 logger = logging.getLogger(__name__)

@@ -25,8 +25,7 @@ from ltx_core.command_parser import CommandParser
 from ltx_core.loader.components import COMPONENT_FLAGS, COMPONENT_SECTIONS, Component, Layout
 from ltx_core.model.video_vae.tiling_config import TilingConfig
 from ltx_pipelines.cli.command import LOG_LEVELS, configure_logging, gc_skips_loaded_modules, run_reporting_errors
-from ltx_pipelines.cli.runtime_flags import DTYPE_CHOICES
-from ltx_pipelines.cli.tiling_flags import add_tiling_args, tiling_from_args
+from ltx_pipelines.cli.runtime_flags import DTYPE_CHOICES, add_tiling_args, tiling_from_args
 from ltx_pipelines.io.atomic_files import check_output_path, sidecar_path
 
 if TYPE_CHECKING:
@@ -117,7 +116,7 @@ def decoding_files(
     encoder does not matter. Raises `CheckpointError` / `HfPathError` naming the flag."""
     from ltx_core.loader import CheckpointError, ModelFiles
     from ltx_core.loader.model_files import model_files_of, names_a_model_folder
-    from ltx_pipelines.cli.hf_paths import resolve_model_path
+    from ltx_pipelines.cli.model_resolution import resolve_model_path
 
     needed = [Component.VIDEO_VAE, *([Component.AUDIO_VAE] if audio else [])]
     local = {}
@@ -163,8 +162,8 @@ def _checked(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple
     anything is loaded (a bad one exits with code 2, like the pipelines' validation)."""
     from ltx_core.devices import parse_dtype, resolve_device
     from ltx_core.loader import CheckpointError
-    from ltx_pipelines.cli.hf_paths import HfPathError
-    from ltx_pipelines.engine.latents_file import LatentsFileError, decodes_audio, read_latents_header
+    from ltx_pipelines.cli.model_resolution import HfPathError
+    from ltx_pipelines.engine.generation import LatentsFileError, decodes_audio, read_latents_header
 
     latents_path = Path(args.latents).expanduser()
     try:
@@ -207,9 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     configure_logging(args.log_level)
     # Imported once the arguments parse: `--help` and a usage error need none of it.
-    from ltx_pipelines.engine.decoding import decode_video_generation
-    from ltx_pipelines.engine.generation import write_generation
-    from ltx_pipelines.engine.latents_file import load_latents
+    from ltx_pipelines.engine.generation import decode_video_generation, load_latents, write_generation
 
     latents_path, output, checkpoint, device, dtype, tiling = _checked(parser, args)
 

@@ -25,14 +25,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ltx_pipelines.cli.arg_types import LoraAction
-from ltx_pipelines.cli.command import PipelineCommand, Run, build_distilled
+from ltx_pipelines.cli.command import PipelineCommand, Run, build_distilled, forward_to
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
-from ltx_pipelines.cli.lazy import forward_to
 from ltx_pipelines.cli.model_flags import ModelFlags
 from ltx_pipelines.cli.model_resolution import RunModels
-from ltx_pipelines.cli.tiling_flags import TilingFlags
-from ltx_pipelines.cli.video_flags import VideoFlags
-from ltx_pipelines.engine.defaults import DEFAULT_LORA_STRENGTH, MAX_TEMPORAL_ROUNDS, PipelineDefaults
+from ltx_pipelines.cli.request_flags import VideoFlags
+from ltx_pipelines.cli.runtime_flags import TilingFlags
+from ltx_pipelines.engine.model_versions import DEFAULT_LORA_STRENGTH, MAX_TEMPORAL_ROUNDS, PipelineDefaults
 
 if TYPE_CHECKING:
     from ltx_core.loader import LoraSpec
@@ -110,7 +109,7 @@ class DfrFlags(FlagGroup[DfrInputs]):
 
     def settle(self, value: DfrInputs, models: RunModels, context: ReadContext) -> DfrInputs:
         from ltx_core.loader import LoraSpec
-        from ltx_pipelines.engine.generated_keyframes import keyframe_embedding_problem
+        from ltx_pipelines.engine.requests import keyframe_embedding_problem
 
         problem = keyframe_embedding_problem(models.checkpoint)
         if problem is not None:

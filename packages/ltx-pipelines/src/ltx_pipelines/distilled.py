@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import sys
 
-from ltx_pipelines.cli.command import PipelineCommand, build_distilled
-from ltx_pipelines.cli.generated_keyframe_flags import GeneratedKeyframeFlags
-from ltx_pipelines.cli.lazy import forward_to
+from ltx_pipelines.cli.command import PipelineCommand, build_distilled, forward_to
 from ltx_pipelines.cli.model_flags import ModelFlags
-from ltx_pipelines.cli.tiling_flags import TilingFlags
-from ltx_pipelines.cli.video_flags import VideoFlags
-from ltx_pipelines.engine.defaults import DEMO_FAMILIES
+from ltx_pipelines.cli.request_flags import GeneratedKeyframeFlags, VideoFlags
+from ltx_pipelines.cli.runtime_flags import TilingFlags
+from ltx_pipelines.engine.model_versions import DEMO_FAMILIES
 
 COMMAND = PipelineCommand.for_module(
     __name__,

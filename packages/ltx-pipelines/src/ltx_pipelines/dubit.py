@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import sys
 
-from ltx_pipelines.cli.lazy import forward_to
-from ltx_pipelines.engine.defaults import DEMO_FAMILIES
+from ltx_pipelines.cli.command import forward_to
+from ltx_pipelines.engine.model_versions import DEMO_FAMILIES
 from ltx_pipelines.lipdub import lip_dub_command
 
 COMMAND = lip_dub_command(

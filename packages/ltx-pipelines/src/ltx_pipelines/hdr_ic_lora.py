@@ -21,13 +21,12 @@ from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ltx_pipelines.cli.command import PipelineCommand, Run
+from ltx_pipelines.cli.command import PipelineCommand, Run, forward_to
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
-from ltx_pipelines.cli.lazy import forward_to
 from ltx_pipelines.cli.model_flags import ModelFlags
 from ltx_pipelines.cli.model_resolution import RunModels
 from ltx_pipelines.cli.runtime_flags import RuntimeFlags
-from ltx_pipelines.engine.defaults import (
+from ltx_pipelines.engine.model_versions import (
     DEFAULT_NUM_FRAMES,
     DEFAULT_SEED,
     DEFAULT_SPATIAL_TILE,
@@ -40,7 +39,7 @@ from ltx_pipelines.io.atomic_files import check_output_path, write_json_atomic
 
 if TYPE_CHECKING:
     from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
-    from ltx_pipelines.engine.checkpoint_kind import ExpectedKind
+    from ltx_pipelines.engine.model_loading import ExpectedKind
     from ltx_pipelines.pipelines.hdr_ic_lora import HDRGeneration, HDRICLoraPipeline
 
 logger = logging.getLogger(__name__)
@@ -231,8 +230,8 @@ def _inputs(raw: str) -> list[Path]:
 
 def _model_file(flag: str, raw: str, kind: ExpectedKind) -> Path:
     from ltx_core.loader import CheckpointError
-    from ltx_pipelines.cli.hf_paths import HfPathError, resolve_model_path
-    from ltx_pipelines.engine.checkpoint_kind import check_checkpoint_kind
+    from ltx_pipelines.cli.model_resolution import HfPathError, resolve_model_path
+    from ltx_pipelines.engine.model_loading import check_checkpoint_kind
 
     try:
         path = resolve_model_path(raw)
@@ -319,7 +318,7 @@ def _build(run: Run) -> HDRICLoraPipeline:
 
 def _generate(pipeline: HDRICLoraPipeline, run: Run) -> Iterator[tuple[HdrJob, HDRGeneration]]:
     """Each job's generation, made as the writer asks for it (one clip in memory at a time)."""
-    from ltx_pipelines.engine.noise_sources import SeededNoise
+    from ltx_pipelines.engine.denoising_stage import SeededNoise
     from ltx_pipelines.pipelines.hdr_ic_lora import SdrClip
 
     contexts = load_contexts(run)

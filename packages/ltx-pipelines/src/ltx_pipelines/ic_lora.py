@@ -18,17 +18,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ltx_pipelines.cli.arg_types import RepeatedValuesAction, number_arg
-from ltx_pipelines.cli.command import PipelineCommand, Run, build_distilled, call_pipeline
+from ltx_pipelines.cli.command import PipelineCommand, Run, build_distilled, call_pipeline, forward_to
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
-from ltx_pipelines.cli.lazy import forward_to
 from ltx_pipelines.cli.model_flags import ModelFlags
 from ltx_pipelines.cli.model_resolution import RunModels
-from ltx_pipelines.cli.tiling_flags import TilingFlags
-from ltx_pipelines.cli.video_flags import VideoFlags
-from ltx_pipelines.engine.defaults import TWO_STAGE_SPATIAL_MULTIPLE, PipelineDefaults
+from ltx_pipelines.cli.request_flags import VideoFlags
+from ltx_pipelines.cli.runtime_flags import TilingFlags
+from ltx_pipelines.engine.model_versions import TWO_STAGE_SPATIAL_MULTIPLE, PipelineDefaults
 
 if TYPE_CHECKING:
-    from ltx_pipelines.engine.final_latents import FinalLatents
+    from ltx_pipelines.engine.denoising_stage import FinalLatents
     from ltx_pipelines.engine.ic_references import VideoReference
     from ltx_pipelines.pipelines.ic_lora import ICLoraPipeline
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import sys
 
+from ltx_pipelines.cli.command import forward_to
 from ltx_pipelines.cli.guided_command import build_guided, guided_command
-from ltx_pipelines.cli.lazy import forward_to
 
 COMMAND = guided_command(
     __name__,

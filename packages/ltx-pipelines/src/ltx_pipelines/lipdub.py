@@ -17,16 +17,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ltx_pipelines.cli.command import PipelineCommand, Run, build_distilled
+from ltx_pipelines.cli.command import PipelineCommand, Run, build_distilled, forward_to
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
-from ltx_pipelines.cli.lazy import forward_to
 from ltx_pipelines.cli.model_flags import ModelFlags
 from ltx_pipelines.cli.model_resolution import RunModels
-from ltx_pipelines.cli.tiling_flags import TilingFlags
-from ltx_pipelines.engine.defaults import DEFAULT_REFERENCE_STRENGTH, TWO_STAGE_SPATIAL_MULTIPLE, PipelineDefaults
+from ltx_pipelines.cli.runtime_flags import TilingFlags
+from ltx_pipelines.engine.model_versions import DEFAULT_REFERENCE_STRENGTH, TWO_STAGE_SPATIAL_MULTIPLE, PipelineDefaults
 
 if TYPE_CHECKING:
-    from ltx_pipelines.engine.final_latents import FinalLatents
+    from ltx_pipelines.engine.denoising_stage import FinalLatents
     from ltx_pipelines.pipelines.lipdub import LipDubPipeline
 
 

@@ -16,17 +16,16 @@ import math
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ltx_pipelines.cli.command import PipelineCommand, Run, call_pipeline
+from ltx_pipelines.cli.command import PipelineCommand, Run, call_pipeline, forward_to, resolve
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
 from ltx_pipelines.cli.guidance_flags import MaxBatchSizeFlags
-from ltx_pipelines.cli.lazy import forward_to, resolve
 from ltx_pipelines.cli.media_inputs import video_file
 from ltx_pipelines.cli.model_flags import ModelFlags
-from ltx_pipelines.cli.tiling_flags import TilingFlags
-from ltx_pipelines.engine.defaults import PipelineDefaults
+from ltx_pipelines.cli.runtime_flags import TilingFlags
+from ltx_pipelines.engine.model_versions import PipelineDefaults
 
 if TYPE_CHECKING:
-    from ltx_pipelines.engine.final_latents import FinalLatents
+    from ltx_pipelines.engine.denoising_stage import FinalLatents
     from ltx_pipelines.pipelines.retake import RetakePipeline, RetakeRequest
 
 logger = logging.getLogger(__name__)

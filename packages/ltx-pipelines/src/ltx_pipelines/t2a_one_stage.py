@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import sys
 
-from ltx_pipelines.cli.command import PipelineCommand
+from ltx_pipelines.cli.command import PipelineCommand, forward_to, resolve
 from ltx_pipelines.cli.guidance_flags import GuidanceFlags, MaxBatchSizeFlags
-from ltx_pipelines.cli.lazy import forward_to, resolve
 from ltx_pipelines.cli.model_flags import ModelFlags
-from ltx_pipelines.cli.output_flags import OutputFlags
-from ltx_pipelines.cli.runtime_flags import RuntimeFlags
-from ltx_pipelines.cli.video_flags import VideoFlags
+from ltx_pipelines.cli.request_flags import VideoFlags
+from ltx_pipelines.cli.runtime_flags import OutputFlags, RuntimeFlags
 
 COMMAND = PipelineCommand.for_module(
     __name__,

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import sys
 
-from ltx_pipelines.cli.generated_keyframe_flags import GeneratedKeyframeFlags
+from ltx_pipelines.cli.command import forward_to
 from ltx_pipelines.cli.guided_command import build_guided, guided_command
-from ltx_pipelines.cli.lazy import forward_to
+from ltx_pipelines.cli.request_flags import GeneratedKeyframeFlags
 
 COMMAND = guided_command(
     __name__,

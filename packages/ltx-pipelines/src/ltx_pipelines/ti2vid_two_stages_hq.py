@@ -14,12 +14,11 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ltx_pipelines.cli.arg_types import finite_float
-from ltx_pipelines.cli.command import Run
+from ltx_pipelines.cli.command import Run, forward_to
 from ltx_pipelines.cli.flag_group import FlagGroup, ReadContext
-from ltx_pipelines.cli.generated_keyframe_flags import GeneratedKeyframeFlags
 from ltx_pipelines.cli.guided_command import build_guided, guided_command
-from ltx_pipelines.cli.lazy import forward_to
-from ltx_pipelines.engine.defaults import (
+from ltx_pipelines.cli.request_flags import GeneratedKeyframeFlags
+from ltx_pipelines.engine.model_versions import (
     DEFAULT_LORA_STRENGTH,
     HQ_DISTILLED_LORA_STRENGTH_STAGE_1,
     HQ_DISTILLED_LORA_STRENGTH_STAGE_2,

@@ -119,13 +119,13 @@ def test_generate_left_without_size_length_and_rate_takes_the_defaults(demo_mode
     line reads; they are shrunk here so the run stays tiny."""
     import dataclasses
 
-    from ltx_pipelines.engine import defaults
+    from ltx_pipelines.engine import model_versions
 
     small = dataclasses.replace(
-        defaults.defaults_for_checkpoint(demo_model_files.checkpoint),
+        model_versions.defaults_for_checkpoint(demo_model_files.checkpoint),
         height=64, width=64, num_frames=9, frame_rate=12.0,
     )  # fmt: skip
-    monkeypatch.setattr(defaults, "defaults_for_checkpoint", lambda path: small)
+    monkeypatch.setattr(model_versions, "defaults_for_checkpoint", lambda path: small)
     files = demo_model_files
     pipeline = ltx_pipelines.DistilledPipeline(
         files.checkpoint, files.spatial_upsampler, files.gemma_root, device="cpu", dtype=torch.float32, progress=False

@@ -16,9 +16,9 @@ from ltx_pipelines.cli.command import PipelineCommand, Run
 from ltx_pipelines.cli.flag_group import ReadContext
 from ltx_pipelines.cli.guidance_flags import GuidanceFlags
 from ltx_pipelines.cli.model_flags import ModelFlags
-from ltx_pipelines.cli.output_flags import OutputFlags
-from ltx_pipelines.engine.defaults import DEFAULT_NEGATIVE_PROMPT, LTX_2_3_DEFAULTS
-from ltx_pipelines.engine.stage_blocks import ImageCondition
+from ltx_pipelines.cli.runtime_flags import OutputFlags
+from ltx_pipelines.engine.denoising_stage import ImageCondition
+from ltx_pipelines.engine.model_versions import DEFAULT_NEGATIVE_PROMPT, LTX_2_3_DEFAULTS
 
 TWO_STAGE = ti2vid_two_stages.COMMAND
 

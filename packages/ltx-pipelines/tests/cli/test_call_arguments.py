@@ -14,8 +14,8 @@ import pytest
 from ltx_pipelines import distilled, t2a_one_stage, ti2vid_two_stages
 from ltx_pipelines.cli.command import Run
 from ltx_pipelines.cli.flag_group import FlagGroup, MemoryInputs, ReadContext
-from ltx_pipelines.cli.prompt_flags import PromptFlags
-from ltx_pipelines.engine.defaults import PipelineDefaults
+from ltx_pipelines.cli.request_flags import PromptFlags
+from ltx_pipelines.engine.model_versions import PipelineDefaults
 from ltx_pipelines.pipelines.distilled import DistilledPipeline
 from ltx_pipelines.pipelines.t2a_one_stage import T2AOneStagePipeline
 from ltx_pipelines.pipelines.ti2vid_two_stages import TI2VidTwoStagesPipeline

@@ -202,7 +202,7 @@ def test_the_decode_command_reports_a_file_that_is_not_latents(tmp_path, capsys)
 def test_every_shape_of_a_full_disk_is_the_full_disk_line(error, tmp_path):
     """A full disk reaches the command in the shapes Python, torch.save and safetensors give it; each is the
     one full-disk line (the same recognition the trainer and the converters use)."""
-    from ltx_pipelines.cli.error_lines import describe_error
+    from ltx_pipelines.cli.command import describe_error
 
     line = describe_error(error, output_path=tmp_path / "clip.mp4")
     assert line.text.startswith("no space left on the disk"), line

@@ -12,7 +12,7 @@ import huggingface_hub
 import pytest
 from huggingface_hub import errors as hub_errors
 
-from ltx_pipelines.cli.hf_paths import HfPathError, resolve_hf_file, resolve_hf_folder
+from ltx_pipelines.cli.model_resolution import HfPathError, resolve_hf_file, resolve_hf_folder
 
 CACHED_FILE = "hf://Lightricks/LTX-2/ltx-2.3-22b-distilled.safetensors"
 

@@ -8,7 +8,7 @@ import huggingface_hub
 import pytest
 from huggingface_hub.errors import RepositoryNotFoundError
 
-from ltx_pipelines.cli.hf_paths import (
+from ltx_pipelines.cli.model_resolution import (
     HfPath,
     HfPathError,
     cached_hf_file,

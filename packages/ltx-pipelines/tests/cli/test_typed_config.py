@@ -15,14 +15,14 @@ from ltx_pipelines import distilled, ti2vid_two_stages
 from ltx_pipelines.a2vid_two_stage import A2VidPipelineTwoStage
 from ltx_pipelines.cli.command import Run, demo_defaults
 from ltx_pipelines.cli.guidance_flags import MaxBatchSizeFlags
-from ltx_pipelines.cli.video_flags import VideoFlags
-from ltx_pipelines.engine.defaults import (
+from ltx_pipelines.cli.request_flags import VideoFlags
+from ltx_pipelines.engine.denoising_stage import ImageCondition
+from ltx_pipelines.engine.model_versions import (
     DEFAULT_MAX_BATCH_SIZE,
     LTX_2_3_DEFAULTS,
     ONE_STAGE_SPATIAL_MULTIPLE,
     TWO_STAGE_SPATIAL_MULTIPLE,
 )
-from ltx_pipelines.engine.stage_blocks import ImageCondition
 from ltx_pipelines.keyframe_interpolation import KeyframeInterpolationPipeline
 from ltx_pipelines.retake import RetakePipeline
 from ltx_pipelines.t2a_one_stage import T2AOneStagePipeline

@@ -760,8 +760,8 @@ BROKEN = {
                                    "Generation | AudioGeneration has no attribute 'frame_array'"),
     "constant in a block": (name_problems, "build_model(VIDEO_DECODER,", "build_model(VIDEO_DECODR,",
                             "VIDEO_DECODR is defined nowhere"),
-    "dotted name": (name_problems, "ltx_pipelines.engine.stage_samplers.AncestralSampler",
-                    "ltx_pipelines.engine.stage_samplers.EulerSampler", "has no attribute 'EulerSampler'"),
+    "dotted name": (name_problems, "ltx_pipelines.engine.denoising_stage.AncestralSampler",
+                    "ltx_pipelines.engine.denoising_stage.EulerSampler", "has no attribute 'EulerSampler'"),
     "class named in the prose": (name_problems, "`DurationRange`", "`DurationRanges`",
                                  "DurationRanges is defined nowhere"),
 }  # fmt: skip

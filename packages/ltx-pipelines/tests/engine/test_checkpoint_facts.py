@@ -4,13 +4,11 @@ helpers given that set answer from it without reading a header again, and run re
 from __future__ import annotations
 
 from ltx_core.loader import ModelFiles
-from ltx_pipelines.engine.checkpoint_kind import detect_checkpoint_kind
-from ltx_pipelines.engine.defaults import checkpoint_model_version, defaults_for_checkpoint
-from ltx_pipelines.engine.duration import check_length_request, has_duration_head
-from ltx_pipelines.engine.generated_keyframes import keyframe_embedding_problem
 from ltx_pipelines.engine.generation import describe_model_files
-from ltx_pipelines.engine.model_loading import video_decoder_spec_of
-from ltx_pipelines.engine.prompt_pipeline import Pipeline
+from ltx_pipelines.engine.model_loading import detect_checkpoint_kind, video_decoder_spec_of
+from ltx_pipelines.engine.model_versions import checkpoint_model_version, defaults_for_checkpoint
+from ltx_pipelines.engine.prompt_pipeline import Pipeline, check_length_request, has_duration_head
+from ltx_pipelines.engine.requests import keyframe_embedding_problem
 
 
 def test_the_helpers_answer_from_the_pipelines_set_without_reading_again(model_files, header_reads):

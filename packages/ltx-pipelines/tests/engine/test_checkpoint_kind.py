@@ -7,7 +7,7 @@ import torch
 from safetensors.torch import save_file
 
 from ltx_core.loader import CheckpointError
-from ltx_pipelines.engine.checkpoint_kind import check_checkpoint_kind, detect_checkpoint_kind
+from ltx_pipelines.engine.model_loading import check_checkpoint_kind, detect_checkpoint_kind
 
 
 def test_detects_each_kind(model_files):

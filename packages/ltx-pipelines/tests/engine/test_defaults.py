@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ltx_pipelines.cli.model_flags import ModelFlags
-from ltx_pipelines.engine.defaults import (
+from ltx_pipelines.engine.model_versions import (
     DEFAULT_NEGATIVE_PROMPT,
     LTX_2_3_DEFAULTS,
     LTX_2_3_HQ_DEFAULTS,

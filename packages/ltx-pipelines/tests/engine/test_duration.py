@@ -9,8 +9,8 @@ import torch
 from ltx_core.loader import CheckpointError
 from ltx_core.model.duration_head import DurationRange
 from ltx_core.text_encoders.gemma.prompt_encoding import encode_prompts_from_files
-from ltx_pipelines.engine.duration import has_duration_head, predict_frame_count
 from ltx_pipelines.engine.model_loading import Placement
+from ltx_pipelines.engine.prompt_pipeline import has_duration_head, predict_frame_count
 
 pytestmark = pytest.mark.slow
 
@@ -60,9 +60,9 @@ def test_a_range_beyond_the_models_temporal_positions_is_refused(ltx25_demo):
 
     from ltx_pipelines.cli.flag_group import FlagError, ReadContext
     from ltx_pipelines.cli.model_resolution import RunModels
-    from ltx_pipelines.cli.video_flags import VideoChoice, VideoFlags
-    from ltx_pipelines.engine.defaults import LTX_2_3_DEFAULTS
-    from ltx_pipelines.engine.duration import check_duration_range, check_length_request
+    from ltx_pipelines.cli.request_flags import VideoChoice, VideoFlags
+    from ltx_pipelines.engine.model_versions import LTX_2_3_DEFAULTS
+    from ltx_pipelines.engine.prompt_pipeline import check_duration_range, check_length_request
 
     check_duration_range(DurationRange(1.0, 20.0), {})
     with pytest.raises(ValueError, match=r"beyond the 20 s .*accepted: 0 < MIN_SECONDS <= MAX_SECONDS <= 20"):

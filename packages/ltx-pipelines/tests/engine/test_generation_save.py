@@ -98,7 +98,7 @@ def test_keep_latents_needs_latents(tmp_path):
 def test_a_pipeline_generation_is_decoded_and_saving_builds_no_model(demo_model_files, tmp_path, monkeypatch):
     from ltx_pipelines.cli.command import DEMO_SIZE
     from ltx_pipelines.distilled import DistilledPipeline
-    from ltx_pipelines.engine.decoding import decode_video_generation
+    from ltx_pipelines.engine.generation import decode_video_generation
     from ltx_pipelines.engine.model_loading import Placement
 
     pipeline = DistilledPipeline(
@@ -132,9 +132,8 @@ def test_a_pipeline_generation_is_decoded_and_saving_builds_no_model(demo_model_
 def with_final(generation: Generation) -> Generation:
     """Give a fake generation final latents (never decoded here: its frames are given)."""
     from ltx_core.types import VideoPixelShape
-    from ltx_pipelines.engine.final_latents import FinalLatents
+    from ltx_pipelines.engine.denoising_stage import FinalLatents, SeededNoise
     from ltx_pipelines.engine.model_loading import Placement
-    from ltx_pipelines.engine.noise_sources import SeededNoise
 
     noise = SeededNoise(3)
     noise("stage_1.video", (2, 5), device=torch.device("cpu"), dtype=torch.float32)  # denoising's draws
@@ -172,8 +171,8 @@ def test_kept_latents_follow_the_video_to_its_numbered_name(tmp_path, monkeypatc
 
 
 def test_saved_latents_read_back_as_the_run_left_them(tmp_path):
-    from ltx_pipelines.engine.latents_file import RunRecord, load_latents, save_latents_beside
-    from ltx_pipelines.engine.noise_sources import SeededNoise
+    from ltx_pipelines.engine.denoising_stage import SeededNoise
+    from ltx_pipelines.engine.generation import RunRecord, load_latents, save_latents_beside
 
     generation = with_final(fake_generation(CountingFrames()))
     assert generation.final is not None
@@ -195,8 +194,7 @@ def test_saved_latents_read_back_as_the_run_left_them(tmp_path):
 def test_a_path_checked_when_the_run_began_and_taken_since_gets_a_numbered_name(tmp_path):
     # The command line checks the output path before generating; a file there at writing time appeared
     # during the run, so the writers publish under a numbered name instead of throwing the result away.
-    from ltx_pipelines.engine.audio_output import AudioGeneration, write_audio_generation
-    from ltx_pipelines.engine.generation import write_generation
+    from ltx_pipelines.engine.generation import AudioGeneration, write_audio_generation, write_generation
 
     video, wav = tmp_path / "clip.mp4", tmp_path / "sound.wav"
     for path in (video, wav):
@@ -217,8 +215,8 @@ def test_a_shipped_waveform_is_kept_in_the_latents_file(tmp_path):
     # Audio-to-video ships its input track, DFR its cut audio: decoding the file again must write that sound.
     from dataclasses import replace
 
-    from ltx_pipelines.engine.final_latents import Waveform
-    from ltx_pipelines.engine.latents_file import RunRecord, load_latents, save_latents_beside
+    from ltx_pipelines.engine.denoising_stage import Waveform
+    from ltx_pipelines.engine.generation import RunRecord, load_latents, save_latents_beside
 
     generation = with_final(fake_generation(CountingFrames()))
     assert generation.final is not None

@@ -12,11 +12,10 @@ import pytest
 import torch
 
 from ltx_core.types import VideoPixelShape
-from ltx_pipelines.engine import latents_file
-from ltx_pipelines.engine.final_latents import FinalLatents
-from ltx_pipelines.engine.latents_file import RunRecord, load_latents, save_latents_safely
+from ltx_pipelines.engine import generation
+from ltx_pipelines.engine.denoising_stage import FinalLatents, SeededNoise
+from ltx_pipelines.engine.generation import RunRecord, load_latents, save_latents_safely
 from ltx_pipelines.engine.model_loading import Placement
-from ltx_pipelines.engine.noise_sources import SeededNoise
 
 RECORD = RunRecord(prompt="a test pattern", parameters={"seed": 3}, model_files={})
 
@@ -46,14 +45,14 @@ def places(tmp_path, monkeypatch):
 
 def disk_full_in(monkeypatch, *full: Path) -> None:
     """Saving into any of the `full` folders fails as a full disk does."""
-    real = latents_file.save_latents
+    real = generation.save_latents
 
     def save(path, *args, **kwargs):
         if Path(path).parent in full:
             raise OSError(errno.ENOSPC, "No space left on device", str(path))
         return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(latents_file, "save_latents", save)
+    monkeypatch.setattr(generation, "save_latents", save)
 
 
 def test_latents_go_beside_the_output_when_they_fit(places):

@@ -8,10 +8,9 @@ import torch
 
 from ltx_core.loader import CheckpointError, Component, Layout, ModelFiles
 from ltx_core.types import VideoPixelShape
-from ltx_pipelines.engine.final_latents import FinalLatents
-from ltx_pipelines.engine.latents_file import LatentsFileError, RunRecord, load_latents, save_latents
+from ltx_pipelines.engine.denoising_stage import FinalLatents, SeededNoise
+from ltx_pipelines.engine.generation import LatentsFileError, RunRecord, load_latents, save_latents
 from ltx_pipelines.engine.model_loading import Placement
-from ltx_pipelines.engine.noise_sources import SeededNoise
 
 pytestmark = pytest.mark.slow
 
@@ -89,7 +88,7 @@ def _moved_run(ltx25_demo, tmp_path):
 
 def test_decoding_reads_only_the_decoders_and_takes_their_moved_files(ltx25_demo, tmp_path):
     from ltx_pipelines.decode import decoding_files
-    from ltx_pipelines.engine.latents_file import decodes_audio, read_latents_header
+    from ltx_pipelines.engine.generation import decodes_audio, read_latents_header
 
     path, moved = _moved_run(ltx25_demo, tmp_path)
     metadata, keys = read_latents_header(path)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ltx_pipelines.engine.noise_sources import ReplayedNoise, SeededNoise
+from ltx_pipelines.engine.denoising_stage import ReplayedNoise, SeededNoise
 
 CPU = torch.device("cpu")
 

@@ -154,8 +154,8 @@ def _huge_png(path, side: int = 20000):
 def test_an_image_over_the_decompression_bomb_limit_is_named(tmp_path):
     """Pillow's DecompressionBombError names no file; the image readers and the --image check do."""
     from ltx_pipelines.cli.flag_group import FlagError
-    from ltx_pipelines.cli.video_flags import _checked_image
-    from ltx_pipelines.engine.stage_blocks import ImageCondition
+    from ltx_pipelines.cli.request_flags import _checked_image
+    from ltx_pipelines.engine.denoising_stage import ImageCondition
 
     huge = _huge_png(tmp_path / "huge.png")
     with pytest.raises(MediaError, match=re.escape(repr(str(huge))) + " is too large to decode"):

@@ -16,7 +16,7 @@ import torch
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_pipelines import a2vid_two_stage
 from ltx_pipelines.a2vid_two_stage import A2VidPipelineTwoStage, AudioInput
-from ltx_pipelines.engine.noise_sources import SeededNoise
+from ltx_pipelines.engine.denoising_stage import SeededNoise
 from ltx_pipelines.engine.requests import GuidanceRequest, VideoRequest
 
 

@@ -19,7 +19,7 @@ from ltx_core.loader import LoraSpec, selected_keys
 from ltx_core.model.transformer import AUDIO_ONLY_TRANSFORMER, VIDEO_ONLY_TRANSFORMER
 from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
-from ltx_pipelines.engine.noise_sources import ReplayedNoise
+from ltx_pipelines.engine.denoising_stage import ReplayedNoise
 from ltx_pipelines.engine.requests import GuidanceRequest, VideoRequest
 
 pytestmark = [pytest.mark.golden, pytest.mark.slow]

@@ -18,10 +18,9 @@ from ltx_core.components.guiders import MultiModalGuiderParams
 from ltx_core.loader import LoraSpec
 from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
+from ltx_pipelines.engine.denoising_stage import ImageCondition, ReplayedNoise
 from ltx_pipelines.engine.generation import Generation
-from ltx_pipelines.engine.noise_sources import ReplayedNoise
 from ltx_pipelines.engine.requests import GuidanceRequest, VideoRequest
-from ltx_pipelines.engine.stage_blocks import ImageCondition
 from ltx_pipelines.ic_lora import ICLoraPipeline, VideoReference
 from ltx_pipelines.keyframe_interpolation import KeyframeInterpolationPipeline
 

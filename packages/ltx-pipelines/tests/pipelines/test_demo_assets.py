@@ -16,7 +16,7 @@ from safetensors.torch import load_file
 
 import ltx_pipelines.demo.ltx23 as ltx23
 from ltx_pipelines.demo import MANIFEST_NAME, DemoAssets, demo_assets_at, ensure_demo_assets, stale_parts
-from ltx_pipelines.engine.checkpoint_kind import check_checkpoint_kind
+from ltx_pipelines.engine.model_loading import check_checkpoint_kind
 
 pytestmark = pytest.mark.slow
 

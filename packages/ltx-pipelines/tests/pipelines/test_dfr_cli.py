@@ -83,7 +83,7 @@ def test_a_first_frame_image_pins_the_first_latent_frame_of_every_stage(ltx25_de
     from ltx_core.loader import build_model
     from ltx_core.model.video_vae import VIDEO_ENCODER
     from ltx_pipelines.dfr import DFRPipeline
-    from ltx_pipelines.engine.stage_blocks import ImageCondition
+    from ltx_pipelines.engine.denoising_stage import ImageCondition
 
     height, width = 128, 128
     generator = torch.Generator().manual_seed(3)
@@ -127,7 +127,7 @@ def test_two_rounds_tile_and_anchor_as_the_layout_plans(ltx25_demo, monkeypatch)
     from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
     from ltx_pipelines.dfr import DFRPipeline
     from ltx_pipelines.engine import dfr_layout
-    from ltx_pipelines.engine.noise_sources import SeededNoise
+    from ltx_pipelines.engine.denoising_stage import SeededNoise
 
     anchors: list[tuple[int, torch.Tensor]] = []
 

@@ -19,7 +19,7 @@ from ltx_core.loader import LoraSpec, ModelFiles, read_safetensors_header
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_pipelines.dfr import DFRPipeline
 from ltx_pipelines.engine import model_loading
-from ltx_pipelines.engine.noise_sources import SeededNoise
+from ltx_pipelines.engine.denoising_stage import SeededNoise
 from ltx_pipelines.engine.requests import VideoRequest
 
 pytestmark = [pytest.mark.golden, pytest.mark.slow]

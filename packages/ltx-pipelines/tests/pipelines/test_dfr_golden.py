@@ -15,7 +15,7 @@ import torch
 from ltx_core.loader import LoraSpec, ModelFiles
 from ltx_pipelines.dfr import TILE_SEED_STRIDE, DFRPipeline
 from ltx_pipelines.engine import dfr_layout
-from ltx_pipelines.engine.noise_sources import ReplayedNoise, SeededNoise, offset_stream
+from ltx_pipelines.engine.denoising_stage import ReplayedNoise, SeededNoise, offset_stream
 from ltx_pipelines.engine.requests import VideoRequest
 
 pytestmark = [pytest.mark.golden, pytest.mark.slow]

@@ -22,7 +22,7 @@ import pytest
 import torch
 
 import ltx_pipelines.distilled as distilled
-import ltx_pipelines.engine.decoding as decoding
+import ltx_pipelines.engine.generation as decoding
 from ltx_core.loader import read_safetensors_header
 from ltx_pipelines.distilled import DistilledPipeline, main
 from ltx_pipelines.engine.generation import Generation
@@ -412,9 +412,8 @@ def fake_pipeline(monkeypatch, tiny_models) -> Callable[[Callable[[], Generation
     """Replace the pipeline's generation with small made-up latents and the decode step with `make()`
     (validation, saving the latents and writing stay real)."""
     from ltx_core.types import VideoPixelShape
-    from ltx_pipelines.engine.final_latents import FinalLatents
+    from ltx_pipelines.engine.denoising_stage import FinalLatents, SeededNoise
     from ltx_pipelines.engine.model_loading import Placement
-    from ltx_pipelines.engine.noise_sources import SeededNoise
 
     final = FinalLatents(
         video=torch.zeros(1, 128, 2, HEIGHT // 32, WIDTH // 32),

@@ -14,9 +14,8 @@ from ltx_core.components.schedulers import distilled_sigmas, stage_2_distilled_s
 from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_pipelines.distilled import DistilledPipeline
-from ltx_pipelines.engine.noise_sources import ReplayedNoise
+from ltx_pipelines.engine.denoising_stage import ImageCondition, ReplayedNoise
 from ltx_pipelines.engine.requests import VideoRequest
-from ltx_pipelines.engine.stage_blocks import ImageCondition
 
 pytestmark = [pytest.mark.golden, pytest.mark.slow]
 

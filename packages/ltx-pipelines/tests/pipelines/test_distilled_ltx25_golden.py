@@ -22,11 +22,16 @@ from ltx_core.model.duration_head import DurationRange
 from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_pipelines.distilled import DistilledPipeline
-from ltx_pipelines.engine.duration import predict_frame_count
+from ltx_pipelines.engine.denoising_stage import (
+    ANCESTRAL_NOISE_SEED_OFFSET,
+    AncestralSampler,
+    ReplayedNoise,
+    SeededNoise,
+    offset_stream,
+)
 from ltx_pipelines.engine.model_loading import Placement
-from ltx_pipelines.engine.noise_sources import ReplayedNoise, SeededNoise, offset_stream
+from ltx_pipelines.engine.prompt_pipeline import predict_frame_count
 from ltx_pipelines.engine.requests import VideoRequest
-from ltx_pipelines.engine.stage_samplers import ANCESTRAL_NOISE_SEED_OFFSET, AncestralSampler
 
 pytestmark = [pytest.mark.golden, pytest.mark.slow]
 

@@ -25,7 +25,7 @@ def test_readme_download_commands_run_hf_from_the_venv():
 
 @pytest.mark.parametrize("family", ["ltx-2.3", "ltx-2.5"])
 def test_the_demos_download_help_runs_hf_from_the_venv(family):
-    from ltx_pipelines.demo.substitution import real_weights_help
+    from ltx_pipelines.demo.assets import real_weights_help
 
     text = real_weights_help(distilled.COMMAND.models, family)
     commands = [line.strip() for line in text.splitlines() if "hf download" in line]

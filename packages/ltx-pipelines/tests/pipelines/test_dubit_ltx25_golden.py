@@ -22,10 +22,9 @@ from ltx_core.loader import LoraSpec, ModelFiles, lora_metadata
 from ltx_core.model.video_vae import VIDEO_ENCODER
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_pipelines.dubit import DubItPipeline, DubItReference
-from ltx_pipelines.engine.final_latents import FinalLatents
+from ltx_pipelines.engine.denoising_stage import FinalLatents, ReplayedNoise, SeededNoise
 from ltx_pipelines.engine.ic_references import VideoReference, reference_conditionings
 from ltx_pipelines.engine.model_loading import loaded
-from ltx_pipelines.engine.noise_sources import ReplayedNoise, SeededNoise
 from ltx_pipelines.engine.requests import VideoRequest
 from ltx_pipelines.io import AudioClip
 from ltx_pipelines.lipdub import snap_to_frame_grid

@@ -19,14 +19,13 @@ import pytest
 import torch
 from safetensors import safe_open
 
-import ltx_pipelines.engine.decoding as decoding
+import ltx_pipelines.engine.generation as decoding
 from ltx_core.types import VideoPixelShape
 from ltx_pipelines import decode, distilled
 from ltx_pipelines.cli.command import DEMO_SIZE
-from ltx_pipelines.engine.final_latents import FinalLatents
+from ltx_pipelines.engine.denoising_stage import FinalLatents, SeededNoise
 from ltx_pipelines.engine.generation import Generation
 from ltx_pipelines.engine.model_loading import Placement
-from ltx_pipelines.engine.noise_sources import SeededNoise
 
 pytestmark = pytest.mark.slow
 
@@ -311,12 +310,12 @@ def test_latents_that_do_not_fit_beside_the_output_are_kept_in_the_temp_folder_a
     import errno
     import tempfile
 
-    from ltx_pipelines.engine import generation, latents_file
+    from ltx_pipelines.engine import generation
 
     output, temp = tmp_path / "out" / "clip.mp4", tmp_path / "tmp"
     temp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(temp))
-    real_save = latents_file.save_latents
+    real_save = generation.save_latents
 
     def disk_full_beside_the_output(path: Any, *args: Any, **kwargs: Any) -> Path:
         if Path(path).parent == output.parent:
@@ -326,7 +325,7 @@ def test_latents_that_do_not_fit_beside_the_output_are_kept_in_the_temp_folder_a
     def encoder_fails(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("simulated encoder failure")
 
-    monkeypatch.setattr(latents_file, "save_latents", disk_full_beside_the_output)
+    monkeypatch.setattr(generation, "save_latents", disk_full_beside_the_output)
     monkeypatch.setattr(generation, "encode_video", encoder_fails)
     assert distilled.main(argv(demo_model_files, output)) == 1
     kept = temp / "clip.latents.safetensors"

@@ -22,14 +22,14 @@ from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
 from ltx_pipelines import distilled, ti2vid_one_stage, ti2vid_two_stages
 from ltx_pipelines.distilled import DistilledPipeline
-from ltx_pipelines.engine.generated_keyframes import (
+from ltx_pipelines.engine.denoising_stage import SeededNoise, run_denoising_stage
+from ltx_pipelines.engine.requests import (
     STAGE_1_KEYFRAMES,
+    GuidanceRequest,
+    VideoRequest,
     evenly_spaced_keyframe_positions,
     generated_keyframe_positions,
 )
-from ltx_pipelines.engine.noise_sources import SeededNoise
-from ltx_pipelines.engine.requests import GuidanceRequest, VideoRequest
-from ltx_pipelines.engine.stage_blocks import run_denoising_stage
 from ltx_pipelines.ti2vid_one_stage import TI2VidOneStagePipeline
 from ltx_pipelines.ti2vid_two_stages import TI2VidTwoStagesPipeline
 from ltx_pipelines.ti2vid_two_stages_hq import TI2VidTwoStagesHQPipeline

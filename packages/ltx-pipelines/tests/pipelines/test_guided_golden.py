@@ -24,7 +24,7 @@ from ltx_core.loader import LoraSpec
 from ltx_core.model.video_vae.tiling import TilingConfig
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
-from ltx_pipelines.engine.noise_sources import ReplayedNoise
+from ltx_pipelines.engine.denoising_stage import ReplayedNoise
 from ltx_pipelines.engine.requests import GuidanceRequest, VideoRequest
 from ltx_pipelines.ti2vid_two_stages_hq import TI2VidTwoStagesHQPipeline
 

@@ -21,8 +21,8 @@ from ltx_pipelines import (
     TI2VidTwoStagesPipeline,
     VideoRequest,
 )
-from ltx_pipelines.engine.defaults import LTX_2_3_HQ_DEFAULTS, defaults_for_checkpoint
-from ltx_pipelines.engine.stage_blocks import StageConditions
+from ltx_pipelines.engine.denoising_stage import StageConditions
+from ltx_pipelines.engine.model_versions import LTX_2_3_HQ_DEFAULTS, defaults_for_checkpoint
 from ltx_pipelines.pipelines.guided import GuidedPipeline, TwoStageGuidedPipeline
 
 GUIDE = MultiModalGuiderParams(cfg_scale=2.0)

@@ -17,7 +17,7 @@ from safetensors.torch import save_file
 import ltx_pipelines.hdr_ic_lora as hdr
 from ltx_core.latent_tiles import AxisTileCount, TileCounts, latent_tiles, split_by_count
 from ltx_core.loader import read_checkpoint_config
-from ltx_pipelines.engine.defaults import LTX_2_3_DEFAULTS
+from ltx_pipelines.engine.model_versions import LTX_2_3_DEFAULTS
 from ltx_pipelines.io.hdr import fit_reflect_pad, logc3_decode, logc3_encode
 from ltx_pipelines.io.hdr_outputs import read_exr_frame, write_exr_frames
 

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from ltx_pipelines import distilled
-from ltx_pipelines.engine.defaults import default_image_crf
+from ltx_pipelines.engine.model_versions import default_image_crf
 
 pytestmark = pytest.mark.slow
 

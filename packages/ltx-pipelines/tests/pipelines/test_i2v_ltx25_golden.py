@@ -18,10 +18,8 @@ import torch
 from ltx_core.loader import ModelFiles
 from ltx_core.types import VideoPixelShape
 from ltx_pipelines.distilled import DistilledPipeline
-from ltx_pipelines.engine.noise_sources import ReplayedNoise
+from ltx_pipelines.engine.denoising_stage import ImageCondition, ReplayedNoise, encode_conditioning_images
 from ltx_pipelines.engine.requests import VideoRequest
-from ltx_pipelines.engine.stage_blocks import ImageCondition
-from ltx_pipelines.engine.stage_steps import encode_conditioning_images
 
 pytestmark = [pytest.mark.golden, pytest.mark.slow]
 

@@ -19,10 +19,9 @@ from ltx_core.components.sampling import euler_denoising_loop
 from ltx_core.loader import LoraSpec
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_pipelines.distilled import DistilledPipeline
-from ltx_pipelines.engine.defaults import LTX_2_3_DEFAULTS
-from ltx_pipelines.engine.noise_sources import SeededNoise
+from ltx_pipelines.engine.denoising_stage import ImageCondition, SeededNoise
+from ltx_pipelines.engine.model_versions import LTX_2_3_DEFAULTS
 from ltx_pipelines.engine.requests import GuidanceRequest, VideoRequest
-from ltx_pipelines.engine.stage_blocks import ImageCondition
 from ltx_pipelines.ic_lora import ICLoraPipeline, VideoReference
 from ltx_pipelines.keyframe_interpolation import KeyframeInterpolationPipeline
 
@@ -145,8 +144,8 @@ def test_keyframe_at_frame_zero_is_appended_not_substituted(
     image = write_test_image(tmp_path / "key.png", width=128, height=128)
     from ltx_core.conditioning import VideoConditionByKeyframeIndex, VideoConditionByLatentIndex
     from ltx_core.types import VideoPixelShape
+    from ltx_pipelines.engine.denoising_stage import encode_conditioning_images
     from ltx_pipelines.engine.model_loading import Placement
-    from ltx_pipelines.engine.stage_steps import encode_conditioning_images
 
     shape = VideoPixelShape(1, FRAMES, HEIGHT, WIDTH, FPS)
     images = [ImageCondition(frame_idx=0, strength=1.0, path=image)]

@@ -15,11 +15,10 @@ import ltx_pipelines.lipdub as lipdub
 from ltx_core.components.sampling import euler_denoising_loop
 from ltx_core.loader import LoraSpec, read_checkpoint_config
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
-from ltx_pipelines.engine.defaults import LTX_2_3_DEFAULTS
+from ltx_pipelines.engine.denoising_stage import SeededNoise, run_denoising_stage
 from ltx_pipelines.engine.ic_references import VideoReference
-from ltx_pipelines.engine.noise_sources import SeededNoise
+from ltx_pipelines.engine.model_versions import LTX_2_3_DEFAULTS
 from ltx_pipelines.engine.requests import VideoRequest
-from ltx_pipelines.engine.stage_blocks import run_denoising_stage
 from ltx_pipelines.lipdub import LipDubPipeline, LipDubReference, reference_timing
 
 HEIGHT, WIDTH, REF_FRAMES, FPS = 128, 128, 12, 25  # 12 frames snap to 9

@@ -23,8 +23,7 @@ from safetensors.torch import load_file
 import ltx_pipelines.decode as decode
 import ltx_pipelines.distilled_mgpu as distilled_mgpu
 from ltx_core.multigpu.launch import computing_as_a_rank
-from ltx_pipelines.engine.final_latents import FinalLatents
-from ltx_pipelines.engine.noise_sources import SeededNoise
+from ltx_pipelines.engine.denoising_stage import FinalLatents, SeededNoise
 
 HEIGHT, WIDTH, FRAMES, SEED = 128, 128, 9, 3
 PROMPT = "a heron lands on a frozen pond"
@@ -252,7 +251,7 @@ def test_num_gpus_other_than_torchruns_world_size_is_refused(monkeypatch):
 
     from ltx_pipelines.cli.flag_group import FlagError, ReadContext
     from ltx_pipelines.cli.multigpu import MultiGpuFlags
-    from ltx_pipelines.engine.defaults import LTX_2_3_DEFAULTS
+    from ltx_pipelines.engine.model_versions import LTX_2_3_DEFAULTS
 
     def num_gpus(argv: list[str]) -> int:
         parser = argparse.ArgumentParser()

@@ -17,12 +17,11 @@ from ltx_core.loader import CheckpointError, LoraSpec, ModelFiles, read_checkpoi
 from ltx_core.loader.model_files import Component, model_files_of
 from ltx_core.model.audio_vae import AUDIO_DECODER, VOCODER
 from ltx_pipelines import ti2vid_one_stage
-from ltx_pipelines.engine.checkpoint_kind import check_checkpoint_kind, detect_checkpoint_kind
-from ltx_pipelines.engine.defaults import checkpoint_model_version, defaults_for_checkpoint
+from ltx_pipelines.engine.denoising_stage import ImageCondition
 from ltx_pipelines.engine.generation import describe_model_files
-from ltx_pipelines.engine.model_loading import Placement, loaded
+from ltx_pipelines.engine.model_loading import Placement, check_checkpoint_kind, detect_checkpoint_kind, loaded
+from ltx_pipelines.engine.model_versions import checkpoint_model_version, defaults_for_checkpoint
 from ltx_pipelines.engine.requests import GuidanceRequest, VideoRequest
-from ltx_pipelines.engine.stage_blocks import ImageCondition
 from ltx_pipelines.ti2vid_one_stage import TI2VidOneStagePipeline
 
 pytestmark = pytest.mark.slow

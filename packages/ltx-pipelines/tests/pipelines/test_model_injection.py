@@ -12,7 +12,7 @@ import torch
 from ltx_core.loader import LoraSpec, build_model
 from ltx_core.model.transformer import AV_TRANSFORMER
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
-from ltx_pipelines.engine.noise_sources import SeededNoise
+from ltx_pipelines.engine.denoising_stage import SeededNoise
 from ltx_pipelines.engine.requests import GuidanceRequest, VideoRequest
 from ltx_pipelines.ti2vid_one_stage import TI2VidOneStagePipeline
 

@@ -13,8 +13,8 @@ from ltx_core.loader import read_checkpoint_config
 from ltx_core.multigpu import SequenceParallelTransformer
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_pipelines.distilled import DistilledPipeline
+from ltx_pipelines.engine.denoising_stage import SeededNoise
 from ltx_pipelines.engine.multigpu import MultiDevice
-from ltx_pipelines.engine.noise_sources import SeededNoise
 from ltx_pipelines.engine.requests import VideoRequest
 
 

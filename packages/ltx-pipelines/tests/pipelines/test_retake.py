@@ -16,7 +16,7 @@ import torch
 from ltx_core.latent_tools import AudioLatentTools, VideoLatentTools
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_pipelines import retake
-from ltx_pipelines.engine.noise_sources import SeededNoise
+from ltx_pipelines.engine.denoising_stage import SeededNoise
 from ltx_pipelines.engine.requests import GuidanceRequest
 from ltx_pipelines.io import write_video
 from ltx_pipelines.retake import RetakePipeline, RetakeRegion, RetakeSource

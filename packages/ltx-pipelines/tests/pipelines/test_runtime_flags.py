@@ -73,7 +73,7 @@ def test_default_flags_mean_a_plain_load():
 
     from ltx_pipelines.cli.flag_group import ReadContext
     from ltx_pipelines.cli.runtime_flags import RuntimeFlags
-    from ltx_pipelines.engine.defaults import LTX_2_3_DEFAULTS
+    from ltx_pipelines.engine.model_versions import LTX_2_3_DEFAULTS
 
     def options(argv: list[str]) -> RuntimeOptions | None:
         parser = argparse.ArgumentParser()

@@ -176,7 +176,7 @@ def test_default_stg_blocks_fit_a_small_checkpoint_but_chosen_ones_are_checked(c
     from ltx_pipelines.cli.flag_group import FlagError, ReadContext
     from ltx_pipelines.cli.guidance_flags import GuidanceFlags
     from ltx_pipelines.cli.model_resolution import RunModels
-    from ltx_pipelines.engine.defaults import LTX_2_3_DEFAULTS
+    from ltx_pipelines.engine.model_versions import LTX_2_3_DEFAULTS
 
     group = GuidanceFlags()
     parser = argparse.ArgumentParser()

@@ -24,13 +24,12 @@ from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.text_encoders.gemma.prompt_encoding import context_row
 from ltx_core.types import AudioLatentShape, VideoLatentShape, VideoPixelShape
 from ltx_pipelines import ti2vid_one_stage, ti2vid_two_stages, ti2vid_two_stages_hq
-from ltx_pipelines.engine.audio_output import AudioGeneration
-from ltx_pipelines.engine.defaults import LTX_2_3_HQ_DEFAULTS, defaults_for_checkpoint
+from ltx_pipelines.engine.denoising_stage import ImageCondition, SeededNoise, StageConditions
+from ltx_pipelines.engine.generation import AudioGeneration
 from ltx_pipelines.engine.model_loading import Placement
-from ltx_pipelines.engine.noise_sources import SeededNoise
-from ltx_pipelines.engine.prompts import encode_prompt
+from ltx_pipelines.engine.model_versions import LTX_2_3_HQ_DEFAULTS, defaults_for_checkpoint
+from ltx_pipelines.engine.prompt_pipeline import encode_prompt
 from ltx_pipelines.engine.requests import GuidanceRequest, VideoRequest
-from ltx_pipelines.engine.stage_blocks import ImageCondition, StageConditions
 from ltx_pipelines.ti2vid_one_stage import TI2VidOneStagePipeline
 from ltx_pipelines.ti2vid_two_stages import TI2VidTwoStagesPipeline
 from ltx_pipelines.ti2vid_two_stages_hq import TI2VidTwoStagesHQPipeline

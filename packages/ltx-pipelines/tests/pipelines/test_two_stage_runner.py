@@ -13,7 +13,7 @@ from ltx_core.components.schedulers import distilled_sigmas, stage_2_distilled_s
 from ltx_core.loader import LoraSpec, read_checkpoint_config
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
-from ltx_pipelines.engine.noise_sources import SeededNoise
+from ltx_pipelines.engine.denoising_stage import SeededNoise
 from ltx_pipelines.engine.prompt_pipeline import Pipeline
 from ltx_pipelines.engine.requests import VideoRequest
 from ltx_pipelines.engine.two_stage_runner import StagePlan, run_two_stages, simple_denoiser

@@ -19,7 +19,7 @@ from safetensors.torch import save_file
 from ltx_core.convert import single_file_to_diffusers
 from ltx_core.loader import LoraSpec, read_safetensors_header
 from ltx_pipelines import decode, distilled, ti2vid_one_stage
-from ltx_pipelines.engine.final_latents import FinalLatents, NonFiniteLatentsError, check_finite_latents
+from ltx_pipelines.engine.denoising_stage import FinalLatents, NonFiniteLatentsError, check_finite_latents
 
 pytestmark = pytest.mark.slow
 
@@ -65,7 +65,7 @@ def test_a_folder_without_vocoder_is_refused_while_the_flags_are_read(
 
 def test_decode_refuses_a_folder_without_vocoder_before_decoding(folder_without_vocoder, tmp_path, capsys):
     """The decode command a failed run prints must be able to succeed: decode checks the components itself."""
-    from ltx_pipelines.engine.latents_file import RunRecord, save_latents
+    from ltx_pipelines.engine.generation import RunRecord, save_latents
 
     latents = tmp_path / "run.latents.safetensors"
     final = _final_latents(folder_without_vocoder, video=torch.zeros(1, 128, 2, 2, 2), audio=torch.zeros(1, 8, 3, 16))
@@ -120,8 +120,8 @@ def test_python_m_with_a_lora_that_does_not_fit_exits_2_in_seconds(tiny_checkpoi
 
 def _final_latents(checkpoint: Path, *, video: torch.Tensor, audio: torch.Tensor | None) -> FinalLatents:
     from ltx_core.types import VideoPixelShape
+    from ltx_pipelines.engine.denoising_stage import SeededNoise
     from ltx_pipelines.engine.model_loading import Placement
-    from ltx_pipelines.engine.noise_sources import SeededNoise
 
     return FinalLatents(
         video=video,

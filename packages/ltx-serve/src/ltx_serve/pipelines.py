@@ -42,7 +42,7 @@ def command_of(name: str) -> Any:
 
 def describe(name: str) -> ServedPipeline:
     from ltx_pipelines.cli.guidance_flags import GuidanceFlags
-    from ltx_pipelines.engine.defaults import ONE_STAGE_SPATIAL_MULTIPLE, TWO_STAGE_SPATIAL_MULTIPLE
+    from ltx_pipelines.engine.model_versions import ONE_STAGE_SPATIAL_MULTIPLE, TWO_STAGE_SPATIAL_MULTIPLE
 
     command = command_of(name)
     return ServedPipeline(

@@ -221,7 +221,7 @@ class Worker:
 
     def run_job(self, job: Job) -> Path:
         """Run `job` to its output file (resuming from its output or latents when a previous attempt left them)."""
-        from ltx_pipelines.engine.latents_file import latents_path_for
+        from ltx_pipelines.engine.generation import latents_path_for
 
         pipeline = job.request.get("pipeline", DEFAULT_PIPELINES[0])
         if pipeline not in self.commands:  # another server on the shared queue accepted it

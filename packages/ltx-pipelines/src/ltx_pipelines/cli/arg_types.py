@@ -8,12 +8,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ltx_pipelines.cli.hf_paths import is_hf_path
-from ltx_pipelines.engine.defaults import DEFAULT_LORA_STRENGTH
+from ltx_pipelines.cli.model_resolution import is_hf_path
+from ltx_pipelines.engine.model_versions import DEFAULT_LORA_STRENGTH
 
 if TYPE_CHECKING:
     from ltx_core.loader import LoraSpec
-    from ltx_pipelines.engine.stage_blocks import ImageCondition
+    from ltx_pipelines.engine.denoising_stage import ImageCondition
 
 
 def int_at_least(minimum: int) -> Callable[[str], int]:
@@ -77,7 +77,7 @@ class ImageAction(RepeatedValuesAction):
     display_metavar = "PATH FRAME_IDX STRENGTH [CRF]"
 
     def parse_values(self, values: list[str]) -> ImageCondition:
-        from ltx_pipelines.engine.stage_blocks import ImageCondition
+        from ltx_pipelines.engine.denoising_stage import ImageCondition
 
         if len(values) not in (3, 4):
             raise argparse.ArgumentError(

@@ -1,55 +1,82 @@
 """A pipeline's command line: the flag groups it uses, what it builds and how it calls it. Every
 `python -m ltx_pipelines.<name>` module's `main` is `PipelineCommand.main`.
 
-`main(argv)` parses argv once, reads each group into its typed value (a bad value exits with code 2 before
-any model is built or written, the demo models included), substitutes the demo models when asked, resolves
-the model files (hf:// downloads, kinds), settles the values that depend on them, builds the pipeline,
-generates the final latents, saves them, decodes them and writes the output with its sidecar. A later
-failure ends in one line on stderr and exit code 1 (`error_lines`); after denoising, the line names the
-saved latents and the `ltx_pipelines.decode` command that finishes the run.
+`main(argv)` parses argv once, reads each group into its typed value (a bad value exits with code 2 before any
+model is built or written, the demo models included), substitutes the demo models when asked, resolves the model
+files (hf:// downloads, kinds), settles the values that depend on them, builds the pipeline, generates the final
+latents, saves them, decodes them and writes the output with its sidecar. A later failure ends in one line on
+stderr and exit code 1 (`run_reporting_errors`, `describe_error`); after denoising, the line names the saved
+latents and the `ltx_pipelines.decode` command that finishes the run.
+
+A failed run ends in one line naming what failed and what to do. Bad arguments never get here (argparse and
+validation exit with code 2 before any model is built). Everything raised later - a checkpoint whose keys or shapes
+do not fit, a Gemma folder of the wrong width, an image that turns out truncated, a full disk, exhausted memory -
+is turned into one line on stderr; the traceback is printed only with `--log-level DEBUG`.
+
+A command module names its pipeline's classes without importing them (`forward_to`, `resolve`): `python -m
+ltx_pipelines.<name> --help` and the flag checks run before torch is imported (seconds saved on every bad command
+line).
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
+import importlib
 import logging
+import shlex
+import signal
 import sys
+import threading
+import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from types import FrameType
+from typing import TYPE_CHECKING, Any, Generic, TextIO, TypeVar
 
 from ltx_core.command_parser import CommandParser
 from ltx_core.model.video_vae.tiling_config import TilingConfig
-from ltx_pipelines.cli.error_lines import report_error, stop_signals_interrupt
+from ltx_core.write_errors import is_disk_full
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, MemoryInputs, ReadContext, settle_groups, union_of
 from ltx_pipelines.cli.guidance_flags import GuidanceChoice, GuidanceFlags
 from ltx_pipelines.cli.model_flags import ModelChoice, ModelFlags
 from ltx_pipelines.cli.model_resolution import RunModels, resolve_models
-from ltx_pipelines.cli.output_flags import OutputChoice, OutputFlags
-from ltx_pipelines.cli.prompt_flags import PromptChoice, PromptFlags
-from ltx_pipelines.cli.runtime_flags import RuntimeChoice, RuntimeFlags
+from ltx_pipelines.cli.request_flags import PromptChoice, PromptFlags, VideoChoice, VideoFlags
+from ltx_pipelines.cli.runtime_flags import (
+    OutputChoice,
+    OutputFlags,
+    RuntimeChoice,
+    RuntimeFlags,
+    TilingChoice,
+    TilingFlags,
+)
 from ltx_pipelines.cli.step_cache_flags import StepCacheFlags
-from ltx_pipelines.cli.tiling_flags import TilingChoice, TilingFlags
-from ltx_pipelines.cli.video_flags import VideoChoice, VideoFlags
-from ltx_pipelines.engine.defaults import PipelineDefaults
-from ltx_pipelines.io.atomic_files import remove_stale_partials
+from ltx_pipelines.engine.model_versions import PipelineDefaults
+from ltx_pipelines.io.atomic_files import OutputExistsError, remove_stale_partials
+from ltx_pipelines.io.errors import MediaError
 
 if TYPE_CHECKING:
     import torch
 
     from ltx_core.generation_memory import GenerationSizes, GenerationWorkload
-    from ltx_pipelines.engine.audio_output import AudioGeneration
-    from ltx_pipelines.engine.final_latents import FinalLatents
-    from ltx_pipelines.engine.generation import Generation
+    from ltx_pipelines.engine.denoising_stage import FinalLatents
+    from ltx_pipelines.engine.generation import AudioGeneration, Generation
+
+    pass
 
 logger = logging.getLogger(__name__)
 
+
 P = TypeVar("P")
+
+
 V = TypeVar("V")
 
+
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
 
 # The demo's random tiny models give noise at any size: keep it small so it runs in seconds on a CPU.
 DEMO_SIZE = {"height": 128, "width": 192, "num_frames": 17}
@@ -167,10 +194,8 @@ def build_distilled(pipeline_class: Callable[..., P] | str, run: Run, **extra: A
     """`pipeline_class` over the run's model files of a distilled two-stage pipeline (checkpoint, spatial
     upsampler, Gemma) with the options every pipeline takes from its command line; `extra` adds the pipeline's own
     or replaces one (a command whose `--lora` names IC-LoRAs passes `loras=()`). A `module:Class` string is
-    imported here, once the flags are checked (see `cli.lazy`)."""
+    imported here, once the flags are checked (see `resolve`)."""
     if isinstance(pipeline_class, str):
-        from ltx_pipelines.cli.lazy import resolve
-
         pipeline_class = resolve(pipeline_class)
     models = run.models
     return pipeline_class(
@@ -239,7 +264,7 @@ class PipelineCommand(Generic[P]):
         return parser
 
     def help_defaults(self) -> PipelineDefaults:
-        from ltx_pipelines.engine.defaults import LTX_2_3_DEFAULTS
+        from ltx_pipelines.engine.model_versions import LTX_2_3_DEFAULTS
 
         return self.fixed_defaults or LTX_2_3_DEFAULTS
 
@@ -282,7 +307,7 @@ class PipelineCommand(Generic[P]):
             values[type(group)] = group.read(args, context)
         choice: ModelChoice = values[ModelFlags]
         if demo:
-            from ltx_pipelines.demo.substitution import with_demo_files
+            from ltx_pipelines.demo.assets import with_demo_files
 
             choice = with_demo_files(self.models, choice)
             values[ModelFlags] = choice
@@ -311,8 +336,7 @@ class PipelineCommand(Generic[P]):
         """Save the final latents before decoding, so nothing is lost from here on: beside the output, else in
         the temp folder or the user cache (`save_latents_safely`). None for an audio-only run (the latents file
         and the decode command are for videos) or when no place took them."""
-        from ltx_pipelines.engine.generation import describe_model_files
-        from ltx_pipelines.engine.latents_file import RunRecord, save_latents_safely
+        from ltx_pipelines.engine.generation import RunRecord, describe_model_files, save_latents_safely
 
         if final.video is None:
             return None
@@ -327,8 +351,7 @@ class PipelineCommand(Generic[P]):
         """Write the decoded result and its sidecar as a pair (no model is built here). The path was free when
         the flags were read: a file there now appeared during the run, and the result goes to a numbered name
         instead of being thrown away."""
-        from ltx_pipelines.engine.audio_output import AudioGeneration, write_audio_generation
-        from ltx_pipelines.engine.generation import write_generation
+        from ltx_pipelines.engine.generation import AudioGeneration, write_audio_generation, write_generation
 
         output = run.output
         if isinstance(decoded, AudioGeneration):
@@ -341,7 +364,7 @@ class PipelineCommand(Generic[P]):
             overwrite=output.overwrite, audio=output.audio_output, checked_at_start=True,
         )  # fmt: skip
         if run.demo:
-            from ltx_pipelines.demo.substitution import real_weights_help
+            from ltx_pipelines.demo.assets import real_weights_help
 
             help_text = real_weights_help(self.models, run.models.demo_family)
             logger.warning("demo output written to %s. %s", video, help_text)
@@ -350,7 +373,7 @@ class PipelineCommand(Generic[P]):
     def settle_latents(self, run: Run, latents: Path | None, written: Path) -> None:
         """After a successful write: keep the latents (named after the output) with --save-latents, else
         remove them."""
-        from ltx_pipelines.engine.latents_file import follow_video_name
+        from ltx_pipelines.engine.generation import follow_video_name
 
         if latents is None:
             return
@@ -380,7 +403,7 @@ class PipelineCommand(Generic[P]):
     def produce(self, pipeline: P, run: Run, saved: list[Path]) -> None:
         """Generate the final latents, save them (their path is appended to `saved`), decode them, write the
         output and its sidecar, and remove the latents unless --save-latents."""
-        from ltx_pipelines.engine.final_latents import check_finite_latents
+        from ltx_pipelines.engine.denoising_stage import check_finite_latents
 
         final: FinalLatents = self.generate(pipeline, run)
         if "num_frames" in run.parameters and run.parameters["num_frames"] is None:
@@ -577,3 +600,165 @@ def gc_skips_loaded_modules() -> Iterator[None]:
 def configure_logging(level: str) -> None:
     """Root logging at `level` (from `--log-level`), with timestamps; libraries only use loggers."""
     logging.basicConfig(level=getattr(logging, level.upper()), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+EXIT_FAILED = 1
+
+
+EXIT_INTERRUPTED = 130  # the shell's code for a run ended by Ctrl-C (128 + SIGINT)
+
+
+# 128 + SIGTERM: what a shell reports for a job SIGTERM ended, so Slurm, docker, `timeout` and systemd
+# see the stop they asked for (and the trainer's code for it; Ctrl-C keeps 130).
+EXIT_TERMINATED = 143
+
+
+_MAX_DETAIL = 1000
+
+
+_NO_PERMISSION = {errno.EACCES, errno.EPERM, errno.EROFS}
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived. A KeyboardInterrupt, so everything that cleans up after Ctrl-C (temporary files,
+    the latents kept) does the same for it."""
+
+
+@dataclass
+class StopSignal:
+    """Whether SIGTERM arrived in a `stop_signals_interrupt` block. A signal landing inside C code (a
+    safetensors read, a torch kernel) may come out as that code's own error, not as `Terminated`: the
+    error line then still says the run was terminated, not that a model file or an input is bad."""
+
+    received: bool = False
+
+
+@contextmanager
+def stop_signals_interrupt() -> Iterator[StopSignal]:
+    """Within the block SIGTERM raises `Terminated` (like Ctrl-C's KeyboardInterrupt) and is recorded in the
+    yielded `StopSignal`; the previous handler is restored after. Signal handlers belong to the main thread:
+    elsewhere nothing changes."""
+    state = StopSignal()
+    if threading.current_thread() is not threading.main_thread():
+        yield state
+        return
+
+    def terminate(signum: int, frame: FrameType | None) -> None:
+        state.received = True
+        raise Terminated(f"stopped by signal {signal.Signals(signum).name}")
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield state
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@dataclass(frozen=True)
+class ErrorLine:
+    text: str
+    exit_code: int = EXIT_FAILED
+
+
+def _detail(error: BaseException) -> str:
+    """The error's message on one line, shortened (torch's memory reports run to many lines)."""
+    text = " ".join(str(error).split())
+    if not text:
+        text = type(error).__name__
+    return text if len(text) <= _MAX_DETAIL else text[: _MAX_DETAIL - 3] + "..."
+
+
+def _is_out_of_memory(error: BaseException) -> bool:
+    import torch
+
+    if isinstance(error, MemoryError):
+        return True
+    oom = getattr(torch, "OutOfMemoryError", None) or getattr(torch.cuda, "OutOfMemoryError", None)
+    if oom is not None and isinstance(error, oom):
+        return True
+    return isinstance(error, RuntimeError) and "out of memory" in str(error).lower()
+
+
+def describe_error(error: BaseException, *, output_path: Path | None = None, terminated: bool = False) -> ErrorLine:
+    """The line (without the `error:` prefix) and the exit code for `error`; `terminated`: SIGTERM arrived
+    before it (`StopSignal.received`), so an ordinary error is the signal's doing."""
+    from ltx_core.conditioning import ConditioningError
+    from ltx_core.loader import CheckpointError
+    from ltx_pipelines.cli.model_resolution import HfPathError
+    from ltx_pipelines.engine.denoising_stage import NonFiniteLatentsError
+    from ltx_pipelines.engine.generation import LatentsFileError
+
+    if isinstance(error, Terminated) or (terminated and isinstance(error, Exception)):
+        return ErrorLine("terminated (SIGTERM)", EXIT_TERMINATED)
+    if isinstance(error, KeyboardInterrupt):
+        return ErrorLine("interrupted", EXIT_INTERRUPTED)
+    if _is_out_of_memory(error):
+        return ErrorLine(
+            f"out of memory ({_detail(error)}); try a smaller --height/--width/--num-frames, --dtype bfloat16, "
+            "or close other programs using the GPU"
+        )
+    if is_disk_full(error):
+        where = getattr(error, "filename", None) or (output_path.parent if output_path is not None else None)
+        place = f" writing {str(where)!r}" if where else ""
+        return ErrorLine(
+            f"no space left on the disk{place}; free some space or choose an --output-path on another disk"
+        )
+    if isinstance(error, OSError) and error.errno in _NO_PERMISSION and error.filename:
+        return ErrorLine(f"permission denied for {str(error.filename)!r} ({_detail(error)}); check its permissions")
+    if isinstance(error, CheckpointError):
+        return ErrorLine(f"{_detail(error)} (check that each model file is the one its flag expects)")
+    if isinstance(
+        error,
+        (MediaError, HfPathError, ConditioningError, OutputExistsError, LatentsFileError, NonFiniteLatentsError),
+    ):
+        return ErrorLine(_detail(error))
+    return ErrorLine(
+        f"{type(error).__name__}: {_detail(error)} (run again with --log-level DEBUG to see where it happened)"
+    )
+
+
+def report_error(
+    error: BaseException,
+    *,
+    debug: bool,
+    output_path: Path | None = None,
+    latents: Path | None = None,
+    stream: TextIO | None = None,
+    stop: StopSignal | None = None,
+) -> int:
+    """Print the one line for `error` (after the traceback when `debug`) and return the exit code.
+    `latents`: where the run saved its denoised latents (the line then says how to finish the run);
+    `stop`: the block's `StopSignal` (a SIGTERM before the error makes it a termination)."""
+    stream = stream or sys.stderr
+    if debug:
+        traceback.print_exception(type(error), error, error.__traceback__, file=stream)
+    line = describe_error(error, output_path=output_path, terminated=stop is not None and stop.received)
+    text = line.text
+    if latents is not None:
+        target = output_path if output_path is not None else latents.with_name("output.mp4")
+        text += (
+            f"; the denoised latents are saved in {str(latents)!r}: finish with "
+            f"python -m ltx_pipelines.decode --latents {shlex.quote(str(latents))} "
+            f"--output-path {shlex.quote(str(target))}"
+        )
+    print(f"error: {text}", file=stream, flush=True)
+    return line.exit_code
+
+
+def forward_to(module: str) -> Callable[[str], Any]:
+    """A module `__getattr__` that finds every name the module lacks in `module` (imported on first use), so
+    `from ltx_pipelines.distilled import DistilledPipeline` keeps working from the light command module."""
+
+    def __getattr__(name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(importlib.import_module(module), name)
+
+    return __getattr__
+
+
+def resolve(target: str) -> Any:
+    """The object `module:name` names (its module imported now): a command builds its pipeline class through
+    this only once its flags are checked."""
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from ltx_pipelines.engine.defaults import PipelineDefaults
+from ltx_pipelines.engine.model_versions import PipelineDefaults
 
 if TYPE_CHECKING:
     from ltx_core.model.video_vae.tiling_config import TilingConfig

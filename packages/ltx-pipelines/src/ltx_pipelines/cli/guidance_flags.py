@@ -12,7 +12,7 @@ from ltx_core.components.guider_params import MultiModalGuiderParams
 from ltx_pipelines.cli.arg_types import positive_int
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext, finite
 from ltx_pipelines.cli.model_resolution import RunModels
-from ltx_pipelines.engine.defaults import DEFAULT_MAX_BATCH_SIZE, DEFAULT_NEGATIVE_PROMPT, PipelineDefaults
+from ltx_pipelines.engine.model_versions import DEFAULT_MAX_BATCH_SIZE, DEFAULT_NEGATIVE_PROMPT, PipelineDefaults
 
 logger = logging.getLogger(__name__)
 

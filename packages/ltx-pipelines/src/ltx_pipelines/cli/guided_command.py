@@ -6,15 +6,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ltx_pipelines.cli.command import Generate, PipelineCommand, Run, call_pipeline
+from ltx_pipelines.cli.command import Generate, PipelineCommand, Run, call_pipeline, resolve
 from ltx_pipelines.cli.flag_group import FlagGroup
 from ltx_pipelines.cli.guidance_flags import GuidanceFlags, MaxBatchSizeFlags
-from ltx_pipelines.cli.lazy import resolve
 from ltx_pipelines.cli.model_flags import ModelFlags
+from ltx_pipelines.cli.request_flags import VideoFlags
+from ltx_pipelines.cli.runtime_flags import TilingFlags
 from ltx_pipelines.cli.step_cache_flags import StepCacheFlags
-from ltx_pipelines.cli.tiling_flags import TilingFlags
-from ltx_pipelines.cli.video_flags import VideoFlags
-from ltx_pipelines.engine.defaults import PipelineDefaults
+from ltx_pipelines.engine.model_versions import PipelineDefaults
 
 if TYPE_CHECKING:
     pass
@@ -25,7 +24,7 @@ P = TypeVar("P")
 def build_guided(pipeline_class: Callable[..., P] | str, run: Run, **extra: Any) -> P:
     """`pipeline_class` over the run's model files (checkpoint, the upsampler of two-stage runs, Gemma) with
     the options every guided pipeline takes from its command line; `extra` adds the pipeline's own. A
-    `module:Class` string is imported here, once the flags are checked (see `cli.lazy`)."""
+    `module:Class` string is imported here, once the flags are checked (see `cli.command.resolve`)."""
     if isinstance(pipeline_class, str):
         pipeline_class = resolve(pipeline_class)
     models = run.models

@@ -6,7 +6,7 @@ the two-stage files (`--spatial-upsampler-path`, `--distilled-lora`), the LoRAs 
 
 Reading it checks what needs no download (required flags, local files exist, the Gemma folder);
 `cli.model_resolution` then fetches hf:// paths and reads each file's header to check it is the kind its flag
-expects, and `demo.substitution` puts the demo's files where `--demo` runs without the user's.
+expects, and `demo.assets` puts the demo's files where `--demo` runs without the user's.
 """
 
 from __future__ import annotations
@@ -22,18 +22,18 @@ from ltx_core.loader.lora_spec import DEFAULT_LORA_FUSION, LoraFusionPrecision, 
 from ltx_pipelines.cli.arg_types import LoraAction
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext, finite
 from ltx_pipelines.cli.model_resolution import check_gemma_folder
-from ltx_pipelines.engine.defaults import (
+from ltx_pipelines.engine.model_versions import (
     DEFAULT_DEMO_FAMILY,
     DEFAULT_LORA_STRENGTH,
     DEMO_FAMILIES,
     DEMO_LTX25_MODEL_VERSION,
     LTX_2_3_DEFAULTS,
+    RELEASED_MODEL_VERSIONS,
     PipelineDefaults,
     defaults_for_checkpoint,
     defaults_for_version,
     normalize_model_version,
 )
-from ltx_pipelines.engine.model_versions import RELEASED_MODEL_VERSIONS
 
 if TYPE_CHECKING:
     pass
@@ -244,7 +244,7 @@ class ModelFlags(FlagGroup[ModelChoice]):
     def model_version_defaults(self, args: argparse.Namespace) -> PipelineDefaults:
         """The defaults of the model version the checkpoint declares (read from a local or already cached
         file's header only; none given or unreadable: LTX-2.3's)."""
-        from ltx_pipelines.cli.hf_paths import cached_hf_file, is_hf_path
+        from ltx_pipelines.cli.model_resolution import cached_hf_file, is_hf_path
 
         value = getattr(args, self.checkpoint_dest) or getattr(args, "transformer_path", None)
         if value is None:
@@ -266,7 +266,7 @@ class ModelFlags(FlagGroup[ModelChoice]):
 
     def read(self, args: argparse.Namespace, context: ReadContext) -> ModelChoice:
         from ltx_core.loader.model_files import names_a_model_folder
-        from ltx_pipelines.cli.hf_paths import is_hf_path
+        from ltx_pipelines.cli.model_resolution import is_hf_path
 
         loras, distilled_lora = self._read_loras(args, context)
         checkpoint = getattr(args, self.checkpoint_dest)
@@ -424,7 +424,7 @@ class ModelFlags(FlagGroup[ModelChoice]):
 
 def _local_file(flag: str, value: str | Path) -> None:
     """Existence of a local (non-hf://) file; hf:// paths are checked when resolved."""
-    from ltx_pipelines.cli.hf_paths import is_hf_path
+    from ltx_pipelines.cli.model_resolution import is_hf_path
 
     if is_hf_path(value):
         return
@@ -442,7 +442,7 @@ def _folder_upsampler(checkpoint: str) -> str | None:
     and a repository without one is named when it is resolved."""
     from ltx_core.loader.diffusers_folder import UPSAMPLER_FOLDERS, is_diffusers_folder
     from ltx_core.loader.model_files import names_a_model_folder
-    from ltx_pipelines.cli.hf_paths import is_hf_path
+    from ltx_pipelines.cli.model_resolution import is_hf_path
 
     if is_hf_path(checkpoint):
         if not names_a_model_folder(checkpoint):

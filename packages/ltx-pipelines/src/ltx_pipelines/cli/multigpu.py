@@ -20,11 +20,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from ltx_pipelines.cli.command import PipelineCommand, Run
-from ltx_pipelines.cli.error_lines import report_error, stop_signals_interrupt
+from ltx_pipelines.cli.command import PipelineCommand, Run, report_error, stop_signals_interrupt
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
-from ltx_pipelines.cli.video_flags import VideoFlags
-from ltx_pipelines.engine.defaults import (
+from ltx_pipelines.cli.request_flags import VideoFlags
+from ltx_pipelines.engine.model_versions import (
     DEFAULT_STAGE_2_TILE_OVERLAP,
     STAGE_2_PARALLEL_MODES,
     PipelineDefaults,

@@ -1,26 +1,40 @@
 """The runtime flag group: where and how the models run (`--device`, `--dtype`) and how they fit and how fast
 they run (`--quantization`, `--offload`, `--compile`, `--attention-backend` for the transformer, `--gemma-8bit`
-for the text encoder). The transformer's options map onto `ltx_core.runtime`."""
+for the text encoder). The transformer's options map onto `ltx_core.runtime`.
+
+The tiling group: the VAE decode tiling flags every command that decodes video shares. Unset flags keep what the
+layout would otherwise be: the automatic layout for the output size in a generation run, the run's recorded layout
+in `python -m ltx_pipelines.decode`.
+
+The output flag group: where the result goes and what is kept (`--output-path`, `--overwrite`,
+`--no-audio-output`, `--save-latents`).
+"""
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ltx_core.model.video_vae.tiling_config import AxisTiling, TilingConfig
 from ltx_core.runtime_choices import (
     ACCEPTED_BACKEND_NAMES,
     OFFLOAD_CHOICES,
     QUANTIZATION_CHOICES,
     TEXT_ENCODER_MODES,
 )
+from ltx_core.types import DEFAULT_SCALE_FACTORS
+from ltx_pipelines.cli.arg_types import non_negative_int
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
-from ltx_pipelines.engine.defaults import PipelineDefaults
+from ltx_pipelines.engine.model_versions import PipelineDefaults
+from ltx_pipelines.io.atomic_files import check_output_path, sidecar_path
 
 if TYPE_CHECKING:
     import torch
 
     from ltx_core.runtime import RuntimeOptions
+
 
 DTYPE_CHOICES = ("bfloat16", "float32")
 
@@ -194,3 +208,203 @@ def checked_device(name: str | None) -> torch.device:
     elif device.type != "cpu":
         raise FlagError(f"--device {name!r} is not supported; accepted: cpu, cuda, cuda:N, mps")
     return device
+
+
+AUTO_LONG_SIDE = AxisTiling(768, 64)
+
+
+AUTO_FRAMES = AxisTiling(80, 24)
+
+
+def add_tiling_args(parser: argparse.ArgumentParser, *, unset_means: str = "automatic, from the output size") -> None:
+    group = parser.add_argument_group(f"VAE decode tiling (unset: {unset_means})")
+    group.add_argument(
+        "--tile-size",
+        type=non_negative_int,
+        default=None,
+        metavar="PIXELS",
+        help="Square spatial tiles of this size (a multiple of 32, at least 64); 0 decodes each frame whole "
+        f"(automatic: {AUTO_LONG_SIDE.tile_size} on the long side, as many tiles on the short side).",
+    )
+    group.add_argument(
+        "--tile-overlap",
+        type=non_negative_int,
+        default=None,
+        metavar="PIXELS",
+        help=f"Pixels shared by neighbouring spatial tiles, a multiple of 32 (automatic: {AUTO_LONG_SIDE.overlap}).",
+    )
+    group.add_argument(
+        "--tile-frames",
+        type=non_negative_int,
+        default=None,
+        metavar="FRAMES",
+        help="Temporal tiles of this many frames (a multiple of 8, at least 16); 0 decodes all frames at once "
+        f"(automatic: {AUTO_FRAMES.tile_size}).",
+    )
+    group.add_argument(
+        "--tile-frame-overlap",
+        type=non_negative_int,
+        default=None,
+        metavar="FRAMES",
+        help=f"Frames shared by neighbouring temporal tiles, a multiple of 8 (automatic: {AUTO_FRAMES.overlap}).",
+    )
+
+
+def tiling_from_args(
+    args: argparse.Namespace, *, height: int | None, width: int | None, base: TilingConfig | None = None
+) -> TilingConfig | None:
+    """The layout the tiling flags ask for over `base` (None: the automatic layout for `height` x `width`);
+    None when no flag is given. A flag value off the VAE grid raises ValueError naming the flag."""
+    size, overlap = args.tile_size, args.tile_overlap
+    frames, frame_overlap = args.tile_frames, args.tile_frame_overlap
+    if (size, overlap, frames, frame_overlap) == (None, None, None, None):
+        return base
+    scale = DEFAULT_SCALE_FACTORS
+    if overlap is not None and overlap % scale.height:
+        raise ValueError(f"--tile-overlap {overlap} is not accepted: it must be a multiple of {scale.height}")
+    if base is None:
+        long_side = AUTO_LONG_SIDE if overlap is None else replace(AUTO_LONG_SIDE, overlap=overlap)
+        if height and width and size is None and overlap is not None and overlap >= long_side.tile_size:
+            raise ValueError(f"--tile-overlap {overlap} is not accepted: it must be smaller than the tile size")
+        base_spatial = (
+            TilingConfig.for_output(height, width, scale, long_side=long_side)
+            if height and width and size is None
+            else TilingConfig(AUTO_FRAMES, AUTO_LONG_SIDE, AUTO_LONG_SIDE)
+        )
+        base = TilingConfig(AUTO_FRAMES, base_spatial.height, base_spatial.width)
+
+    def axis(current: AxisTiling, tile: int | None, shared: int | None, size_flag: str, overlap_flag: str, factor: int):
+        tile = current.tile_size if tile is None else tile
+        if tile == 0:
+            return AxisTiling()
+        shared = (current.overlap if current.tiled else 0) if shared is None else shared
+        minimum = 2 * factor
+        if tile < minimum or tile % factor:
+            raise ValueError(f"{size_flag} {tile} is not accepted: use 0 (off) or a multiple of {factor}, >= {minimum}")
+        if shared % factor or shared >= tile:
+            raise ValueError(
+                f"{overlap_flag} {shared} is not accepted: it must be a multiple of {factor} smaller than "
+                f"the tile size {tile}"
+            )
+        return AxisTiling(tile, shared)
+
+    return TilingConfig(
+        frames=axis(base.frames, frames, frame_overlap, "--tile-frames", "--tile-frame-overlap", scale.time),
+        height=axis(base.height, size, overlap, "--tile-size", "--tile-overlap", scale.height),
+        width=axis(base.width, size, overlap, "--tile-size", "--tile-overlap", scale.width),
+    )
+
+
+@dataclass(frozen=True)
+class TilingChoice:
+    config: TilingConfig | None
+    """The decode layout the flags ask for; None when no flag is given (the automatic layout per output size)."""
+    given: dict[str, int | None]
+    """The flags as typed (the sidecar records them)."""
+
+
+@dataclass(frozen=True)
+class TilingFlags(FlagGroup[TilingChoice]):
+    """The tiling flags of a generation run, read after the group that sets the output size (`size_from`,
+    whose value has `height` and `width`; the automatic layout follows the output size). Without that group
+    (retake: the source's size) the layout is the one for any size."""
+
+    size_from: type | None = None
+    """None: the video group."""
+
+    def add(self, parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
+        add_tiling_args(parser)
+
+    def read(self, args: argparse.Namespace, context: ReadContext) -> TilingChoice:
+        from ltx_pipelines.cli.request_flags import VideoFlags
+
+        sized = context.values.get(self.size_from or VideoFlags)
+        height, width = (sized.height, sized.width) if sized is not None else (None, None)
+        try:
+            config = tiling_from_args(args, height=height, width=width)
+        except ValueError as e:
+            raise FlagError(str(e)) from None
+        names = ("tile_size", "tile_overlap", "tile_frames", "tile_frame_overlap")
+        return TilingChoice(config, {name: getattr(args, name) for name in names})
+
+    def record(self, value: TilingChoice) -> dict[str, Any]:
+        return dict(value.given)
+
+    def memory_inputs(self, value: TilingChoice) -> dict[str, Any]:
+        return {"tiling": value.config}
+
+
+@dataclass(frozen=True)
+class OutputChoice:
+    path: Path
+    given: str
+    """`--output-path` as typed (the sidecar records it)."""
+    overwrite: bool
+    save_latents: bool
+    audio_output: bool
+    """Whether the written video carries the audio stream (`--no-audio-output` leaves it out)."""
+
+
+@dataclass(frozen=True)
+class OutputFlags(FlagGroup[OutputChoice]):
+    """`suffixes`: what `--output-path` may end in (audio-only pipelines write `.wav`). The sidecar beside
+    the output is protected like the output itself."""
+
+    suffixes: tuple[str, ...] = (".mp4",)
+
+    def add(self, parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
+        group = parser.add_argument_group("output")
+        group.add_argument(
+            "--output-path",
+            type=str,
+            required=True,
+            help="Where to write the result (.mp4; .wav for audio-only pipelines); its folder is created.",
+        )
+        group.add_argument(
+            "--overwrite", action="store_true", help="Replace the output file if it exists (refused otherwise)."
+        )
+        group.add_argument(
+            "--no-audio-output",
+            action="store_true",
+            help="Write the video without its audio stream (the audio is still generated alongside the video).",
+        )
+        group.add_argument(
+            "--save-latents",
+            action="store_true",
+            help=(
+                "Keep the denoised latents beside the video (<output stem>.latents.safetensors) even when the "
+                "run succeeds; they are always kept when decoding or encoding fails. Decode them again with "
+                "python -m ltx_pipelines.decode --latents FILE --output-path OUT."
+            ),
+        )
+
+    def read(self, args: argparse.Namespace, context: ReadContext) -> OutputChoice:
+        raw = args.output_path
+        path = Path(raw).expanduser()
+        if path.suffix.lower() not in self.suffixes:
+            raise FlagError(f"--output-path {raw!r}: the file name must end in {' or '.join(self.suffixes)}")
+        if args.no_audio_output and path.suffix.lower() == ".wav":
+            raise FlagError(f"--no-audio-output: --output-path {raw!r} is an audio file; the flag applies to videos")
+        overwrite = bool(args.overwrite)
+        try:
+            path = check_output_path(path, overwrite=overwrite)
+            check_output_path(sidecar_path(path), overwrite=overwrite)
+        except FileExistsError as e:
+            raise FlagError(f"--output-path: {e}") from None
+        except OSError as e:
+            raise FlagError(f"--output-path {raw!r}: {e}") from None
+        return OutputChoice(
+            path=path,
+            given=raw,
+            overwrite=overwrite,
+            save_latents=bool(args.save_latents),
+            audio_output=not args.no_audio_output,
+        )
+
+    def record(self, value: OutputChoice) -> dict[str, Any]:
+        return {
+            "output_path": value.given,
+            "overwrite": value.overwrite,
+            "no_audio_output": not value.audio_output,
+            "save_latents": value.save_latents,
+        }

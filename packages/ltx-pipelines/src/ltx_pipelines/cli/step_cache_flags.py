@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
-from ltx_pipelines.engine.defaults import PipelineDefaults
+from ltx_pipelines.engine.model_versions import PipelineDefaults
 
 
 @dataclass(frozen=True)

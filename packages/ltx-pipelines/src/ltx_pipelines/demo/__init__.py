@@ -8,11 +8,11 @@ Two sets, one per model family:
   prefixes, config metadata), an x2 spatial upsampler file and a tiny Gemma 3 folder;
 - `ltx-2.5` (`demo.ltx25`): one file per component, as LTX-2.5 is released, with its two IC-LoRAs.
 
-`ensure_demo_assets(family=...)` (`demo.cache`) builds a set once into the user cache and verifies it on
+`ensure_demo_assets(family=...)` (`demo.assets`) builds a set once into the user cache and verifies it on
 every later use; `demo.files` holds what both sets write with.
 """
 
-from ltx_pipelines.demo.cache import (
+from ltx_pipelines.demo.assets import (
     DEFAULT_DEMO_FAMILY,
     DEMO_FAMILIES,
     MANIFEST_NAME,

@@ -2,7 +2,7 @@
 
 A single-file checkpoint (every component under its released key prefix, `config` and `model_version`
 metadata), an x2 spatial upsampler file and a tiny Gemma 3 folder with a locally built tokenizer. Every
-file is written by our own modules (random initialisation, seeded); `ltx_pipelines.demo.cache` keeps
+file is written by our own modules (random initialisation, seeded); `ltx_pipelines.demo.assets` keeps
 them in the user cache. The demo configs here are also the base the LTX-2.5 set (`demo.ltx25`) derives from.
 """
 

@@ -10,7 +10,7 @@ matches. Beside them, the two IC-LoRAs the LTX-2.5 pipelines take, in the ComfyU
 IC-LoRAs use (`diffusion_model.<module>.lora_A.weight` (r, in) / `.lora_B.weight` (out, r), bfloat16, no
 alpha) with their `reference_downscale_factor`: the Dub-It one (`python -m ltx_pipelines.dubit`) and the
 x2 detailing one (`python -m ltx_pipelines.dfr`). Every file is written by our own modules (random
-initialisation, seeded); `ltx_pipelines.demo.cache` keeps them in the same atomic, manifest-checked cache
+initialisation, seeded); `ltx_pipelines.demo.assets` keeps them in the same atomic, manifest-checked cache
 as the LTX-2.3 demo set (`demo.ltx23`), whose tiny configs these derive from.
 """
 
@@ -28,7 +28,7 @@ import torch
 from ltx_core.loader import ModelFiles
 from ltx_pipelines.demo.files import file_keys_of, randomise_latent_statistics, save_demo_file, seeded
 from ltx_pipelines.demo.ltx23 import DEMO_CONFIG, DEMO_UPSAMPLER_CONFIG
-from ltx_pipelines.engine.defaults import DEMO_LTX25_MODEL_VERSION
+from ltx_pipelines.engine.model_versions import DEMO_LTX25_MODEL_VERSION
 from ltx_pipelines.io.atomic_files import apply_umask, atomic_output
 
 DEMO_LTX25_VERSION = "2"  # bump when a 2.5 demo config changes so stale caches are rebuilt

@@ -20,14 +20,19 @@ from torch import nn
 from ltx_core.components.guiders import MultiModalGuiderParams
 from ltx_core.model.transformer import X0Model
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
-from ltx_pipelines.engine.defaults import DEFAULT_NEGATIVE_PROMPT, PipelineDefaults
+from ltx_pipelines.engine.denoising_stage import (
+    GuidedDenoiser,
+    ImageCondition,
+    SeededNoise,
+    StageConditions,
+    contexts_on,
+    guided_denoiser,
+)
 from ltx_pipelines.engine.model_loading import Placement
-from ltx_pipelines.engine.noise_sources import SeededNoise
-from ltx_pipelines.engine.stage_blocks import GuidedDenoiser, ImageCondition, StageConditions, guided_denoiser
-from ltx_pipelines.engine.stage_steps import contexts_on
+from ltx_pipelines.engine.model_versions import DEFAULT_NEGATIVE_PROMPT, PipelineDefaults
 
 if TYPE_CHECKING:
-    from ltx_pipelines.engine.final_latents import FinalLatents
+    from ltx_pipelines.engine.denoising_stage import FinalLatents
     from ltx_pipelines.engine.prompt_pipeline import PromptPipeline
     from ltx_pipelines.engine.requests import GuidanceRequest
 

@@ -1,4 +1,16 @@
-"""Loading a model for the span of a stage and giving its memory back afterwards."""
+"""Loading a model for the span of a stage and giving its memory back afterwards.
+
+Telling model files apart from their safetensors header alone, so a file passed to the wrong flag
+is named for what it is before anything is loaded.
+
+- LTX single-file checkpoint: `config` metadata with a `transformer` section (plus `vae`, ...).
+  A diffusers model folder (or a `ModelFiles` set) counts as one: its translated configs are checked
+  the same way, and a folder of another model family is refused while it is read (no weight loaded).
+- Latent upsampler: a flat `config` whose `_class_name` is `LatentUpsampler` (a diffusers
+  `latent_upsampler/` folder: its translated `config.json`).
+- LoRA: low-rank pairs in any layout `ltx_core.loader.lora_layouts` reads (`lora_A` / `lora_B`,
+  peft's `.default`, kohya's `lora_down` / `lora_up`).
+"""
 
 from __future__ import annotations
 
@@ -7,26 +19,37 @@ import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
 import torch
 from torch import nn
 
 from ltx_core.loader import (
     DEFAULT_LORA_FUSION,
+    CheckpointError,
     ComponentSource,
     ComponentSpec,
+    Layout,
     LoraFusionPrecision,
     LoraSpec,
+    ModelFiles,
+    SafetensorsHeader,
     StateDictCache,
     build_model,
     free_model_weights,
+    read_safetensors_header,
 )
-from ltx_core.loader.model_files import Component, ModelSource
+from ltx_core.loader.file_headers import FileHeaders
+from ltx_core.loader.lora_layouts import ACCEPTED_LAYOUTS
+from ltx_core.loader.model_files import Component, ModelSource, model_files_of, names_a_model_folder
 
 logger = logging.getLogger(__name__)
 
+
 ModelBuilder = Callable[..., nn.Module]
+
+
 """How a model is made from its file: `build_model`'s signature (spec, path, *, dtype, device, loras, ...)."""
 
 
@@ -113,3 +136,141 @@ def check_model_configs(checkpoint: ModelSource, components: Sequence[Component]
     if Component.AUDIO_VAE in wanted and files.has(Component.AUDIO_VAE):
         configure_on_meta(AUDIO_DECODER, files)
         configure_on_meta(VOCODER, files)
+
+
+CheckpointKind = Literal["ltx_checkpoint", "upsampler", "lora", "gemma_text_encoder", "ltx_component", "unknown"]
+
+
+ExpectedKind = Literal["ltx_checkpoint", "upsampler", "lora"]
+
+
+_EXPECTED_DESCRIPTIONS: dict[str, str] = {
+    "ltx_checkpoint": (
+        "an LTX-2 single-file model checkpoint (metadata 'config' with a 'transformer' section) "
+        "or an LTX-2 diffusers model folder"
+    ),
+    "upsampler": "a latent upsampler (metadata 'config' with _class_name 'LatentUpsampler')",
+    "lora": f"a LoRA in one of the accepted layouts: {ACCEPTED_LAYOUTS}",
+}
+
+
+_FLAG_HINTS: dict[str, str] = {
+    "ltx_checkpoint": "--checkpoint-path / --distilled-checkpoint-path",
+    "upsampler": "--spatial-upsampler-path",
+    "lora": "--lora / --distilled-lora",
+}
+
+
+@dataclass(frozen=True)
+class CheckpointKindInfo:
+    kind: CheckpointKind
+    description: str
+    """What the file is, in words, for error messages."""
+    header: SafetensorsHeader
+    """The file's header; for a model folder or a set of model files, its location and the metadata
+    the models are built from (translated configs, `model_version`), without a tensor index."""
+
+
+_DOWN_FACTOR_SUFFIXES = (".lora_A.weight", ".lora_A.default.weight", ".lora_down.weight")
+
+
+def _lora_pairs(header: SafetensorsHeader) -> int:
+    return sum(1 for name in header.tensors if name.endswith(_DOWN_FACTOR_SUFFIXES))
+
+
+def _describe_upsampler(config: dict) -> str:
+    kinds = [k for k in ("spatial", "temporal") if config.get(f"{k}_upsample")]
+    scale = config.get("spatial_scale") if config.get("spatial_upsample") else None
+    detail = " + ".join(kinds) or "unknown axis"
+    if scale is not None:
+        detail += f" x{scale:g}" if isinstance(scale, (int, float)) else f" x{scale}"
+    elif config.get("temporal_upsample"):
+        detail += " x2"
+    return f"a latent upsampler ({detail})"
+
+
+def _folder_header(source: ModelSource, headers: FileHeaders | None = None) -> tuple[SafetensorsHeader, str]:
+    """A model folder or set of model files described as a header (its metadata as the models read it),
+    and what it is called as a model checkpoint."""
+    if not isinstance(source, ModelFiles):
+        folder = Path(source).expanduser()
+        if folder.is_dir() and not _is_model_folder(folder):
+            # One component's folder: only latent upsamplers stand alone (another class is refused, named).
+            from ltx_core.loader.diffusers_folder import upsampler_source
+
+            metadata = dict(upsampler_source(folder).read_metadata())
+            return SafetensorsHeader(path=folder, tensors={}, metadata=metadata), "component folder"
+    files = model_files_of(source, headers=headers)
+    metadata: dict = {"config": dict(files.info.configs)}
+    version = files.info.metadata.get("model_version")
+    if version is not None:
+        metadata["model_version"] = version
+    noun = "model folder" if files.layout is Layout.DIFFUSERS else f"set of {files.layout.value} model files"
+    return SafetensorsHeader(path=files.location, tensors={}, metadata=metadata), noun
+
+
+def _is_model_folder(folder: Path) -> bool:
+    """A folder of a whole model (a diffusers `model_index.json`, or component folders), as opposed to
+    one component's folder (`config.json` + weights, e.g. `latent_upsampler/`)."""
+    from ltx_core.loader.diffusers_folder import CONFIG, MODEL_INDEX
+
+    return (folder / MODEL_INDEX).is_file() or not (folder / CONFIG).is_file()
+
+
+def detect_checkpoint_kind(path: ModelSource, headers: FileHeaders | None = None) -> CheckpointKindInfo:
+    """Classify a safetensors file by its metadata and key names (only the header is read); a model
+    folder or a `ModelFiles` set by its translated metadata (only configs and headers are read).
+    `headers`: the run's store (a header it holds is not read again)."""
+    if isinstance(path, ModelFiles) or names_a_model_folder(path):
+        header, what = _folder_header(path, headers)
+    else:
+        header = read_safetensors_header(path) if headers is None else headers.header(path)
+        what = "single-file model checkpoint"
+    config = header.metadata.get("config")
+    version = header.metadata.get("model_version")
+    version_text = f", model_version {version}" if version is not None else ""
+    if isinstance(config, dict):
+        if isinstance(config.get("transformer"), dict):
+            sections = ", ".join(sorted(k for k, v in config.items() if isinstance(v, dict)))
+            return CheckpointKindInfo("ltx_checkpoint", f"an LTX-2 {what} (sections: {sections}{version_text})", header)
+        if config.get("_class_name") == "LatentUpsampler":
+            return CheckpointKindInfo("upsampler", _describe_upsampler(config), header)
+        sections = sorted(k for k, v in config.items() if isinstance(v, dict))
+        if sections:
+            return CheckpointKindInfo(
+                "ltx_component",
+                f"an LTX component file with config sections {sections} but no 'transformer'{version_text}",
+                header,
+            )
+    pairs = _lora_pairs(header)
+    if pairs:
+        return CheckpointKindInfo("lora", f"a LoRA ({pairs} low-rank pairs)", header)
+    if "gemma_config" in header.metadata:
+        return CheckpointKindInfo("gemma_text_encoder", "a single-file Gemma text encoder", header)
+    if any(name.startswith("model.diffusion_model.") for name in header.tensors):
+        return CheckpointKindInfo(
+            "unknown", "transformer weights without the 'config' metadata the model is built from", header
+        )
+    meta_keys = sorted(header.metadata)
+    return CheckpointKindInfo(
+        "unknown", f"a safetensors file with {len(header.tensors)} tensors and metadata keys {meta_keys}", header
+    )
+
+
+def check_checkpoint_kind(
+    path: ModelSource, expected: ExpectedKind, headers: FileHeaders | None = None
+) -> CheckpointKindInfo:
+    """Raise CheckpointError unless `path` is the `expected` kind; the message says what the file is instead."""
+    if expected not in _EXPECTED_DESCRIPTIONS:
+        raise ValueError(f"unknown expected kind {expected!r}; accepted: {sorted(_EXPECTED_DESCRIPTIONS)}")
+    info = detect_checkpoint_kind(path, headers)
+    if info.kind != expected:
+        hint = _FLAG_HINTS.get(info.kind)
+        where = f"; it belongs to {hint}" if hint else ""
+        if expected == "lora" and info.header.tensors and not hint:
+            # Name a key, so a user whose trainer wrote another naming sees which spelling was not recognised.
+            where = f"; its key {min(info.header.tensors)!r} is no LoRA factor"
+        raise CheckpointError(
+            f"{str(info.header.path)!r} is {info.description}, not {_EXPECTED_DESCRIPTIONS[expected]}{where}"
+        )
+    return info

@@ -11,7 +11,7 @@ modules build their single-device twin with it).
 - Gemma: each prompt (positive, negative) is encoded on its own rank (prompt i on rank i mod N) and the
   contexts are shared with every rank; ranks without a prompt never load Gemma.
 - The video is decoded tile-parallel over the ranks and blended on rank 0 (the decode step's distributed
-  variant, `engine/decoding.py`): every rank must decode; rank 0 gets the frames, the others none."""
+  variant, `engine/generation.py`): every rank must decode; rank 0 gets the frames, the others none."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ from ltx_core.multigpu import (
 )
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
-from ltx_pipelines.engine.defaults import DEFAULT_STAGE_2_TILE_OVERLAP, STAGE_2_PARALLEL_MODES, Stage2Parallel
+from ltx_pipelines.engine.model_versions import DEFAULT_STAGE_2_TILE_OVERLAP, STAGE_2_PARALLEL_MODES, Stage2Parallel
 
 logger = logging.getLogger(__name__)
 

@@ -5,8 +5,17 @@ Generating and decoding are two steps. A pipeline's `generate(prompt, ...)` enco
 guidance, the negative prompt, in the same Gemma batch), seeds its noise from `seed`, and hands both to its
 `latents_from_contexts` - the seam tests and parity replays drive directly with stored contexts and recorded
 noise - which returns the final latents undecoded (`FinalLatents`). `decode` turns them into frames and a
-waveform (`engine/decoding.py`); calling the pipeline does both. `generate` and `latents_from_contexts` are
+waveform (`engine/generation.py`); calling the pipeline does both. `generate` and `latents_from_contexts` are
 the pipeline's own, with its own signature; what runs on several devices is the `parallel` value it is given.
+
+Prompt encoding as the pipelines use it: Gemma (freed afterwards), then the checkpoint's text stage.
+
+A run's length from its prompt: the LTX-2.5 duration head reads the prompt's text contexts and
+predicts seconds, clamped to a range and snapped to the video VAE's 8k+1 frame grid.
+
+Pipelines call `predict_frame_count` after encoding the prompt, when the caller asked for a predicted
+length (a `DurationRange`) instead of a frame count. Whether a set of model files can predict at all
+(`has_duration_head`) is a header-only question, asked before anything loads.
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ from torch import nn
 from ltx_core.loader import (
     DEFAULT_LORA_FUSION,
     CheckpointError,
+    Component,
     ComponentSpec,
     LoraFusionPrecision,
     LoraSpec,
@@ -35,27 +45,30 @@ from ltx_core.loader import (
 from ltx_core.loader.checkpoint_info import CheckpointInfo
 from ltx_core.loader.component_source import ComponentSource
 from ltx_core.loader.file_headers import FileHeaders
-from ltx_core.loader.model_files import model_files_of
+from ltx_core.loader.model_files import ModelSource, model_files_of
+from ltx_core.model.duration_head import DURATION_HEAD, DurationRange, predict_num_frames
 from ltx_core.model.transformer import AV_TRANSFORMER
+from ltx_core.model.transformer.config import time_position_limit_seconds
 from ltx_core.model.video_vae.tiling import TilingConfig
+from ltx_core.model.video_vae.vae_class import video_scale_factors
 from ltx_core.runtime import RuntimeOptions, build_transformer, release_transformer
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.text_encoders.gemma.modes import text_encoder_mode_for
 from ltx_core.text_encoders.gemma.prompt_encoding import context_row
 from ltx_core.text_encoders.gemma.resident import ResidentTextEncoders
 from ltx_core.types import VideoPixelShape
-from ltx_pipelines.engine.audio_output import AudioGeneration
-from ltx_pipelines.engine.decoding import decode_latents
-from ltx_pipelines.engine.defaults import ONE_STAGE_SPATIAL_MULTIPLE, TWO_STAGE_SPATIAL_MULTIPLE
-from ltx_pipelines.engine.duration import with_requested_frames
-from ltx_pipelines.engine.final_latents import FinalLatents
-from ltx_pipelines.engine.generation import Generation
+from ltx_pipelines.engine.denoising_stage import (
+    FinalLatents,
+    ImageCondition,
+    NoiseSource,
+    SeededNoise,
+    finished_latents,
+)
+from ltx_pipelines.engine.generation import AudioGeneration, Generation, decode_latents
 from ltx_pipelines.engine.model_loading import ModelBuilder, Placement, loaded, release
-from ltx_pipelines.engine.noise_sources import NoiseSource, SeededNoise
-from ltx_pipelines.engine.prompts import encode_prompt, text_encoder_of
+from ltx_pipelines.engine.model_versions import ONE_STAGE_SPATIAL_MULTIPLE, TWO_STAGE_SPATIAL_MULTIPLE
 from ltx_pipelines.engine.requests import VideoRequest
-from ltx_pipelines.engine.stage_blocks import ImageCondition
-from ltx_pipelines.engine.stage_steps import finished_latents
+from ltx_pipelines.io import read_image_rgb
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -332,8 +345,8 @@ class PromptPipeline(Pipeline, ABC):
         """`video` with what it leaves unset taken as the command line takes it (`requests.fill_video`): the
         defaults of the checkpoint's model version (two-stage pipelines: twice the stage-1 size), and on model
         files with a duration head a length left unset is the head's pick (for a pipeline that predicts one)."""
-        from ltx_pipelines.engine.defaults import TWO_STAGE_SPATIAL_MULTIPLE, defaults_for_checkpoint
-        from ltx_pipelines.engine.duration import has_duration_head
+        from ltx_pipelines.engine.model_versions import TWO_STAGE_SPATIAL_MULTIPLE, defaults_for_checkpoint
+        from ltx_pipelines.engine.prompt_pipeline import has_duration_head
         from ltx_pipelines.engine.requests import fill_video
 
         predicts = self.predicts_duration and video.num_frames is None and has_duration_head(self.checkpoint_path)
@@ -459,3 +472,167 @@ class TwoStagePromptPipeline(PromptPipeline):
             video = with_requested_frames(self.checkpoint_path, self.placement, contexts, video)
         final = self.latents_from_contexts(contexts, video=video, noise=SeededNoise(seed), **inputs)
         return replace(final, prompt=final_prompt)
+
+
+def encode_prompt(
+    prompts: Sequence[str],
+    *,
+    gemma_root: Path,
+    checkpoint: ModelSource,
+    placement: Placement,
+    enhance: bool = False,
+    images: Sequence[ImageCondition] = (),
+    seed: int = 0,
+    text_encoder_mode: str = "full",
+    gemma_8bit: bool = False,
+    enhancer_root: Path | None = None,
+    resident: ResidentTextEncoders | None = None,
+) -> tuple[TextContexts, str]:
+    """Encode prompts with Gemma (freed afterwards) and the checkpoint's text stage (`checkpoint`: the
+    single file, a diffusers folder - its `connectors/` - or a set of model files).
+
+    With `enhance`, Gemma first rewrites prompts[0] (looking at the first conditioning image, if any): the
+    Gemma at `enhancer_root` when given (loaded and freed before the text encoder), else the text encoder.
+    `text_encoder_mode` (full | fp8 | stream-ram | stream-disk, `ltx_core.text_encoders.gemma.modes`): how
+    Gemma is held (streamed: the same contexts with one layer on the device; fp8: close contexts);
+    `gemma_8bit` loads its 8-bit (LLM.int8()) form instead (CUDA and bitsandbytes; close contexts).
+    `resident`: Gemma is taken from (and kept in) that pool instead of loaded and freed.
+    Returns the contexts (one row per prompt) and the prompt actually used.
+    """
+    from ltx_core.text_encoders.gemma.prompt_encoding import PromptEnhancement, encode_text_prompts
+
+    enhancement = None
+    if enhance:
+        first = min(images, key=lambda i: i.frame_idx) if images else None
+        image = read_image_rgb(first.path) if first is not None and first.path is not None else None
+        enhancement = PromptEnhancement(image=image, seed=seed, gemma_root=enhancer_root)
+    try:
+        encoded = encode_text_prompts(
+            list(prompts),
+            gemma_root=gemma_root,
+            checkpoint=checkpoint,
+            dtype=placement.dtype,
+            device=placement.device,
+            enhancement=enhancement,
+            mode=text_encoder_mode,
+            load_in_8bit=gemma_8bit,
+            resident=resident,
+        )
+    except CheckpointError as e:
+        # Usually a Gemma folder of another size than the checkpoint's: name both files.
+        raise CheckpointError(
+            f"encoding the prompt with the Gemma folder {str(gemma_root)!r} and the text stage of "
+            f"{str(checkpoint)!r} failed: {e}; pass the Gemma 3 folder this checkpoint was made for (--gemma-root)"
+        ) from e
+    if enhance:
+        logger.info("enhanced prompt: %s", encoded.prompts[0])
+    return encoded.contexts, encoded.prompts[0]
+
+
+def text_encoder_of(checkpoint: ModelSource) -> Path | None:
+    """The text encoder a set of model files names (e.g. LTX-2.5's packed Gemma 4 file), for a pipeline
+    given no `gemma_root`; None for paths (a single file or a folder carries no usable text encoder)."""
+    if isinstance(checkpoint, ModelFiles) and checkpoint.has(Component.TEXT_ENCODER):
+        return checkpoint.source(Component.TEXT_ENCODER).path
+    return None
+
+
+def has_duration_head(checkpoint: ModelSource) -> bool:
+    """Whether the model files carry a duration head (its own file, or `duration_head.*` in a single file)."""
+    try:
+        return model_files_of(checkpoint).info.has_duration_head
+    except CheckpointError:
+        return False
+
+
+def predict_frame_count(
+    checkpoint: ModelSource,
+    placement: Placement,
+    contexts: TextContexts,
+    *,
+    frame_rate: float,
+    duration_range: DurationRange,
+) -> int:
+    """The frame count the duration head predicts for one prompt's `contexts` (batch 1), in
+    `duration_range` seconds at `frame_rate`, on the video VAE's temporal grid (its factor read from the
+    VAE's config). The head is loaded for the prediction and freed after it."""
+    files = model_files_of(checkpoint)
+    files.require(Component.DURATION_HEAD, purpose="predicting the video length (no --num-frames)")
+    vae = files.info.configs.get("vae")
+    time_factor = video_scale_factors(vae).time if isinstance(vae, dict) else 8
+    video = contexts.video.to(device=placement.device, dtype=placement.dtype)
+    audio = contexts.audio.to(device=placement.device, dtype=placement.dtype)
+    with loaded(DURATION_HEAD, files, placement) as head:
+        frames = predict_num_frames(
+            head, video, audio, frame_rate=frame_rate, duration_range=duration_range, time_factor=time_factor
+        )
+    logger.info("duration head: %d frames (%.2f s at %g fps)", frames, frames / frame_rate, frame_rate)
+    return frames
+
+
+def check_duration_range(duration: DurationRange, transformer_config: Mapping[str, Any]) -> None:
+    """Refuse a range the model cannot produce: the transformer places frames in time only up to its
+    temporal RoPE extent (`time_position_limit_seconds`, 20 s in the released models), so a predicted length
+    beyond it would be clamped into a clip longer than the positions the model was trained on."""
+    limit = time_position_limit_seconds(transformer_config)
+    if duration.max_seconds > limit:
+        raise ValueError(
+            f"the range [{duration.min_seconds:g}, {duration.max_seconds:g}] s goes beyond the {limit:g} s the model's "
+            f"temporal positions span (positional_embedding_max_pos); accepted: 0 < MIN_SECONDS <= MAX_SECONDS <= "
+            f"{limit:g}"
+        )
+
+
+def check_length_request(checkpoint: ModelSource, num_frames: int | None, duration: DurationRange | None) -> None:
+    """A pipeline call asks for its length one way: a frame count, or a `duration` range for the duration
+    head (then the model files must carry one, and the range must be one the model can produce). Checked
+    before the prompt is encoded."""
+    if (num_frames is None) == (duration is None):
+        raise ValueError(f"give num_frames or duration, not both or neither (got {num_frames}, {duration})")
+    if duration is not None and not has_duration_head(checkpoint):
+        raise ValueError("duration needs model files with a duration head (ModelFiles.split(duration_head=...))")
+    if duration is not None:
+        check_duration_range(duration, model_files_of(checkpoint).info.section("transformer"))
+
+
+def requested_frames(
+    checkpoint: ModelSource,
+    placement: Placement,
+    contexts: TextContexts,
+    *,
+    num_frames: int | None,
+    duration: DurationRange | None,
+    frame_rate: float,
+) -> int:
+    """The frame count a call asked for: `num_frames`, or the duration head's prediction in `duration`."""
+    if duration is None:
+        assert num_frames is not None, "check_length_request first"
+        return num_frames
+    return predict_frame_count(checkpoint, placement, contexts, frame_rate=frame_rate, duration_range=duration)
+
+
+def check_video_length(checkpoint: ModelSource, video: VideoRequest) -> None:
+    """`check_length_request` for a request as the caller gave it (before `fill_video`): one that gives a
+    `duration` range must leave `num_frames` unset and run on model files with a duration head (filling
+    gives any other request a frame count)."""
+    if video.duration is not None:
+        check_length_request(checkpoint, video.num_frames, video.duration)
+
+
+def with_requested_frames(
+    checkpoint: ModelSource, placement: Placement, contexts: TextContexts, video: VideoRequest
+) -> VideoRequest:
+    """`video` with its length decided: its frame count, or the duration head's pick in its `duration` range
+    (`check_video_length` first)."""
+    assert video.frame_rate is not None, "fill the request first"
+    frames = requested_frames(
+        checkpoint, placement, contexts, num_frames=video.num_frames, duration=video.duration,
+        frame_rate=video.frame_rate,
+    )  # fmt: skip
+    return video.with_frames(frames)
+
+
+def refuse_duration(video: VideoRequest, pipeline: str) -> None:
+    """Refuse a `duration` range on a pipeline whose length is its inputs' or the caller's frame count."""
+    if video.duration is not None:
+        raise ValueError(f"{pipeline} takes a frame count (num_frames), not a duration range (got {video.duration})")

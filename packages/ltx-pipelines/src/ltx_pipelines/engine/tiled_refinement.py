@@ -16,8 +16,7 @@ import torch
 from ltx_core.components.denoisers import Denoiser
 from ltx_core.conditioning import ConditioningItem
 from ltx_core.latent_tiles import LatentTile, TileCounts, latent_tiles
-from ltx_pipelines.engine.noise_sources import NoiseSource
-from ltx_pipelines.engine.stage_blocks import run_denoising_stage
+from ltx_pipelines.engine.denoising_stage import NoiseSource, run_denoising_stage
 
 
 def run_tiled_video_stage(

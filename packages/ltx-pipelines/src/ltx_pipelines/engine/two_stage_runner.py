@@ -26,22 +26,25 @@ from ltx_core.loader.component_source import ComponentSource
 from ltx_core.model.transformer import X0Model
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
-from ltx_pipelines.engine.final_latents import FinalLatents
-from ltx_pipelines.engine.generated_keyframes import (
-    GeneratedKeyframes,
-    generated_keyframe_slots,
-    require_keyframe_embedding,
+from ltx_pipelines.engine.denoising_stage import (
+    AncestralSampler,
+    EncodedImages,
+    FinalLatents,
+    ImageCondition,
+    NoiseSource,
+    SamplingLoop,
+    StageResult,
+    encode_conditioning_images,
+    run_denoising_stage,
+    upsample_latents_between_stages,
 )
 from ltx_pipelines.engine.guided import GuidedInputs, stage_guided_denoiser
 from ltx_pipelines.engine.model_loading import Placement
-from ltx_pipelines.engine.noise_sources import NoiseSource
 from ltx_pipelines.engine.prompt_pipeline import Pipeline, PromptPipeline
-from ltx_pipelines.engine.stage_blocks import ImageCondition, SamplingLoop, StageResult, run_denoising_stage
-from ltx_pipelines.engine.stage_samplers import AncestralSampler
-from ltx_pipelines.engine.stage_steps import (
-    EncodedImages,
-    encode_conditioning_images,
-    upsample_latents_between_stages,
+from ltx_pipelines.engine.requests import (
+    GeneratedKeyframes,
+    generated_keyframe_slots,
+    require_keyframe_embedding,
 )
 
 

@@ -25,7 +25,7 @@ _EXPORTS: dict[str, str] = {
     "fps_fraction": "ltx_pipelines.io.video_writer",
     "write_audio": "ltx_pipelines.io.video_writer",
     "write_video": "ltx_pipelines.io.video_writer",
-    "rgb_to_yuv420p_bt709": "ltx_pipelines.io.yuv",
+    "rgb_to_yuv420p_bt709": "ltx_pipelines.io.video_writer",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

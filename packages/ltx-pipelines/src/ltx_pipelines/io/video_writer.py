@@ -4,6 +4,11 @@ Frames arrive as an iterator of chunks (e.g. straight from a tiled VAE decode). 
 produced and the one being compressed overlap: x264 runs on a background thread fed through a
 one-slot queue, so at most about two chunks are in memory, and audio is muxed alongside the video
 so the container never buffers more than a chunk's worth of packets.
+
+RGB -> 8-bit YUV 4:2:0 with BT.709 coefficients in limited ("MPEG", 16-235) range, in torch.
+
+Converting from the decoder's float output directly (on its device) avoids an 8-bit RGB
+intermediate and keeps libswscale out of the encode loop; the stream is tagged BT.709 to match.
 """
 
 from __future__ import annotations
@@ -22,31 +27,47 @@ from typing import TYPE_CHECKING, TypedDict
 import av
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from ltx_pipelines.io.atomic_files import atomic_output
 from ltx_pipelines.io.errors import MediaError
 from ltx_pipelines.io.progress import progress
-from ltx_pipelines.io.yuv import rgb_to_yuv420p_bt709
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 logger = logging.getLogger(__name__)
 
+
 DEFAULT_VIDEO_CRF = 19
+
+
 DEFAULT_X264_PRESET = "veryfast"
+
+
 # x264's macroblock tree reads memory it never wrote: with it on, the same frames gave another bitstream
 # in about one encode in ten (and more often on a worker thread), so a seed did not reproduce its video.
 # With it off every encode is identical; the cost is a few percent of bitrate at the same CRF.
 _X264_PARAMS = "mbtree=0"
+
+
 DEFAULT_X264_THREADS = 0  # x264's own choice; the output depends on the count, not on timing
 
+
 _CONTAINER_FORMATS = {".mp4": "mp4", ".mov": "mov", ".mkv": "matroska"}
+
+
 # FFmpeg AVCOL_* codes for BT.709 primaries / transfer / matrix, and limited (MPEG) range.
 _AVCOL_BT709 = 1
+
+
 _AVCOL_RANGE_MPEG = 1
+
+
 # The NTSC-style rates written as 23.976 etc. on the command line mean n * 1000 / 1001.
 _NTSC_BASES = (24, 30, 48, 60, 120)
+
+
 _AUDIO_BLOCK = 48_000  # samples handed to the AAC encoder at a time (PyAV re-chunks to 1024)
 
 
@@ -390,3 +411,41 @@ def write_audio(output_path: str | Path, audio: torch.Tensor, sample_rate: int, 
             container.close()
     logger.info("wrote %s: %d samples at %d Hz", path, waveform.shape[1], sample_rate)
     return path.expanduser().absolute()
+
+
+_KR, _KB = 0.2126, 0.0722  # BT.709 luma weights of red and blue
+
+
+_KG = 1.0 - _KR - _KB
+
+
+def rgb_to_yuv420p_bt709(frames: torch.Tensor) -> torch.Tensor:
+    """(F, H, W, 3) RGB, uint8 or float in [0, 1] -> (F, H * 3 // 2, W) uint8 planar I420 (Y, then U, then V).
+
+    H and W must be even. Chroma is the 2x2 mean of each block (RGB -> Cb/Cr is linear, so the
+    mean can be taken before the conversion).
+    """
+    if frames.ndim != 4 or frames.shape[-1] != 3:
+        raise ValueError(f"expected RGB frames shaped (F, H, W, 3); got {tuple(frames.shape)}")
+    n, h, w, _ = frames.shape
+    if h % 2 or w % 2:
+        raise ValueError(f"yuv420p needs an even frame size; got {w}x{h} (width x height)")
+    if frames.dtype == torch.uint8:
+        rgb = frames.to(torch.float32) / 255.0
+    else:
+        rgb = frames.to(torch.float32).clamp(0.0, 1.0)
+    rgb = rgb.permute(0, 3, 1, 2)  # (F, 3, H, W)
+    r, g, b = rgb.unbind(1)
+    luma = _KR * r + _KG * g + _KB * b
+
+    pooled = F.avg_pool2d(rgb, kernel_size=2)
+    pr, pg, pb = pooled.unbind(1)
+    pooled_luma = _KR * pr + _KG * pg + _KB * pb
+    cb = (pb - pooled_luma) / (2.0 * (1.0 - _KB))
+    cr = (pr - pooled_luma) / (2.0 * (1.0 - _KR))
+
+    y_codes = (luma * 219.0 + 16.0).round().clamp(0, 255).to(torch.uint8)
+    u_codes = (cb * 224.0 + 128.0).round().clamp(0, 255).to(torch.uint8)
+    v_codes = (cr * 224.0 + 128.0).round().clamp(0, 255).to(torch.uint8)
+    planes = torch.cat([y_codes.reshape(n, -1), u_codes.reshape(n, -1), v_codes.reshape(n, -1)], dim=1)
+    return planes.reshape(n, h * 3 // 2, w)

@@ -14,9 +14,8 @@ from ltx_core.components.denoisers import GuidedDenoiser
 from ltx_core.model.transformer import X0Model
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import AudioLatentShape
-from ltx_pipelines.engine.final_latents import FinalLatents, Waveform
+from ltx_pipelines.engine.denoising_stage import FinalLatents, NoiseSource, Waveform
 from ltx_pipelines.engine.guided import GuidedInputs, guided_prompt_call
-from ltx_pipelines.engine.noise_sources import NoiseSource
 from ltx_pipelines.engine.requests import GuidanceRequest, VideoRequest
 from ltx_pipelines.engine.source_latents import encode_audio_latent
 from ltx_pipelines.engine.two_stage_runner import run_two_stages

@@ -25,19 +25,29 @@ from ltx_core.model.upsampler import LATENT_UPSAMPLER, upsample_video_latent
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import DEFAULT_SCALE_FACTORS, VideoPixelShape
 from ltx_pipelines.engine import dfr_layout
-from ltx_pipelines.engine.decoding import decode_waveform
-from ltx_pipelines.engine.defaults import MAX_TEMPORAL_ROUNDS
-from ltx_pipelines.engine.duration import check_video_length, with_requested_frames
-from ltx_pipelines.engine.final_latents import FinalLatents, Waveform
-from ltx_pipelines.engine.generated_keyframes import has_generated_keyframes, keyframe_embedding_problem
+from ltx_pipelines.engine.denoising_stage import (
+    AncestralSampler,
+    FinalLatents,
+    ImageCondition,
+    NoiseSource,
+    SeededNoise,
+    StageResult,
+    Waveform,
+    contexts_on,
+    encode_conditioning_images,
+    run_denoising_stage,
+)
+from ltx_pipelines.engine.generation import decode_waveform
 from ltx_pipelines.engine.ic_references import reference_factors
 from ltx_pipelines.engine.model_loading import loaded
-from ltx_pipelines.engine.noise_sources import NoiseSource, SeededNoise
-from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, TwoStagePromptPipeline
-from ltx_pipelines.engine.requests import VideoRequest
-from ltx_pipelines.engine.stage_blocks import ImageCondition, StageResult, run_denoising_stage
-from ltx_pipelines.engine.stage_samplers import AncestralSampler
-from ltx_pipelines.engine.stage_steps import contexts_on, encode_conditioning_images
+from ltx_pipelines.engine.model_versions import MAX_TEMPORAL_ROUNDS
+from ltx_pipelines.engine.prompt_pipeline import (
+    PipelineOptions,
+    TwoStagePromptPipeline,
+    check_video_length,
+    with_requested_frames,
+)
+from ltx_pipelines.engine.requests import VideoRequest, has_generated_keyframes, keyframe_embedding_problem
 from ltx_pipelines.engine.two_stage_runner import (
     ConditioningHook,
     StageItems,

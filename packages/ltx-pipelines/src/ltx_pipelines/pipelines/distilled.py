@@ -5,18 +5,22 @@ from __future__ import annotations
 
 from ltx_core.components.schedulers import distilled_sigmas, stage_2_distilled_sigmas
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
-from ltx_pipelines.engine.defaults import checkpoint_model_version
-from ltx_pipelines.engine.duration import check_video_length
-from ltx_pipelines.engine.final_latents import FinalLatents
-from ltx_pipelines.engine.generated_keyframes import (
+from ltx_pipelines.engine.denoising_stage import (
+    FinalLatents,
+    NoiseSource,
+    contexts_on,
+    distilled_stage_1_sampler,
+)
+from ltx_pipelines.engine.model_versions import checkpoint_model_version
+from ltx_pipelines.engine.prompt_pipeline import (
+    TwoStagePromptPipeline,
+    check_video_length,
+)
+from ltx_pipelines.engine.requests import (
+    VideoRequest,
     generated_keyframe_positions,
     require_keyframe_embedding,
 )
-from ltx_pipelines.engine.noise_sources import NoiseSource
-from ltx_pipelines.engine.prompt_pipeline import TwoStagePromptPipeline
-from ltx_pipelines.engine.requests import VideoRequest
-from ltx_pipelines.engine.stage_samplers import distilled_stage_1_sampler
-from ltx_pipelines.engine.stage_steps import contexts_on
 from ltx_pipelines.engine.two_stage_runner import StagePlan, run_two_stages, simple_denoiser
 
 

@@ -25,17 +25,14 @@ from ltx_core.components.schedulers import LTX2Scheduler
 from ltx_core.loader import LoraSpec
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
-from ltx_pipelines.engine.defaults import (
-    DEFAULT_MAX_BATCH_SIZE,
-    TWO_STAGE_SPATIAL_MULTIPLE,
-    PipelineDefaults,
-    defaults_for_checkpoint,
-)
-from ltx_pipelines.engine.final_latents import FinalLatents
-from ltx_pipelines.engine.generated_keyframes import (
-    generated_keyframe_positions,
-    generated_keyframe_slots,
-    require_keyframe_embedding,
+from ltx_pipelines.engine.denoising_stage import (
+    FinalLatents,
+    GuidedDenoiser,
+    NoiseSource,
+    SamplingLoop,
+    StageConditions,
+    encode_conditioning_images,
+    run_denoising_stage,
 )
 from ltx_pipelines.engine.guided import (
     GuidanceSettings,
@@ -49,11 +46,20 @@ from ltx_pipelines.engine.guided import (
     stage_guided_denoiser,
     stage_sigmas_or,
 )
-from ltx_pipelines.engine.noise_sources import NoiseSource
+from ltx_pipelines.engine.model_versions import (
+    DEFAULT_MAX_BATCH_SIZE,
+    TWO_STAGE_SPATIAL_MULTIPLE,
+    PipelineDefaults,
+    defaults_for_checkpoint,
+)
 from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
-from ltx_pipelines.engine.requests import GuidanceRequest, VideoRequest
-from ltx_pipelines.engine.stage_blocks import GuidedDenoiser, SamplingLoop, StageConditions, run_denoising_stage
-from ltx_pipelines.engine.stage_steps import encode_conditioning_images
+from ltx_pipelines.engine.requests import (
+    GuidanceRequest,
+    VideoRequest,
+    generated_keyframe_positions,
+    generated_keyframe_slots,
+    require_keyframe_embedding,
+)
 from ltx_pipelines.engine.two_stage_runner import (
     StagePlan,
     distilled_lora_stages,

@@ -19,20 +19,20 @@ from ltx_core.model.transformer import X0Model
 from ltx_core.model.video_vae.tiling import AxisTiling, TilingConfig
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
-from ltx_pipelines.engine.decoding import video_frame_chunks
-from ltx_pipelines.engine.defaults import (
+from ltx_pipelines.engine.denoising_stage import (
+    NoiseSource,
+    contexts_on,
+    encode_conditioning_images,
+    run_denoising_stage,
+    upsample_between_stages,
+)
+from ltx_pipelines.engine.generation import video_frame_chunks
+from ltx_pipelines.engine.ic_references import ReferenceFactors, reference_factors
+from ltx_pipelines.engine.model_versions import (
     DEFAULT_SPATIAL_TILE,
     SPATIAL_TILE_OVERLAP,
 )
-from ltx_pipelines.engine.ic_references import ReferenceFactors, reference_factors
-from ltx_pipelines.engine.noise_sources import NoiseSource
 from ltx_pipelines.engine.prompt_pipeline import Pipeline, PipelineOptions
-from ltx_pipelines.engine.stage_blocks import run_denoising_stage
-from ltx_pipelines.engine.stage_steps import (
-    contexts_on,
-    encode_conditioning_images,
-    upsample_between_stages,
-)
 from ltx_pipelines.engine.tiled_refinement import run_tiled_video_stage
 from ltx_pipelines.engine.two_stage_runner import half_size
 from ltx_pipelines.io import MediaError, iter_video_frames, probe_video

@@ -17,8 +17,7 @@ from ltx_core.conditioning import ConditioningItem
 from ltx_core.loader import LoraSpec
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
-from ltx_pipelines.engine.duration import refuse_duration
-from ltx_pipelines.engine.final_latents import FinalLatents
+from ltx_pipelines.engine.denoising_stage import FinalLatents, NoiseSource, contexts_on
 from ltx_pipelines.engine.ic_references import (
     ReferenceFactors,
     VideoReference,
@@ -26,10 +25,8 @@ from ltx_pipelines.engine.ic_references import (
     reference_conditionings,
     reference_factors,
 )
-from ltx_pipelines.engine.noise_sources import NoiseSource
-from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, TwoStagePromptPipeline
+from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, TwoStagePromptPipeline, refuse_duration
 from ltx_pipelines.engine.requests import VideoRequest
-from ltx_pipelines.engine.stage_steps import contexts_on
 from ltx_pipelines.engine.two_stage_runner import (
     ConditioningHook,
     StagePlan,

@@ -18,8 +18,7 @@ from ltx_core.conditioning import ConditioningItem, FrozenModality, TemporalRegi
 from ltx_core.model.transformer import X0Model
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import DEFAULT_SCALE_FACTORS, AudioLatentShape, VideoLatentShape, VideoPixelShape
-from ltx_pipelines.engine.defaults import DEFAULT_MAX_BATCH_SIZE, ONE_STAGE_SPATIAL_MULTIPLE, PipelineDefaults
-from ltx_pipelines.engine.final_latents import FinalLatents
+from ltx_pipelines.engine.denoising_stage import FinalLatents, NoiseSource, SeededNoise, run_denoising_stage
 from ltx_pipelines.engine.guided import (
     GuidanceSettings,
     checked_stage_sigmas,
@@ -27,11 +26,10 @@ from ltx_pipelines.engine.guided import (
     guided_prompt_call,
     stage_sigmas_or,
 )
-from ltx_pipelines.engine.noise_sources import NoiseSource, SeededNoise
+from ltx_pipelines.engine.model_versions import DEFAULT_MAX_BATCH_SIZE, ONE_STAGE_SPATIAL_MULTIPLE, PipelineDefaults
 from ltx_pipelines.engine.prompt_pipeline import PipelineOptions
 from ltx_pipelines.engine.requests import GuidanceRequest
 from ltx_pipelines.engine.source_latents import encode_audio_latent, encode_video_latent
-from ltx_pipelines.engine.stage_blocks import run_denoising_stage
 from ltx_pipelines.io import frames_to_model_input, probe_video, read_audio, read_video
 from ltx_pipelines.pipelines.guided import DEFAULT_GUIDANCE, GuidedPipeline
 

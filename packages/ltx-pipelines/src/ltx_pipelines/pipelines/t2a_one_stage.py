@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from ltx_core.model.transformer import AUDIO_ONLY_TRANSFORMER
 from ltx_core.types import VideoPixelShape
-from ltx_pipelines.engine.final_latents import FinalLatents
+from ltx_pipelines.engine.denoising_stage import FinalLatents, run_denoising_stage
 from ltx_pipelines.engine.requests import VideoRequest
-from ltx_pipelines.engine.stage_blocks import run_denoising_stage
 from ltx_pipelines.pipelines.guided import (
     GuidedPipeline,
     GuidedRun,

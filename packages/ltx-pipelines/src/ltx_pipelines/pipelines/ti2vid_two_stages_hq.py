@@ -15,17 +15,16 @@ from ltx_core.components.sampling import res2s_denoising_loop
 from ltx_core.components.schedulers import LTX2Scheduler
 from ltx_core.loader import LoraSpec
 from ltx_core.types import VideoLatentShape, VideoPixelShape
-from ltx_pipelines.engine.defaults import (
+from ltx_pipelines.engine.denoising_stage import NoiseSource, SamplingLoop
+from ltx_pipelines.engine.guided import GuidanceSettings
+from ltx_pipelines.engine.model_versions import (
     DEFAULT_MAX_BATCH_SIZE,
     HQ_DISTILLED_LORA_STRENGTH_STAGE_1,
     HQ_DISTILLED_LORA_STRENGTH_STAGE_2,
     LTX_2_3_HQ_DEFAULTS,
     PipelineDefaults,
 )
-from ltx_pipelines.engine.guided import GuidanceSettings
-from ltx_pipelines.engine.noise_sources import NoiseSource
 from ltx_pipelines.engine.prompt_pipeline import PipelineOptions
-from ltx_pipelines.engine.stage_blocks import SamplingLoop
 from ltx_pipelines.pipelines.guided import TwoStageGuidedPipeline
 
 if TYPE_CHECKING:

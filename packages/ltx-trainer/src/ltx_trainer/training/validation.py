@@ -49,7 +49,7 @@ from ltx_trainer.training.validation_conditions import (
 
 if TYPE_CHECKING:
     from ltx_pipelines import Generation, TI2VidOneStagePipeline
-    from ltx_pipelines.engine.audio_output import AudioGeneration
+    from ltx_pipelines.engine.generation import AudioGeneration
     from ltx_trainer.training.build import TrainingParts
 
 logger = logging.getLogger(__name__)

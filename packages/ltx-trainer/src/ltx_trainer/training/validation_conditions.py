@@ -48,10 +48,10 @@ from ltx_core.conditioning import (
 from ltx_core.model.audio_vae import AUDIO_ENCODER, encode_audio
 from ltx_core.model.video_vae import VIDEO_ENCODER
 from ltx_core.types import DEFAULT_SCALE_FACTORS, AudioLatentShape, VideoLatentShape, VideoPixelShape
+from ltx_pipelines.engine.denoising_stage import ImageCondition, StageConditions
 from ltx_pipelines.engine.ic_references import ReferenceFactors, VideoReference, reference_conditionings
 from ltx_pipelines.engine.model_loading import Placement, loaded
 from ltx_pipelines.engine.source_latents import SOURCE_ENCODE_TILING, conform_latent_frames
-from ltx_pipelines.engine.stage_blocks import ImageCondition, StageConditions
 from ltx_pipelines.io import MediaError, frames_to_model_input, iter_video_frames, probe_video, read_audio
 from ltx_pipelines.io.image import read_image_rgb
 from ltx_trainer.config import (

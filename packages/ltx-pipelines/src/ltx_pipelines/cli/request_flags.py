@@ -1,9 +1,19 @@
-"""The video flag group: output size, length, frame rate and image conditionings (`--height`, `--width`,
+"""The flag groups of what a run asks for. The prompt group: `--prompt`, `--seed`, `--enhance-prompt` and
+`--prompt-enhancer-gemma-root`.
+
+The video group: output size, length, frame rate and image conditionings (`--height`, `--width`,
 `--num-frames`, `--frame-rate`, `--image`). The audio-only pipeline takes the length flags alone.
 
 Pipelines that can predict the length from the prompt (`auto_duration`) add `--auto-duration MIN MAX`: the
 LTX-2.5 duration head picks the frame count in that range, as it does in its default range when
 `--num-frames` is omitted on model files with a duration head (the LTX-2.5 demo's included).
+
+`--num-generated-keyframes N`: N evenly spaced interior keyframe slots in stage 1 (0, the default: off).
+
+Only the pipelines that hand it to their first stage add the group (distilled, the text/image-to-video ones and
+their `*_mgpu` twins), so no command parses the flag and ignores it. The count is checked against the clip's
+interior frames as soon as the flags are read, and the transformer's keyframe embedding once the model files
+are known, both before anything loads.
 """
 
 from __future__ import annotations
@@ -11,16 +21,108 @@ from __future__ import annotations
 import argparse
 import math
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ltx_pipelines.cli.arg_types import ImageAction
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
 from ltx_pipelines.cli.model_resolution import RunModels
-from ltx_pipelines.engine.defaults import PipelineDefaults, default_image_crf, spatial_multiple
+from ltx_pipelines.engine.model_versions import PipelineDefaults, default_image_crf, spatial_multiple
 
 if TYPE_CHECKING:
     from ltx_core.model.duration_head import DurationRange
-    from ltx_pipelines.engine.stage_blocks import ImageCondition
+    from ltx_pipelines.cli.model_resolution import RunModels
+    from ltx_pipelines.engine.denoising_stage import ImageCondition
+
+
+_SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch.Generator.manual_seed accepts
+
+
+@dataclass(frozen=True)
+class PromptChoice:
+    text: str
+    seed: int
+    enhance: bool
+    enhancer: str | Path | None = None
+    """The separate enhancer Gemma (`--prompt-enhancer-gemma-root`): a local path, or hf:// until settled."""
+
+
+class PromptFlags(FlagGroup[PromptChoice]):
+    def add(self, parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
+        group = parser.add_argument_group("prompt")
+        group.add_argument(
+            "--prompt", type=str, required=True, help="Text describing the video (and audio) to generate."
+        )
+        group.add_argument(
+            "--seed",
+            type=int,
+            default=None,
+            help=f"Random seed; the same seed gives the same result (default: {defaults.seed}).",
+        )
+        group.add_argument(
+            "--enhance-prompt",
+            action="store_true",
+            help="Rewrite the prompt with the Gemma model into a detailed description before encoding it.",
+        )
+        group.add_argument(
+            "--prompt-enhancer-gemma-root",
+            default=None,
+            metavar="PATH",
+            help="With --enhance-prompt: another Gemma that rewrites the prompt (a Gemma folder or a packed "
+            "Gemma 4 file, e.g. a dense Gemma 4 instruction model; greedy for Gemma 4), a path or hf://; "
+            "default: the text encoder rewrites it.",
+        )
+
+    def read(self, args: argparse.Namespace, context: ReadContext) -> PromptChoice:
+        from ltx_pipelines.cli.model_resolution import is_hf_path
+
+        seed = context.defaults.seed if args.seed is None else args.seed
+        if not _SEED_RANGE[0] <= seed <= _SEED_RANGE[1]:
+            raise FlagError(f"--seed {seed} is out of range [{_SEED_RANGE[0]}, {_SEED_RANGE[1]}]")
+        if not args.prompt.strip():
+            raise FlagError("--prompt is empty; describe the video to generate")
+        enhancer = args.prompt_enhancer_gemma_root
+        if enhancer is not None:
+            if not args.enhance_prompt:
+                raise FlagError("--prompt-enhancer-gemma-root only rewrites prompts with --enhance-prompt; add it")
+            if not is_hf_path(enhancer):
+                enhancer = Path(enhancer).expanduser().absolute()
+                if not enhancer.exists():
+                    raise FlagError(
+                        f"--prompt-enhancer-gemma-root {str(enhancer)!r} does not exist (a Gemma folder or a packed "
+                        "Gemma 4 .safetensors file)"
+                    )
+        return PromptChoice(text=args.prompt, seed=int(seed), enhance=bool(args.enhance_prompt), enhancer=enhancer)
+
+    def settle(self, value: PromptChoice, models: RunModels, context: ReadContext) -> PromptChoice:
+        from ltx_pipelines.cli.model_resolution import HfPathError, is_hf_path, resolve_model_path
+
+        if value.enhancer is None or not is_hf_path(value.enhancer):
+            return value
+        is_file = str(value.enhancer).endswith(".safetensors")
+        try:
+            return replace(value, enhancer=resolve_model_path(value.enhancer, folder=not is_file))
+        except HfPathError as e:
+            raise FlagError(f"--prompt-enhancer-gemma-root: {e}") from None
+
+    def record(self, value: PromptChoice) -> dict[str, Any]:
+        enhancer = None if value.enhancer is None else str(value.enhancer)
+        return {
+            "prompt": value.text,
+            "seed": value.seed,
+            "enhance_prompt": value.enhance,
+            "prompt_enhancer_gemma_root": enhancer,
+        }
+
+    def call_arguments(self, value: PromptChoice) -> dict[str, Any]:
+        return {"seed": value.seed, "enhance_prompt": value.enhance}
+
+    def memory_inputs(self, value: PromptChoice) -> dict[str, Any]:
+        return {"enhance": value.enhance}
+
+    def pipeline_options(self, value: PromptChoice) -> dict[str, Any]:
+        return {} if value.enhancer is None else {"prompt_enhancer_gemma_root": value.enhancer}
+
 
 _MAX_CRF = 51
 
@@ -189,7 +291,7 @@ class VideoFlags(FlagGroup[VideoChoice]):
         length: predicted by the duration head when asked (or when `--num-frames` is omitted on files with a
         head); refused before loading when the files have no head to predict with."""
         from ltx_core.model.duration_head import DurationRange
-        from ltx_pipelines.engine.duration import check_duration_range, has_duration_head
+        from ltx_pipelines.engine.prompt_pipeline import check_duration_range, has_duration_head
 
         crf = default_image_crf(models.model_version)
         value = replace(value, images=tuple(image.with_default_crf(crf) for image in value.images))
@@ -309,3 +411,53 @@ def _checked_image(image: ImageCondition, num_frames: int) -> ImageCondition:
     if image.crf is not None and not 0 <= image.crf <= _MAX_CRF:
         raise FlagError(f"{where}: CRF {image.crf} must be in 0..{_MAX_CRF} (0 skips the re-compression)")
     return image
+
+
+FLAG = "--num-generated-keyframes"
+
+
+@dataclass(frozen=True)
+class GeneratedKeyframeFlags(FlagGroup[int]):
+    """`--num-generated-keyframes`, read as the count the pipeline's `generated_keyframes` takes."""
+
+    def add(self, parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
+        parser.add_argument_group("generated keyframes").add_argument(
+            FLAG,
+            type=int,
+            default=0,
+            metavar="N",
+            help="Extra keyframes generated in stage 1 at N evenly spaced interior frames (both end frames excluded; "
+            "default: 0, off). Each sharpens the motion around its frame but costs a whole latent frame of tokens "
+            "for one pixel frame (about N / latent frames more sequence length). Needs a transformer with the "
+            "keyframe embedding (use_keyframes_abs_pos_embedding: LTX-2.5).",
+        )
+
+    def read(self, args: argparse.Namespace, context: ReadContext) -> int:
+        from ltx_pipelines.engine.requests import generated_keyframe_positions
+
+        count = args.num_generated_keyframes
+        video = context.value(VideoFlags)
+        if count < 0:
+            raise FlagError(f"{FLAG} {count} is not accepted: it must be 0 (off) or a positive count")
+        # A length the duration head picks is only known at run time: the pipeline checks it then.
+        if video.duration is None:
+            try:
+                generated_keyframe_positions(count, video.num_frames)
+            except ValueError as e:
+                raise FlagError(f"{FLAG}: {e} (--num-frames {video.num_frames})") from None
+        return int(count)
+
+    def settle(self, value: int, models: RunModels, context: ReadContext) -> int:
+        from ltx_pipelines.engine.requests import keyframe_embedding_problem
+
+        if value:
+            problem = keyframe_embedding_problem(models.checkpoint)
+            if problem is not None:
+                raise FlagError(f"{FLAG} {value} cannot run on {models.checkpoint}: {problem}")
+        return value
+
+    def record(self, value: int) -> dict[str, Any]:
+        return {"num_generated_keyframes": value}
+
+    def call_arguments(self, value: int) -> dict[str, Any]:
+        return {"generated_keyframes": value}
