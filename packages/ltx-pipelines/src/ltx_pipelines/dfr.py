@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ltx_pipelines.cli.arg_types import LoraAction
+from ltx_pipelines.cli.arg_types import add_lora_flag
 from ltx_pipelines.cli.command import PipelineCommand, Run, build_distilled, forward_to
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
 from ltx_pipelines.cli.model_flags import ModelFlags
@@ -61,12 +61,9 @@ class DfrFlags(FlagGroup[DfrInputs]):
     def add(self, parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
 
         group = parser.add_argument_group("DFR")
-        group.add_argument(
+        add_lora_flag(
+            group,
             "--detailing-lora",
-            dest="detailing_lora",
-            action=LoraAction,
-            nargs="+",
-            metavar=("PATH", "STRENGTH"),
             default=[],
             help="The x2 spatial detailing IC-LoRA fused in the full-size pass, with an optional strength "
             "(default: none, the pass runs without it; with --demo: the demo set's).",

@@ -21,6 +21,7 @@ from ltx_pipelines.cli.command import PipelineCommand, Run, build_distilled, for
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
 from ltx_pipelines.cli.model_flags import ModelFlags
 from ltx_pipelines.cli.model_resolution import RunModels
+from ltx_pipelines.cli.request_flags import add_size_flags, checked_size
 from ltx_pipelines.cli.runtime_flags import TilingFlags
 from ltx_pipelines.engine.model_versions import DEFAULT_REFERENCE_STRENGTH, TWO_STAGE_SPATIAL_MULTIPLE, PipelineDefaults
 
@@ -46,16 +47,9 @@ class LipDubFlags(FlagGroup["LipDubInputs"]):
     """Output size and the reference clip (frame count and rate come from the reference)."""
 
     def add(self, parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
-
         group = parser.add_argument_group("lip-dub")
-        height, width = defaults.two_stage_height, defaults.two_stage_width
-        multiple = TWO_STAGE_SPATIAL_MULTIPLE
-        group.add_argument(
-            "--height", type=int, default=None, help=f"Video height, a multiple of {multiple} (default: {height})."
-        )
-        group.add_argument(
-            "--width", type=int, default=None, help=f"Video width, a multiple of {multiple} (default: {width})."
-        )
+        size = (defaults.two_stage_height, defaults.two_stage_width)
+        add_size_flags(group, TWO_STAGE_SPATIAL_MULTIPLE, size, noun="Video {}")
         group.add_argument(
             "--reference-video",
             type=str,
@@ -74,20 +68,8 @@ class LipDubFlags(FlagGroup["LipDubInputs"]):
         from ltx_pipelines.io import MediaError, probe_video
         from ltx_pipelines.pipelines.lipdub import reference_timing
 
-        multiple = TWO_STAGE_SPATIAL_MULTIPLE
-        sizes = []
         defaults = context.defaults
-        for flag, given, default in (
-            ("--height", args.height, defaults.two_stage_height),
-            ("--width", args.width, defaults.two_stage_width),
-        ):
-            value = default if given is None else given
-            if value < multiple or value % multiple:
-                raise FlagError(
-                    f"{flag} {value} is not accepted: it must be a positive multiple of {multiple} "
-                    f"(e.g. {max(multiple, value // multiple * multiple)} or {(value // multiple + 1) * multiple})"
-                )
-            sizes.append(int(value))
+        sizes = checked_size(args, TWO_STAGE_SPATIAL_MULTIPLE, (defaults.two_stage_height, defaults.two_stage_width))
         loras = context.value(ModelFlags).loras
         if len(loras) != 1 and not (context.demo and not loras):
             raise FlagError(

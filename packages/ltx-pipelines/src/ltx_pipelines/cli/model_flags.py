@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ltx_core.loader.components import COMPONENT_FLAGS, Component
 from ltx_core.loader.lora_spec import DEFAULT_LORA_FUSION, LoraFusionPrecision, LoraSpec
-from ltx_pipelines.cli.arg_types import LoraAction
+from ltx_pipelines.cli.arg_types import add_lora_flag
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext, finite
 from ltx_pipelines.cli.model_resolution import check_gemma_folder
 from ltx_pipelines.engine.model_versions import (
@@ -160,12 +160,9 @@ class ModelFlags(FlagGroup[ModelChoice]):
                 "latent_upsampler/ folder), a path or hf:// file.",
             )
         if self.distilled_lora:
-            group.add_argument(
+            add_lora_flag(
+                group,
                 "--distilled-lora",
-                dest="distilled_lora",
-                action=LoraAction,
-                nargs="+",
-                metavar=("PATH", "STRENGTH"),
                 default=None,
                 help=self.distilled_lora_help
                 or (
@@ -214,12 +211,9 @@ class ModelFlags(FlagGroup[ModelChoice]):
 
     def _add_lora_flags(self, parser: argparse.ArgumentParser) -> None:
         loras = parser.add_argument_group("LoRAs")
-        loras.add_argument(
+        add_lora_flag(
+            loras,
             "--lora",
-            dest="lora",
-            action=LoraAction,
-            nargs="+",
-            metavar=("PATH", "STRENGTH"),
             default=[],
             help=self.lora_help
             or (
