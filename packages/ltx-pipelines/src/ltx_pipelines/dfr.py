@@ -151,9 +151,7 @@ def _build(run: Run) -> DFRPipeline:
 COMMAND = PipelineCommand.for_module(
     __name__,
     __doc__,
-    models=ModelFlags(
-        distilled=True,
-        two_stage=True,
+    models=ModelFlags.distilled_two_stage(
         distilled_lora=True,
         # A distilled transformer runs DFR alone; a dev one needs the distilled LoRA (the reference's SFT path).
         distilled_lora_required=False,

@@ -19,7 +19,7 @@ from ltx_pipelines.engine.model_versions import DEMO_FAMILIES
 COMMAND = PipelineCommand.for_module(
     __name__,
     __doc__,
-    models=ModelFlags(distilled=True, two_stage=True, demo_families=DEMO_FAMILIES),
+    models=ModelFlags.distilled_two_stage(demo_families=DEMO_FAMILIES),
     groups=(VideoFlags(two_stage=True, auto_duration=True), TilingFlags(), GeneratedKeyframeFlags()),
     build=lambda run: build_distilled("ltx_pipelines.pipelines.distilled:DistilledPipeline", run),
 )

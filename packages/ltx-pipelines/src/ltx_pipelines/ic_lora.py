@@ -192,9 +192,7 @@ def _generate(pipeline: ICLoraPipeline, run: Run) -> FinalLatents:
 COMMAND = PipelineCommand.for_module(
     __name__,
     __doc__,
-    models=ModelFlags(
-        distilled=True,
-        two_stage=True,
+    models=ModelFlags.distilled_two_stage(
         lora_help=(
             "An IC-LoRA, fused into the stage-1 transformer only, with an optional strength (default 1.0); "
             "repeatable. Its reference_downscale_factor / reference_temporal_scale_factor metadata (default 1) "

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ltx_pipelines.cli.command import PipelineCommand, Run, build_distilled, forward_to
-from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
+from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext, fields_of
 from ltx_pipelines.cli.model_flags import ModelFlags
 from ltx_pipelines.cli.model_resolution import RunModels
 from ltx_pipelines.cli.request_flags import add_size_flags, checked_size
@@ -37,7 +37,8 @@ class LipDubInputs:
     height: int
     width: int
     reference: Path
-    reference_given: str
+    reference_video: str
+    """`--reference-video` as typed (the sidecar records it)."""
     num_frames: int
     frame_rate: float
     reference_strength: float
@@ -106,12 +107,7 @@ class LipDubFlags(FlagGroup["LipDubInputs"]):
         return value
 
     def record(self, value: LipDubInputs) -> dict[str, Any]:
-        return {
-            "height": value.height,
-            "width": value.width,
-            "reference_video": value.reference_given,
-            "reference_strength": value.reference_strength,
-        }
+        return fields_of(value, "height", "width", "reference_video", "reference_strength")
 
 
 def generate_lip_dub(pipeline: LipDubPipeline, run: Run) -> FinalLatents:
@@ -151,9 +147,7 @@ def lip_dub_command(
     return PipelineCommand.for_module(
         module_name,
         doc,
-        models=ModelFlags(
-            distilled=True,
-            two_stage=True,
+        models=ModelFlags.distilled_two_stage(
             demo_families=demo_families,
             demo_ic_lora=demo_ic_lora,
             lora_help=(

@@ -46,6 +46,12 @@ def add_run_default(
     group.add_argument(flag, type=kind, default=None, help=f"{text} (default: {shown}).", **options)
 
 
+def fields_of(value: Any, *names: str) -> dict[str, Any]:
+    """The named fields of a group's value, by name: what a group records or contributes under its fields' own
+    names."""
+    return {name: getattr(value, name) for name in names}
+
+
 @dataclass(frozen=True)
 class ReadContext:
     """What a group may use while reading: the defaults of the run (the model version's, the demo's)

@@ -118,6 +118,12 @@ class ModelFlags(FlagGroup[ModelChoice]):
     needed_components: tuple[Component, ...] = field(init=False)
     """What this pipeline needs from a set of component files (the duration head is optional)."""
 
+    @classmethod
+    def distilled_two_stage(cls, **options: Any) -> ModelFlags:
+        """The model files of the distilled two-stage family (distilled, IC-LoRA, lip-dub, DFR, HDR): a distilled
+        checkpoint and the spatial upsampler between its stages; `options`: the other fields."""
+        return cls(distilled=True, two_stage=True, **options)
+
     def __post_init__(self) -> None:
         flag = "--distilled-checkpoint-path" if self.distilled else "--checkpoint-path"
         needed = [Component.TRANSFORMER]

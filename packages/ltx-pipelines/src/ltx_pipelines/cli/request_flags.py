@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ltx_pipelines.cli.arg_types import ImageAction
-from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext, add_run_default
+from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext, add_run_default, fields_of
 from ltx_pipelines.cli.model_resolution import RunModels
 from ltx_pipelines.engine.model_versions import PipelineDefaults, default_image_crf, spatial_multiple
 
@@ -309,13 +309,7 @@ class VideoFlags(FlagGroup[VideoChoice]):
 
     def memory_inputs(self, value: VideoChoice) -> dict[str, Any]:
         # A predicted length is planned at the range's longest (`num_frames` holds it).
-        return {
-            "height": value.height,
-            "width": value.width,
-            "num_frames": value.num_frames,
-            "frame_rate": value.frame_rate,
-            "images": bool(value.images),
-        }
+        return {**fields_of(value, "height", "width", "num_frames", "frame_rate"), "images": bool(value.images)}
 
 
 LTX_2_5 = (2, 5)
