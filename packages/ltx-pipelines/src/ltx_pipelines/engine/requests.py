@@ -81,8 +81,9 @@ class VideoRequest:
         return replace(self, num_frames=num_frames, duration=None)
 
     def parameters(self) -> dict[str, Any]:
-        """The request's fields as the sidecar records a call's arguments (the names `VIDEO_FIELDS` gathers)."""
-        return {name: getattr(self, name) for name in VIDEO_FIELDS}
+        """The request's fields as the sidecar records a call's arguments (the names `VIDEO_FIELDS` gathers; the
+        images as a list, as JSON has them)."""
+        return {**{name: getattr(self, name) for name in VIDEO_FIELDS}, "images": list(self.images)}
 
 
 def fill_video(
