@@ -25,6 +25,13 @@ device and materialised directly on the GPU), one transformer forward per step, 
                      guided x0 against the one-GPU step. With one GPU only the one-GPU step is measured.
                      `--dry-run` prints the pass groups and bytes per step for 2, 4 and 8 GPUs (no GPU needed).
 
+    step-cache       the step cache (`--step-cache`, First-Block-Cache) at this size: seconds per call of the plain
+                     transformer, of a cached call that computes every block (the wrapper's overhead) and of one
+                     that reuses the deep residual (block 0 + the output layers), the peak memory the stored
+                     residuals add, and the stage speed-up those give at reuse fractions of 25/40/50% (the reuse a
+                     run gets depends on its real weights and prompt: `benchmarks/step_cache_guided.py` counts it
+                     on the golden runs; random weights say nothing about it).
+
 For the training variants the memory plan's estimate (`ltx_trainer.memory_plan`) is printed beside the
 measured peak; `--plan-only` prints just the estimates (no GPU needed).
 
@@ -49,6 +56,7 @@ run) and peak GPU memory. Targets from other servers on an H100 for this size: 8
     python benchmarks/gpu/check_22b.py --variants settings-12gb --dry-run   # picks and estimates, no GPU
     python benchmarks/gpu/check_22b.py --variants guidance-parallel --steps 2
     python benchmarks/gpu/check_22b.py --variants guidance-parallel --dry-run  # pass groups and bytes, no GPU
+    python benchmarks/gpu/check_22b.py --variants step-cache --steps 3
 """
 
 from __future__ import annotations
@@ -73,6 +81,8 @@ TRAIN_VARIANTS = (
 )  # fmt: skip
 SETTINGS_VARIANTS = ("settings-12gb", "settings-16gb", "settings-24gb")
 MULTI_GPU_VARIANTS = ("guidance-parallel",)
+STEP_CACHE_VARIANTS = ("step-cache",)
+REUSE_FRACTIONS = (0.25, 0.4, 0.5)
 GUIDED_PASSES = 4
 """cond, negative prompt (CFG), STG-perturbed, modality-isolated: the LTX-2.3 guided defaults' passes."""
 _KEYS = Path(__file__).resolve().parents[2] / "tests" / "golden" / "ltx-2.3-22b-keys.json"
@@ -514,7 +524,39 @@ def run_guidance_parallel(args: argparse.Namespace, device: torch.device) -> dic
     return {**plan, "world": world, **measured}
 
 
+def run_step_cache(args: argparse.Namespace, device: torch.device) -> dict:
+    """Per-call cost of the step cache's full and reusing calls at real size (see the module doc)."""
+    from ltx_core.components.step_cache import StepCachedTransformer
+
+    torch.cuda.empty_cache()
+    model = random_model(_config(args.blocks), device)
+    video, audio = inputs(model, args.frames, args.height, args.width, args.text_tokens, device)
+    plain = timed_steps(model, video, audio, args.steps)
+    base_peak = torch.cuda.max_memory_allocated(device)
+    # A threshold no change is below computes every block; one every change is below reuses from the 2nd call on.
+    computing = timed_steps(StepCachedTransformer(model, threshold=1e-30), video, audio, args.steps)
+    torch.cuda.reset_peak_memory_stats(device)
+    reusing_model = StepCachedTransformer(model, threshold=float("inf"))
+    reusing = timed_steps(reusing_model, video, audio, args.steps)
+    assert reusing_model.stats.reused == reusing_model.stats.calls - 1, reusing_model.stats
+    cached_peak = torch.cuda.max_memory_allocated(device)
+    ratio = reusing / plain
+    del model, reusing_model, video, audio
+    gc.collect()
+    torch.cuda.empty_cache()
+    return {
+        "variant": "step-cache",
+        "seconds_per_call": {"plain": round(plain, 3), "cached_computing": round(computing, 3),
+                             "cached_reusing": round(reusing, 3)},
+        "reused_call_over_plain": round(ratio, 3),
+        "stage_speedup_at_reuse": {f"{f:.0%}": round(1 / (1 - f * (1 - ratio)), 2) for f in REUSE_FRACTIONS},
+        "peak_gib": {"plain": round(base_peak / 2**30, 2), "cached": round(cached_peak / 2**30, 2)},
+    }  # fmt: skip
+
+
 def run_variant(name: str, args: argparse.Namespace, device: torch.device, flops: dict) -> dict | None:
+    if name in STEP_CACHE_VARIANTS:
+        return run_step_cache(args, device)
     if name in MULTI_GPU_VARIANTS:
         return run_guidance_parallel(args, device)
     if name in TRAIN_VARIANTS:
@@ -578,8 +620,8 @@ def main() -> None:
     parser.add_argument(
         "--variants",
         nargs="+",
-        default=[*VARIANTS, *TRAIN_VARIANTS, *SETTINGS_VARIANTS, *MULTI_GPU_VARIANTS],
-        choices=VARIANTS + TRAIN_VARIANTS + SETTINGS_VARIANTS + MULTI_GPU_VARIANTS,
+        default=[*VARIANTS, *TRAIN_VARIANTS, *SETTINGS_VARIANTS, *MULTI_GPU_VARIANTS, *STEP_CACHE_VARIANTS],
+        choices=VARIANTS + TRAIN_VARIANTS + SETTINGS_VARIANTS + MULTI_GPU_VARIANTS + STEP_CACHE_VARIANTS,
     )
     parser.add_argument(
         "--dry-run", action="store_true",

@@ -1,5 +1,6 @@
 """`--guidance-parallel` on the `*_mgpu` commands: refused (exit 2, nothing written, before any rank starts) where
-it cannot work, and over 2 gloo ranks the guided two-stage run ends on the single process's latents."""
+it cannot work, and over 2 gloo ranks the one-stage run ends on the single process's latents (the two-stage run:
+`test_mgpu_pipelines.py`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from safetensors.torch import load_file
 import ltx_pipelines.distilled_mgpu as distilled_mgpu
 import ltx_pipelines.ti2vid_two_stages_mgpu as two_stages_mgpu
 
-from .test_mgpu_pipelines import LTX25, MGPU, _argv
+from .test_mgpu_pipelines import MGPU, _argv
 
 
 def test_multi_device_hands_guided_stages_the_guidance_parallel_transformer():
@@ -74,21 +75,19 @@ def test_guidance_parallel_run_checks_before_any_rank_starts(
 
 
 @pytest.mark.slow
-def test_guided_two_stage_with_guidance_parallel_matches_single_process_latents(
-    ltx25_demo_home, monkeypatch, tmp_path, capfd
-):
-    """The LTX-2.5 demo's guided two-stage run over 2 ranks with `--guidance-parallel`: stage 1's 4 passes two on
-    each rank (the ranks log their pass groups), stage 2 sequence parallel; the final latents are the single
-    process's, and the sidecar records the mode."""
-    import ltx_pipelines.ti2vid_two_stages as two_stages
+def test_one_stage_with_guidance_parallel_matches_single_process_latents(demo_cache_home, monkeypatch, tmp_path, capfd):
+    """`ti2vid_one_stage_mgpu --guidance-parallel` over 2 ranks: the one guided stage's 4 passes two on each rank
+    (the ranks log their pass groups); the final latents are the single process's, and the sidecar records the
+    mode and no stage-2 setting (the command has no stage 2, so it offers no stage-2 flag)."""
+    import ltx_pipelines.ti2vid_one_stage as one_stage
+    import ltx_pipelines.ti2vid_one_stage_mgpu as one_stage_mgpu
 
-    monkeypatch.setenv("XDG_CACHE_HOME", str(ltx25_demo_home))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(demo_cache_home))
     single, parallel = tmp_path / "single.mp4", tmp_path / "parallel.mp4"
-    extra = (*LTX25, "--num-inference-steps", "2")
-    assert two_stages.main(_argv(single, *extra)) == 0
-    argv = [*MGPU, *_argv(parallel, *extra), "--stage-2-parallel", "sequence", "--guidance-parallel"]
+    extra = ("--num-inference-steps", "2")
+    assert one_stage.main(_argv(single, *extra)) == 0
     capfd.readouterr()
-    assert two_stages_mgpu.main([*argv, "--log-level", "INFO"]) == 0
+    assert one_stage_mgpu.main([*MGPU, *_argv(parallel, *extra), "--guidance-parallel", "--log-level", "INFO"]) == 0
     logged = capfd.readouterr().err
     assert logged.count("guidance parallel: 4 passes per step over 2 group(s) of 1 rank(s)") == 2, logged[-2000:]
     want = load_file(str(single.with_suffix(".latents.safetensors")))
@@ -97,3 +96,12 @@ def test_guided_two_stage_with_guidance_parallel_matches_single_process_latents(
         assert float((got[name] - want[name]).abs().max()) <= 1e-5, name
     sidecar = json.loads(parallel.with_suffix(".json").read_text())["parameters"]
     assert (sidecar["guidance_parallel"], sidecar["num_gpus"]) == (True, 2)
+    assert "stage_2_parallel" not in sidecar
+
+
+def test_one_stage_mgpu_offers_no_stage_2_flag(tmp_path, capsys):
+    import ltx_pipelines.ti2vid_one_stage_mgpu as one_stage_mgpu
+
+    err = _refused(one_stage_mgpu.main, [*MGPU, *_argv(tmp_path / "out.mp4"), "--stage-2-parallel", "tiled"], capsys)
+    assert "unrecognized arguments: --stage-2-parallel tiled" in err
+    assert not list(tmp_path.iterdir())

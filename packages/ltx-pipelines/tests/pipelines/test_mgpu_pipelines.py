@@ -174,25 +174,34 @@ def test_tiled_stage_2_stays_within_the_blend_tolerance(demo_cache_home, single_
 
 
 @pytest.mark.slow
-def test_guided_two_stage_mgpu_on_ltx25_matches_single_process_latents(ltx25_demo_home, monkeypatch, tmp_path):
-    """The guided pipeline (CFG/STG batches through the sequence-parallel transformer) on the LTX-2.5 demo files over
-    2 ranks, the positive and negative prompts encoded on one rank each, stage 2 sequence parallel: the final
-    latents are the single process's."""
+def test_guided_two_stage_mgpu_on_ltx25_matches_single_process_latents(ltx25_demo_home, monkeypatch, tmp_path, capfd):
+    """The guided pipeline on the LTX-2.5 demo files over 2 ranks, stage 2 sequence parallel, two ways: its CFG/STG
+    batches through the sequence-parallel transformer (the positive and negative prompts encoded on one rank
+    each), and with `--guidance-parallel` (stage 1's 4 passes two on each rank, as the ranks log). Both end on the
+    single process's final latents, and the sidecar records the modes."""
     import ltx_pipelines.ti2vid_two_stages as two_stages
     import ltx_pipelines.ti2vid_two_stages_mgpu as two_stages_mgpu
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(ltx25_demo_home))
-    single, parallel = tmp_path / "single.mp4", tmp_path / "parallel.mp4"
+    single, sequence, passes = tmp_path / "single.mp4", tmp_path / "sequence.mp4", tmp_path / "passes.mp4"
     extra = (*LTX25, "--num-inference-steps", "2")
     assert two_stages.main(_argv(single, *extra)) == 0
-    argv = [*MGPU, *_argv(parallel, *extra), "--stage-2-parallel", "sequence"]
-    assert two_stages_mgpu.main(argv) == 0
+    assert two_stages_mgpu.main([*MGPU, *_argv(sequence, *extra), "--stage-2-parallel", "sequence"]) == 0
+    argv = [*MGPU, *_argv(passes, *extra), "--stage-2-parallel", "sequence", "--guidance-parallel"]
+    capfd.readouterr()
+    assert two_stages_mgpu.main([*argv, "--log-level", "INFO"]) == 0
+    logged = capfd.readouterr().err
+    assert logged.count("guidance parallel: 4 passes per step over 2 group(s) of 1 rank(s)") == 2, logged[-2000:]
     want = load_file(str(single.with_suffix(".latents.safetensors")))
-    got = load_file(str(parallel.with_suffix(".latents.safetensors")))
-    for name in ("video_latent", "audio_latent"):
-        assert float((got[name] - want[name]).abs().max()) <= 1e-5, name
-    sidecar = json.loads(parallel.with_suffix(".json").read_text())["parameters"]
-    assert (sidecar["stage_2_parallel"], sidecar["num_gpus"], sidecar["demo_family"]) == ("sequence", 2, "ltx-2.5")
+    for out in (sequence, passes):
+        got = load_file(str(out.with_suffix(".latents.safetensors")))
+        for name in ("video_latent", "audio_latent"):
+            assert float((got[name] - want[name]).abs().max()) <= 1e-5, (out.name, name)
+    for out, mode in ((sequence, False), (passes, True)):
+        sidecar = json.loads(out.with_suffix(".json").read_text())["parameters"]
+        recorded = (sidecar["stage_2_parallel"], sidecar["num_gpus"], sidecar["guidance_parallel"])
+        assert recorded == ("sequence", 2, mode)
+        assert sidecar["demo_family"] == "ltx-2.5"
 
 
 @pytest.mark.slow

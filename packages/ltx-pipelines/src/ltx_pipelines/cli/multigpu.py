@@ -1,5 +1,6 @@
 """Command lines of the `*_mgpu` pipelines: the single-device pipeline's flags plus `--num-gpus`,
-`--mgpu-timeout`, `--stage-2-parallel` and `--stage-2-tile-overlap` (all recorded in the sidecar).
+`--mgpu-timeout`, on a two-stage pipeline `--stage-2-parallel` and `--stage-2-tile-overlap`, and on a guided one
+`--guidance-parallel` (all recorded in the sidecar).
 
 `python -m ltx_pipelines.<name>_mgpu --num-gpus N ...` is the controller: it checks the command
 line (building the demo models once when `--demo`), and that N ranks can split the checkpoint's attention
@@ -33,10 +34,6 @@ from ltx_pipelines.engine.model_versions import (
 if TYPE_CHECKING:
     import torch
 
-    from ltx_pipelines.engine.multigpu import (
-        Stage2Parallel,
-    )
-
 logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 3600.0
@@ -65,11 +62,12 @@ def resolved_num_gpus(given: int | None) -> int:
 
 @dataclass(frozen=True)
 class MultiGpuFlags(FlagGroup[MultiGpuChoice]):
-    """`--num-gpus`, `--mgpu-timeout`, `--stage-2-parallel` (default: `default_stage_2`), `--stage-2-tile-overlap`,
-    `--guidance-parallel` (accepted only when `guided`: the command has a guided stage)."""
+    """`--num-gpus`, `--mgpu-timeout`; with `two_stage`, `--stage-2-parallel` (default: `default_stage_2`) and
+    `--stage-2-tile-overlap`; `--guidance-parallel` (accepted only when `guided`: the command has a guided stage)."""
 
     default_stage_2: Stage2Parallel = "sequence"
     guided: bool = False
+    two_stage: bool = True
 
     def add(self, parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
         group = parser.add_argument_group("several devices")
@@ -81,6 +79,17 @@ class MultiGpuFlags(FlagGroup[MultiGpuChoice]):
             "--mgpu-timeout", type=float, default=DEFAULT_TIMEOUT_S,
             help="Seconds after which a run whose ranks stopped answering is ended (default: %(default)s).",
         )  # fmt: skip
+        if self.two_stage:
+            self._add_stage_2(group)
+        group.add_argument(
+            "--guidance-parallel", action="store_true",
+            help="Guided stages: run each step's guidance passes (conditional, negative prompt, STG, modality) on "
+            "different GPUs, each a full-sequence call, sequence parallel inside groups when there are more GPUs "
+            "than passes (the single-device result; less traffic than sequence parallel alone). Needs "
+            "--num-gpus >= 2 and a guided pipeline.",
+        )  # fmt: skip
+
+    def _add_stage_2(self, group: argparse._ArgumentGroup) -> None:
         group.add_argument(
             "--stage-2-parallel", choices=STAGE_2_PARALLEL_MODES, default=self.default_stage_2,
             help="Stage 2 over the ranks: 'sequence' (exactly the single-device result) or 'tiled' (one overlapping "
@@ -89,13 +98,6 @@ class MultiGpuFlags(FlagGroup[MultiGpuChoice]):
         group.add_argument(
             "--stage-2-tile-overlap", type=int, default=DEFAULT_STAGE_2_TILE_OVERLAP,
             help="Latent cells neighbouring stage-2 tiles share (default: %(default)s).",
-        )  # fmt: skip
-        group.add_argument(
-            "--guidance-parallel", action="store_true",
-            help="Guided stages: run each step's guidance passes (conditional, negative prompt, STG, modality) on "
-            "different GPUs, each a full-sequence call, sequence parallel inside groups when there are more GPUs "
-            "than passes (the single-device result; less traffic than sequence parallel alone). Needs "
-            "--num-gpus >= 2 and a guided pipeline.",
         )  # fmt: skip
 
     def read(self, args: argparse.Namespace, context: ReadContext) -> MultiGpuChoice:
@@ -109,13 +111,14 @@ class MultiGpuFlags(FlagGroup[MultiGpuChoice]):
             raise FlagError(f"--num-gpus {num_gpus} but torchrun started {launched_world} processes (WORLD_SIZE)")
         if args.mgpu_timeout <= 0:
             raise FlagError(f"--mgpu-timeout must be > 0 seconds, got {args.mgpu_timeout}")
-        if args.stage_2_tile_overlap < 0:
-            raise FlagError(f"--stage-2-tile-overlap must be >= 0 latent cells, got {args.stage_2_tile_overlap}")
+        # A one-stage command has no stage-2 flags: its value keeps the defaults, which nothing reads.
+        stage_2 = getattr(args, "stage_2_parallel", self.default_stage_2)
+        overlap = getattr(args, "stage_2_tile_overlap", DEFAULT_STAGE_2_TILE_OVERLAP)
+        if overlap < 0:
+            raise FlagError(f"--stage-2-tile-overlap must be >= 0 latent cells, got {overlap}")
         if args.guidance_parallel:
             _check_guidance_parallel(self.guided, num_gpus)
-        return MultiGpuChoice(
-            num_gpus, args.mgpu_timeout, args.stage_2_parallel, args.stage_2_tile_overlap, args.guidance_parallel
-        )
+        return MultiGpuChoice(num_gpus, args.mgpu_timeout, stage_2, overlap, args.guidance_parallel)
 
     def pipeline_options(self, value: MultiGpuChoice) -> dict[str, Any]:
         """Every rank builds the single-device pipeline run over the ranks (`parallel`)."""
@@ -124,11 +127,11 @@ class MultiGpuFlags(FlagGroup[MultiGpuChoice]):
         return {"parallel": MultiDevice(value.stage_2_parallel, value.stage_2_tile_overlap, value.guidance_parallel)}
 
     def record(self, value: MultiGpuChoice) -> dict[str, Any]:
+        stage_2 = {"stage_2_parallel": value.stage_2_parallel, "stage_2_tile_overlap": value.stage_2_tile_overlap}
         return {
             "num_gpus": value.num_gpus,
             "mgpu_timeout": value.timeout_s,
-            "stage_2_parallel": value.stage_2_parallel,
-            "stage_2_tile_overlap": value.stage_2_tile_overlap,
+            **(stage_2 if self.two_stage else {}),
             "guidance_parallel": value.guidance_parallel,
         }
 
@@ -162,7 +165,8 @@ def check_ranks_can_split(run: Run) -> None:
         except ValueError as error:
             raise FlagError(f"--num-gpus {mgpu.num_gpus}: {error}") from None
     video = run.values.get(VideoFlags)
-    if mgpu.stage_2_parallel == "tiled" and video is not None and video.height and video.width:
+    two_stage = next(g for g in run.groups if isinstance(g, MultiGpuFlags)).two_stage
+    if two_stage and mgpu.stage_2_parallel == "tiled" and video is not None and video.height and video.width:
         problem = tiled_stage_2_problem(mgpu.num_gpus, video.height, video.width, mgpu.stage_2_tile_overlap)
         if problem is not None:
             raise FlagError(problem)
@@ -211,11 +215,12 @@ class MultiDeviceCommand:
         module = sys.modules.get(module_name)
         spec = getattr(module, "__spec__", None)
         name = spec.name if spec is not None else module_name
+        flags = MultiGpuFlags(default_stage_2, guided=_is_guided(twin), two_stage=_is_two_stage(twin))
         command = replace(
             twin,
             prog=f"python -m {name}",
             description=doc.splitlines()[0] if doc else None,
-            groups=(*twin.groups, MultiGpuFlags(default_stage_2, guided=any(_is_guidance(g) for g in twin.groups))),
+            groups=(*twin.groups, flags),
             check=_both(twin.check, check_ranks_can_split),
         )
         return cls(command, name)
@@ -266,10 +271,16 @@ class MultiDeviceCommand:
         return 0
 
 
-def _is_guidance(group: FlagGroup[Any]) -> bool:
+def _is_guided(command: PipelineCommand[Any]) -> bool:
     from ltx_pipelines.cli.guidance_flags import GuidanceFlags
 
-    return isinstance(group, GuidanceFlags)
+    return any(isinstance(group, GuidanceFlags) for group in command.groups)
+
+
+def _is_two_stage(command: PipelineCommand[Any]) -> bool:
+    from ltx_pipelines.cli.model_flags import ModelFlags
+
+    return any(isinstance(group, ModelFlags) and group.two_stage for group in command.groups)
 
 
 def _both(first: Callable[[Run], None] | None, second: Callable[[Run], None]) -> Callable[[Run], None]:
