@@ -17,16 +17,8 @@ backward -> AdamW), with random weights. Settings, each in its own process, alte
 Printed: median step time (steps after the first; wall and the process's CPU time, which a busy shared
 machine disturbs less) and peak RSS per setting, median over repeats.
 
-Side by side with the reference (Lightricks/LTX-2 v1.2.0 in a scratch venv outside the repo; a script of
-the same shapes through its public classes, building the frozen weights straight in their dtype as its
-trainer loads them), alternating fresh processes, 2 threads, 2026-12-01, load average 1-3 (steps 2-3):
-
-    setting   ours / reference: wall time   CPU time      peak RSS
-    fp32      1.79 / 3.69 s = 0.49          3.5 / 7.3 s = 0.48    1671 / 2203 MiB = 0.76
-    bf16      66.7 / 95.7 s = 0.70          73.0 / 108.3 s = 0.67  1253 / 1573 MiB = 0.80
-    bf16-gc   70.4 / 84.2 s = 0.84          80.0 / 108.0 s = 0.74  1248 / 1484 MiB = 0.84
-
-(An earlier round at load 5-9 gave bf16-gc 0.92 wall, 0.75 CPU; ours bf16 again 65.3 s, 1253 MiB.)
+Side by side with the reference trainer (one weights file loaded by both, the same sample, alternating
+fresh processes): `trainer_vs_reference.py`, whose docstring holds the measured table.
 
     uv run python benchmarks/trainer_bf16_step.py --repeats 2 --steps 4
     uv run python benchmarks/trainer_bf16_step.py --matmul    # bf16 vs float32 Linear on this CPU

@@ -30,7 +30,7 @@ def module_parser(name: str):
 
 
 def test_every_command_is_checked():
-    assert len(COMMAND_MODULES) == 17 and "decode" in COMMAND_MODULES and "distilled_mgpu" in COMMAND_MODULES
+    assert len(COMMAND_MODULES) == 18 and "decode" in COMMAND_MODULES and "ti2vid_one_stage_mgpu" in COMMAND_MODULES
 
 
 @pytest.mark.parametrize("name", COMMAND_MODULES)
