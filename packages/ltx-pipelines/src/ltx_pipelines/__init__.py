@@ -27,6 +27,7 @@ _EXPORTS: dict[str, str] = {
     "A2VidPipelineTwoStage": "ltx_pipelines.pipelines.a2vid_two_stage",
     "AudioInput": "ltx_pipelines.pipelines.a2vid_two_stage",
     "RetakePipeline": "ltx_pipelines.pipelines.retake",
+    "RetakeRegion": "ltx_pipelines.pipelines.retake",
     "RetakeSource": "ltx_pipelines.pipelines.retake",
     "KeyframeInterpolationPipeline": "ltx_pipelines.pipelines.keyframe_interpolation",
     "ICLoraPipeline": "ltx_pipelines.pipelines.ic_lora",

@@ -21,9 +21,7 @@ from ltx_pipelines.cli.guidance_flags import GuidanceFlags
 from ltx_pipelines.cli.guided_command import build_guided, guided_command
 from ltx_pipelines.cli.media_inputs import audio_duration, audio_file
 from ltx_pipelines.cli.request_flags import VideoFlags
-from ltx_pipelines.engine.model_versions import (
-    PipelineDefaults,
-)
+from ltx_pipelines.engine.model_versions import PipelineDefaults
 
 if TYPE_CHECKING:
     from ltx_pipelines.engine.denoising_stage import FinalLatents

@@ -19,14 +19,13 @@ as the reference's DFR does on its SFT base.
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ltx_pipelines.cli.arg_types import LoraAction
-from ltx_pipelines.cli.command import PipelineCommand, Run, forward_to
+from ltx_pipelines.cli.arg_types import add_lora_flag
+from ltx_pipelines.cli.command import PipelineCommand, Run, build_distilled, forward_to
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
 from ltx_pipelines.cli.model_flags import ModelFlags
 from ltx_pipelines.cli.model_resolution import RunModels
@@ -37,8 +36,6 @@ from ltx_pipelines.engine.model_versions import DEFAULT_LORA_STRENGTH, MAX_TEMPO
 if TYPE_CHECKING:
     from ltx_core.loader import LoraSpec
     from ltx_pipelines.pipelines.dfr import DFRPipeline
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -64,12 +61,9 @@ class DfrFlags(FlagGroup[DfrInputs]):
     def add(self, parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
 
         group = parser.add_argument_group("DFR")
-        group.add_argument(
+        add_lora_flag(
+            group,
             "--detailing-lora",
-            dest="detailing_lora",
-            action=LoraAction,
-            nargs="+",
-            metavar=("PATH", "STRENGTH"),
             default=[],
             help="The x2 spatial detailing IC-LoRA fused in the full-size pass, with an optional strength "
             "(default: none, the pass runs without it; with --demo: the demo set's).",
@@ -145,23 +139,19 @@ def _build(run: Run) -> DFRPipeline:
     from ltx_pipelines.pipelines.dfr import DFRPipeline
 
     dfr: DfrInputs = run.values[DfrFlags]
-    return DFRPipeline(
-        run.models.checkpoint,
-        run.models.spatial_upsampler,
-        run.models.gemma_root,
+    return build_distilled(
+        DFRPipeline,
+        run,
         detailing_lora=dfr.detailing_lora,
         temporal_upsampler_path=dfr.temporal_upsampler,
         distilled_lora=run.models.distilled_lora,
-        **run.pipeline_options(),
     )
 
 
 COMMAND = PipelineCommand.for_module(
     __name__,
     __doc__,
-    models=ModelFlags(
-        distilled=True,
-        two_stage=True,
+    models=ModelFlags.distilled_two_stage(
         distilled_lora=True,
         # A distilled transformer runs DFR alone; a dev one needs the distilled LoRA (the reference's SFT path).
         distilled_lora_required=False,

@@ -8,37 +8,20 @@ transformer call per step. The transformer is loaded once for both stages.
 
 from __future__ import annotations
 
-import logging
 import sys
-from typing import TYPE_CHECKING
 
-from ltx_pipelines.cli.command import PipelineCommand, Run, forward_to
+from ltx_pipelines.cli.command import PipelineCommand, build_distilled, forward_to
 from ltx_pipelines.cli.model_flags import ModelFlags
 from ltx_pipelines.cli.request_flags import GeneratedKeyframeFlags, VideoFlags
 from ltx_pipelines.cli.runtime_flags import TilingFlags
 from ltx_pipelines.engine.model_versions import DEMO_FAMILIES
 
-if TYPE_CHECKING:
-    from ltx_pipelines.pipelines.distilled import DistilledPipeline
-
-
-logger = logging.getLogger(__name__)
-
-
-def build(run: Run) -> DistilledPipeline:
-    from ltx_pipelines.pipelines.distilled import DistilledPipeline
-
-    return DistilledPipeline(
-        run.models.checkpoint, run.models.spatial_upsampler, run.models.gemma_root, **run.pipeline_options()
-    )
-
-
 COMMAND = PipelineCommand.for_module(
     __name__,
     __doc__,
-    models=ModelFlags(distilled=True, two_stage=True, demo_families=DEMO_FAMILIES),
+    models=ModelFlags.distilled_two_stage(demo_families=DEMO_FAMILIES),
     groups=(VideoFlags(two_stage=True, auto_duration=True), TilingFlags(), GeneratedKeyframeFlags()),
-    build=build,
+    build=lambda run: build_distilled("ltx_pipelines.pipelines.distilled:DistilledPipeline", run),
 )
 
 

@@ -17,16 +17,15 @@ from __future__ import annotations
 
 import sys
 
-from ltx_pipelines.cli.command import forward_to, resolve
+from ltx_pipelines.cli.command import forward_to
 from ltx_pipelines.engine.model_versions import DEMO_FAMILIES
 from ltx_pipelines.lipdub import lip_dub_command
 
 COMMAND = lip_dub_command(
     __name__,
     __doc__,
-    lambda checkpoint, upsampler, gemma, lora, **options: resolve("ltx_pipelines.pipelines.dubit:DubItPipeline")(
-        checkpoint, upsampler, gemma, ic_lora=lora, **options
-    ),
+    "ltx_pipelines.pipelines.dubit:DubItPipeline",
+    lora_keyword="ic_lora",
     lora_name="Dub-It",
     demo_families=DEMO_FAMILIES,
     demo_ic_lora="dubit_ic_lora",

@@ -391,7 +391,7 @@ COMMAND = HdrCommand(
     groups=(
         HdrFlags(),
         # The HDR IC-LoRA is made for LTX-2.3: its demo runs on the LTX-2.3 demo files only.
-        ModelFlags(distilled=True, two_stage=True, gemma=False, loras=False, demo_families=("ltx-2.3",)),
+        ModelFlags.distilled_two_stage(gemma=False, loras=False, demo_families=("ltx-2.3",)),
         HdrModelFlags(),
         RuntimeFlags(memory=False),
     ),

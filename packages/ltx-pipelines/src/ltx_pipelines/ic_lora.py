@@ -11,7 +11,6 @@ returns the stage-1 result at half resolution instead.
 from __future__ import annotations
 
 import argparse
-import logging
 import math
 import sys
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ltx_pipelines.cli.arg_types import RepeatedValuesAction, number_arg
-from ltx_pipelines.cli.command import PipelineCommand, Run, call_pipeline, forward_to, resolve
+from ltx_pipelines.cli.command import PipelineCommand, Run, build_distilled, call_pipeline, forward_to
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
 from ltx_pipelines.cli.model_flags import ModelFlags
 from ltx_pipelines.cli.model_resolution import RunModels
@@ -31,8 +30,6 @@ if TYPE_CHECKING:
     from ltx_pipelines.engine.denoising_stage import FinalLatents
     from ltx_pipelines.engine.ic_references import VideoReference
     from ltx_pipelines.pipelines.ic_lora import ICLoraPipeline
-
-logger = logging.getLogger(__name__)
 
 
 class _PathStrengthAction(RepeatedValuesAction):
@@ -195,9 +192,7 @@ def _generate(pipeline: ICLoraPipeline, run: Run) -> FinalLatents:
 COMMAND = PipelineCommand.for_module(
     __name__,
     __doc__,
-    models=ModelFlags(
-        distilled=True,
-        two_stage=True,
+    models=ModelFlags.distilled_two_stage(
         lora_help=(
             "An IC-LoRA, fused into the stage-1 transformer only, with an optional strength (default 1.0); "
             "repeatable. Its reference_downscale_factor / reference_temporal_scale_factor metadata (default 1) "
@@ -206,12 +201,8 @@ COMMAND = PipelineCommand.for_module(
     ),
     groups=(VideoFlags(two_stage=True), TilingFlags(), IcLoraFlags()),
     # As in the reference, --lora names the IC-LoRAs: fused into stage 1 only, not plain LoRAs.
-    build=lambda run: resolve("ltx_pipelines.pipelines.ic_lora:ICLoraPipeline")(
-        run.models.checkpoint,
-        run.models.spatial_upsampler,
-        run.models.gemma_root,
-        ic_loras=run.models.loras,
-        **{**run.pipeline_options(), "loras": ()},
+    build=lambda run: build_distilled(
+        "ltx_pipelines.pipelines.ic_lora:ICLoraPipeline", run, ic_loras=run.models.loras, loras=()
     ),
     generate=_generate,
 )

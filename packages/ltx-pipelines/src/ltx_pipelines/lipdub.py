@@ -11,26 +11,23 @@ refines the video with the stage-1 audio held fixed; the stage-1 audio is the on
 from __future__ import annotations
 
 import argparse
-import logging
 import math
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ltx_pipelines.cli.command import PipelineCommand, Run, forward_to, resolve
-from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
+from ltx_pipelines.cli.command import PipelineCommand, Run, build_distilled, forward_to
+from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext, fields_of
 from ltx_pipelines.cli.model_flags import ModelFlags
 from ltx_pipelines.cli.model_resolution import RunModels
+from ltx_pipelines.cli.request_flags import add_size_flags, checked_size
 from ltx_pipelines.cli.runtime_flags import TilingFlags
 from ltx_pipelines.engine.model_versions import DEFAULT_REFERENCE_STRENGTH, TWO_STAGE_SPATIAL_MULTIPLE, PipelineDefaults
 
 if TYPE_CHECKING:
     from ltx_pipelines.engine.denoising_stage import FinalLatents
     from ltx_pipelines.pipelines.lipdub import LipDubPipeline
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -40,7 +37,8 @@ class LipDubInputs:
     height: int
     width: int
     reference: Path
-    reference_given: str
+    reference_video: str
+    """`--reference-video` as typed (the sidecar records it)."""
     num_frames: int
     frame_rate: float
     reference_strength: float
@@ -50,16 +48,9 @@ class LipDubFlags(FlagGroup["LipDubInputs"]):
     """Output size and the reference clip (frame count and rate come from the reference)."""
 
     def add(self, parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
-
         group = parser.add_argument_group("lip-dub")
-        height, width = defaults.two_stage_height, defaults.two_stage_width
-        multiple = TWO_STAGE_SPATIAL_MULTIPLE
-        group.add_argument(
-            "--height", type=int, default=None, help=f"Video height, a multiple of {multiple} (default: {height})."
-        )
-        group.add_argument(
-            "--width", type=int, default=None, help=f"Video width, a multiple of {multiple} (default: {width})."
-        )
+        size = (defaults.two_stage_height, defaults.two_stage_width)
+        add_size_flags(group, TWO_STAGE_SPATIAL_MULTIPLE, size, noun="Video {}")
         group.add_argument(
             "--reference-video",
             type=str,
@@ -78,20 +69,8 @@ class LipDubFlags(FlagGroup["LipDubInputs"]):
         from ltx_pipelines.io import MediaError, probe_video
         from ltx_pipelines.pipelines.lipdub import reference_timing
 
-        multiple = TWO_STAGE_SPATIAL_MULTIPLE
-        sizes = []
         defaults = context.defaults
-        for flag, given, default in (
-            ("--height", args.height, defaults.two_stage_height),
-            ("--width", args.width, defaults.two_stage_width),
-        ):
-            value = default if given is None else given
-            if value < multiple or value % multiple:
-                raise FlagError(
-                    f"{flag} {value} is not accepted: it must be a positive multiple of {multiple} "
-                    f"(e.g. {max(multiple, value // multiple * multiple)} or {(value // multiple + 1) * multiple})"
-                )
-            sizes.append(int(value))
+        sizes = checked_size(args, TWO_STAGE_SPATIAL_MULTIPLE, (defaults.two_stage_height, defaults.two_stage_width))
         loras = context.value(ModelFlags).loras
         if len(loras) != 1 and not (context.demo and not loras):
             raise FlagError(
@@ -128,12 +107,7 @@ class LipDubFlags(FlagGroup["LipDubInputs"]):
         return value
 
     def record(self, value: LipDubInputs) -> dict[str, Any]:
-        return {
-            "height": value.height,
-            "width": value.width,
-            "reference_video": value.reference_given,
-            "reference_strength": value.reference_strength,
-        }
+        return fields_of(value, "height", "width", "reference_video", "reference_strength")
 
 
 def generate_lip_dub(pipeline: LipDubPipeline, run: Run) -> FinalLatents:
@@ -159,21 +133,21 @@ def generate_lip_dub(pipeline: LipDubPipeline, run: Run) -> FinalLatents:
 def lip_dub_command(
     module_name: str,
     doc: str | None,
-    make: Callable[..., LipDubPipeline],
+    pipeline: str,
     *,
+    lora_keyword: str,
     lora_name: str,
     demo_families: tuple[str, ...],
     demo_ic_lora: str | None = None,
 ) -> PipelineCommand[Any]:
-    """The command line of a lip-dub module (`lipdub` for LTX-2.3, `dubit` for LTX-2.5): `make(checkpoint,
-    upsampler, gemma_root, lora, **options)` builds its pipeline; `--lora` names its one IC-LoRA (with --demo on
-    the LTX-2.5 files and no `--lora`: the demo set's `demo_ic_lora`)."""
+    """The command line of a lip-dub module (`lipdub` for LTX-2.3, `dubit` for LTX-2.5): `pipeline` is its
+    pipeline class (`module:Class`, imported once the flags are checked), which takes its IC-LoRA as the keyword
+    `lora_keyword`; `--lora` names that one IC-LoRA (with --demo on the LTX-2.5 files and no `--lora`: the demo
+    set's `demo_ic_lora`)."""
     return PipelineCommand.for_module(
         module_name,
         doc,
-        models=ModelFlags(
-            distilled=True,
-            two_stage=True,
+        models=ModelFlags.distilled_two_stage(
             demo_families=demo_families,
             demo_ic_lora=demo_ic_lora,
             lora_help=(
@@ -183,12 +157,8 @@ def lip_dub_command(
         ),
         groups=(LipDubFlags(), TilingFlags(size_from=LipDubFlags)),
         # --lora names the IC-LoRA here, not plain LoRAs.
-        build=lambda run: make(
-            run.models.checkpoint,
-            run.models.spatial_upsampler,
-            run.models.gemma_root,
-            run.models.loras[0] if run.models.loras else None,
-            **{**run.pipeline_options(), "loras": ()},
+        build=lambda run: build_distilled(
+            pipeline, run, loras=(), **{lora_keyword: run.models.loras[0] if run.models.loras else None}
         ),
         generate=generate_lip_dub,
     )
@@ -197,9 +167,8 @@ def lip_dub_command(
 COMMAND = lip_dub_command(
     __name__,
     __doc__,
-    lambda checkpoint, upsampler, gemma, lora, **options: resolve("ltx_pipelines.pipelines.lipdub:LipDubPipeline")(
-        checkpoint, upsampler, gemma, lip_dub_lora=lora, **options
-    ),
+    "ltx_pipelines.pipelines.lipdub:LipDubPipeline",
+    lora_keyword="lip_dub_lora",
     lora_name="lip-dub",
     demo_families=("ltx-2.3",),  # the LTX-2.5 name of this pipeline is ltx_pipelines.dubit
 )

@@ -10,6 +10,7 @@ command line), or - from Python - a full checkpoint with the LTX-2 scheduler and
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import math
 import sys
@@ -21,9 +22,7 @@ from ltx_pipelines.cli.guidance_flags import MaxBatchSizeFlags
 from ltx_pipelines.cli.media_inputs import video_file
 from ltx_pipelines.cli.model_flags import ModelFlags
 from ltx_pipelines.cli.runtime_flags import TilingFlags
-from ltx_pipelines.engine.model_versions import (
-    PipelineDefaults,
-)
+from ltx_pipelines.engine.model_versions import PipelineDefaults
 
 if TYPE_CHECKING:
     from ltx_pipelines.engine.denoising_stage import FinalLatents
@@ -46,22 +45,18 @@ class RetakeFlags(FlagGroup["RetakeRequest"]):
         )
         group.add_argument("--start-time", type=float, required=True, help="Start of the region to regenerate (s).")
         group.add_argument("--end-time", type=float, required=True, help="End of the region to regenerate (s).")
-        group.add_argument(
-            "--regenerate-video",
-            action=argparse.BooleanOptionalAction,
-            default=True,
-            help="Regenerate the video inside the region; --no-regenerate-video keeps all of it (default: on).",
-        )
-        group.add_argument(
-            "--regenerate-audio",
-            action=argparse.BooleanOptionalAction,
-            default=True,
-            help="Regenerate the audio inside the region; --no-regenerate-audio keeps all of it (default: on).",
-        )
+        for modality in ("video", "audio"):
+            group.add_argument(
+                f"--regenerate-{modality}",
+                action=argparse.BooleanOptionalAction,
+                default=True,
+                help=f"Regenerate the {modality} inside the region; --no-regenerate-{modality} keeps all of it "
+                "(default: on).",
+            )
 
     def read(self, args: argparse.Namespace, context: ReadContext) -> RetakeRequest:
         from ltx_pipelines.io import probe_video
-        from ltx_pipelines.pipelines.retake import RetakeRequest, check_source_shape
+        from ltx_pipelines.pipelines.retake import RetakeRegion, RetakeRequest, check_source_shape
 
         info = probe_video(args.video_path)
         try:
@@ -90,25 +85,15 @@ class RetakeFlags(FlagGroup["RetakeRequest"]):
                 "--video-path %r has no audio track: the output's audio is generated for the whole clip, not only "
                 "inside the region", str(args.video_path)
             )  # fmt: skip
-        return RetakeRequest(
-            video_path=args.video_path,
-            start_time=start,
-            end_time=end,
-            regenerate_video=args.regenerate_video,
-            regenerate_audio=args.regenerate_audio,
-        )
+        region = RetakeRegion(start, end, args.regenerate_video, args.regenerate_audio)
+        return RetakeRequest(video_path=args.video_path, region=region)
 
     def record(self, value: RetakeRequest) -> dict[str, Any]:
-        return {"video_path": value.video_path, **self.call_arguments(value)}
+        return {"video_path": value.video_path, **dataclasses.asdict(value.region)}
 
     def call_arguments(self, value: RetakeRequest) -> dict[str, Any]:
         # The source video is read when the call is made (`_retake`), not while reading flags.
-        return {
-            "start_time": value.start_time,
-            "end_time": value.end_time,
-            "regenerate_video": value.regenerate_video,
-            "regenerate_audio": value.regenerate_audio,
-        }
+        return {"region": value.region}
 
 
 def _retake(pipeline: RetakePipeline, run: Run) -> FinalLatents:

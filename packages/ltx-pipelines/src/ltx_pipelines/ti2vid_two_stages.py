@@ -12,15 +12,11 @@ and ships the stage-1 audio as well.
 
 from __future__ import annotations
 
-import logging
 import sys
 
 from ltx_pipelines.cli.command import forward_to
 from ltx_pipelines.cli.guided_command import build_guided, guided_command
 from ltx_pipelines.cli.request_flags import GeneratedKeyframeFlags
-
-logger = logging.getLogger(__name__)
-
 
 COMMAND = guided_command(
     __name__,

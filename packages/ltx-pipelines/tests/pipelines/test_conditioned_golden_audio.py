@@ -160,7 +160,7 @@ def test_audio_to_video_replays_the_reference(fx, golden_checkpoint, golden_spat
 
 def test_retake_replays_the_reference(fx, golden_checkpoint, assert_golden_close, golden_lacks):
     from ltx_core.types import VideoPixelShape
-    from ltx_pipelines.retake import RetakePipeline, RetakeSource
+    from ltx_pipelines.retake import RetakePipeline, RetakeRegion, RetakeSource
 
     p = fx.params
     _require_run(p, "retake", golden_lacks)
@@ -189,10 +189,9 @@ def test_retake_replays_the_reference(fx, golden_checkpoint, assert_golden_close
     generation = pipeline.generate_from_contexts(
         _contexts(fx, ""),
         source=source,
-        start_time=settings["start_time"],
-        end_time=settings["end_time"],
-        regenerate_video=settings["regenerate_video"],
-        regenerate_audio=settings["regenerate_audio"],
+        region=RetakeRegion(
+            settings["start_time"], settings["end_time"], settings["regenerate_video"], settings["regenerate_audio"]
+        ),
         noise=noise,
         **guided,
     )

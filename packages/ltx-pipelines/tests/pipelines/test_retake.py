@@ -5,6 +5,7 @@ a video of the source's shape, repeats with the seed, and refuses bad sources an
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import av
@@ -18,7 +19,7 @@ from ltx_pipelines import retake
 from ltx_pipelines.engine.denoising_stage import SeededNoise
 from ltx_pipelines.engine.requests import GuidanceRequest
 from ltx_pipelines.io import write_video
-from ltx_pipelines.retake import RetakePipeline, RetakeSource
+from ltx_pipelines.retake import RetakePipeline, RetakeRegion, RetakeSource
 
 
 def write_source(path: Path, *, frames: int = 17, height: int = 64, width: int = 64, fps: float = 24.0,
@@ -58,8 +59,8 @@ def test_outside_the_region_the_latents_are_the_sources(tmp_path, tiny_checkpoin
     )
     start, end = 0.1, 0.3
     generation = pipeline.generate_from_contexts(
-        _contexts(0), source=source, start_time=start, end_time=end, noise=SeededNoise(3),
-        regenerate_video=regenerate_video, **guided,
+        _contexts(0), source=source, region=RetakeRegion(start, end, regenerate_video=regenerate_video),
+        noise=SeededNoise(3), **guided,
     )  # fmt: skip
     latents = generation.latents
     for modality, tools in (("video", VideoLatentTools.from_pixel_shape(source.shape)),
@@ -146,6 +147,20 @@ def test_source_shape_errors_name_the_nearest_valid_values():
     np.testing.assert_equal(retake.check_source_shape(9, 32, 64), None)
 
 
+@pytest.mark.parametrize(
+    ("region", "message"),
+    [
+        ((0.3, 0.1), "end_time 0.1 must be after start_time 0.3"),
+        ((float("nan"), 1.0), "start_time nan must be >= 0 seconds"),
+        ((0.0, float("inf")), "end_time inf must be after start_time 0.0"),
+        ((0.0, 1.0, False, False), "nothing to retake: regenerate_video and regenerate_audio are both off"),
+    ],
+)
+def test_a_region_that_selects_nothing_is_refused_when_made(region, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        RetakeRegion(*region)
+
+
 def test_help_lists_the_retake_flags(capsys):
     with pytest.raises(SystemExit):
         retake.main(["--help"])
@@ -165,7 +180,7 @@ def test_a_region_past_the_clip_or_a_silent_source_is_retaken_with_a_warning(tmp
             "--start-time", "0.1", "--end-time", "5.0"]  # fmt: skip
     with caplog.at_level("WARNING", logger="ltx_pipelines.retake"):
         run = retake.COMMAND.parse(argv)
-    assert run[retake.RetakeFlags].end_time == 5.0  # the run goes on as typed, and says what it does
+    assert run[retake.RetakeFlags].region.end_time == 5.0  # the run goes on as typed, and says what it does
     assert "--end-time 5 is past the end of the source video (0.708 s)" in caplog.text
     assert "has no audio track: the output's audio is generated for the whole clip" in caplog.text
     caplog.clear()

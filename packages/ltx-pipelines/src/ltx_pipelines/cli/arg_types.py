@@ -6,7 +6,7 @@ import argparse
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ltx_pipelines.cli.model_resolution import is_hf_path
 from ltx_pipelines.engine.model_versions import DEFAULT_LORA_STRENGTH
@@ -55,7 +55,12 @@ def number_arg(action: argparse.Action, name: str, raw: str, kind: type) -> Any:
 
 
 class RepeatedValuesAction(argparse.Action):
-    """A repeatable flag with several values: each use appends the item `parse_values` makes of them."""
+    """A repeatable flag with several values: each use appends the item `parse_values` makes of them. A flag whose
+    value count varies (`nargs="+"`) names the counts it accepts and the error for any other (`{count}`, `{values}`).
+    """
+
+    counts: ClassVar[tuple[int, ...] | None] = None
+    count_error: ClassVar[str] = ""
 
     def parse_values(self, values: list[str]) -> Any:
         raise NotImplementedError
@@ -67,6 +72,8 @@ class RepeatedValuesAction(argparse.Action):
         values: Any,
         option_string: str | None = None,
     ) -> None:
+        if self.counts is not None and len(values) not in self.counts:
+            raise argparse.ArgumentError(self, self.count_error.format(count=len(values), values=values))
         item = self.parse_values(values)
         setattr(namespace, self.dest, [*(getattr(namespace, self.dest, None) or []), item])
 
@@ -75,14 +82,12 @@ class ImageAction(RepeatedValuesAction):
     """`--image PATH FRAME_IDX STRENGTH [CRF]`, repeatable; appends an ImageCondition."""
 
     display_metavar = "PATH FRAME_IDX STRENGTH [CRF]"
+    counts = (3, 4)
+    count_error = "takes 3 or 4 values (PATH FRAME_IDX STRENGTH [CRF]); got {count}: {values}"
 
     def parse_values(self, values: list[str]) -> ImageCondition:
         from ltx_pipelines.engine.denoising_stage import ImageCondition
 
-        if len(values) not in (3, 4):
-            raise argparse.ArgumentError(
-                self, f"takes 3 or 4 values (PATH FRAME_IDX STRENGTH [CRF]); got {len(values)}: {values}"
-            )
         return ImageCondition(
             path=Path(values[0]).expanduser(),
             frame_idx=number_arg(self, "FRAME_IDX", values[1], int),
@@ -95,14 +100,18 @@ class LoraAction(RepeatedValuesAction):
     """`--lora PATH [STRENGTH]`, repeatable; appends a LoraSpec (strength defaults to 1.0)."""
 
     display_metavar = "PATH [STRENGTH]"
+    counts = (1, 2)
+    count_error = "takes PATH and an optional STRENGTH; got {count} values: {values}"
 
     def parse_values(self, values: list[str]) -> LoraSpec:
         from ltx_core.loader import LoraSpec
 
-        if len(values) not in (1, 2):
-            raise argparse.ArgumentError(
-                self, f"takes PATH and an optional STRENGTH; got {len(values)} values: {values}"
-            )
         strength = number_arg(self, "STRENGTH", values[1], float) if len(values) == 2 else DEFAULT_LORA_STRENGTH
         path = values[0] if is_hf_path(values[0]) else Path(values[0]).expanduser()
         return LoraSpec(path, strength)
+
+
+def add_lora_flag(group: argparse._ArgumentGroup, flag: str, *, help: str, default: list[Any] | None) -> None:
+    """A `PATH [STRENGTH]` LoRA flag (`LoraAction`): each use appends a `LoraSpec`; `default` is what it parses
+    to when absent ([] for a repeatable list, None where absence itself means something)."""
+    group.add_argument(flag, action=LoraAction, nargs="+", metavar=("PATH", "STRENGTH"), default=default, help=help)

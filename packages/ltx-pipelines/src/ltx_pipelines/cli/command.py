@@ -40,14 +40,13 @@ from ltx_core.command_parser import CommandParser
 from ltx_core.model.video_vae.tiling_config import TilingConfig
 from ltx_core.write_errors import is_disk_full
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, MemoryInputs, ReadContext, settle_groups, union_of
-from ltx_pipelines.cli.guidance_flags import GuidanceChoice, GuidanceFlags
+from ltx_pipelines.cli.guidance_flags import GuidanceFlags
 from ltx_pipelines.cli.model_flags import ModelChoice, ModelFlags
 from ltx_pipelines.cli.model_resolution import RunModels, resolve_models
-from ltx_pipelines.cli.request_flags import PromptChoice, PromptFlags, VideoChoice, VideoFlags
+from ltx_pipelines.cli.request_flags import PromptFlags, VideoFlags
 from ltx_pipelines.cli.runtime_flags import (
     OutputChoice,
     OutputFlags,
-    RuntimeChoice,
     RuntimeFlags,
     TilingChoice,
     TilingFlags,
@@ -95,6 +94,16 @@ def demo_defaults(defaults: PipelineDefaults, *, two_stage: bool) -> PipelineDef
     )
 
 
+class GroupValue(Generic[V]):
+    """A `Run` attribute that reads the value of one flag group of the command (KeyError: it has no such group)."""
+
+    def __init__(self, group: type[FlagGroup[V]]) -> None:
+        self.group = group
+
+    def __get__(self, run: Run, owner: type[Run]) -> V:
+        return run[self.group]
+
+
 @dataclass(frozen=True)
 class Run:
     """A checked command line: each group's value and the model files, local and checked."""
@@ -115,25 +124,12 @@ class Run:
     def demo(self) -> bool:
         return self.models.demo
 
-    @property
-    def prompt(self) -> PromptChoice:
-        return self[PromptFlags]
-
-    @property
-    def output(self) -> OutputChoice:
-        return self[OutputFlags]
-
-    @property
-    def runtime(self) -> RuntimeChoice:
-        return self[RuntimeFlags]
-
-    @property
-    def video(self) -> VideoChoice:
-        return self[VideoFlags]
-
-    @property
-    def guidance(self) -> GuidanceChoice:
-        return self[GuidanceFlags]
+    # The common groups' values by name (`run.video` is `run[VideoFlags]`).
+    prompt = GroupValue(PromptFlags)
+    output = GroupValue(OutputFlags)
+    runtime = GroupValue(RuntimeFlags)
+    video = GroupValue(VideoFlags)
+    guidance = GroupValue(GuidanceFlags)
 
     @property
     def tiling(self) -> TilingConfig | None:
@@ -188,6 +184,19 @@ def call_pipeline(pipeline: Any, run: Run, **inputs: Any) -> FinalLatents:
     """The final latents of the pipeline's prompt call: the prompt, the groups' call arguments and `inputs` (what
     a command reads from files at call time: a clip, a mask, a waveform)."""
     return pipeline.generate(run.prompt.text, **run.call_arguments(), **inputs)
+
+
+def build_distilled(pipeline_class: Callable[..., P] | str, run: Run, **extra: Any) -> P:
+    """`pipeline_class` over the run's model files of a distilled two-stage pipeline (checkpoint, spatial
+    upsampler, Gemma) with the options every pipeline takes from its command line; `extra` adds the pipeline's own
+    or replaces one (a command whose `--lora` names IC-LoRAs passes `loras=()`). A `module:Class` string is
+    imported here, once the flags are checked (see `resolve`)."""
+    if isinstance(pipeline_class, str):
+        pipeline_class = resolve(pipeline_class)
+    models = run.models
+    return pipeline_class(
+        models.checkpoint, models.spatial_upsampler, models.gemma_root, **{**run.pipeline_options(), **extra}
+    )
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -36,6 +36,20 @@ def finite(flag: str, value: float) -> float:
     if not math.isfinite(value):
         raise FlagError(f"{flag} {value} is not a finite number")
     return float(value)
+
+
+def add_run_default(
+    group: Any, flag: str, kind: Callable[[str], Any], text: str, shown: object, **options: Any
+) -> None:
+    """Add a flag whose default is the run's (the checkpoint's model version's, or the demo's): it parses to None,
+    the group fills the default in when it reads it, and `--help` says `<text> (default: <shown>).`."""
+    group.add_argument(flag, type=kind, default=None, help=f"{text} (default: {shown}).", **options)
+
+
+def fields_of(value: Any, *names: str) -> dict[str, Any]:
+    """The named fields of a group's value, by name: what a group records or contributes under its fields' own
+    names."""
+    return {name: getattr(value, name) for name in names}
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from typing import Any
 
 from ltx_core.components.guider_params import MultiModalGuiderParams
 from ltx_pipelines.cli.arg_types import positive_int
-from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext, finite
+from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext, add_run_default, finite
 from ltx_pipelines.cli.model_resolution import RunModels
 from ltx_pipelines.engine.model_versions import DEFAULT_MAX_BATCH_SIZE, DEFAULT_NEGATIVE_PROMPT, PipelineDefaults
 
@@ -21,6 +21,53 @@ _CROSS_HELP = {
     "video": "Video guidance away from the audio-isolated prediction",
     "audio": "Audio guidance away from the video-isolated prediction",
 }
+
+
+@dataclass(frozen=True)
+class _ModalityFlag:
+    """One guidance flag of each guided modality, as data: `--<modality>-<suffix>` (the cross-modal one has a name
+    per modality, `_CROSS_FLAGS`), the `MultiModalGuiderParams` field it sets (its default: the model version's)
+    and the help before that default (`{label}`: Video/Audio, `{modality}`, `{cross}`: `_CROSS_HELP`)."""
+
+    suffix: str
+    field: str
+    text: str
+    kind: type = float
+    cross: bool = False
+    many: bool = False
+    """A list of values (the STG blocks)."""
+
+    @property
+    def options(self) -> dict[str, Any]:
+        return {"nargs": "*", "metavar": "BLOCK"} if self.many else {}
+
+    def flag(self, modality: str) -> str:
+        return _CROSS_FLAGS[modality] if self.cross else f"--{modality}-{self.suffix}"
+
+
+# In `--help` order; `_read_modality` checks each value.
+_MODALITY_FLAGS = (
+    _ModalityFlag("cfg-guidance-scale", "cfg_scale", "{label} classifier-free guidance scale; 1 disables it"),
+    _ModalityFlag(
+        "stg-guidance-scale", "stg_scale", "{label} STG (skipped self-attention) guidance scale; 0 disables it"
+    ),
+    _ModalityFlag(
+        "rescale-scale",
+        "rescale_scale",
+        "{label} guidance rescale: how far the guided prediction's std is pulled back to the conditional one's, "
+        "0 = off",
+    ),
+    _ModalityFlag("", "modality_scale", "{cross}; 1 disables it", cross=True),  # named by `_CROSS_FLAGS`
+    _ModalityFlag(
+        "skip-step",
+        "skip_step",
+        "{label} guidance runs only on steps where step %% (N + 1) == 0: 0 guides every step, 1 every other step",
+        int,
+    ),
+    _ModalityFlag(
+        "stg-blocks", "stg_blocks", "Transformer blocks whose {modality} self-attention STG skips", int, many=True
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -47,13 +94,9 @@ class GuidanceFlags(FlagGroup[GuidanceChoice]):
         return [m for m, on in (("video", self.video), ("audio", self.audio)) if on]
 
     def add(self, parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
+        steps = defaults.num_inference_steps
         sampling = parser.add_argument_group("sampling")
-        sampling.add_argument(
-            "--num-inference-steps",
-            type=int,
-            default=None,
-            help=f"Denoising steps of the (first) stage (default: {defaults.num_inference_steps}).",
-        )
+        add_run_default(sampling, "--num-inference-steps", int, "Denoising steps of the (first) stage", steps)
         group = parser.add_argument_group("guidance")
         group.add_argument(
             "--negative-prompt",
@@ -64,53 +107,16 @@ class GuidanceFlags(FlagGroup[GuidanceChoice]):
         for modality in self._modalities():
             self._add_modality(group, modality, getattr(defaults, f"{modality}_guidance"))
 
+    def _modality_flags(self) -> tuple[_ModalityFlag, ...]:
+        return tuple(spec for spec in _MODALITY_FLAGS if self.cross_modal or not spec.cross)
+
     def _add_modality(self, group: Any, modality: str, defaults: MultiModalGuiderParams) -> None:
-        label = modality.capitalize()
-        group.add_argument(
-            f"--{modality}-cfg-guidance-scale",
-            type=float,
-            default=None,
-            help=f"{label} classifier-free guidance scale; 1 disables it (default: {defaults.cfg_scale}).",
-        )
-        group.add_argument(
-            f"--{modality}-stg-guidance-scale",
-            type=float,
-            default=None,
-            help=f"{label} STG (skipped self-attention) guidance scale; 0 disables it (default: {defaults.stg_scale}).",
-        )
-        group.add_argument(
-            f"--{modality}-rescale-scale",
-            type=float,
-            default=None,
-            help=(
-                f"{label} guidance rescale: how far the guided prediction's std is pulled back to the "
-                f"conditional one's, 0 = off (default: {defaults.rescale_scale})."
-            ),
-        )
-        if self.cross_modal:
-            group.add_argument(
-                _CROSS_FLAGS[modality],
-                type=float,
-                default=None,
-                help=f"{_CROSS_HELP[modality]}; 1 disables it (default: {defaults.modality_scale}).",
+        for spec in self._modality_flags():
+            shown = getattr(defaults, spec.field)
+            text = spec.text.format(label=modality.capitalize(), modality=modality, cross=_CROSS_HELP[modality])
+            add_run_default(
+                group, spec.flag(modality), spec.kind, text, list(shown) if spec.many else shown, **spec.options
             )
-        group.add_argument(
-            f"--{modality}-skip-step",
-            type=int,
-            default=None,
-            help=(
-                f"{label} guidance runs only on steps where step %% (N + 1) == 0: 0 guides every step, "
-                f"1 every other step (default: {defaults.skip_step})."
-            ),
-        )
-        group.add_argument(
-            f"--{modality}-stg-blocks",
-            type=int,
-            nargs="*",
-            default=None,
-            metavar="BLOCK",
-            help=f"Transformer blocks whose {modality} self-attention STG skips (default: {list(defaults.stg_blocks)}).",  # noqa: E501
-        )
 
     def read(self, args: argparse.Namespace, context: ReadContext) -> GuidanceChoice:
         defaults = context.defaults
@@ -202,17 +208,9 @@ class GuidanceFlags(FlagGroup[GuidanceChoice]):
         }
         for modality in self._modalities():
             params: MultiModalGuiderParams = getattr(value, modality)
-            recorded.update(
-                {
-                    f"{modality}_cfg_guidance_scale": params.cfg_scale,
-                    f"{modality}_stg_guidance_scale": params.stg_scale,
-                    f"{modality}_rescale_scale": params.rescale_scale,
-                    f"{modality}_skip_step": params.skip_step,
-                    f"{modality}_stg_blocks": list(params.stg_blocks),
-                }
-            )
-            if self.cross_modal:
-                recorded[_CROSS_FLAGS[modality].lstrip("-").replace("-", "_")] = params.modality_scale
+            for spec in self._modality_flags():
+                given = getattr(params, spec.field)
+                recorded[spec.flag(modality).lstrip("-").replace("-", "_")] = list(given) if spec.many else given
         return recorded
 
     def call_arguments(self, value: GuidanceChoice) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ltx_core.loader.components import COMPONENT_FLAGS, Component
 from ltx_core.loader.lora_spec import DEFAULT_LORA_FUSION, LoraFusionPrecision, LoraSpec
-from ltx_pipelines.cli.arg_types import LoraAction
+from ltx_pipelines.cli.arg_types import add_lora_flag
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext, finite
 from ltx_pipelines.cli.model_resolution import check_gemma_folder
 from ltx_pipelines.engine.model_versions import (
@@ -118,6 +118,12 @@ class ModelFlags(FlagGroup[ModelChoice]):
     needed_components: tuple[Component, ...] = field(init=False)
     """What this pipeline needs from a set of component files (the duration head is optional)."""
 
+    @classmethod
+    def distilled_two_stage(cls, **options: Any) -> ModelFlags:
+        """The model files of the distilled two-stage family (distilled, IC-LoRA, lip-dub, DFR, HDR): a distilled
+        checkpoint and the spatial upsampler between its stages; `options`: the other fields."""
+        return cls(distilled=True, two_stage=True, **options)
+
     def __post_init__(self) -> None:
         flag = "--distilled-checkpoint-path" if self.distilled else "--checkpoint-path"
         needed = [Component.TRANSFORMER]
@@ -160,12 +166,9 @@ class ModelFlags(FlagGroup[ModelChoice]):
                 "latent_upsampler/ folder), a path or hf:// file.",
             )
         if self.distilled_lora:
-            group.add_argument(
+            add_lora_flag(
+                group,
                 "--distilled-lora",
-                dest="distilled_lora",
-                action=LoraAction,
-                nargs="+",
-                metavar=("PATH", "STRENGTH"),
                 default=None,
                 help=self.distilled_lora_help
                 or (
@@ -214,12 +217,9 @@ class ModelFlags(FlagGroup[ModelChoice]):
 
     def _add_lora_flags(self, parser: argparse.ArgumentParser) -> None:
         loras = parser.add_argument_group("LoRAs")
-        loras.add_argument(
+        add_lora_flag(
+            loras,
             "--lora",
-            dest="lora",
-            action=LoraAction,
-            nargs="+",
-            metavar=("PATH", "STRENGTH"),
             default=[],
             help=self.lora_help
             or (

@@ -497,8 +497,12 @@ def _definitive_hub_error(error: BaseException, hf: HfPath, cache_dir: str | Pat
     return None
 
 
-def _call_hub(fn: Any, hf: HfPath, *, offline: bool | None, cache_dir: str | Path | None, **kwargs: Any) -> str:
-    """Call a hub download function online, falling back to the cache when the Hub cannot be reached."""
+def _call_hub(
+    fn: Any, hf: HfPath, *, offline: bool | None, cache_dir: str | Path | None, token: str | bool | None, **kwargs: Any
+) -> str:
+    """Call a hub download function for `hf`'s repository (its id, revision and type) online, falling back to the
+    cache when the Hub cannot be reached; `kwargs`: what that function takes beside."""
+    kwargs.update(repo_id=hf.repo_id, revision=hf.revision, repo_type=hf.repo_type, token=token)
     if offline is None:
         offline = hub_offline()
     if offline:
@@ -536,15 +540,7 @@ def resolve_hf_file(
     if not hf.path_in_repo:
         raise HfPathError(f"{str(hf)!r} names a repository, not a file; expected hf://<org>/<repo>/<file>")
     local = _call_hub(
-        huggingface_hub.hf_hub_download,
-        hf,
-        offline=offline,
-        repo_id=hf.repo_id,
-        filename=hf.path_in_repo,
-        revision=hf.revision,
-        repo_type=hf.repo_type,
-        cache_dir=cache_dir,
-        token=token,
+        huggingface_hub.hf_hub_download, hf, offline=offline, cache_dir=cache_dir, token=token, filename=hf.path_in_repo
     )
     return Path(local)
 
@@ -566,9 +562,6 @@ def resolve_hf_folder(
         huggingface_hub.snapshot_download,
         hf,
         offline=offline,
-        repo_id=hf.repo_id,
-        revision=hf.revision,
-        repo_type=hf.repo_type,
         cache_dir=cache_dir,
         token=token,
         allow_patterns=allow,

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ltx_pipelines.cli.arg_types import ImageAction
-from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
+from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext, add_run_default, fields_of
 from ltx_pipelines.cli.model_resolution import RunModels
 from ltx_pipelines.engine.model_versions import PipelineDefaults, default_image_crf, spatial_multiple
 
@@ -167,49 +167,17 @@ class VideoFlags(FlagGroup[VideoChoice]):
         return defaults.height, defaults.width
 
     def add(self, parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
+        frames, rate = defaults.num_frames, f"{defaults.frame_rate:g}"
         if not self.picture:
             group = parser.add_argument_group("duration")
-            group.add_argument(
-                "--num-frames",
-                type=int,
-                default=None,
-                help=f"Duration in video frames (with --frame-rate), 8k+1 (default: {defaults.num_frames}).",
-            )
-            group.add_argument(
-                "--frame-rate",
-                type=float,
-                default=None,
-                help=f"Frame rate that turns --num-frames into seconds (default: {defaults.frame_rate:g}).",
-            )
+            add_run_default(group, "--num-frames", int, "Duration in video frames (with --frame-rate), 8k+1", frames)
+            add_run_default(group, "--frame-rate", float, "Frame rate that turns --num-frames into seconds", rate)
             return
-        height, width = self._size_defaults(defaults)
-        multiple = self.multiple
         group = parser.add_argument_group("video")
-        group.add_argument(
-            "--height",
-            type=int,
-            default=None,
-            help=f"Video height in pixels, a multiple of {multiple} (default: {height}).",
-        )
-        group.add_argument(
-            "--width",
-            type=int,
-            default=None,
-            help=f"Video width in pixels, a multiple of {multiple} (default: {width}).",
-        )
+        add_size_flags(group, self.multiple, self._size_defaults(defaults), noun="Video {} in pixels")
         picked = " or, on model files with a duration head, picked from the prompt" if self.auto_duration else ""
-        group.add_argument(
-            "--num-frames",
-            type=int,
-            default=None,
-            help=f"Number of frames, 8k+1 (1, 9, ..., 121, ...) (default: {defaults.num_frames}{picked}).",
-        )
-        group.add_argument(
-            "--frame-rate",
-            type=float,
-            default=None,
-            help=f"Frames per second of the video, e.g. 24, 25, 30 or 23.976 (default: {defaults.frame_rate:g}).",
-        )
+        add_run_default(group, "--num-frames", int, "Number of frames, 8k+1 (1, 9, ..., 121, ...)", f"{frames}{picked}")
+        add_run_default(group, "--frame-rate", float, "Frames per second of the video, e.g. 24, 25, 30 or 23.976", rate)
         if self.auto_duration:
             _add_auto_duration(group)
         group.add_argument(
@@ -245,17 +213,7 @@ class VideoFlags(FlagGroup[VideoChoice]):
         frames_given = args.num_frames is not None
         if not self.picture:
             return VideoChoice(num_frames=int(num_frames), frame_rate=float(fps), frames_given=frames_given)
-        default_height, default_width = self._size_defaults(defaults)
-        sizes = []
-        for flag, given, default in (("--height", args.height, default_height), ("--width", args.width, default_width)):
-            value = default if given is None else given
-            multiple = self.multiple
-            if value < multiple or value % multiple:
-                raise FlagError(
-                    f"{flag} {value} is not accepted: it must be a positive multiple of {multiple} "
-                    f"(e.g. {max(multiple, value // multiple * multiple)} or {(value // multiple + 1) * multiple})"
-                )
-            sizes.append(int(value))
+        sizes = checked_size(args, self.multiple, self._size_defaults(defaults))
         images = tuple(_checked_image(image, num_frames) for image in args.images or [])
         return VideoChoice(
             num_frames=int(num_frames),
@@ -351,16 +309,32 @@ class VideoFlags(FlagGroup[VideoChoice]):
 
     def memory_inputs(self, value: VideoChoice) -> dict[str, Any]:
         # A predicted length is planned at the range's longest (`num_frames` holds it).
-        return {
-            "height": value.height,
-            "width": value.width,
-            "num_frames": value.num_frames,
-            "frame_rate": value.frame_rate,
-            "images": bool(value.images),
-        }
+        return {**fields_of(value, "height", "width", "num_frames", "frame_rate"), "images": bool(value.images)}
 
 
 LTX_2_5 = (2, 5)
+
+
+def add_size_flags(group: argparse._ArgumentGroup, multiple: int, defaults: tuple[int, int], *, noun: str) -> None:
+    """`--height` and `--width`, each a multiple of `multiple`, defaulting to the run's (`defaults`: height, width);
+    `noun` names the dimension in the help (`{}`: height or width)."""
+    for name, default in zip(("height", "width"), defaults):
+        add_run_default(group, f"--{name}", int, f"{noun.format(name)}, a multiple of {multiple}", default)
+
+
+def checked_size(args: argparse.Namespace, multiple: int, defaults: tuple[int, int]) -> tuple[int, int]:
+    """(height, width) as typed, else the run's `defaults`: each a positive multiple of `multiple` (the error names
+    the flag, the value and the nearest accepted ones)."""
+    sizes = []
+    for flag, given, default in (("--height", args.height, defaults[0]), ("--width", args.width, defaults[1])):
+        value = default if given is None else given
+        if value < multiple or value % multiple:
+            raise FlagError(
+                f"{flag} {value} is not accepted: it must be a positive multiple of {multiple} "
+                f"(e.g. {max(multiple, value // multiple * multiple)} or {(value // multiple + 1) * multiple})"
+            )
+        sizes.append(int(value))
+    return sizes[0], sizes[1]
 
 
 def _add_auto_duration(group: argparse._ArgumentGroup) -> None:

@@ -24,6 +24,17 @@ DEMO_GEMMA_HIDDEN = 24
 DEMO_GEMMA_LAYERS = 3
 
 _BLOCK = {"num_layers": 1}
+# The demo vocoder and its bandwidth extension share their residual blocks; they differ in their upsampling.
+_DEMO_VOCODER_BLOCKS: dict[str, Any] = {
+    "resblock": "AMP1",
+    "resblock_kernel_sizes": [3, 7, 11],
+    "resblock_dilation_sizes": [[1, 3, 5], [1, 3, 5], [1, 3, 5]],
+    "stereo": True,
+    "use_tanh_at_final": False,
+    "activation": "snakebeta",
+    "use_bias_at_final": False,
+    "upsample_initial_channel": 16,
+}
 
 DEMO_CONFIG: dict[str, Any] = {
     "transformer": {
@@ -133,26 +144,12 @@ DEMO_CONFIG: dict[str, Any] = {
     },
     "vocoder": {
         "vocoder": {
-            "resblock": "AMP1",
-            "resblock_kernel_sizes": [3, 7, 11],
-            "resblock_dilation_sizes": [[1, 3, 5], [1, 3, 5], [1, 3, 5]],
-            "stereo": True,
-            "use_tanh_at_final": False,
-            "activation": "snakebeta",
-            "use_bias_at_final": False,
-            "upsample_initial_channel": 16,
+            **_DEMO_VOCODER_BLOCKS,
             "upsample_rates": [10, 4, 2, 2],
             "upsample_kernel_sizes": [20, 8, 4, 4],
         },
         "bwe": {
-            "resblock": "AMP1",
-            "resblock_kernel_sizes": [3, 7, 11],
-            "resblock_dilation_sizes": [[1, 3, 5], [1, 3, 5], [1, 3, 5]],
-            "stereo": True,
-            "use_tanh_at_final": False,
-            "activation": "snakebeta",
-            "use_bias_at_final": False,
-            "upsample_initial_channel": 16,
+            **_DEMO_VOCODER_BLOCKS,
             "upsample_rates": [6, 5, 8],
             "upsample_kernel_sizes": [12, 11, 16],
             "apply_final_activation": False,

@@ -10,7 +10,6 @@ functions.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -36,8 +35,6 @@ if TYPE_CHECKING:
     from ltx_pipelines.engine.denoising_stage import FinalLatents
     from ltx_pipelines.engine.prompt_pipeline import PromptPipeline
     from ltx_pipelines.engine.requests import GuidanceRequest
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)

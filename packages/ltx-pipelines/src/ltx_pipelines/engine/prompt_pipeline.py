@@ -25,6 +25,7 @@ import logging
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 
@@ -56,14 +57,22 @@ from ltx_core.text_encoders.gemma.modes import text_encoder_mode_for
 from ltx_core.text_encoders.gemma.prompt_encoding import context_row
 from ltx_core.text_encoders.gemma.resident import ResidentTextEncoders
 from ltx_core.types import VideoPixelShape
-from ltx_pipelines.engine.denoising_stage import FinalLatents, ImageCondition, NoiseSource, finished_latents
+from ltx_pipelines.engine.denoising_stage import (
+    FinalLatents,
+    ImageCondition,
+    NoiseSource,
+    SeededNoise,
+    finished_latents,
+)
 from ltx_pipelines.engine.generation import AudioGeneration, Generation, decode_latents
 from ltx_pipelines.engine.model_loading import ModelBuilder, Placement, loaded, release
-from ltx_pipelines.engine.model_versions import ONE_STAGE_SPATIAL_MULTIPLE
+from ltx_pipelines.engine.model_versions import ONE_STAGE_SPATIAL_MULTIPLE, TWO_STAGE_SPATIAL_MULTIPLE
 from ltx_pipelines.engine.requests import VideoRequest
 from ltx_pipelines.io import read_image_rgb
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from ltx_pipelines.engine.multigpu import MultiDevice
 
 logger = logging.getLogger(__name__)
@@ -429,6 +438,40 @@ class PromptPipeline(Pipeline, ABC):
         if self.parallel is not None:
             return self.parallel.encode_prompts(prompts, encode, enhance=enhance)
         return encode(prompts, enhance)
+
+
+class TwoStagePromptPipeline(PromptPipeline):
+    """A prompt pipeline whose stage 2 refines the x2-upsampled stage-1 latent (the distilled-checkpoint family:
+    distilled, IC-LoRA, lip-dub, DFR): it holds the spatial upsampler's file, and the output size is a multiple
+    of 64 so that the half-size stage 1 stays on the 32-pixel grid."""
+
+    spatial_multiple = TWO_STAGE_SPATIAL_MULTIPLE
+
+    def __init__(
+        self,
+        checkpoint_path: str | Path | ModelFiles,
+        spatial_upsampler_path: str | Path,
+        gemma_root: str | Path | None,
+        **options: Unpack[PipelineOptions],
+    ) -> None:
+        """`options`: see `PipelineOptions`."""
+        super().__init__(checkpoint_path, gemma_root, **options)
+        self.spatial_upsampler_path = Path(spatial_upsampler_path)
+
+    def unguided_prompt_call(
+        self, prompt: str, *, seed: int, video: VideoRequest, enhance_prompt: bool, **inputs: Any
+    ) -> FinalLatents:
+        """The prompt call of these pipelines (no guidance, so no negative prompt): the prompt encoded alone, the
+        length of the filled `video` request picked by the duration head where it leaves it to it (pipelines that
+        `predicts_duration`), then `latents_from_contexts` with noise seeded from `seed` and `inputs`; the final
+        latents carry the prompt as encoded."""
+        (contexts,), final_prompt = self.encode_prompts(
+            [prompt], seed=seed, images=video.images, enhance=enhance_prompt
+        )
+        if self.predicts_duration:
+            video = with_requested_frames(self.checkpoint_path, self.placement, contexts, video)
+        final = self.latents_from_contexts(contexts, video=video, noise=SeededNoise(seed), **inputs)
+        return replace(final, prompt=final_prompt)
 
 
 def encode_prompt(

@@ -81,16 +81,9 @@ class VideoRequest:
         return replace(self, num_frames=num_frames, duration=None)
 
     def parameters(self) -> dict[str, Any]:
-        """The request's fields as the sidecar records a call's arguments."""
-        return {
-            "height": self.height,
-            "width": self.width,
-            "num_frames": self.num_frames,
-            "frame_rate": self.frame_rate,
-            "images": list(self.images),
-            "generated_keyframes": self.generated_keyframes,
-            "duration": self.duration,
-        }
+        """The request's fields as the sidecar records a call's arguments (the names `VIDEO_FIELDS` gathers; the
+        images as a list, as JSON has them)."""
+        return {**{name: getattr(self, name) for name in VIDEO_FIELDS}, "images": list(self.images)}
 
 
 def fill_video(
@@ -127,13 +120,8 @@ class GuidanceRequest:
     audio: MultiModalGuiderParams | None = None
 
     def parameters(self) -> dict[str, Any]:
-        """The request's fields as the sidecar records a call's arguments."""
-        return {
-            "negative_prompt": self.negative_prompt,
-            "num_inference_steps": self.num_inference_steps,
-            "video_guidance": self.video,
-            "audio_guidance": self.audio,
-        }
+        """The request's fields as the sidecar records a call's arguments (the names `GUIDANCE_FIELDS` gathers)."""
+        return {name: getattr(self, field) for name, field in GUIDANCE_FIELDS.items()}
 
 
 VIDEO_FIELDS = ("height", "width", "num_frames", "frame_rate", "images", "generated_keyframes", "duration")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -14,8 +13,6 @@ import torch
 
 from ltx_pipelines.io.errors import MediaError
 from ltx_pipelines.io.resize import resize_cover_center_crop, to_model_range
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)

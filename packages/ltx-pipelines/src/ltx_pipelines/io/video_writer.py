@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from queue import Queue
+from typing import TYPE_CHECKING, TypedDict
 
 import av
 import numpy as np
@@ -31,6 +32,9 @@ import torch.nn.functional as F
 from ltx_pipelines.io.atomic_files import atomic_output
 from ltx_pipelines.io.errors import MediaError
 from ltx_pipelines.io.progress import progress
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 logger = logging.getLogger(__name__)
 
@@ -226,44 +230,41 @@ def _check_chunk(chunk: torch.Tensor, size: tuple[int, int] | None) -> tuple[int
     return chunk_size
 
 
+class VideoEncoding(TypedDict, total=False):
+    """The options of `write_video` and `encode_video` beside the frames and their rate (defaults: those of
+    `encode_video`)."""
+
+    audio: torch.Tensor | None
+    """A stereo (2, N) float waveform in [-1, 1] at `audio_sample_rate` (the vocoder's rate); None: silent."""
+    audio_sample_rate: int | None
+    crf: int
+    """x264's constant rate factor, 0..51."""
+    preset: str
+    expected_frames: int | None
+    """When given, a different frame count is an error."""
+    total_chunks: int | None
+    """How many chunks the frames come in, for the progress bar."""
+    encoder_threads: int
+    """x264 threads (0: x264 chooses from the CPU count). The same frames and thread count always give the same
+    file."""
+
+
 def write_video(
     output_path: str | Path,
     frames: Iterable[torch.Tensor] | torch.Tensor,
     *,
     fps: float | Fraction,
-    audio: torch.Tensor | None = None,
-    audio_sample_rate: int | None = None,
     overwrite: bool = False,
-    crf: int = DEFAULT_VIDEO_CRF,
-    preset: str = DEFAULT_X264_PRESET,
-    expected_frames: int | None = None,
-    total_chunks: int | None = None,
-    encoder_threads: int = DEFAULT_X264_THREADS,
+    **encoding: Unpack[VideoEncoding],
 ) -> WrittenVideo:
-    """Encode `frames` (one (F, H, W, 3) tensor or an iterator of them) to `output_path`.
-
-    `audio`: a stereo (2, N) float waveform in [-1, 1] at `audio_sample_rate` (the vocoder's rate),
-    or None for a silent file. `expected_frames`: when given, a different frame count is an error.
-    `encoder_threads`: x264 threads (0: x264 chooses from the CPU count). The same frames and thread
-    count always give the same file.
-    The file appears only once complete; an existing file is kept unless `overwrite`.
+    """Encode `frames` (one (F, H, W, 3) tensor or an iterator of them) to `output_path` at `fps`, with the
+    options of `VideoEncoding`. The file appears only once complete; an existing file is kept unless
+    `overwrite`.
     """
     path = Path(output_path)
     _container_format(path)  # an unsupported name is refused before anything is created
     with atomic_output(path, overwrite=overwrite) as tmp:
-        written = encode_video(
-            tmp,
-            frames,
-            fps=fps,
-            audio=audio,
-            audio_sample_rate=audio_sample_rate,
-            container_suffix=path.suffix,
-            crf=crf,
-            preset=preset,
-            expected_frames=expected_frames,
-            total_chunks=total_chunks,
-            encoder_threads=encoder_threads,
-        )
+        written = encode_video(tmp, frames, fps=fps, container_suffix=path.suffix, **encoding)
     written = dataclasses.replace(written, path=path.expanduser().absolute())
     logger.info(
         "wrote %s: %d frames %dx%d at %s fps%s",
@@ -272,7 +273,7 @@ def write_video(
         written.width,
         written.height,
         written.fps,
-        f", {written.audio_samples} audio samples at {audio_sample_rate} Hz" if written.audio_samples else "",
+        f", {written.audio_samples} audio samples at {written.audio_sample_rate} Hz" if written.audio_samples else "",
     )
     return written
 

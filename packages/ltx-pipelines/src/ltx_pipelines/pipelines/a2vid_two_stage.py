@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -22,8 +21,6 @@ from ltx_pipelines.engine.source_latents import encode_audio_latent
 from ltx_pipelines.engine.two_stage_runner import run_two_stages
 from ltx_pipelines.io import read_audio
 from ltx_pipelines.pipelines.guided import DEFAULT_GUIDANCE, DEFAULT_VIDEO, TwoStageGuidedPipeline
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -41,10 +40,10 @@ from ltx_pipelines.engine.denoising_stage import (
 from ltx_pipelines.engine.generation import decode_waveform
 from ltx_pipelines.engine.ic_references import reference_factors
 from ltx_pipelines.engine.model_loading import loaded
-from ltx_pipelines.engine.model_versions import MAX_TEMPORAL_ROUNDS, TWO_STAGE_SPATIAL_MULTIPLE
+from ltx_pipelines.engine.model_versions import MAX_TEMPORAL_ROUNDS
 from ltx_pipelines.engine.prompt_pipeline import (
     PipelineOptions,
-    PromptPipeline,
+    TwoStagePromptPipeline,
     check_video_length,
     with_requested_frames,
 )
@@ -59,9 +58,6 @@ from ltx_pipelines.engine.two_stage_runner import (
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
-
-
-logger = logging.getLogger(__name__)
 
 
 # Carried keyframes anchor a tile almost clean, so a tile can still settle its seam frame.
@@ -95,13 +91,12 @@ def nearest_latent_frames(video_latent: torch.Tensor, positions: Sequence[int]) 
     return video_latent[:, :, index]
 
 
-class DFRPipeline(PromptPipeline):
+class DFRPipeline(TwoStagePromptPipeline):
     """DFR over LTX-2.5 model files with the keyframe embedding, an x2 spatial upsampler, Gemma, the
     detailing IC-LoRA (`detailing_lora`, fused in stage 2 only) and, for temporal rounds, the x2 temporal
     upsampler. `loras` and the `distilled_lora` (a dev transformer's; None on a distilled one) are fused in
     every stage."""
 
-    spatial_multiple = TWO_STAGE_SPATIAL_MULTIPLE
     predicts_duration = True
 
     def __init__(
@@ -120,9 +115,8 @@ class DFRPipeline(PromptPipeline):
             raise ValueError(f"DFR cannot run on {checkpoint_path}: {problem}")
         if distilled_lora is not None and not Path(distilled_lora.path).is_file():
             raise ValueError(f"distilled_lora {str(distilled_lora.path)!r}: no such file (a LoRA .safetensors file)")
-        super().__init__(checkpoint_path, gemma_root, **options)
+        super().__init__(checkpoint_path, spatial_upsampler_path, gemma_root, **options)
         self.distilled_lora = distilled_lora
-        self.spatial_upsampler_path = Path(spatial_upsampler_path)
         self.temporal_upsampler_path = Path(temporal_upsampler_path) if temporal_upsampler_path else None
         self.detailing_lora = tuple(detailing_lora)
         factor = reference_factors(self.detailing_lora).downscale if self.detailing_lora else 1

@@ -3,27 +3,18 @@
 
 from __future__ import annotations
 
-import logging
-from dataclasses import replace
-from pathlib import Path
-from typing import TYPE_CHECKING
-
 from ltx_core.components.schedulers import distilled_sigmas, stage_2_distilled_sigmas
-from ltx_core.loader import ModelFiles
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_pipelines.engine.denoising_stage import (
     FinalLatents,
     NoiseSource,
-    SeededNoise,
     contexts_on,
     distilled_stage_1_sampler,
 )
-from ltx_pipelines.engine.model_versions import TWO_STAGE_SPATIAL_MULTIPLE, checkpoint_model_version
+from ltx_pipelines.engine.model_versions import checkpoint_model_version
 from ltx_pipelines.engine.prompt_pipeline import (
-    PipelineOptions,
-    PromptPipeline,
+    TwoStagePromptPipeline,
     check_video_length,
-    with_requested_frames,
 )
 from ltx_pipelines.engine.requests import (
     VideoRequest,
@@ -32,35 +23,15 @@ from ltx_pipelines.engine.requests import (
 )
 from ltx_pipelines.engine.two_stage_runner import StagePlan, run_two_stages, simple_denoiser
 
-if TYPE_CHECKING:
-    from typing_extensions import Unpack
 
-
-logger = logging.getLogger(__name__)
-
-
-class DistilledPipeline(PromptPipeline):
+class DistilledPipeline(TwoStagePromptPipeline):
     """The distilled pipeline over one distilled checkpoint, an x2 spatial upsampler and Gemma.
 
     Call it with a prompt (no negative prompt or guidance) or drive
     `generate_from_contexts` directly.
     """
 
-    spatial_multiple = TWO_STAGE_SPATIAL_MULTIPLE
     predicts_duration = True
-
-    def __init__(
-        self,
-        checkpoint_path: str | Path | ModelFiles,
-        spatial_upsampler_path: str | Path,
-        gemma_root: str | Path | None,
-        **options: Unpack[PipelineOptions],
-    ) -> None:
-        """`options`: see `PipelineOptions`."""
-        super().__init__(checkpoint_path, gemma_root, **options)
-        self.spatial_upsampler_path = Path(spatial_upsampler_path)
-        # LTX-2.5 on samples stage 1 with Euler ancestral (its own noise stream); stage 2 stays Euler.
-        self.stage_1_sampler = distilled_stage_1_sampler(checkpoint_model_version(self.checkpoint_path))
 
     def generate(
         self,
@@ -84,22 +55,19 @@ class DistilledPipeline(PromptPipeline):
         require_keyframe_embedding(self.checkpoint_path, video.generated_keyframes)
         if video.num_frames is not None:  # a predicted length is checked once the head has picked it
             generated_keyframe_positions(video.generated_keyframes, video.num_frames)
-        (contexts,), final_prompt = self.encode_prompts(
-            [prompt], seed=seed, images=video.images, enhance=enhance_prompt
-        )
-        video = with_requested_frames(self.checkpoint_path, self.placement, contexts, video)
-        final = self.latents_from_contexts(contexts, video=video, noise=SeededNoise(seed))
-        return replace(final, prompt=final_prompt)
+        return self.unguided_prompt_call(prompt, seed=seed, video=video, enhance_prompt=enhance_prompt)
 
     def latents_from_contexts(self, contexts: TextContexts, *, video: VideoRequest, noise: NoiseSource) -> FinalLatents:
         """Both stages, from given text contexts, a filled `video` request and a noise source (the parity seam).
         `video.generated_keyframes`: slots appended to stage 1 only, kept as `stage_1.video_generated_keyframes`."""
         full = self.output_shape(*video.size)
         positive = contexts_on(contexts, self.placement)
+        # LTX-2.5 on samples stage 1 with Euler ancestral (its own noise stream); stage 2 stays Euler.
+        stage_1_sampler = distilled_stage_1_sampler(checkpoint_model_version(self.checkpoint_path))
         # One transformer serves both stages (the same LoRAs), kept loaded across the upsampling.
         result = run_two_stages(
             self, self.spatial_upsampler_path, full, noise,
-            stage_1=StagePlan(self.loras, distilled_sigmas(), sampler=self.stage_1_sampler),
+            stage_1=StagePlan(self.loras, distilled_sigmas(), sampler=stage_1_sampler),
             stage_2=StagePlan(self.loras, stage_2_distilled_sigmas()), stage_1_denoiser=simple_denoiser(positive),
             refine_contexts=positive, images=video.images, generated_keyframes=video.generated_keyframes,
             share_transformer=True,

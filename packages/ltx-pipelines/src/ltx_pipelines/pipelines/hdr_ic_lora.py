@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -44,9 +43,6 @@ if TYPE_CHECKING:
 
 
 __all__ = ["HDRGeneration", "HDRICLoraPipeline", "SdrClip"]
-
-
-logger = logging.getLogger(__name__)
 
 
 SIZE_MULTIPLE = 64

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,7 +17,7 @@ from ltx_core.conditioning import ConditioningItem
 from ltx_core.loader import LoraSpec
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
-from ltx_pipelines.engine.denoising_stage import FinalLatents, NoiseSource, SeededNoise, contexts_on
+from ltx_pipelines.engine.denoising_stage import FinalLatents, NoiseSource, contexts_on
 from ltx_pipelines.engine.ic_references import (
     ReferenceFactors,
     VideoReference,
@@ -25,8 +25,7 @@ from ltx_pipelines.engine.ic_references import (
     reference_conditionings,
     reference_factors,
 )
-from ltx_pipelines.engine.model_versions import TWO_STAGE_SPATIAL_MULTIPLE
-from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline, refuse_duration
+from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, TwoStagePromptPipeline, refuse_duration
 from ltx_pipelines.engine.requests import VideoRequest
 from ltx_pipelines.engine.two_stage_runner import (
     ConditioningHook,
@@ -46,15 +45,13 @@ __all__ = ["ICLoraPipeline", "VideoReference"]
 logger = logging.getLogger(__name__)
 
 
-class ICLoraPipeline(PromptPipeline):
+class ICLoraPipeline(TwoStagePromptPipeline):
     """Distilled two-stage generation guided by IC reference videos through stage-1 IC-LoRAs.
 
     `ic_loras` are fused into the stage-1 transformer only; `loras` (the options) into both stages.
     The reference downscale and temporal scale factors are read from the IC-LoRAs' metadata when the
     pipeline is constructed (1 where absent; LoRAs that disagree are refused).
     """
-
-    spatial_multiple = TWO_STAGE_SPATIAL_MULTIPLE
 
     def __init__(
         self,
@@ -66,8 +63,7 @@ class ICLoraPipeline(PromptPipeline):
         **options: Unpack[PipelineOptions],
     ) -> None:
         """`options`: see `PipelineOptions`."""
-        super().__init__(checkpoint_path, gemma_root, **options)
-        self.spatial_upsampler_path = Path(spatial_upsampler_path)
+        super().__init__(checkpoint_path, spatial_upsampler_path, gemma_root, **options)
         self.ic_loras = tuple(ic_loras)
         self.factors: ReferenceFactors = reference_factors(self.ic_loras)
         if not self.ic_loras:
@@ -98,14 +94,10 @@ class ICLoraPipeline(PromptPipeline):
         refuse_duration(video, type(self).__name__)
         video = self.filled_video(video)
         self.output_shape(*video.size)
-        (contexts,), final_prompt = self.encode_prompts(
-            [prompt], seed=seed, images=video.images, enhance=enhance_prompt
-        )
-        final = self.latents_from_contexts(
-            contexts, video=video, noise=SeededNoise(seed), references=references,
+        return self.unguided_prompt_call(
+            prompt, seed=seed, video=video, enhance_prompt=enhance_prompt, references=references,
             attention_strength=attention_strength, attention_mask=attention_mask, skip_stage_2=skip_stage_2,
         )  # fmt: skip
-        return replace(final, prompt=final_prompt)
 
     def latents_from_contexts(
         self,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,11 +18,10 @@ from ltx_core.loader import LoraSpec, ModelFiles
 from ltx_core.model.audio_vae import AUDIO_ENCODER, encode_audio
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
-from ltx_pipelines.engine.denoising_stage import FinalLatents, NoiseSource, SeededNoise, StageResult, contexts_on
+from ltx_pipelines.engine.denoising_stage import FinalLatents, NoiseSource, StageResult, contexts_on
 from ltx_pipelines.engine.ic_references import VideoReference, reference_conditionings, reference_factors
 from ltx_pipelines.engine.model_loading import loaded
-from ltx_pipelines.engine.model_versions import TWO_STAGE_SPATIAL_MULTIPLE
-from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline, refuse_duration
+from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, TwoStagePromptPipeline, refuse_duration
 from ltx_pipelines.engine.requests import VideoRequest
 from ltx_pipelines.engine.two_stage_runner import (
     ConditioningHook,
@@ -84,14 +83,12 @@ def _stereo_or_mono(waveform: torch.Tensor) -> torch.Tensor:
     return waveform.unsqueeze(0)
 
 
-class LipDubPipeline(PromptPipeline):
+class LipDubPipeline(TwoStagePromptPipeline):
     """Distilled two-stage lip-dub over one lip-dub IC-LoRA, fused into the transformer of both stages.
 
     `loras` (the options) are fused as well. The reference downscale factor comes from the LoRA's
     metadata (1 where absent).
     """
-
-    spatial_multiple = TWO_STAGE_SPATIAL_MULTIPLE
 
     def __init__(
         self,
@@ -104,8 +101,7 @@ class LipDubPipeline(PromptPipeline):
     ) -> None:
         """`lip_dub_lora` None only runs the random-weight demo (the reference conditions a model not
         trained for it)."""
-        super().__init__(checkpoint_path, gemma_root, **options)
-        self.spatial_upsampler_path = Path(spatial_upsampler_path)
+        super().__init__(checkpoint_path, spatial_upsampler_path, gemma_root, **options)
         self.lip_dub_lora = lip_dub_lora
         self.factors = reference_factors([lip_dub_lora] if lip_dub_lora is not None else [])
         if lip_dub_lora is None:
@@ -135,11 +131,9 @@ class LipDubPipeline(PromptPipeline):
         refuse_duration(video, type(self).__name__)
         video = self.filled_video(video)
         self.output_shape(*video.size)
-        (contexts,), final_prompt = self.encode_prompts(
-            [prompt], seed=seed, images=video.images, enhance=enhance_prompt
+        return self.unguided_prompt_call(
+            prompt, seed=seed, video=video, enhance_prompt=enhance_prompt, reference=reference
         )
-        final = self.latents_from_contexts(contexts, video=video, noise=SeededNoise(seed), reference=reference)
-        return replace(final, prompt=final_prompt)
 
     def latents_from_contexts(
         self, contexts: TextContexts, *, video: VideoRequest, noise: NoiseSource, reference: LipDubReference

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -40,9 +39,6 @@ if TYPE_CHECKING:
 
 # The reference's step count for a full checkpoint under guidance (its library default).
 FULL_CHECKPOINT_STEPS = 40
-
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -101,6 +97,25 @@ def check_source_shape(frames: int, height: int, width: int) -> None:
         raise ValueError("the source video does not fit the model's grid: " + "; ".join(problems))
 
 
+@dataclass(frozen=True)
+class RetakeRegion:
+    """What a retake regenerates: [start_time, end_time) seconds of the source, in its video, its audio or both
+    (a modality left out keeps all of its source)."""
+
+    start_time: float
+    end_time: float
+    regenerate_video: bool = True
+    regenerate_audio: bool = True
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.start_time) and self.start_time >= 0):
+            raise ValueError(f"start_time {self.start_time} must be >= 0 seconds")
+        if not (math.isfinite(self.end_time) and self.end_time > self.start_time):
+            raise ValueError(f"end_time {self.end_time} must be after start_time {self.start_time}")
+        if not (self.regenerate_video or self.regenerate_audio):
+            raise ValueError("nothing to retake: regenerate_video and regenerate_audio are both off")
+
+
 class RetakePipeline(GuidedPipeline):
     """Regenerate [start_time, end_time) seconds of a source video from a prompt.
 
@@ -143,27 +158,20 @@ class RetakePipeline(GuidedPipeline):
         prompt: str,
         *,
         source: RetakeSource,
-        start_time: float,
-        end_time: float,
+        region: RetakeRegion,
         seed: int,
-        regenerate_video: bool = True,
-        regenerate_audio: bool = True,
         guidance: GuidanceRequest = DEFAULT_GUIDANCE,
         enhance_prompt: bool = False,
     ) -> FinalLatents:
-        """The source with [start_time, end_time) regenerated; the same seed gives the same result."""
-        check_region(start_time, end_time, regenerate_video, regenerate_audio)
+        """The source with `region` regenerated; the same seed gives the same result."""
         self.guidance_settings(guidance)  # a bad value fails before Gemma runs
-        region = {
-            "source": source, "start_time": start_time, "end_time": end_time, "regenerate_video": regenerate_video,
-            "regenerate_audio": regenerate_audio,
-        }  # fmt: skip
         if not self.distilled:
             return guided_prompt_call(
-                self, prompt, seed=seed, images=(), enhance_prompt=enhance_prompt, guidance=guidance, **region
-            )
+                self, prompt, seed=seed, images=(), enhance_prompt=enhance_prompt, guidance=guidance,
+                source=source, region=region,
+            )  # fmt: skip
         (contexts,), final_prompt = self.encode_prompts([prompt], seed=seed, images=(), enhance=enhance_prompt)
-        final = self.latents_from_contexts(contexts, None, noise=SeededNoise(seed), **region)
+        final = self.latents_from_contexts(contexts, None, source=source, region=region, noise=SeededNoise(seed))
         return replace(final, prompt=final_prompt)
 
     def latents_from_contexts(  # type: ignore[override]
@@ -172,17 +180,13 @@ class RetakePipeline(GuidedPipeline):
         negative_contexts: TextContexts | None = None,
         *,
         source: RetakeSource,
-        start_time: float,
-        end_time: float,
+        region: RetakeRegion,
         noise: NoiseSource,
-        regenerate_video: bool = True,
-        regenerate_audio: bool = True,
         guidance: GuidanceRequest = DEFAULT_GUIDANCE,
         stage_sigmas: Mapping[str, torch.Tensor] | None = None,
     ) -> FinalLatents:
         """The retake stage, to the final latents, from given contexts, the source and a noise source (the parity
         seam). Distilled: `negative_contexts` must be None and `guidance` empty."""
-        check_region(start_time, end_time, regenerate_video, regenerate_audio)
         if self.distilled and negative_contexts is not None:
             raise ValueError("the distilled retake runs without guidance: ['negative_contexts'] not accepted")
         settings = self.guidance_settings(guidance)
@@ -193,12 +197,12 @@ class RetakePipeline(GuidedPipeline):
         else:
             sigmas = stage_sigmas_or(given, "stage_1", lambda: self.default_stage_1_sigmas(settings, source.shape))
         video_latent, audio_latent = self.source_latents(source)
-        region = TemporalRegionMask(start_time, end_time)
-        video_items: list[ConditioningItem] = [region if regenerate_video else FrozenModality()]
+        mask = TemporalRegionMask(region.start_time, region.end_time)
+        video_items: list[ConditioningItem] = [mask if region.regenerate_video else FrozenModality()]
         # A source without sound: the audio of the whole clip is generated.
         audio_items: list[ConditioningItem] = []
         if audio_latent is not None:
-            audio_items = [region if regenerate_audio else FrozenModality()]
+            audio_items = [mask if region.regenerate_audio else FrozenModality()]
 
         (loras,) = self.stage_loras()
         with self.transformer(loras) as transformer:
@@ -235,21 +239,9 @@ class RetakePipeline(GuidedPipeline):
         return video.to(self.placement.device), None if audio is None else audio.to(self.placement.device)
 
 
-def check_region(start_time: float, end_time: float, regenerate_video: bool, regenerate_audio: bool) -> None:
-    if not (math.isfinite(start_time) and start_time >= 0):
-        raise ValueError(f"start_time {start_time} must be >= 0 seconds")
-    if not (math.isfinite(end_time) and end_time > start_time):
-        raise ValueError(f"end_time {end_time} must be after start_time {start_time}")
-    if not (regenerate_video or regenerate_audio):
-        raise ValueError("nothing to retake: regenerate_video and regenerate_audio are both off")
-
-
 @dataclass(frozen=True)
 class RetakeRequest:
     """The retake flags, checked: the source video and the region to regenerate in it."""
 
     video_path: Path
-    start_time: float
-    end_time: float
-    regenerate_video: bool
-    regenerate_audio: bool
+    region: RetakeRegion
