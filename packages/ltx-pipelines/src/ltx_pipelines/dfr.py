@@ -24,10 +24,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ltx_pipelines.cli.arg_types import add_lora_flag
 from ltx_pipelines.cli.command import PipelineCommand, Run, build_distilled, forward_to
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
-from ltx_pipelines.cli.model_flags import ModelFlags
+from ltx_pipelines.cli.model_flags import ModelFlags, add_lora_flag
 from ltx_pipelines.cli.model_resolution import RunModels
 from ltx_pipelines.cli.request_flags import VideoFlags
 from ltx_pipelines.cli.runtime_flags import TilingFlags

@@ -109,9 +109,3 @@ class LoraAction(RepeatedValuesAction):
         strength = number_arg(self, "STRENGTH", values[1], float) if len(values) == 2 else DEFAULT_LORA_STRENGTH
         path = values[0] if is_hf_path(values[0]) else Path(values[0]).expanduser()
         return LoraSpec(path, strength)
-
-
-def add_lora_flag(group: argparse._ArgumentGroup, flag: str, *, help: str, default: list[Any] | None) -> None:
-    """A `PATH [STRENGTH]` LoRA flag (`LoraAction`): each use appends a `LoraSpec`; `default` is what it parses
-    to when absent ([] for a repeatable list, None where absence itself means something)."""
-    group.add_argument(flag, action=LoraAction, nargs="+", metavar=("PATH", "STRENGTH"), default=default, help=help)

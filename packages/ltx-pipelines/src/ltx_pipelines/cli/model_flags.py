@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ltx_core.loader.components import COMPONENT_FLAGS, Component
 from ltx_core.loader.lora_spec import DEFAULT_LORA_FUSION, LoraFusionPrecision, LoraSpec
-from ltx_pipelines.cli.arg_types import add_lora_flag
+from ltx_pipelines.cli.arg_types import LoraAction
 from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext, finite
 from ltx_pipelines.cli.model_resolution import check_gemma_folder
 from ltx_pipelines.engine.model_versions import (
@@ -39,6 +39,12 @@ if TYPE_CHECKING:
     pass
 
 logger = logging.getLogger(__name__)
+
+
+def add_lora_flag(group: argparse._ArgumentGroup, flag: str, *, help: str, default: list[Any] | None) -> None:
+    """A `PATH [STRENGTH]` LoRA flag (`LoraAction`): each use appends a `LoraSpec`; `default` is what it parses
+    to when absent ([] for a repeatable list, None where absence itself means something)."""
+    group.add_argument(flag, action=LoraAction, nargs="+", metavar=("PATH", "STRENGTH"), default=default, help=help)
 
 
 @dataclass(frozen=True)
