@@ -99,6 +99,7 @@ def test_two_process_run_writes_the_single_process_video(
     assert np.array_equal(frames, _frames(redecoded))
     sidecar = json.loads(parallel.with_suffix(".json").read_text())["parameters"]
     assert (sidecar["num_gpus"], sidecar["stage_2_parallel"]) == (2, "sequence")
+    assert "guidance_parallel" not in sidecar  # the distilled stages have no guidance passes to spread
     # Only rank 0 wrote: one clip, its sidecar and its latents.
     names = sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("redecoded"))
     assert names == ["parallel.json", "parallel.latents.safetensors", "parallel.mp4"]

@@ -132,7 +132,8 @@ class MultiGpuFlags(FlagGroup[MultiGpuChoice]):
             "num_gpus": value.num_gpus,
             "mgpu_timeout": value.timeout_s,
             **(stage_2 if self.two_stage else {}),
-            "guidance_parallel": value.guidance_parallel,
+            # Recorded only where it can be on: a distilled run's sidecar is what it was before the flag existed.
+            **({"guidance_parallel": value.guidance_parallel} if self.guided else {}),
         }
 
 
