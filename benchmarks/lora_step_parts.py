@@ -1,6 +1,7 @@
-"""What the trainer benchmarks' LoRA step runs on, built once for both (`trainer_memory_plan.py`,
-`trainer_block_swap.py`): the optimizer over the trainable parameters, the flexible strategy, a random batch at a
-latent size and its text contexts cached the way the trainer's start caches them (then the connectors go)."""
+"""What the trainer benchmarks' LoRA step runs on, built once for all of them (`trainer_memory_plan.py`,
+`trainer_block_swap.py`, `trainer_vs_reference.py`): the optimizer over the trainable parameters, the flexible
+strategy, a random batch at a latent size and its text contexts cached the way the trainer's start caches them
+(then the connectors go), and the step itself."""
 
 from __future__ import annotations
 
@@ -25,37 +26,41 @@ class LoraStep:
     cache: Any
     features: tuple[Any, Any]
     mask: Any
+    bf16_autocast: bool = False
 
-    def run(self, steps: int) -> tuple[list[float], list[float]]:
-        """`steps` training steps: each one's seconds and loss."""
+    def step(self, index: int) -> Any:
+        """Training step `index` (its draws depend on it); returns the loss, detached."""
+        import torch
+
         from ltx_trainer.training.draws import PerSampleDraws
         from ltx_trainer.training.flexible import strategy_loss
 
-        times, losses = [], []
-        for step in range(steps):
-            began = time.perf_counter()
-            inputs = self.strategy.prepare(
-                self.batch, self.cache(*self.features, self.mask, [0]), PerSampleDraws(0, step, [0])
-            )
+        contexts = self.cache(*self.features, self.mask, [0])
+        inputs = self.strategy.prepare(self.batch, contexts, PerSampleDraws(0, index, [0]))
+        with torch.autocast("cpu", torch.bfloat16, enabled=self.bf16_autocast):
             video, audio = self.model(inputs.video.modality, inputs.audio.modality)
-            loss = strategy_loss(inputs, video, audio).mean()
-            loss.backward()
-            self.optimizer.step()
-            self.optimizer.zero_grad(set_to_none=True)
+        loss = strategy_loss(inputs, video, audio).mean()
+        loss.backward()
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return loss.detach()
+
+    def run(self, steps: int) -> tuple[list[float], list[float]]:
+        """`steps` training steps: each one's seconds and loss."""
+        times, losses = [], []
+        for index in range(steps):
+            began = time.perf_counter()
+            losses.append(float(self.step(index)))
             times.append(time.perf_counter() - began)
-            losses.append(float(loss))
         return times, losses
 
 
-def lora_step(model: Any, config: dict[str, Any], frames: int, size: int) -> LoraStep:
-    """`model` (its LoRA added) in training mode with an AdamW over what trains, the strategy, a batch of
-    `frames` x `size` x `size` latents and the contexts of one 1024-token prompt, cached."""
+def optimizer_and_strategy(model: Any) -> tuple[Any, Any]:
+    """`model` put in training mode, an AdamW over what trains, and the flexible strategy (both streams)."""
     import torch
 
     from ltx_trainer.config import FlexibleStrategyConfig, ModalityConfig
-    from ltx_trainer.training.context_cache import CachedTextContexts
     from ltx_trainer.training.flexible import FlexibleStrategy
-    from ltx_trainer.training.text_contexts import text_connectors_spec
     from ltx_trainer.training.timesteps import ShiftedLogitNormalSampler
 
     model.train()
@@ -64,6 +69,28 @@ def lora_step(model: Any, config: dict[str, Any], frames: int, size: int) -> Lor
         FlexibleStrategyConfig(video=ModalityConfig(latents_dir="v"), audio=ModalityConfig(latents_dir="a")),
         ShiftedLogitNormalSampler(),
     )
+    return optimizer, strategy
+
+
+def cached_contexts(connectors: Any, features: tuple[Any, Any], mask: Any) -> Any:
+    """The trainer's start: the sample's contexts computed once, then the connectors go (the cache keeps only
+    contexts)."""
+    from ltx_trainer.training.context_cache import CachedTextContexts
+
+    cache = CachedTextContexts(connectors)
+    if not cache.precompute([(0, *features, mask)], 1):
+        raise SystemExit("the contexts did not fit the cache")
+    return cache
+
+
+def lora_step(model: Any, config: dict[str, Any], frames: int, size: int) -> LoraStep:
+    """`model` (its LoRA added) in training mode with an AdamW over what trains, the strategy, a batch of
+    `frames` x `size` x `size` latents and the contexts of one 1024-token prompt, cached."""
+    import torch
+
+    from ltx_trainer.training.text_contexts import text_connectors_spec
+
+    optimizer, strategy = optimizer_and_strategy(model)
     tr = config["transformer"]
     g = torch.Generator().manual_seed(1)
     batch = {
@@ -74,8 +101,6 @@ def lora_step(model: Any, config: dict[str, Any], frames: int, size: int) -> Lor
     audio_width = tr["audio_connector_num_attention_heads"] * tr["audio_connector_attention_head_dim"]
     features = (torch.randn(1, TEXT_TOKENS, video_width), torch.randn(1, TEXT_TOKENS, audio_width))
     mask = (torch.arange(TEXT_TOKENS) < 200).long()[None]
-    # The trainer's start: every sample's contexts, then the connectors go (the cache keeps only contexts).
-    cache = CachedTextContexts(text_connectors_spec(True).configurator(config).requires_grad_(False).eval())
-    if not cache.precompute([(0, *features, mask)], 1):
-        raise SystemExit("the contexts did not fit the cache")
+    connectors = text_connectors_spec(True).configurator(config).requires_grad_(False).eval()
+    cache = cached_contexts(connectors, features, mask)
     return LoraStep(model, optimizer, strategy, batch, cache, features, mask)

@@ -59,14 +59,13 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from lora_step_parts import LORA_TARGETS, RANK
 from side_by_side import Rounds, check_ref_python, dump, load_average, python_for, random_weights, run_child
 
 _REPO = Path(__file__).resolve().parents[1]
 _KEYS = _REPO / "tests" / "golden" / "ltx-2.3-22b-keys.json"
 SETTINGS = ("fp32", "bf16", "bf16-gc")
 _PREFIX = "model.diffusion_model."
-LORA_TARGETS = ["to_q", "to_k", "to_v", "to_out.0"]
-RANK = 64
 FRAMES, SIZE = 2, 16  # 512 video tokens
 AUDIO_STEPS = 32
 TEXT_TOKENS, VALID_TOKENS = 1024, 200
@@ -150,20 +149,17 @@ def _timed_steps(step, steps: int) -> dict:
 
 
 def ours(setting: str, folder: Path, steps: int) -> dict:
-    """Our trainer's set-up and step (`ltx_trainer.training.build` / `step`), piece by piece."""
+    """Our trainer's set-up and step (`ltx_trainer.training.build` / `step`), piece by piece
+    (`lora_step_parts`: the same optimizer, strategy, cached contexts and step as the other trainer benchmarks)."""
     import torch
+    from lora_step_parts import LoraStep, cached_contexts, optimizer_and_strategy
     from safetensors.torch import load_file
 
     from ltx_core.loader import build_model
     from ltx_core.model.transformer import AV_TRANSFORMER
-    from ltx_trainer.config import FlexibleStrategyConfig, ModalityConfig
-    from ltx_trainer.training.context_cache import CachedTextContexts
-    from ltx_trainer.training.draws import PerSampleDraws
-    from ltx_trainer.training.flexible import FlexibleStrategy, strategy_loss
     from ltx_trainer.training.host_memory import fix_mmap_threshold
     from ltx_trainer.training.lora_files import add_lora
     from ltx_trainer.training.text_contexts import text_connectors_spec
-    from ltx_trainer.training.timesteps import ShiftedLogitNormalSampler
 
     fix_mmap_threshold()
     bf16 = setting.startswith("bf16")
@@ -177,31 +173,14 @@ def ours(setting: str, folder: Path, steps: int) -> dict:
     for p in trained.parameters():
         if p.requires_grad:
             p.data = p.data.float()
-    trained.train()
-    optimizer = torch.optim.AdamW([p for p in trained.parameters() if p.requires_grad], lr=1e-4)
-    strategy = FlexibleStrategy(
-        FlexibleStrategyConfig(video=ModalityConfig(latents_dir="v"), audio=ModalityConfig(latents_dir="a")),
-        ShiftedLogitNormalSampler(),
-    )
+    optimizer, strategy = optimizer_and_strategy(trained)
     s = load_file(str(folder / "sample.safetensors"))
     batch = {"v": {"latents": s["video_latents"], "fps": torch.full((1,), 24.0)}, "a": {"latents": s["audio_latents"]}}
     features = (s["video_features"].to(base_dtype), s["audio_features"].to(base_dtype))
-    cache = CachedTextContexts(connectors)
+    cache = cached_contexts(connectors, features, s["mask"])
     del connectors
-    if not cache.precompute([(0, *features, s["mask"])], 1):
-        raise SystemExit("the contexts did not fit the cache")
-
-    def step(index: int):
-        inputs = strategy.prepare(batch, cache(*features, s["mask"], [0]), PerSampleDraws(0, index, [0]))
-        with torch.autocast("cpu", torch.bfloat16, enabled=bf16):
-            video, audio = trained(inputs.video.modality, inputs.audio.modality)
-        loss = strategy_loss(inputs, video, audio).mean()
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        return loss.detach()
-
-    return _timed_steps(step, steps)
+    parts = LoraStep(trained, optimizer, strategy, batch, cache, features, s["mask"], bf16_autocast=bf16)
+    return _timed_steps(parts.step, steps)
 
 
 def reference(setting: str, folder: Path, steps: int, contexts_once: bool = False) -> dict:
@@ -248,7 +227,9 @@ def reference(setting: str, folder: Path, steps: int, contexts_once: bool = Fals
     processor.load_state_dict(renamed, strict=True, assign=True)
     processor = processor.requires_grad_(False).eval()
     del state, renamed
-    lora = LoraConfig(r=RANK, lora_alpha=RANK, target_modules=LORA_TARGETS, lora_dropout=0.0, init_lora_weights=True)
+    lora = LoraConfig(
+        r=RANK, lora_alpha=RANK, target_modules=list(LORA_TARGETS), lora_dropout=0.0, init_lora_weights=True
+    )
     model = get_peft_model(transformer, lora)
     model.get_base_model().set_gradient_checkpointing(setting.endswith("-gc"))
     model.train()
