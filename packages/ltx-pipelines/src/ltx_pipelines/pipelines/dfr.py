@@ -262,7 +262,7 @@ class DFRPipeline(TwoStagePromptPipeline):
                     )
                     offset = TILE_SEED_STRIDE * round_index + tile_index
                     result = self._sample_tile(denoiser, video, tile, shape, carried, images, noise, name, offset)
-                    latents.update(result.named(name))
+                    latents.update(result.latents)
                     stitched.append(result.video_latent)
                     if result.video_generated_keyframes is not None:
                         for i, p in enumerate(tile.slots):

@@ -92,8 +92,6 @@ class ICLoraPipeline(TwoStagePromptPipeline):
         """Generate from a prompt and the reference videos (no guidance); the same seed gives the same result.
         What `video` leaves unset takes the model version's defaults."""
         refuse_duration(video, type(self).__name__)
-        video = self.filled_video(video)
-        self.output_shape(*video.size)
         return self.unguided_prompt_call(
             prompt, seed=seed, video=video, enhance_prompt=enhance_prompt, references=references,
             attention_strength=attention_strength, attention_mask=attention_mask, skip_stage_2=skip_stage_2,

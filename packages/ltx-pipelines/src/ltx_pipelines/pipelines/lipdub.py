@@ -129,8 +129,6 @@ class LipDubPipeline(TwoStagePromptPipeline):
         frame rate are the reference's (see `reference_timing`); what it leaves unset takes the model version's
         defaults."""
         refuse_duration(video, type(self).__name__)
-        video = self.filled_video(video)
-        self.output_shape(*video.size)
         return self.unguided_prompt_call(
             prompt, seed=seed, video=video, enhance_prompt=enhance_prompt, reference=reference
         )

@@ -216,7 +216,7 @@ class RetakePipeline(GuidedPipeline):
                 conditionings=video_items, audio_conditionings=audio_items, initial_video=video_latent,
                 initial_audio=audio_latent, progress=self.progress,
             )  # fmt: skip
-        latents = {"source_video_latent": video_latent, **result.named("stage_1")}
+        latents = {"source_video_latent": video_latent, **result.latents}
         if audio_latent is not None:
             latents["source_audio_latent"] = audio_latent
         return self.finished(source.shape, result.video_latent, result.audio_latent, noise, latents)

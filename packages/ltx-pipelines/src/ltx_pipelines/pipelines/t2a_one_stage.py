@@ -60,7 +60,7 @@ class T2AOneStagePipeline(GuidedPipeline):
                 "stage_1", self.placement.device, self.placement.dtype, with_video=False, progress=self.progress,
             )  # fmt: skip
         assert result.audio_latent is not None
-        return self.finished(run.shape, None, result.audio_latent, run.noise, result.named("stage_1"))
+        return self.finished(run.shape, None, result.audio_latent, run.noise, result.latents)
 
     def output_shape(self, height: int, width: int, num_frames: int, frame_rate: float) -> VideoPixelShape:
         """The audio run's shape: the request's size is not used (no picture), only its length and rate."""
