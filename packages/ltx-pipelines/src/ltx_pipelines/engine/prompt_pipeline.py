@@ -25,7 +25,7 @@ import logging
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 
@@ -470,21 +470,29 @@ class TwoStagePromptPipeline(PromptPipeline):
         checked_keyframe_positions(self.checkpoint_path, video.generated_keyframes, video.num_frames)
         return video
 
-    def unguided_prompt_call(
-        self, prompt: str, *, seed: int, video: VideoRequest, enhance_prompt: bool, **inputs: Any
-    ) -> FinalLatents:
-        """The prompt call of these pipelines (no guidance, so no negative prompt): `video` checked and filled
-        (`checked_video`), the prompt encoded alone, the length picked by the duration head where the request
-        leaves it to it (pipelines that `predicts_duration`), then `latents_from_contexts` with noise seeded from
-        `seed` and `inputs`; the final latents carry the prompt as encoded."""
+    def prompted(self, prompt: str, *, seed: int, video: VideoRequest, enhance_prompt: bool) -> Prompted:
+        """What the prompt call of these pipelines (no guidance, so no negative prompt) hands its
+        `latents_from_contexts`: `video` checked and filled (`checked_video`), the prompt encoded alone, the length
+        picked by the duration head where the request leaves it to it (pipelines that `predicts_duration`), the
+        noise seeded from `seed`, and the prompt as encoded (for the final latents)."""
         video = self.checked_video(video)
         (contexts,), final_prompt = self.encode_prompts(
             [prompt], seed=seed, images=video.images, enhance=enhance_prompt
         )
         if self.predicts_duration:
             video = with_requested_frames(self.checkpoint_path, self.placement, contexts, video)
-        final = self.latents_from_contexts(contexts, video=video, noise=SeededNoise(seed), **inputs)
-        return replace(final, prompt=final_prompt)
+        return Prompted(contexts, video, SeededNoise(seed), final_prompt)
+
+
+@dataclass(frozen=True)
+class Prompted:
+    """A prompt call's inputs to `latents_from_contexts`, worked out once: the prompt's contexts, the checked and
+    filled video request (its length decided), the seeded noise, and the prompt as encoded."""
+
+    contexts: TextContexts
+    video: VideoRequest
+    noise: NoiseSource
+    prompt: str
 
 
 @contextmanager

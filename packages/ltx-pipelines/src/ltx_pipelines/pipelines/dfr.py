@@ -185,7 +185,7 @@ class DFRPipeline(TwoStagePromptPipeline):
         full = VideoPixelShape(1, canvas.frames, height, width, frame_rate)
         positive = contexts_on(contexts, self.placement)
         hook = _DetailingConditioning(canvas.positions, self.detailing_downscale if self.detailing_lora else None)
-        # The encoder is loaded even without images: the upsamplers work through its latent statistics.
+        # The upsampling between the stages loads the VAE latent statistics; the temporal rounds reuse them.
         result = run_two_stages(
             self, self.spatial_upsampler_path, full, noise,
             stage_1=StagePlan(self.stage_loras(), distilled_sigmas()),

@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ltx_core.components.schedulers import distilled_sigmas, stage_2_distilled_sigmas
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_pipelines.engine.denoising_stage import AncestralSampler, FinalLatents, NoiseSource, contexts_on
 from ltx_pipelines.engine.prompt_pipeline import TwoStagePromptPipeline
 from ltx_pipelines.engine.requests import VideoRequest
-from ltx_pipelines.engine.two_stage_runner import StagePlan, simple_denoiser, two_stage_latents
+from ltx_pipelines.engine.two_stage_runner import StagePlan, two_stage_latents
 
 ANCESTRAL_SAMPLER_SINCE_VERSION = (2, 5)
 
@@ -40,7 +42,9 @@ class DistilledPipeline(TwoStagePromptPipeline):
         head). `video.generated_keyframes`: stage-1 keyframe slots, a count of evenly spaced interior frames or
         explicit frame indices (see `engine.generated_keyframes`; needs a transformer with the keyframe
         embedding)."""
-        return self.unguided_prompt_call(prompt, seed=seed, video=video, enhance_prompt=enhance_prompt)
+        call = self.prompted(prompt, seed=seed, video=video, enhance_prompt=enhance_prompt)
+        final = self.latents_from_contexts(call.contexts, video=call.video, noise=call.noise)
+        return replace(final, prompt=call.prompt)
 
     def latents_from_contexts(self, contexts: TextContexts, *, video: VideoRequest, noise: NoiseSource) -> FinalLatents:
         """Both stages, from given text contexts, a filled `video` request and a noise source (the parity seam).
@@ -52,7 +56,6 @@ class DistilledPipeline(TwoStagePromptPipeline):
         return two_stage_latents(
             self, self.spatial_upsampler_path, full, noise, ship_refined_audio=True,
             stage_1=StagePlan(self.loras, distilled_sigmas(), sampler=AncestralSampler() if ancestral else None),
-            stage_2=StagePlan(self.loras, stage_2_distilled_sigmas()), stage_1_denoiser=simple_denoiser(positive),
-            refine_contexts=positive, images=video.images, generated_keyframes=video.generated_keyframes,
-            share_transformer=True,
+            stage_2=StagePlan(self.loras, stage_2_distilled_sigmas()), refine_contexts=positive, images=video.images,
+            generated_keyframes=video.generated_keyframes, share_transformer=True,
         )  # fmt: skip

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -92,10 +92,12 @@ class ICLoraPipeline(TwoStagePromptPipeline):
         """Generate from a prompt and the reference videos (no guidance); the same seed gives the same result.
         What `video` leaves unset takes the model version's defaults."""
         refuse_duration(video, type(self).__name__)
-        return self.unguided_prompt_call(
-            prompt, seed=seed, video=video, enhance_prompt=enhance_prompt, references=references,
+        call = self.prompted(prompt, seed=seed, video=video, enhance_prompt=enhance_prompt)
+        final = self.latents_from_contexts(
+            call.contexts, video=call.video, noise=call.noise, references=references,
             attention_strength=attention_strength, attention_mask=attention_mask, skip_stage_2=skip_stage_2,
         )  # fmt: skip
+        return replace(final, prompt=call.prompt)
 
     def latents_from_contexts(
         self,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -129,9 +129,9 @@ class LipDubPipeline(TwoStagePromptPipeline):
         frame rate are the reference's (see `reference_timing`); what it leaves unset takes the model version's
         defaults."""
         refuse_duration(video, type(self).__name__)
-        return self.unguided_prompt_call(
-            prompt, seed=seed, video=video, enhance_prompt=enhance_prompt, reference=reference
-        )
+        call = self.prompted(prompt, seed=seed, video=video, enhance_prompt=enhance_prompt)
+        final = self.latents_from_contexts(call.contexts, video=call.video, noise=call.noise, reference=reference)
+        return replace(final, prompt=call.prompt)
 
     def latents_from_contexts(
         self, contexts: TextContexts, *, video: VideoRequest, noise: NoiseSource, reference: LipDubReference
