@@ -48,6 +48,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
+from typing import Protocol
 
 import torch
 from torch import nn
@@ -450,27 +451,38 @@ def upsample_between_stages(
         return upsample_video_latent(video_latent, upsampler, latent_statistics)
 
 
+class RunSettings(Protocol):
+    """What decoding a run's latents takes from the pipeline that ran it (a `Pipeline` is one)."""
+
+    @property
+    def checkpoint_path(self) -> ModelSource: ...
+
+    @property
+    def placement(self) -> Placement: ...
+
+    @property
+    def tiling(self) -> TilingConfig | None: ...
+
+
 def finished_latents(
-    checkpoint: ModelSource,
-    placement: Placement,
+    pipeline: RunSettings,
     shape: VideoPixelShape,
     video_latent: torch.Tensor | None,
     audio_latent: torch.Tensor | None,
-    *,
-    tiling: TilingConfig | None,
     noise: NoiseSource,
     latents: dict[str, torch.Tensor],
 ) -> FinalLatents:
-    """What a finished run returns: its final latents and what decoding them takes (nothing is decoded
-    here: that is the decode step, `engine/generation.py`). `tiling` None picks the automatic layout for the
-    output size (`decode_tiling_for`); the noise is forked at the decoder's first draw."""
+    """What a finished run of `pipeline` returns: its final latents and what decoding them takes (nothing is
+    decoded here: that is the decode step, `engine/generation.py`): the pipeline's model files and placement,
+    its tiling (None: the automatic layout for the output size, `decode_tiling_for`), and the noise forked at
+    the decoder's first draw."""
     return FinalLatents(
         video=video_latent,
         audio=audio_latent,
         shape=shape,
-        checkpoint=checkpoint,
-        placement=placement,
-        tiling=decode_tiling_for(shape, tiling),
+        checkpoint=pipeline.checkpoint_path,
+        placement=pipeline.placement,
+        tiling=decode_tiling_for(shape, pipeline.tiling),
         noise=fork_noise(noise),
         stage_latents=dict(latents),
     )

@@ -61,7 +61,6 @@ from ltx_pipelines.engine.denoising_stage import (
     ImageCondition,
     NoiseSource,
     SeededNoise,
-    finished_latents,
 )
 from ltx_pipelines.engine.generation import AudioGeneration, Generation, decode_latents
 from ltx_pipelines.engine.model_loading import ModelBuilder, Placement, loaded, release
@@ -129,9 +128,9 @@ class PipelineOptions(TypedDict, total=False):
 
 class Pipeline:
     """What every pipeline stands on: its model files, placement, LoRAs (and how they are fused), runtime, tiling,
-    the devices it runs over, and the building blocks the stages chain (the stage transformer, the refinement
-    model, the finished latents). Prompt-driven pipelines are `PromptPipeline`s; HDR IC-LoRA runs from stored
-    contexts and is a `Pipeline` of its own kind."""
+    the devices it runs over, and the stage transformer the stages run (a run's final latents take what decoding
+    needs from it: `finished_latents(pipeline, ...)`). Prompt-driven pipelines are `PromptPipeline`s; HDR IC-LoRA
+    runs from stored contexts and is a `Pipeline` of its own kind."""
 
     spatial_multiple: ClassVar[int] = ONE_STAGE_SPATIAL_MULTIPLE
     """Output height and width must be multiples of this (64 when stage 1 runs at half size)."""
@@ -240,26 +239,6 @@ class Pipeline:
         finally:
             release_transformer(model)
             release()
-
-    def finished(
-        self,
-        shape: VideoPixelShape,
-        video_latent: torch.Tensor | None,
-        audio_latent: torch.Tensor | None,
-        noise: NoiseSource,
-        latents: dict[str, torch.Tensor],
-    ) -> FinalLatents:
-        """What a finished run returns: its final latents and what decoding them takes."""
-        return finished_latents(
-            self.checkpoint_path,
-            self.placement,
-            shape,
-            video_latent,
-            audio_latent,
-            tiling=self.tiling,
-            noise=noise,
-            latents=latents,
-        )
 
 
 class PromptPipeline(Pipeline, ABC):

@@ -35,6 +35,7 @@ from ltx_core.conditioning import ConditioningItem, VideoGeneratedKeyframeSlots
 from ltx_core.loader import CheckpointError
 from ltx_core.loader.model_files import ModelSource, model_files_of
 from ltx_core.model.duration_head.duration_range import DurationRange
+from ltx_core.types import VideoPixelShape
 
 if TYPE_CHECKING:
     from ltx_pipelines.engine.denoising_stage import ImageCondition
@@ -75,6 +76,14 @@ class VideoRequest:
         assert self.height is not None and self.width is not None
         assert self.num_frames is not None and self.frame_rate is not None
         return self.height, self.width, self.num_frames, self.frame_rate
+
+    def pixel_shape(self, spatial_multiple: int) -> VideoPixelShape:
+        """The output shape of a filled request (batch 1), checked against the model's grid: height and width
+        multiples of `spatial_multiple`, an 8k+1 frame count."""
+        height, width, num_frames, frame_rate = self.size
+        shape = VideoPixelShape(1, num_frames, height, width, frame_rate)
+        shape.check(spatial_multiple=spatial_multiple)
+        return shape
 
     def with_frames(self, num_frames: int) -> VideoRequest:
         """The request with its length decided (the duration head's pick)."""

@@ -38,6 +38,7 @@ from ltx_pipelines.engine.denoising_stage import (
     SamplingLoop,
     StageResult,
     encode_conditioning_images,
+    finished_latents,
     run_denoising_stage,
 )
 from ltx_pipelines.engine.guided import GuidedInputs, stage_guided_denoiser
@@ -345,7 +346,7 @@ def two_stage_latents(
     refined = result.refined
     usable = pipeline.parallel is None or pipeline.parallel.refined_audio_is_usable
     audio = refined.audio_latent if ship_refined_audio and usable else result.stage_1.audio_latent
-    return pipeline.finished(shape, refined.video_latent, audio, noise, result.latents)
+    return finished_latents(pipeline, shape, refined.video_latent, audio, noise, result.latents)
 
 
 def distilled_lora_stages(

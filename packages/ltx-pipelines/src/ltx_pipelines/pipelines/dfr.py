@@ -35,6 +35,7 @@ from ltx_pipelines.engine.denoising_stage import (
     Waveform,
     contexts_on,
     encode_conditioning_images,
+    finished_latents,
     run_denoising_stage,
 )
 from ltx_pipelines.engine.generation import decode_waveform
@@ -205,7 +206,7 @@ class DFRPipeline(TwoStagePromptPipeline):
         video = video[:, :, : dfr_layout.output_latent_frames(frames)]
         latents["final_video_latent"] = video
         out = VideoPixelShape(1, frames, height, width, frame_rate * 2**temporal_upsample_rounds)
-        final = self.finished(out, video, stage_1.audio_latent, noise, latents)
+        final = finished_latents(self, out, video, stage_1.audio_latent, noise, latents)
         return self._audio_cut_to_video(final)
 
     @staticmethod

@@ -49,7 +49,7 @@ class DistilledPipeline(TwoStagePromptPipeline):
     def latents_from_contexts(self, contexts: TextContexts, *, video: VideoRequest, noise: NoiseSource) -> FinalLatents:
         """Both stages, from given text contexts, a filled `video` request and a noise source (the parity seam).
         `video.generated_keyframes`: slots appended to stage 1 only, kept as `stage_1.video_generated_keyframes`."""
-        full = self.output_shape(*video.size)
+        full = video.pixel_shape(self.spatial_multiple)
         positive = contexts_on(contexts, self.placement)
         ancestral = self.checkpoint.model_version >= ANCESTRAL_SAMPLER_SINCE_VERSION
         # One transformer serves both stages (the same LoRAs), kept loaded across the upsampling.

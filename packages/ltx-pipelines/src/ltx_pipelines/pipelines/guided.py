@@ -32,6 +32,7 @@ from ltx_pipelines.engine.denoising_stage import (
     SamplingLoop,
     StageConditions,
     encode_conditioning_images,
+    finished_latents,
     run_denoising_stage,
 )
 from ltx_pipelines.engine.guided import (
@@ -257,7 +258,7 @@ class GuidedPipeline(PromptPipeline):
     ) -> GuidedRun:
         """A call's arguments resolved and checked (the video filled, the guidance settled, the contexts placed)."""
         video = self.filled_video(video)
-        shape = self.output_shape(*video.size)
+        shape = video.pixel_shape(self.spatial_multiple)
         given = checked_stage_sigmas(stage_sigmas, self.stage_names)
         inputs = guided_inputs(self.guidance_settings(guidance), contexts, negative_contexts, self.placement)
         return GuidedRun(shape, video, inputs, noise, given, sde_noise, conditions)
@@ -285,7 +286,7 @@ class GuidedPipeline(PromptPipeline):
                 conditionings=[*image_items, *conditions.video, *slots], **conditions.stage_arguments(),
                 loop=self.sampling_loop("stage_1", run.sde_noise), progress=self.progress,
             )  # fmt: skip
-        return self.finished(shape, result.video_latent, result.audio_latent, run.noise, result.latents)
+        return finished_latents(self, shape, result.video_latent, result.audio_latent, run.noise, result.latents)
 
 
 class TwoStageGuidedPipeline(GuidedPipeline):

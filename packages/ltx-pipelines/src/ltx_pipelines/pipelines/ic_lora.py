@@ -17,7 +17,7 @@ from ltx_core.conditioning import ConditioningItem
 from ltx_core.loader import LoraSpec
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
-from ltx_pipelines.engine.denoising_stage import FinalLatents, NoiseSource, contexts_on
+from ltx_pipelines.engine.denoising_stage import FinalLatents, NoiseSource, contexts_on, finished_latents
 from ltx_pipelines.engine.ic_references import (
     ReferenceFactors,
     VideoReference,
@@ -116,7 +116,7 @@ class ICLoraPipeline(TwoStagePromptPipeline):
         `attention_mask`: (1, 1, F, h, w) in [0, 1] over the stage-1 frames, times `attention_strength`,
         weights the attention between generated and reference tokens.
         """
-        full = self.output_shape(*video.size)
+        full = video.pixel_shape(self.spatial_multiple)
         if not 0.0 <= attention_strength <= 1.0:
             raise ValueError(f"attention_strength must be in [0, 1], got {attention_strength}")
         if attention_mask is not None:
@@ -132,8 +132,12 @@ class ICLoraPipeline(TwoStagePromptPipeline):
         )  # fmt: skip
         if result.stage_2 is None:
             first = result.stage_1
-            return self.finished(half_size(full), first.video_latent, first.audio_latent, noise, result.latents)
-        return self.finished(full, result.stage_2.video_latent, result.stage_2.audio_latent, noise, result.latents)
+            return finished_latents(
+                self, half_size(full), first.video_latent, first.audio_latent, noise, result.latents
+            )
+        return finished_latents(
+            self, full, result.stage_2.video_latent, result.stage_2.audio_latent, noise, result.latents
+        )
 
 
 @dataclass(frozen=True)

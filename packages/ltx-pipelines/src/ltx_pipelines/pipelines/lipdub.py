@@ -18,7 +18,7 @@ from ltx_core.loader import LoraSpec, ModelFiles
 from ltx_core.model.audio_vae import AUDIO_ENCODER, encode_audio
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
-from ltx_pipelines.engine.denoising_stage import FinalLatents, NoiseSource, StageResult, contexts_on
+from ltx_pipelines.engine.denoising_stage import FinalLatents, NoiseSource, StageResult, contexts_on, finished_latents
 from ltx_pipelines.engine.ic_references import VideoReference, reference_conditionings, reference_factors
 from ltx_pipelines.engine.model_loading import loaded
 from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, TwoStagePromptPipeline, refuse_duration
@@ -141,7 +141,7 @@ class LipDubPipeline(TwoStagePromptPipeline):
         `video.num_frames` / `video.frame_rate` are the reference's (see `reference_timing`); its frames beyond
         `num_frames` are not used.
         """
-        full = self.output_shape(*video.size)
+        full = video.pixel_shape(self.spatial_multiple)
         positive = contexts_on(contexts, self.placement)
         hook = _LipDubConditioning(self, reference.video, self.encode_reference_audio(reference.load_audio()))
         loras = self.stage_loras()
@@ -152,7 +152,9 @@ class LipDubPipeline(TwoStagePromptPipeline):
             refine_contexts=positive, images=video.images, generated_keyframes=video.generated_keyframes, hook=hook,
             share_transformer=True,
         )  # fmt: skip
-        return self.finished(full, result.refined.video_latent, result.stage_1.audio_latent, noise, result.latents)
+        return finished_latents(
+            self, full, result.refined.video_latent, result.stage_1.audio_latent, noise, result.latents
+        )
 
 
 @dataclass(frozen=True)
