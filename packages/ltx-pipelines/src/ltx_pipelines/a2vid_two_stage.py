@@ -16,7 +16,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ltx_pipelines.cli.command import Run, call_pipeline, forward_to
-from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
+from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext, Reading
 from ltx_pipelines.cli.guidance_flags import GuidanceFlags
 from ltx_pipelines.cli.guided_command import build_guided, guided_command
 from ltx_pipelines.cli.media_inputs import audio_duration, audio_file
@@ -56,7 +56,17 @@ class AudioInputFlags(FlagGroup["AudioRequest"]):
             "frame_rate).",
         )
 
-    def read(self, args: argparse.Namespace, context: ReadContext) -> AudioRequest:
+    def read(self, args: argparse.Namespace, context: ReadContext) -> Reading[AudioRequest]:
+        return self._reading(self._value(args, context))
+
+    def _reading(self, value: AudioRequest, *, settle: bool = False) -> Reading[AudioRequest]:
+        return Reading(
+            value,
+            record=self._record(value),
+            settle=settle,
+        )
+
+    def _value(self, args: argparse.Namespace, context: ReadContext) -> AudioRequest:
         from ltx_pipelines.pipelines.a2vid_two_stage import AudioRequest
 
         start, longest = args.audio_start_time, args.audio_max_duration
@@ -67,7 +77,7 @@ class AudioInputFlags(FlagGroup["AudioRequest"]):
         length = audio_duration(args.audio_path)
         if start >= length:
             raise FlagError(f"--audio-start-time {start}: {str(args.audio_path)!r} has only {length:.3f} s of audio")
-        video = context.value(VideoFlags)
+        video = context.values[VideoFlags]
         wanted = video.seconds if longest is None else min(longest, video.seconds)
         if length - start < wanted - 1 / video.frame_rate:  # a run that goes on, but not as asked: say so
             logger.warning(
@@ -76,7 +86,7 @@ class AudioInputFlags(FlagGroup["AudioRequest"]):
             )  # fmt: skip
         return AudioRequest(args.audio_path, start, longest)
 
-    def record(self, value: AudioRequest) -> dict[str, Any]:
+    def _record(self, value: AudioRequest) -> dict[str, Any]:
         return {
             "audio_path": value.path,
             "audio_start_time": value.start_time,

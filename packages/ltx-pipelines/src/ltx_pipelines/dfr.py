@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ltx_pipelines.cli.command import PipelineCommand, Run, build_distilled, forward_to
-from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
+from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext, Reading
 from ltx_pipelines.cli.model_flags import ModelFlags, add_lora_flag
 from ltx_pipelines.cli.model_resolution import RunModels
 from ltx_pipelines.cli.request_flags import VideoFlags
@@ -82,7 +82,22 @@ class DfrFlags(FlagGroup[DfrInputs]):
             "(default: 0). The output has (num_frames - 1) * 2**rounds + 1 frames.",
         )
 
-    def read(self, args: argparse.Namespace, context: ReadContext) -> DfrInputs:
+    def read(self, args: argparse.Namespace, context: ReadContext) -> Reading[DfrInputs]:
+        # The value depends on the model files: settled once they are known.
+        return self._reading(self._value(args, context), settle=True)
+
+    def settle(self, value: DfrInputs, models: RunModels, context: ReadContext) -> Reading[DfrInputs]:
+        return self._reading(self._settled(value, models, context))
+
+    def _reading(self, value: DfrInputs, *, settle: bool = False) -> Reading[DfrInputs]:
+        return Reading(
+            value,
+            record=self._record(value),
+            call_arguments=self._call_arguments(value),
+            settle=settle,
+        )
+
+    def _value(self, args: argparse.Namespace, context: ReadContext) -> DfrInputs:
         from ltx_core.loader import LoraSpec
         from ltx_pipelines.engine import dfr_layout
 
@@ -95,7 +110,7 @@ class DfrFlags(FlagGroup[DfrInputs]):
             raise FlagError(
                 f"--temporal-upsample-rounds {args.temporal_upsample_rounds} needs --temporal-upsampler-path"
             )
-        video = context.value(VideoFlags)
+        video = context.values[VideoFlags]
         if video.duration is None:
             try:
                 dfr_layout.plan_canvas(video.num_frames)
@@ -103,7 +118,7 @@ class DfrFlags(FlagGroup[DfrInputs]):
                 raise FlagError(f"--num-frames: {e}") from None
         return DfrInputs(loras, path, int(args.temporal_upsample_rounds))
 
-    def settle(self, value: DfrInputs, models: RunModels, context: ReadContext) -> DfrInputs:
+    def _settled(self, value: DfrInputs, models: RunModels, context: ReadContext) -> DfrInputs:
         from ltx_core.loader import LoraSpec
         from ltx_pipelines.engine.requests import keyframe_embedding_problem
 
@@ -123,14 +138,14 @@ class DfrFlags(FlagGroup[DfrInputs]):
             value = replace(value, temporal_upsampler=assets.temporal_upsampler)
         return value
 
-    def record(self, value: DfrInputs) -> dict[str, Any]:
+    def _record(self, value: DfrInputs) -> dict[str, Any]:
         return {
             "detailing_lora": [[str(lora.path), lora.strength] for lora in value.detailing_lora],
             "temporal_upsampler_path": str(value.temporal_upsampler) if value.temporal_upsampler else None,
             "temporal_upsample_rounds": value.rounds,
         }
 
-    def call_arguments(self, value: DfrInputs) -> dict[str, Any]:
+    def _call_arguments(self, value: DfrInputs) -> dict[str, Any]:
         return {"temporal_upsample_rounds": value.rounds}
 
 

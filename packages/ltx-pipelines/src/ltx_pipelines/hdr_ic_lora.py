@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ltx_pipelines.cli.command import PipelineCommand, Run, forward_to
-from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
+from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext, Reading
 from ltx_pipelines.cli.model_flags import ModelFlags
 from ltx_pipelines.cli.model_resolution import RunModels
 from ltx_pipelines.cli.runtime_flags import RuntimeFlags
@@ -111,7 +111,17 @@ class HdrFlags(FlagGroup[HdrJobs]):
         run.add_argument("--skip-mp4", action="store_true", help="Write only the EXR frames, no HEVC master.")
         run.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"Random seed (default: {DEFAULT_SEED}).")
 
-    def read(self, args: argparse.Namespace, context: ReadContext) -> HdrJobs:
+    def read(self, args: argparse.Namespace, context: ReadContext) -> Reading[HdrJobs]:
+        return self._reading(self._value(args, context))
+
+    def _reading(self, value: HdrJobs, *, settle: bool = False) -> Reading[HdrJobs]:
+        return Reading(
+            value,
+            record=self._record(value),
+            settle=settle,
+        )
+
+    def _value(self, args: argparse.Namespace, context: ReadContext) -> HdrJobs:
         from ltx_pipelines.io import MediaError, probe_video
 
         n = args.num_frames
@@ -161,7 +171,7 @@ class HdrFlags(FlagGroup[HdrJobs]):
         }
         return HdrJobs(tuple(jobs), n, tile, bool(args.high_quality), bool(args.overwrite), args.seed, given)
 
-    def record(self, value: HdrJobs) -> dict[str, Any]:
+    def _record(self, value: HdrJobs) -> dict[str, Any]:
         return {**value.given, "num_frames": value.num_frames}
 
 
@@ -189,13 +199,27 @@ class HdrModelFlags(FlagGroup[HdrModels]):
             "(required; optional with --demo).",
         )
 
-    def read(self, args: argparse.Namespace, context: ReadContext) -> HdrModels:
+    def read(self, args: argparse.Namespace, context: ReadContext) -> Reading[HdrModels]:
+        # The value depends on the model files: settled once they are known.
+        return self._reading(self._value(args, context), settle=True)
+
+    def settle(self, value: HdrModels, models: RunModels, context: ReadContext) -> Reading[HdrModels]:
+        return self._reading(self._settled(value, models, context))
+
+    def _reading(self, value: HdrModels, *, settle: bool = False) -> Reading[HdrModels]:
+        return Reading(
+            value,
+            record=self._record(value),
+            settle=settle,
+        )
+
+    def _value(self, args: argparse.Namespace, context: ReadContext) -> HdrModels:
         for flag, value in (("--hdr-lora", args.hdr_lora), ("--text-embeddings", args.text_embeddings)):
             if value is None and not context.demo:
                 raise FlagError(f"{flag} is required (or pass --demo)")
         return HdrModels(args.hdr_lora, args.text_embeddings)
 
-    def settle(self, value: HdrModels, models: RunModels, context: ReadContext) -> HdrModels:
+    def _settled(self, value: HdrModels, models: RunModels, context: ReadContext) -> HdrModels:
         from ltx_core.loader import LoraSpec
         from ltx_pipelines.engine.ic_references import reference_factors
 
@@ -211,7 +235,7 @@ class HdrModelFlags(FlagGroup[HdrModels]):
             embeddings = _check_embeddings(str(value.text_embeddings), models.checkpoint)
         return HdrModels(hdr_lora, embeddings)
 
-    def record(self, value: HdrModels) -> dict[str, Any]:
+    def _record(self, value: HdrModels) -> dict[str, Any]:
         return {"hdr_lora": value.hdr_lora, "text_embeddings": value.text_embeddings}
 
 

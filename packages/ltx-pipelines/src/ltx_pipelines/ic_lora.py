@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ltx_pipelines.cli.arg_types import RepeatedValuesAction, number_arg
 from ltx_pipelines.cli.command import PipelineCommand, Run, build_distilled, call_pipeline, forward_to
-from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
+from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext, Reading
 from ltx_pipelines.cli.model_flags import ModelFlags
 from ltx_pipelines.cli.model_resolution import RunModels
 from ltx_pipelines.cli.request_flags import VideoFlags
@@ -87,7 +87,22 @@ class IcLoraFlags(FlagGroup["IcLoraInputs"]):
             help="Stop after stage 1: the output is at half the --height/--width (default: off).",
         )
 
-    def read(self, args: argparse.Namespace, context: ReadContext) -> IcLoraInputs:
+    def read(self, args: argparse.Namespace, context: ReadContext) -> Reading[IcLoraInputs]:
+        # The value depends on the model files: settled once they are known.
+        return self._reading(self._value(args, context), settle=True)
+
+    def settle(self, value: IcLoraInputs, models: RunModels, context: ReadContext) -> Reading[IcLoraInputs]:
+        return self._reading(self._settled(value, models, context))
+
+    def _reading(self, value: IcLoraInputs, *, settle: bool = False) -> Reading[IcLoraInputs]:
+        return Reading(
+            value,
+            record=self._record(value),
+            call_arguments=self._call_arguments(value),
+            settle=settle,
+        )
+
+    def _value(self, args: argparse.Namespace, context: ReadContext) -> IcLoraInputs:
         from ltx_pipelines.engine.ic_references import VideoReference
 
         if not args.video_conditioning:
@@ -101,7 +116,7 @@ class IcLoraFlags(FlagGroup["IcLoraInputs"]):
             raw, strength = args.conditioning_attention_mask
             mask_strength = _strength("--conditioning-attention-mask", strength)
             frames = _probe_media("--conditioning-attention-mask", raw, image_ok=True)
-            num_frames = context.value(VideoFlags).num_frames
+            num_frames = context.values[VideoFlags].num_frames
             if frames != 1 and frames < num_frames:
                 raise FlagError(
                     f"--conditioning-attention-mask {raw!r} has {frames} frames; it needs at least --num-frames "
@@ -115,7 +130,7 @@ class IcLoraFlags(FlagGroup["IcLoraInputs"]):
         }
         return IcLoraInputs(tuple(references), mask_path, mask_strength, bool(args.skip_stage_2), given)
 
-    def call_arguments(self, value: IcLoraInputs) -> dict[str, Any]:
+    def _call_arguments(self, value: IcLoraInputs) -> dict[str, Any]:
         # The mask file is read at the stage-1 size when the call is made (`_generate`), not while reading flags.
         return {
             "references": list(value.references),
@@ -123,7 +138,7 @@ class IcLoraFlags(FlagGroup["IcLoraInputs"]):
             "skip_stage_2": value.skip_stage_2,
         }
 
-    def settle(self, value: IcLoraInputs, models: RunModels, context: ReadContext) -> IcLoraInputs:
+    def _settled(self, value: IcLoraInputs, models: RunModels, context: ReadContext) -> IcLoraInputs:
         """The output size must suit the IC-LoRAs' reference downscale factor (read from the LoRA files)."""
         from ltx_pipelines.engine.ic_references import reference_factors
 
@@ -131,7 +146,7 @@ class IcLoraFlags(FlagGroup["IcLoraInputs"]):
             factors = reference_factors(list(models.loras))
         except ValueError as e:
             raise FlagError(f"--lora: {e}") from None
-        video = context.value(VideoFlags)
+        video = context.values[VideoFlags]
         multiple = TWO_STAGE_SPATIAL_MULTIPLE * factors.downscale
         if video.height % multiple or video.width % multiple:
             raise FlagError(
@@ -140,7 +155,7 @@ class IcLoraFlags(FlagGroup["IcLoraInputs"]):
             )
         return value
 
-    def record(self, value: IcLoraInputs) -> dict[str, Any]:
+    def _record(self, value: IcLoraInputs) -> dict[str, Any]:
         return dict(value.given)
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ltx_pipelines.cli.command import PipelineCommand, Run, build_distilled, forward_to
-from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext, fields_of
+from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext, Reading, fields_of
 from ltx_pipelines.cli.model_flags import ModelFlags
 from ltx_pipelines.cli.model_resolution import RunModels
 from ltx_pipelines.cli.request_flags import add_size_flags, checked_size
@@ -65,13 +65,27 @@ class LipDubFlags(FlagGroup["LipDubInputs"]):
             help=f"How clean the reference video tokens are, in [0, 1] (default: {DEFAULT_REFERENCE_STRENGTH}).",
         )
 
-    def read(self, args: argparse.Namespace, context: ReadContext) -> LipDubInputs:
+    def read(self, args: argparse.Namespace, context: ReadContext) -> Reading[LipDubInputs]:
+        # The value depends on the model files: settled once they are known.
+        return self._reading(self._value(args, context), settle=True)
+
+    def settle(self, value: LipDubInputs, models: RunModels, context: ReadContext) -> Reading[LipDubInputs]:
+        return self._reading(self._settled(value, models, context))
+
+    def _reading(self, value: LipDubInputs, *, settle: bool = False) -> Reading[LipDubInputs]:
+        return Reading(
+            value,
+            record=self._record(value),
+            settle=settle,
+        )
+
+    def _value(self, args: argparse.Namespace, context: ReadContext) -> LipDubInputs:
         from ltx_pipelines.io import MediaError, probe_video
         from ltx_pipelines.pipelines.lipdub import reference_timing
 
         defaults = context.defaults
         sizes = checked_size(args, TWO_STAGE_SPATIAL_MULTIPLE, (defaults.two_stage_height, defaults.two_stage_width))
-        loras = context.value(ModelFlags).loras
+        loras = context.values[ModelFlags].loras
         if len(loras) != 1 and not (context.demo and not loras):
             raise FlagError(
                 f"--lora was given {len(loras)} times; the lip-dub pipeline takes exactly one lip-dub IC-LoRA "
@@ -97,7 +111,7 @@ class LipDubFlags(FlagGroup["LipDubInputs"]):
             raise FlagError(f"--reference-video {raw!r} has no audio track; the lip-dub reference needs its speech")
         return LipDubInputs(sizes[0], sizes[1], path, raw, num_frames, fps, strength)
 
-    def settle(self, value: LipDubInputs, models: RunModels, context: ReadContext) -> LipDubInputs:
+    def _settled(self, value: LipDubInputs, models: RunModels, context: ReadContext) -> LipDubInputs:
         from ltx_pipelines.engine.ic_references import reference_factors
 
         try:
@@ -106,7 +120,7 @@ class LipDubFlags(FlagGroup["LipDubInputs"]):
             raise FlagError(f"--lora: {e}") from None
         return value
 
-    def record(self, value: LipDubInputs) -> dict[str, Any]:
+    def _record(self, value: LipDubInputs) -> dict[str, Any]:
         return fields_of(value, "height", "width", "reference_video", "reference_strength")
 
 

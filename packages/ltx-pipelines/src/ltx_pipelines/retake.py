@@ -17,7 +17,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ltx_pipelines.cli.command import PipelineCommand, Run, call_pipeline, forward_to, resolve
-from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
+from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext, Reading
 from ltx_pipelines.cli.guidance_flags import MaxBatchSizeFlags
 from ltx_pipelines.cli.media_inputs import video_file
 from ltx_pipelines.cli.model_flags import ModelFlags
@@ -54,7 +54,18 @@ class RetakeFlags(FlagGroup["RetakeRequest"]):
                 "(default: on).",
             )
 
-    def read(self, args: argparse.Namespace, context: ReadContext) -> RetakeRequest:
+    def read(self, args: argparse.Namespace, context: ReadContext) -> Reading[RetakeRequest]:
+        return self._reading(self._value(args, context))
+
+    def _reading(self, value: RetakeRequest, *, settle: bool = False) -> Reading[RetakeRequest]:
+        return Reading(
+            value,
+            record=self._record(value),
+            call_arguments=self._call_arguments(value),
+            settle=settle,
+        )
+
+    def _value(self, args: argparse.Namespace, context: ReadContext) -> RetakeRequest:
         from ltx_pipelines.io import probe_video
         from ltx_pipelines.pipelines.retake import RetakeRegion, RetakeRequest, check_source_shape
 
@@ -88,10 +99,10 @@ class RetakeFlags(FlagGroup["RetakeRequest"]):
         region = RetakeRegion(start, end, args.regenerate_video, args.regenerate_audio)
         return RetakeRequest(video_path=args.video_path, region=region)
 
-    def record(self, value: RetakeRequest) -> dict[str, Any]:
+    def _record(self, value: RetakeRequest) -> dict[str, Any]:
         return {"video_path": value.video_path, **dataclasses.asdict(value.region)}
 
-    def call_arguments(self, value: RetakeRequest) -> dict[str, Any]:
+    def _call_arguments(self, value: RetakeRequest) -> dict[str, Any]:
         # The source video is read when the call is made (`_retake`), not while reading flags.
         return {"region": value.region}
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ltx_pipelines.cli.arg_types import finite_float
 from ltx_pipelines.cli.command import Run, forward_to
-from ltx_pipelines.cli.flag_group import FlagGroup, ReadContext
+from ltx_pipelines.cli.flag_group import FlagGroup, ReadContext, Reading
 from ltx_pipelines.cli.guided_command import build_guided, guided_command
 from ltx_pipelines.cli.request_flags import GeneratedKeyframeFlags
 from ltx_pipelines.engine.model_versions import (
@@ -49,12 +49,22 @@ class HqLoraStrengthFlags(FlagGroup["HqLoraStrengths"]):
                 ),
             )
 
-    def read(self, args: argparse.Namespace, context: ReadContext) -> HqLoraStrengths:
+    def read(self, args: argparse.Namespace, context: ReadContext) -> Reading[HqLoraStrengths]:
+        return self._reading(self._value(args, context))
+
+    def _reading(self, value: HqLoraStrengths, *, settle: bool = False) -> Reading[HqLoraStrengths]:
+        return Reading(
+            value,
+            record=self._record(value),
+            settle=settle,
+        )
+
+    def _value(self, args: argparse.Namespace, context: ReadContext) -> HqLoraStrengths:
         from ltx_pipelines.pipelines.ti2vid_two_stages_hq import HqLoraStrengths
 
         return HqLoraStrengths(args.distilled_lora_strength_stage_1, args.distilled_lora_strength_stage_2)
 
-    def record(self, value: HqLoraStrengths) -> dict[str, Any]:
+    def _record(self, value: HqLoraStrengths) -> dict[str, Any]:
         return {"distilled_lora_strength_stage_1": value.stage_1, "distilled_lora_strength_stage_2": value.stage_2}
 
 

@@ -266,7 +266,7 @@ def test_num_gpus_other_than_torchruns_world_size_is_refused(monkeypatch):
     def num_gpus(argv: list[str]) -> int:
         parser = argparse.ArgumentParser()
         MultiGpuFlags().add(parser, LTX_2_3_DEFAULTS)
-        return MultiGpuFlags().read(parser.parse_args(argv), ReadContext(LTX_2_3_DEFAULTS, demo=False)).num_gpus
+        return MultiGpuFlags().read(parser.parse_args(argv), ReadContext(LTX_2_3_DEFAULTS, demo=False)).value.num_gpus
 
     for name, value in (("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "1")):
         monkeypatch.setenv(name, value)

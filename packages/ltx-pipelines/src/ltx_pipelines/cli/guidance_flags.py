@@ -10,7 +10,7 @@ from typing import Any
 
 from ltx_core.components.guider_params import MultiModalGuiderParams
 from ltx_pipelines.cli.arg_types import positive_int
-from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext, add_run_default, finite
+from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext, Reading, add_run_default, finite
 from ltx_pipelines.cli.model_resolution import RunModels
 from ltx_pipelines.engine.model_versions import DEFAULT_MAX_BATCH_SIZE, DEFAULT_NEGATIVE_PROMPT, PipelineDefaults
 
@@ -118,7 +118,23 @@ class GuidanceFlags(FlagGroup[GuidanceChoice]):
                 group, spec.flag(modality), spec.kind, text, list(shown) if spec.many else shown, **spec.options
             )
 
-    def read(self, args: argparse.Namespace, context: ReadContext) -> GuidanceChoice:
+    def read(self, args: argparse.Namespace, context: ReadContext) -> Reading[GuidanceChoice]:
+        # The value depends on the model files: settled once they are known.
+        return self._reading(self._value(args, context), settle=True)
+
+    def settle(self, value: GuidanceChoice, models: RunModels, context: ReadContext) -> Reading[GuidanceChoice]:
+        return self._reading(self._settled(value, models, context))
+
+    def _reading(self, value: GuidanceChoice, *, settle: bool = False) -> Reading[GuidanceChoice]:
+        return Reading(
+            value,
+            record=self._record(value),
+            call_arguments=self._call_arguments(value),
+            memory_inputs=self._memory_inputs(value),
+            settle=settle,
+        )
+
+    def _value(self, args: argparse.Namespace, context: ReadContext) -> GuidanceChoice:
         defaults = context.defaults
         steps = defaults.num_inference_steps if args.num_inference_steps is None else args.num_inference_steps
         if steps < 1:
@@ -170,7 +186,7 @@ class GuidanceFlags(FlagGroup[GuidanceChoice]):
             stg_blocks=blocks,
         )
 
-    def settle(self, value: GuidanceChoice, models: RunModels, context: ReadContext) -> GuidanceChoice:
+    def _settled(self, value: GuidanceChoice, models: RunModels, context: ReadContext) -> GuidanceChoice:
         """STG blocks must exist in the checkpoint's transformer (a missing block would silently turn STG into a
         no-op). Blocks the user did not choose (the defaults, made for the released models) and any block of a
         `--demo` run move to the model's last block instead of failing, so a command without STG flags runs on
@@ -201,7 +217,7 @@ class GuidanceFlags(FlagGroup[GuidanceChoice]):
             )
         return replace(value, **changes) if changes else value
 
-    def record(self, value: GuidanceChoice) -> dict[str, Any]:
+    def _record(self, value: GuidanceChoice) -> dict[str, Any]:
         recorded: dict[str, Any] = {
             "negative_prompt": value.negative_prompt,
             "num_inference_steps": value.num_inference_steps,
@@ -213,7 +229,7 @@ class GuidanceFlags(FlagGroup[GuidanceChoice]):
                 recorded[spec.flag(modality).lstrip("-").replace("-", "_")] = list(given) if spec.many else given
         return recorded
 
-    def call_arguments(self, value: GuidanceChoice) -> dict[str, Any]:
+    def _call_arguments(self, value: GuidanceChoice) -> dict[str, Any]:
         # The one place this group's value becomes the pipelines' call (a `GuidanceRequest` once they take one);
         # a modality the pipeline does not guide is not passed (e.g. a2vid's audio is frozen).
         arguments: dict[str, Any] = {
@@ -224,7 +240,7 @@ class GuidanceFlags(FlagGroup[GuidanceChoice]):
             arguments[f"{modality}_guidance"] = getattr(value, modality)
         return arguments
 
-    def memory_inputs(self, value: GuidanceChoice) -> dict[str, Any]:
+    def _memory_inputs(self, value: GuidanceChoice) -> dict[str, Any]:
         return {"prompts": 2}  # the negative prompt is encoded with the prompt
 
 
@@ -244,11 +260,22 @@ class MaxBatchSizeFlags(FlagGroup[int]):
             ),
         )
 
-    def read(self, args: argparse.Namespace, context: ReadContext) -> int:
+    def read(self, args: argparse.Namespace, context: ReadContext) -> Reading[int]:
+        return self._reading(self._value(args, context))
+
+    def _reading(self, value: int, *, settle: bool = False) -> Reading[int]:
+        return Reading(
+            value,
+            record=self._record(value),
+            memory_inputs=self._memory_inputs(value),
+            settle=settle,
+        )
+
+    def _value(self, args: argparse.Namespace, context: ReadContext) -> int:
         return int(args.max_batch_size)
 
-    def record(self, value: int) -> dict[str, Any]:
+    def _record(self, value: int) -> dict[str, Any]:
         return {"max_batch_size": value}
 
-    def memory_inputs(self, value: int) -> dict[str, Any]:
+    def _memory_inputs(self, value: int) -> dict[str, Any]:
         return {"batch": value}

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ltx_pipelines.cli.command import PipelineCommand, Run, report_error, stop_signals_interrupt
-from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
+from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext, Reading
 from ltx_pipelines.cli.request_flags import VideoFlags
 from ltx_pipelines.engine.model_versions import (
     DEFAULT_STAGE_2_TILE_OVERLAP,
@@ -100,7 +100,18 @@ class MultiGpuFlags(FlagGroup[MultiGpuChoice]):
             help="Latent cells neighbouring stage-2 tiles share (default: %(default)s).",
         )  # fmt: skip
 
-    def read(self, args: argparse.Namespace, context: ReadContext) -> MultiGpuChoice:
+    def read(self, args: argparse.Namespace, context: ReadContext) -> Reading[MultiGpuChoice]:
+        return self._reading(self._value(args, context))
+
+    def _reading(self, value: MultiGpuChoice, *, settle: bool = False) -> Reading[MultiGpuChoice]:
+        return Reading(
+            value,
+            record=self._record(value),
+            pipeline_options=self._pipeline_options(value),
+            settle=settle,
+        )
+
+    def _value(self, args: argparse.Namespace, context: ReadContext) -> MultiGpuChoice:
         from ltx_core.multigpu.launch import launched_by_torchrun
 
         launched_world = int(os.environ["WORLD_SIZE"]) if launched_by_torchrun() else None
@@ -120,13 +131,13 @@ class MultiGpuFlags(FlagGroup[MultiGpuChoice]):
             _check_guidance_parallel(self.guided, num_gpus)
         return MultiGpuChoice(num_gpus, args.mgpu_timeout, stage_2, overlap, args.guidance_parallel)
 
-    def pipeline_options(self, value: MultiGpuChoice) -> dict[str, Any]:
+    def _pipeline_options(self, value: MultiGpuChoice) -> dict[str, Any]:
         """Every rank builds the single-device pipeline run over the ranks (`parallel`)."""
         from ltx_pipelines.engine.multigpu import MultiDevice
 
         return {"parallel": MultiDevice(value.stage_2_parallel, value.stage_2_tile_overlap, value.guidance_parallel)}
 
-    def record(self, value: MultiGpuChoice) -> dict[str, Any]:
+    def _record(self, value: MultiGpuChoice) -> dict[str, Any]:
         stage_2 = {"stage_2_parallel": value.stage_2_parallel, "stage_2_tile_overlap": value.stage_2_tile_overlap}
         return {
             "num_gpus": value.num_gpus,

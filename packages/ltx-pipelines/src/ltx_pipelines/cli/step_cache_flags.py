@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
+from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext, Reading
 from ltx_pipelines.engine.model_versions import PipelineDefaults
 
 
@@ -26,14 +26,25 @@ class StepCacheFlags(FlagGroup["float | None"]):
             "step_cache_guided.py measures calls saved and deviation; 0.15-0.3 to start). (default: off)",
         )
 
-    def read(self, args: argparse.Namespace, context: ReadContext) -> float | None:
+    def read(self, args: argparse.Namespace, context: ReadContext) -> Reading[float | None]:
+        return self._reading(self._value(args, context))
+
+    def _reading(self, value: float | None, *, settle: bool = False) -> Reading[float | None]:
+        return Reading(
+            value,
+            record=self._record(value),
+            pipeline_options=self._pipeline_options(value),
+            settle=settle,
+        )
+
+    def _value(self, args: argparse.Namespace, context: ReadContext) -> float | None:
         value = args.step_cache
         if value is not None and not (math.isfinite(value) and value > 0):
             raise FlagError(f"--step-cache {value} is not accepted: a threshold > 0 (leave it out for no cache)")
         return value
 
-    def record(self, value: float | None) -> dict[str, Any]:
+    def _record(self, value: float | None) -> dict[str, Any]:
         return {"step_cache": value}
 
-    def pipeline_options(self, value: float | None) -> dict[str, Any]:
+    def _pipeline_options(self, value: float | None) -> dict[str, Any]:
         return {} if value is None else {"step_cache": value}
