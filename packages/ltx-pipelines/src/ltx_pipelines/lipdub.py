@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ltx_pipelines.cli.command import PipelineCommand, Run, build_distilled, forward_to
-from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext, Reading, fields_of
+from ltx_pipelines.cli.flag_group import Flag, FlagError, FlagGroup, FlagSection, ReadContext, Reading, fields_of
 from ltx_pipelines.cli.model_flags import ModelFlags
 from ltx_pipelines.cli.model_resolution import RunModels
-from ltx_pipelines.cli.request_flags import add_size_flags, checked_size
+from ltx_pipelines.cli.request_flags import checked_size, size_flags
 from ltx_pipelines.cli.runtime_flags import TilingFlags
-from ltx_pipelines.engine.model_versions import DEFAULT_REFERENCE_STRENGTH, TWO_STAGE_SPATIAL_MULTIPLE, PipelineDefaults
+from ltx_pipelines.engine.model_versions import DEFAULT_REFERENCE_STRENGTH, TWO_STAGE_SPATIAL_MULTIPLE
 
 if TYPE_CHECKING:
     from ltx_pipelines.engine.denoising_stage import FinalLatents
@@ -47,39 +47,35 @@ class LipDubInputs:
 class LipDubFlags(FlagGroup["LipDubInputs"]):
     """Output size and the reference clip (frame count and rate come from the reference)."""
 
-    def add(self, parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
-        group = parser.add_argument_group("lip-dub")
-        size = (defaults.two_stage_height, defaults.two_stage_width)
-        add_size_flags(group, TWO_STAGE_SPATIAL_MULTIPLE, size, noun="Video {}")
-        group.add_argument(
-            "--reference-video",
-            type=str,
-            required=True,
-            help="The clip to dub: its frames are the IC reference and its audio track the reference audio. The "
-            "output has its frame count (snapped down to 8k+1) and its container's frame rate (required).",
-        )
-        group.add_argument(
-            "--reference-strength",
-            type=float,
-            default=DEFAULT_REFERENCE_STRENGTH,
-            help=f"How clean the reference video tokens are, in [0, 1] (default: {DEFAULT_REFERENCE_STRENGTH}).",
-        )
+    sections = (
+        FlagSection(
+            "lip-dub",
+            (
+                *size_flags(TWO_STAGE_SPATIAL_MULTIPLE, ("{two_stage_height}", "{two_stage_width}"), noun="Video {}"),
+                Flag(
+                    "--reference-video",
+                    {
+                        "type": str,
+                        "required": True,
+                        "help": "The clip to dub: its frames are the IC reference and its audio track the reference "
+                        "audio. The output has its frame count (snapped down to 8k+1) and its container's frame rate "
+                        "(required).",
+                    },
+                ),
+                Flag(
+                    "--reference-strength",
+                    {
+                        "type": float,
+                        "default": DEFAULT_REFERENCE_STRENGTH,
+                        "help": "How clean the reference video tokens are, in [0, 1] (default: "
+                        f"{DEFAULT_REFERENCE_STRENGTH}).",
+                    },
+                ),
+            ),
+        ),
+    )
 
     def read(self, args: argparse.Namespace, context: ReadContext) -> Reading[LipDubInputs]:
-        # The value depends on the model files: settled once they are known.
-        return self._reading(self._value(args, context), settle=True)
-
-    def settle(self, value: LipDubInputs, models: RunModels, context: ReadContext) -> Reading[LipDubInputs]:
-        return self._reading(self._settled(value, models, context))
-
-    def _reading(self, value: LipDubInputs, *, settle: bool = False) -> Reading[LipDubInputs]:
-        return Reading(
-            value,
-            record=self._record(value),
-            settle=settle,
-        )
-
-    def _value(self, args: argparse.Namespace, context: ReadContext) -> LipDubInputs:
         from ltx_pipelines.io import MediaError, probe_video
         from ltx_pipelines.pipelines.lipdub import reference_timing
 
@@ -109,7 +105,13 @@ class LipDubFlags(FlagGroup["LipDubInputs"]):
             raise FlagError(f"--reference-video {raw!r} is not a video that can be decoded: {e}") from None
         if not info.has_audio:
             raise FlagError(f"--reference-video {raw!r} has no audio track; the lip-dub reference needs its speech")
-        return LipDubInputs(sizes[0], sizes[1], path, raw, num_frames, fps, strength)
+        value = LipDubInputs(sizes[0], sizes[1], path, raw, num_frames, fps, strength)
+        # The value depends on the model files: settled once they are known.
+        return Reading(value, record=self._record(value), settle=True)
+
+    def settle(self, value: LipDubInputs, models: RunModels, context: ReadContext) -> Reading[LipDubInputs]:
+        value = self._settled(value, models, context)
+        return Reading(value, record=self._record(value))
 
     def _settled(self, value: LipDubInputs, models: RunModels, context: ReadContext) -> LipDubInputs:
         from ltx_pipelines.engine.ic_references import reference_factors

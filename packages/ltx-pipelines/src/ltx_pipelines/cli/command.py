@@ -304,15 +304,22 @@ class PipelineCommand(Generic[P]):
     def parse(self, argv: Sequence[str] | None = None) -> Run:
         """Parse and check `argv`; a bad value ends the program (exit code 2) before any model is built or
         written, the demo models included."""
+        parser, args, defaults = self._parse_args(argv)
+        try:
+            return self.read(args, defaults)
+        except FlagError as e:
+            parser.error(str(e))
+
+    def _parse_args(
+        self, argv: Sequence[str] | None
+    ) -> tuple[argparse.ArgumentParser, argparse.Namespace, PipelineDefaults]:
+        """`argv` (None: the program's) parsed with the defaults it runs with, logging set from `--log-level`."""
         argv = list(sys.argv[1:] if argv is None else argv)
         defaults = self.defaults_for(argv)
         parser = self.parser(defaults)
         args = parser.parse_args(argv)
         configure_logging(args.log_level)
-        try:
-            return self.read(args, defaults)
-        except FlagError as e:
-            parser.error(str(e))
+        return parser, args, defaults
 
     def read(self, args: argparse.Namespace, defaults: PipelineDefaults | None = None) -> Run:
         """The run of parsed `args` (raises `FlagError`); `defaults`: the run's, when already worked out
@@ -447,11 +454,7 @@ class PipelineCommand(Generic[P]):
 
     def main(self, argv: Sequence[str] | None = None) -> int:
         """`python -m <module>`: bad arguments exit with code 2, a later failure with 1 (one line on stderr)."""
-        argv = list(sys.argv[1:] if argv is None else argv)
-        defaults = self.defaults_for(argv)
-        parser = self.parser(defaults)
-        args = parser.parse_args(argv)
-        configure_logging(args.log_level)
+        parser, args, defaults = self._parse_args(argv)
         try:
             run = self.read(args, defaults)
         except FlagError as e:

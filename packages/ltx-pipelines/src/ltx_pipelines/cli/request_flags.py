@@ -25,15 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ltx_pipelines.cli.arg_types import ImageAction
-from ltx_pipelines.cli.flag_group import (
-    Flag,
-    FlagError,
-    FlagGroup,
-    FlagSection,
-    ReadContext,
-    Reading,
-    add_run_default,
-)
+from ltx_pipelines.cli.flag_group import Flag, FlagError, FlagGroup, FlagSection, ReadContext, Reading
 from ltx_pipelines.cli.model_resolution import RunModels
 from ltx_pipelines.engine.model_versions import (
     ONE_STAGE_SPATIAL_MULTIPLE,
@@ -380,13 +372,6 @@ def size_flags(multiple: int, shown: tuple[str, str], *, noun: str) -> tuple[Fla
         Flag(f"--{name}", {"type": int, "help": f"{noun.format(name)}, a multiple of {multiple}"}, default)
         for name, default in zip(("height", "width"), shown)
     )  # type: ignore[return-value]
-
-
-def add_size_flags(group: argparse._ArgumentGroup, multiple: int, defaults: tuple[int, int], *, noun: str) -> None:
-    """`--height` and `--width`, each a multiple of `multiple`, defaulting to the run's (`defaults`: height, width);
-    `noun` names the dimension in the help (`{}`: height or width)."""
-    for name, default in zip(("height", "width"), defaults):
-        add_run_default(group, f"--{name}", int, f"{noun.format(name)}, a multiple of {multiple}", default)
 
 
 def checked_size(args: argparse.Namespace, multiple: int, defaults: tuple[int, int]) -> tuple[int, int]:
