@@ -106,3 +106,31 @@ def test_two_groups_setting_one_argument_are_refused(model_files, tmp_path):
     run = distilled.COMMAND.parse(argv)
     assert isinstance(run.memory_inputs(), MemoryInputs)
     assert PromptFlags in run.values
+
+
+class _CountsSettles(FlagGroup[int]):
+    """A group whose reading asks to be settled or not (`asks`), counting the settles."""
+
+    def __init__(self, asks: bool) -> None:
+        self.asks, self.settled = asks, 0
+
+    def read(self, args: argparse.Namespace, context: ReadContext) -> Reading[int]:
+        return Reading(1, record={"counted": 1}, settle=self.asks)
+
+    def settle(self, value: int, models: Any, context: ReadContext) -> Reading[int]:
+        self.settled += 1
+        return Reading(value + 1, record={"counted": value + 1})
+
+
+def test_a_group_is_settled_only_where_its_reading_asks(model_files, tmp_path):
+    argv = [
+        "--distilled-checkpoint-path", str(model_files.checkpoint), "--spatial-upsampler-path",
+        str(model_files.upsampler), "--gemma-root", str(model_files.gemma_root), "--prompt", "a fox",
+        "--output-path", str(tmp_path / "fox.mp4"),
+    ]  # fmt: skip
+    for asks in (False, True):
+        group = _CountsSettles(asks)
+        run = replace(distilled.COMMAND, groups=(*distilled.COMMAND.groups, group)).parse(argv)
+        assert group.settled == (1 if asks else 0)
+        # The settled reading replaces the read one: its value and what the sidecar records of it.
+        assert run[_CountsSettles] == run.parameters["counted"] == (2 if asks else 1)

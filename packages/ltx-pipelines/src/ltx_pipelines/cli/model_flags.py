@@ -181,8 +181,13 @@ class ModelFlags(FlagGroup[ModelChoice]):
                 f"(default {DEFAULT_LORA_STRENGTH}). Example: --distilled-lora distilled-lora.safetensors 0.8"
             )
             files.append(lora_flag("--distilled-lora", default=None, help=distilled_help))
-        files += self._component_flags()
-        files.append(
+        sections = [FlagSection("model files", (*files, *self._component_flags(), *self._demo_flags()))]
+        if self.loras:
+            sections.append(self._lora_flags())
+        return tuple(sections)
+
+    def _demo_flags(self) -> tuple[Flag, Flag]:
+        return (
             Flag(
                 "--demo",
                 {
@@ -190,9 +195,7 @@ class ModelFlags(FlagGroup[ModelChoice]):
                     "help": "Run the pipeline's small demo configuration (tiny random models, noise as output); "
                     "model paths become optional. With --help: shows the demo's defaults.",
                 },
-            )
-        )
-        files.append(
+            ),
             Flag(
                 "--demo-family",
                 {
@@ -201,12 +204,8 @@ class ModelFlags(FlagGroup[ModelChoice]):
                     "help": f"With --demo: the model family of the demo files (default: {self.default_demo_family}; "
                     f"this pipeline runs on: {', '.join(self.demo_families)}).",
                 },
-            )
+            ),
         )
-        sections = [FlagSection("model files", tuple(files))]
-        if self.loras:
-            sections.append(self._lora_flags())
-        return tuple(sections)
 
     def _component_flags(self) -> list[Flag]:
         """The one-file-per-component flags (LTX-2.5's release), instead of the single file."""
