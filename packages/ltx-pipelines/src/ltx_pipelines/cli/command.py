@@ -350,15 +350,8 @@ class PipelineCommand(Generic[P]):
             parameters.update(reading.record)
         parameters.update(models.parameters)
         parameters["model_version"] = ".".join(map(str, models.model_version))
-        run = Run(
-            models=models,
-            groups=self.groups,
-            values=values,
-            parameters=parameters,
-            defaults=defaults,
-            log_level=args.log_level,
-            contributions=merged_contributions(self.groups, readings),
-        )
+        contributions = merged_contributions(self.groups, readings)
+        run = Run(models, values, self.groups, parameters, defaults, args.log_level, contributions)
         run = check_fits_in_memory(run)
         if self.check is not None:
             self.check(run)
