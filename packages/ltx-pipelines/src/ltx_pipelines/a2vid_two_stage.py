@@ -42,8 +42,7 @@ class AudioInputFlags(FlagGroup["AudioRequest"]):
                         "type": audio_file,
                         "required": True,
                         "help": "The audio to make the video for: any file with an audio track PyAV decodes (WAV, "
-                        "MP3, FLAC, "
-                        "M4A, a video with sound, ...).",
+                        "MP3, FLAC, M4A, a video with sound, ...).",
                     },
                 ),
                 Flag(
@@ -60,8 +59,7 @@ class AudioInputFlags(FlagGroup["AudioRequest"]):
                         "type": float,
                         "default": None,
                         "help": "At most this many seconds of audio are read (default: the video's duration, "
-                        "num_frames / "
-                        "frame_rate).",
+                        "num_frames / frame_rate).",
                     },
                 ),
             ),

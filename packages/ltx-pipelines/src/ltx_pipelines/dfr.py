@@ -72,8 +72,7 @@ class DfrFlags(FlagGroup[DfrInputs]):
                     {
                         "default": None,
                         "help": "The x2 temporal latent upsampler; required when --temporal-upsample-rounds > 0 (with "
-                        "--demo: the "
-                        "demo set's).",
+                        "--demo: the demo set's).",
                     },
                 ),
                 Flag(
@@ -83,8 +82,7 @@ class DfrFlags(FlagGroup[DfrInputs]):
                         "choices": range(MAX_TEMPORAL_ROUNDS + 1),
                         "default": 0,
                         "help": "Temporal x2 rounds: 0 keeps --frame-rate, 1 doubles it (2 tiles), 2 quadruples it (4 "
-                        "tiles) "
-                        "(default: 0). The output has (num_frames - 1) * 2**rounds + 1 frames.",
+                        "tiles) (default: 0). The output has (num_frames - 1) * 2**rounds + 1 frames.",
                     },
                 ),
             ),

@@ -101,8 +101,7 @@ class HdrFlags(FlagGroup[HdrJobs]):
                         "type": int,
                         "default": None,
                         "help": "Output frames per video, 8k+1; the input must have at least as many (default: "
-                        f"{DEFAULT_NUM_FRAMES}"
-                        f", {DEMO_NUM_FRAMES} with --demo).",
+                        f"{DEFAULT_NUM_FRAMES}, {DEMO_NUM_FRAMES} with --demo).",
                     },
                 ),
                 Flag(
@@ -111,9 +110,8 @@ class HdrFlags(FlagGroup[HdrJobs]):
                         "type": int,
                         "default": DEFAULT_SPATIAL_TILE,
                         "help": "Spatial tile of the float32 VAE decode in pixels, a multiple of 32 above "
-                        f"{SPATIAL_TILE_OVERLAP} "
-                        f"(tiles overlap by {SPATIAL_TILE_OVERLAP}); smaller needs less memory (default: "
-                        f"{DEFAULT_SPATIAL_TILE}).",
+                        f"{SPATIAL_TILE_OVERLAP} (tiles overlap by {SPATIAL_TILE_OVERLAP}); smaller needs less memory "
+                        f"(default: {DEFAULT_SPATIAL_TILE}).",
                     },
                 ),
                 Flag(
@@ -121,8 +119,7 @@ class HdrFlags(FlagGroup[HdrJobs]):
                     {
                         "action": "store_true",
                         "help": "Generate 2N-1 frames from each input frame doubled and keep every other one: "
-                        "smoother, ~2x "
-                        "slower (default: off).",
+                        "smoother, ~2x slower (default: off).",
                     },
                 ),
                 Flag("--skip-mp4", {"action": "store_true", "help": "Write only the EXR frames, no HEVC master."}),
@@ -216,8 +213,7 @@ class HdrModelFlags(FlagGroup[HdrModels]):
                         "required": False,
                         "default": None,
                         "help": "Precomputed text contexts (.safetensors with `video_context`, optionally "
-                        "`audio_context`) "
-                        "(required; optional with --demo).",
+                        "`audio_context`) (required; optional with --demo).",
                     },
                 ),
             ),

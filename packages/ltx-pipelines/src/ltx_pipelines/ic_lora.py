@@ -68,10 +68,9 @@ class IcLoraFlags(FlagGroup["IcLoraInputs"]):
                         "metavar": ("PATH", "STRENGTH"),
                         "default": [],
                         "help": "IC-LoRA reference video and its strength in [0, 1] (1 keeps it clean); repeatable, "
-                        "at least one "
-                        "(required). Its first --num-frames frames are used, resized to the stage-1 size divided by "
-                        "the "
-                        "LoRA's reference_downscale_factor. Example: --video-conditioning depth.mp4 1.0",
+                        "at least one (required). Its first --num-frames frames are used, resized to the stage-1 size "
+                        "divided by the LoRA's reference_downscale_factor. Example: --video-conditioning depth.mp4 "
+                        "1.0",
                     },
                 ),
                 Flag(
@@ -81,9 +80,8 @@ class IcLoraFlags(FlagGroup["IcLoraInputs"]):
                         "metavar": ("MASK", "STRENGTH"),
                         "default": None,
                         "help": "Grayscale mask video or image (pixel values map to [0, 1]) and a strength in [0, 1] "
-                        "it is "
-                        "multiplied by: how much each region attends to the reference (0 ignores it). "
-                        "(default: none, full attention). Example: --conditioning-attention-mask mask.mp4 0.5",
+                        "it is multiplied by: how much each region attends to the reference (0 ignores it). (default: "
+                        "none, full attention). Example: --conditioning-attention-mask mask.mp4 0.5",
                     },
                 ),
                 Flag(
