@@ -130,7 +130,19 @@ class Ltx25DemoAssets:
     def __post_init__(self) -> None:
         # Worked out with the paths: the cache check and the build read it as a value. Each part is named
         # after its field.
-        object.__setattr__(self, "parts", {name: (getattr(self, name), write) for name, write in _WRITERS.items()})
+        parts = dict(
+            transformer=(self.transformer, write_ltx25_transformer),
+            text_encoder=(self.text_encoder, write_ltx25_text_encoder),
+            video_vae=(self.video_vae, write_ltx25_video_vae),
+            video_vae_conv=(self.video_vae_conv, write_ltx25_video_vae_conv),
+            audio_vae=(self.audio_vae, write_ltx25_audio_vae),
+            duration_head=(self.duration_head, write_ltx25_duration_head),
+            spatial_upsampler=(self.spatial_upsampler, write_ltx25_spatial_upsampler),
+            temporal_upsampler=(self.temporal_upsampler, write_ltx25_temporal_upsampler),
+            dubit_ic_lora=(self.dubit_ic_lora, write_ltx25_dubit_ic_lora),
+            detailing_ic_lora=(self.detailing_ic_lora, write_ltx25_detailing_ic_lora),
+        )
+        object.__setattr__(self, "parts", parts)
 
     def model_files(self, *, conv_vae: bool = False, duration_head: bool = True) -> ModelFiles:
         """The split set (diffusion-decoder VAE unless `conv_vae`; with the duration head unless told not)."""
@@ -384,18 +396,3 @@ def write_ltx25_dubit_ic_lora(path: Path, seed: int = 17) -> None:
 
 def write_ltx25_detailing_ic_lora(path: Path, seed: int = 18) -> None:
     _write_ic_lora(path, seed, targets=DETAILING_TARGETS, rank=2, downscale=DETAILING_REFERENCE_DOWNSCALE)
-
-
-# What writes each part of the LTX-2.5 set, by its field in `Ltx25DemoAssets`.
-_WRITERS: dict[str, Callable[[Path], None]] = {
-    "transformer": write_ltx25_transformer,
-    "text_encoder": write_ltx25_text_encoder,
-    "video_vae": write_ltx25_video_vae,
-    "video_vae_conv": write_ltx25_video_vae_conv,
-    "audio_vae": write_ltx25_audio_vae,
-    "duration_head": write_ltx25_duration_head,
-    "spatial_upsampler": write_ltx25_spatial_upsampler,
-    "temporal_upsampler": write_ltx25_temporal_upsampler,
-    "dubit_ic_lora": write_ltx25_dubit_ic_lora,
-    "detailing_ic_lora": write_ltx25_detailing_ic_lora,
-}
