@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
-from ltx_core.loader.checkpoint_info import declared_model_version
 from ltx_core.loader.components import COMPONENT_FLAGS, Component
 from ltx_core.loader.lora_spec import DEFAULT_LORA_FUSION, LoraFusionPrecision, LoraSpec
 from ltx_core.write_errors import is_disk_full
@@ -75,6 +74,8 @@ class RunModels:
     num_layers: int | None = field(init=False)
 
     def __post_init__(self) -> None:
+        from ltx_core.loader.checkpoint_info import declared_model_version  # here: `--help` stays light
+
         family = self.choice.demo_family if self.choice is not None else None
         transformer = (self.metadata.get("config") or {}).get("transformer") or {}
         layers = transformer.get("num_layers")
@@ -163,6 +164,7 @@ class _Resolution:
 
     def resolve(self, choice: ModelChoice, *, demo: bool = False) -> RunModels:
         """Local copies of hf:// paths (may download) and each file checked to be the kind its flag expects."""
+        from ltx_core.loader.checkpoint_info import declared_model_version
         from ltx_core.loader.model_files import names_a_model_folder
         from ltx_pipelines.cli.model_resolution import is_hf_path
 
