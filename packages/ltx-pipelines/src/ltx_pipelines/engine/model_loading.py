@@ -17,7 +17,7 @@ from __future__ import annotations
 import gc
 import logging
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -102,6 +102,16 @@ def loaded(
         yield model
     finally:
         release(model)
+
+
+@contextmanager
+def loaded_models(
+    placement: Placement, *models: tuple[ComponentSpec, ModelSource | ComponentSource]
+) -> Iterator[tuple[nn.Module, ...]]:
+    """The models of one step, each `(spec, path)` built in order for the duration of one `with` block, then
+    freed together."""
+    with ExitStack() as stack:
+        yield tuple(stack.enter_context(loaded(spec, path, placement)) for spec, path in models)
 
 
 def video_decoder_spec_of(checkpoint: ModelSource) -> ComponentSpec:
