@@ -16,12 +16,11 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ltx_pipelines.cli.command import Run, call_pipeline, forward_to
-from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
+from ltx_pipelines.cli.flag_group import Flag, FlagError, FlagGroup, FlagSection, ReadContext, Reading
 from ltx_pipelines.cli.guidance_flags import GuidanceFlags
 from ltx_pipelines.cli.guided_command import build_guided, guided_command
 from ltx_pipelines.cli.media_inputs import audio_duration, audio_file
 from ltx_pipelines.cli.request_flags import VideoFlags
-from ltx_pipelines.engine.model_versions import PipelineDefaults
 
 if TYPE_CHECKING:
     from ltx_pipelines.engine.denoising_stage import FinalLatents
@@ -33,30 +32,41 @@ logger = logging.getLogger(__name__)
 class AudioInputFlags(FlagGroup["AudioRequest"]):
     """`--audio-path`, `--audio-start-time`, `--audio-max-duration`."""
 
-    def add(self, parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
-        group = parser.add_argument_group("audio input")
-        group.add_argument(
-            "--audio-path",
-            type=audio_file,
-            required=True,
-            help="The audio to make the video for: any file with an audio track PyAV decodes (WAV, MP3, FLAC, "
-            "M4A, a video with sound, ...).",
-        )
-        group.add_argument(
-            "--audio-start-time",
-            type=float,
-            default=0.0,
-            help="Where in the file the audio starts, in seconds (default: 0.0).",
-        )
-        group.add_argument(
-            "--audio-max-duration",
-            type=float,
-            default=None,
-            help="At most this many seconds of audio are read (default: the video's duration, num_frames / "
-            "frame_rate).",
-        )
+    sections = (
+        FlagSection(
+            "audio input",
+            (
+                Flag(
+                    "--audio-path",
+                    {
+                        "type": audio_file,
+                        "required": True,
+                        "help": "The audio to make the video for: any file with an audio track PyAV decodes (WAV, "
+                        "MP3, FLAC, M4A, a video with sound, ...).",
+                    },
+                ),
+                Flag(
+                    "--audio-start-time",
+                    {
+                        "type": float,
+                        "default": 0.0,
+                        "help": "Where in the file the audio starts, in seconds (default: 0.0).",
+                    },
+                ),
+                Flag(
+                    "--audio-max-duration",
+                    {
+                        "type": float,
+                        "default": None,
+                        "help": "At most this many seconds of audio are read (default: the video's duration, "
+                        "num_frames / frame_rate).",
+                    },
+                ),
+            ),
+        ),
+    )
 
-    def read(self, args: argparse.Namespace, context: ReadContext) -> AudioRequest:
+    def read(self, args: argparse.Namespace, context: ReadContext) -> Reading[AudioRequest]:
         from ltx_pipelines.pipelines.a2vid_two_stage import AudioRequest
 
         start, longest = args.audio_start_time, args.audio_max_duration
@@ -67,16 +77,17 @@ class AudioInputFlags(FlagGroup["AudioRequest"]):
         length = audio_duration(args.audio_path)
         if start >= length:
             raise FlagError(f"--audio-start-time {start}: {str(args.audio_path)!r} has only {length:.3f} s of audio")
-        video = context.value(VideoFlags)
+        video = context.values[VideoFlags]
         wanted = video.seconds if longest is None else min(longest, video.seconds)
         if length - start < wanted - 1 / video.frame_rate:  # a run that goes on, but not as asked: say so
             logger.warning(
                 "%r has %.3f s of audio after --audio-start-time %g but the video lasts %.3f s: the rest of the "
                 "soundtrack is silence", str(args.audio_path), length - start, start, wanted,
             )  # fmt: skip
-        return AudioRequest(args.audio_path, start, longest)
+        value = AudioRequest(args.audio_path, start, longest)
+        return Reading(value, record=self._record(value))
 
-    def record(self, value: AudioRequest) -> dict[str, Any]:
+    def _record(self, value: AudioRequest) -> dict[str, Any]:
         return {
             "audio_path": value.path,
             "audio_start_time": value.start_time,

@@ -25,12 +25,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ltx_pipelines.cli.command import PipelineCommand, Run, build_distilled, forward_to
-from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
-from ltx_pipelines.cli.model_flags import ModelFlags, add_lora_flag
+from ltx_pipelines.cli.flag_group import Flag, FlagError, FlagGroup, FlagSection, ReadContext, Reading
+from ltx_pipelines.cli.model_flags import ModelFlags, lora_flag
 from ltx_pipelines.cli.model_resolution import RunModels
 from ltx_pipelines.cli.request_flags import VideoFlags
 from ltx_pipelines.cli.runtime_flags import TilingFlags
-from ltx_pipelines.engine.model_versions import DEFAULT_LORA_STRENGTH, MAX_TEMPORAL_ROUNDS, PipelineDefaults
+from ltx_pipelines.engine.model_versions import DEFAULT_LORA_STRENGTH, MAX_TEMPORAL_ROUNDS
 
 if TYPE_CHECKING:
     from ltx_core.loader import LoraSpec
@@ -57,32 +57,39 @@ class DfrFlags(FlagGroup[DfrInputs]):
     """`--detailing-lora`, `--temporal-upsampler-path`, `--temporal-upsample-rounds` (the reference's names and
     defaults; DFR places its keyframes itself, so it takes no `--num-generated-keyframes`, as the reference)."""
 
-    def add(self, parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
+    sections = (
+        FlagSection(
+            "DFR",
+            (
+                lora_flag(
+                    "--detailing-lora",
+                    default=[],
+                    help="The x2 spatial detailing IC-LoRA fused in the full-size pass, with an optional strength "
+                    "(default: none, the pass runs without it; with --demo: the demo set's).",
+                ),
+                Flag(
+                    "--temporal-upsampler-path",
+                    {
+                        "default": None,
+                        "help": "The x2 temporal latent upsampler; required when --temporal-upsample-rounds > 0 (with "
+                        "--demo: the demo set's).",
+                    },
+                ),
+                Flag(
+                    "--temporal-upsample-rounds",
+                    {
+                        "type": int,
+                        "choices": range(MAX_TEMPORAL_ROUNDS + 1),
+                        "default": 0,
+                        "help": "Temporal x2 rounds: 0 keeps --frame-rate, 1 doubles it (2 tiles), 2 quadruples it (4 "
+                        "tiles) (default: 0). The output has (num_frames - 1) * 2**rounds + 1 frames.",
+                    },
+                ),
+            ),
+        ),
+    )
 
-        group = parser.add_argument_group("DFR")
-        add_lora_flag(
-            group,
-            "--detailing-lora",
-            default=[],
-            help="The x2 spatial detailing IC-LoRA fused in the full-size pass, with an optional strength "
-            "(default: none, the pass runs without it; with --demo: the demo set's).",
-        )
-        group.add_argument(
-            "--temporal-upsampler-path",
-            default=None,
-            help="The x2 temporal latent upsampler; required when --temporal-upsample-rounds > 0 (with --demo: the "
-            "demo set's).",
-        )
-        group.add_argument(
-            "--temporal-upsample-rounds",
-            type=int,
-            choices=range(MAX_TEMPORAL_ROUNDS + 1),
-            default=0,
-            help="Temporal x2 rounds: 0 keeps --frame-rate, 1 doubles it (2 tiles), 2 quadruples it (4 tiles) "
-            "(default: 0). The output has (num_frames - 1) * 2**rounds + 1 frames.",
-        )
-
-    def read(self, args: argparse.Namespace, context: ReadContext) -> DfrInputs:
+    def read(self, args: argparse.Namespace, context: ReadContext) -> Reading[DfrInputs]:
         from ltx_core.loader import LoraSpec
         from ltx_pipelines.engine import dfr_layout
 
@@ -95,15 +102,21 @@ class DfrFlags(FlagGroup[DfrInputs]):
             raise FlagError(
                 f"--temporal-upsample-rounds {args.temporal_upsample_rounds} needs --temporal-upsampler-path"
             )
-        video = context.value(VideoFlags)
+        video = context.values[VideoFlags]
         if video.duration is None:
             try:
                 dfr_layout.plan_canvas(video.num_frames)
             except ValueError as e:
                 raise FlagError(f"--num-frames: {e}") from None
-        return DfrInputs(loras, path, int(args.temporal_upsample_rounds))
+        value = DfrInputs(loras, path, int(args.temporal_upsample_rounds))
+        # The value depends on the model files: settled once they are known.
+        return Reading(value, record=self._record(value), call_arguments=self._call_arguments(value), settle=True)
 
-    def settle(self, value: DfrInputs, models: RunModels, context: ReadContext) -> DfrInputs:
+    def settle(self, value: DfrInputs, models: RunModels, context: ReadContext) -> Reading[DfrInputs]:
+        value = self._settled(value, models, context)
+        return Reading(value, record=self._record(value), call_arguments=self._call_arguments(value))
+
+    def _settled(self, value: DfrInputs, models: RunModels, context: ReadContext) -> DfrInputs:
         from ltx_core.loader import LoraSpec
         from ltx_pipelines.engine.requests import keyframe_embedding_problem
 
@@ -123,14 +136,14 @@ class DfrFlags(FlagGroup[DfrInputs]):
             value = replace(value, temporal_upsampler=assets.temporal_upsampler)
         return value
 
-    def record(self, value: DfrInputs) -> dict[str, Any]:
+    def _record(self, value: DfrInputs) -> dict[str, Any]:
         return {
             "detailing_lora": [[str(lora.path), lora.strength] for lora in value.detailing_lora],
             "temporal_upsampler_path": str(value.temporal_upsampler) if value.temporal_upsampler else None,
             "temporal_upsample_rounds": value.rounds,
         }
 
-    def call_arguments(self, value: DfrInputs) -> dict[str, Any]:
+    def _call_arguments(self, value: DfrInputs) -> dict[str, Any]:
         return {"temporal_upsample_rounds": value.rounds}
 
 

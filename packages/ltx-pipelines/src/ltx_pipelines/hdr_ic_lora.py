@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ltx_pipelines.cli.command import PipelineCommand, Run, forward_to
-from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
+from ltx_pipelines.cli.flag_group import Flag, FlagError, FlagGroup, FlagSection, ReadContext, Reading
 from ltx_pipelines.cli.model_flags import ModelFlags
 from ltx_pipelines.cli.model_resolution import RunModels
 from ltx_pipelines.cli.runtime_flags import RuntimeFlags
@@ -76,42 +76,64 @@ class HdrFlags(FlagGroup[HdrJobs]):
     """`--input`, `--output-dir`, `--overwrite`, `--num-frames`, `--spatial-tile`, `--high-quality`,
     `--skip-mp4`, `--seed`."""
 
+    sections = (
+        FlagSection(
+            "inputs and outputs",
+            (
+                Flag("--input", {"required": True, "help": "An SDR .mp4/.mov video, or a folder of them (required)."}),
+                Flag(
+                    "--output-dir",
+                    {
+                        "required": True,
+                        "help": "Where <stem>_exr/ (EXR frames), <stem>.mp4 (10-bit HLG master) and <stem>.json go "
+                        "(required).",
+                    },
+                ),
+                Flag("--overwrite", {"action": "store_true", "help": "Replace existing outputs (refused otherwise)."}),
+            ),
+        ),
+        FlagSection(
+            "run",
+            (
+                Flag(
+                    "--num-frames",
+                    {
+                        "type": int,
+                        "default": None,
+                        "help": "Output frames per video, 8k+1; the input must have at least as many (default: "
+                        f"{DEFAULT_NUM_FRAMES}, {DEMO_NUM_FRAMES} with --demo).",
+                    },
+                ),
+                Flag(
+                    "--spatial-tile",
+                    {
+                        "type": int,
+                        "default": DEFAULT_SPATIAL_TILE,
+                        "help": "Spatial tile of the float32 VAE decode in pixels, a multiple of 32 above "
+                        f"{SPATIAL_TILE_OVERLAP} (tiles overlap by {SPATIAL_TILE_OVERLAP}); smaller needs less memory "
+                        f"(default: {DEFAULT_SPATIAL_TILE}).",
+                    },
+                ),
+                Flag(
+                    "--high-quality",
+                    {
+                        "action": "store_true",
+                        "help": "Generate 2N-1 frames from each input frame doubled and keep every other one: "
+                        "smoother, ~2x slower (default: off).",
+                    },
+                ),
+                Flag("--skip-mp4", {"action": "store_true", "help": "Write only the EXR frames, no HEVC master."}),
+                Flag(
+                    "--seed", {"type": int, "default": DEFAULT_SEED, "help": f"Random seed (default: {DEFAULT_SEED})."}
+                ),
+            ),
+        ),
+    )
+
     def add(self, parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
+        parser.allow_abbrev = False
 
-        parser.allow_abbrev = False  # `--hdr` must never abbreviate to `--hdr-lora`
-        group = parser.add_argument_group("inputs and outputs")
-        group.add_argument("--input", required=True, help="An SDR .mp4/.mov video, or a folder of them (required).")
-        group.add_argument(
-            "--output-dir",
-            required=True,
-            help="Where <stem>_exr/ (EXR frames), <stem>.mp4 (10-bit HLG master) and <stem>.json go (required).",
-        )
-        group.add_argument("--overwrite", action="store_true", help="Replace existing outputs (refused otherwise).")
-        run = parser.add_argument_group("run")
-        run.add_argument(
-            "--num-frames",
-            type=int,
-            default=None,
-            help=f"Output frames per video, 8k+1; the input must have at least as many (default: {DEFAULT_NUM_FRAMES}"
-            f", {DEMO_NUM_FRAMES} with --demo).",
-        )
-        run.add_argument(
-            "--spatial-tile",
-            type=int,
-            default=DEFAULT_SPATIAL_TILE,
-            help=f"Spatial tile of the float32 VAE decode in pixels, a multiple of 32 above {SPATIAL_TILE_OVERLAP} "
-            f"(tiles overlap by {SPATIAL_TILE_OVERLAP}); smaller needs less memory (default: {DEFAULT_SPATIAL_TILE}).",
-        )
-        run.add_argument(
-            "--high-quality",
-            action="store_true",
-            help="Generate 2N-1 frames from each input frame doubled and keep every other one: smoother, ~2x "
-            "slower (default: off).",
-        )
-        run.add_argument("--skip-mp4", action="store_true", help="Write only the EXR frames, no HEVC master.")
-        run.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"Random seed (default: {DEFAULT_SEED}).")
-
-    def read(self, args: argparse.Namespace, context: ReadContext) -> HdrJobs:
+    def read(self, args: argparse.Namespace, context: ReadContext) -> Reading[HdrJobs]:
         from ltx_pipelines.io import MediaError, probe_video
 
         n = args.num_frames
@@ -159,9 +181,10 @@ class HdrFlags(FlagGroup[HdrJobs]):
             name: getattr(args, name)
             for name in ("input", "output_dir", "overwrite", "spatial_tile", "high_quality", "skip_mp4", "seed")
         }
-        return HdrJobs(tuple(jobs), n, tile, bool(args.high_quality), bool(args.overwrite), args.seed, given)
+        value = HdrJobs(tuple(jobs), n, tile, bool(args.high_quality), bool(args.overwrite), args.seed, given)
+        return Reading(value, record=self._record(value))
 
-    def record(self, value: HdrJobs) -> dict[str, Any]:
+    def _record(self, value: HdrJobs) -> dict[str, Any]:
         return {**value.given, "num_frames": value.num_frames}
 
 
@@ -176,26 +199,40 @@ class HdrModels:
 class HdrModelFlags(FlagGroup[HdrModels]):
     """`--hdr-lora` and `--text-embeddings` (both optional with `--demo`); read after the model files."""
 
-    def add(self, parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
-        group = parser.add_argument_group("HDR model files")
-        group.add_argument(
-            "--hdr-lora", default=None, help="The HDR IC-LoRA .safetensors, fused at strength 1 (required)."
-        )
-        group.add_argument(
-            "--text-embeddings",
-            required=False,
-            default=None,
-            help="Precomputed text contexts (.safetensors with `video_context`, optionally `audio_context`) "
-            "(required; optional with --demo).",
-        )
+    sections = (
+        FlagSection(
+            "HDR model files",
+            (
+                Flag(
+                    "--hdr-lora",
+                    {"default": None, "help": "The HDR IC-LoRA .safetensors, fused at strength 1 (required)."},
+                ),
+                Flag(
+                    "--text-embeddings",
+                    {
+                        "required": False,
+                        "default": None,
+                        "help": "Precomputed text contexts (.safetensors with `video_context`, optionally "
+                        "`audio_context`) (required; optional with --demo).",
+                    },
+                ),
+            ),
+        ),
+    )
 
-    def read(self, args: argparse.Namespace, context: ReadContext) -> HdrModels:
+    def read(self, args: argparse.Namespace, context: ReadContext) -> Reading[HdrModels]:
         for flag, value in (("--hdr-lora", args.hdr_lora), ("--text-embeddings", args.text_embeddings)):
             if value is None and not context.demo:
                 raise FlagError(f"{flag} is required (or pass --demo)")
-        return HdrModels(args.hdr_lora, args.text_embeddings)
+        value = HdrModels(args.hdr_lora, args.text_embeddings)
+        # The value depends on the model files: settled once they are known.
+        return Reading(value, record=self._record(value), settle=True)
 
-    def settle(self, value: HdrModels, models: RunModels, context: ReadContext) -> HdrModels:
+    def settle(self, value: HdrModels, models: RunModels, context: ReadContext) -> Reading[HdrModels]:
+        value = self._settled(value, models, context)
+        return Reading(value, record=self._record(value))
+
+    def _settled(self, value: HdrModels, models: RunModels, context: ReadContext) -> HdrModels:
         from ltx_core.loader import LoraSpec
         from ltx_pipelines.engine.ic_references import reference_factors
 
@@ -211,7 +248,7 @@ class HdrModelFlags(FlagGroup[HdrModels]):
             embeddings = _check_embeddings(str(value.text_embeddings), models.checkpoint)
         return HdrModels(hdr_lora, embeddings)
 
-    def record(self, value: HdrModels) -> dict[str, Any]:
+    def _record(self, value: HdrModels) -> dict[str, Any]:
         return {"hdr_lora": value.hdr_lora, "text_embeddings": value.text_embeddings}
 
 

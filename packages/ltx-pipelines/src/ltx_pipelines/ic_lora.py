@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 from ltx_pipelines.cli.arg_types import RepeatedValuesAction, number_arg
 from ltx_pipelines.cli.command import PipelineCommand, Run, build_distilled, call_pipeline, forward_to
-from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
+from ltx_pipelines.cli.flag_group import Flag, FlagError, FlagGroup, FlagSection, ReadContext, Reading
 from ltx_pipelines.cli.model_flags import ModelFlags
 from ltx_pipelines.cli.model_resolution import RunModels
 from ltx_pipelines.cli.request_flags import VideoFlags
 from ltx_pipelines.cli.runtime_flags import TilingFlags
-from ltx_pipelines.engine.model_versions import TWO_STAGE_SPATIAL_MULTIPLE, PipelineDefaults
+from ltx_pipelines.engine.model_versions import TWO_STAGE_SPATIAL_MULTIPLE
 
 if TYPE_CHECKING:
     from ltx_pipelines.engine.denoising_stage import FinalLatents
@@ -56,38 +56,46 @@ class IcLoraInputs:
 class IcLoraFlags(FlagGroup["IcLoraInputs"]):
     """`--video-conditioning`, `--conditioning-attention-mask`, `--skip-stage-2`; read after the video group."""
 
-    def add(self, parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
-        group = parser.add_argument_group("IC-LoRA")
-        group.add_argument(
-            "--video-conditioning",
-            action=_PathStrengthAction,
-            nargs=2,
-            metavar=("PATH", "STRENGTH"),
-            default=[],
-            help=(
-                "IC-LoRA reference video and its strength in [0, 1] (1 keeps it clean); repeatable, at least one "
-                "(required). Its first --num-frames frames are used, resized to the stage-1 size divided by the "
-                "LoRA's reference_downscale_factor. Example: --video-conditioning depth.mp4 1.0"
+    sections = (
+        FlagSection(
+            "IC-LoRA",
+            (
+                Flag(
+                    "--video-conditioning",
+                    {
+                        "action": _PathStrengthAction,
+                        "nargs": 2,
+                        "metavar": ("PATH", "STRENGTH"),
+                        "default": [],
+                        "help": "IC-LoRA reference video and its strength in [0, 1] (1 keeps it clean); repeatable, "
+                        "at least one (required). Its first --num-frames frames are used, resized to the stage-1 size "
+                        "divided by the LoRA's reference_downscale_factor. Example: --video-conditioning depth.mp4 "
+                        "1.0",
+                    },
+                ),
+                Flag(
+                    "--conditioning-attention-mask",
+                    {
+                        "nargs": 2,
+                        "metavar": ("MASK", "STRENGTH"),
+                        "default": None,
+                        "help": "Grayscale mask video or image (pixel values map to [0, 1]) and a strength in [0, 1] "
+                        "it is multiplied by: how much each region attends to the reference (0 ignores it). (default: "
+                        "none, full attention). Example: --conditioning-attention-mask mask.mp4 0.5",
+                    },
+                ),
+                Flag(
+                    "--skip-stage-2",
+                    {
+                        "action": "store_true",
+                        "help": "Stop after stage 1: the output is at half the --height/--width (default: off).",
+                    },
+                ),
             ),
-        )
-        group.add_argument(
-            "--conditioning-attention-mask",
-            nargs=2,
-            metavar=("MASK", "STRENGTH"),
-            default=None,
-            help=(
-                "Grayscale mask video or image (pixel values map to [0, 1]) and a strength in [0, 1] it is "
-                "multiplied by: how much each region attends to the reference (0 ignores it). "
-                "(default: none, full attention). Example: --conditioning-attention-mask mask.mp4 0.5"
-            ),
-        )
-        group.add_argument(
-            "--skip-stage-2",
-            action="store_true",
-            help="Stop after stage 1: the output is at half the --height/--width (default: off).",
-        )
+        ),
+    )
 
-    def read(self, args: argparse.Namespace, context: ReadContext) -> IcLoraInputs:
+    def read(self, args: argparse.Namespace, context: ReadContext) -> Reading[IcLoraInputs]:
         from ltx_pipelines.engine.ic_references import VideoReference
 
         if not args.video_conditioning:
@@ -101,7 +109,7 @@ class IcLoraFlags(FlagGroup["IcLoraInputs"]):
             raw, strength = args.conditioning_attention_mask
             mask_strength = _strength("--conditioning-attention-mask", strength)
             frames = _probe_media("--conditioning-attention-mask", raw, image_ok=True)
-            num_frames = context.value(VideoFlags).num_frames
+            num_frames = context.values[VideoFlags].num_frames
             if frames != 1 and frames < num_frames:
                 raise FlagError(
                     f"--conditioning-attention-mask {raw!r} has {frames} frames; it needs at least --num-frames "
@@ -113,9 +121,11 @@ class IcLoraFlags(FlagGroup["IcLoraInputs"]):
             "conditioning_attention_mask": args.conditioning_attention_mask,
             "skip_stage_2": args.skip_stage_2,
         }
-        return IcLoraInputs(tuple(references), mask_path, mask_strength, bool(args.skip_stage_2), given)
+        value = IcLoraInputs(tuple(references), mask_path, mask_strength, bool(args.skip_stage_2), given)
+        # The value depends on the model files: settled once they are known.
+        return Reading(value, record=self._record(value), call_arguments=self._call_arguments(value), settle=True)
 
-    def call_arguments(self, value: IcLoraInputs) -> dict[str, Any]:
+    def _call_arguments(self, value: IcLoraInputs) -> dict[str, Any]:
         # The mask file is read at the stage-1 size when the call is made (`_generate`), not while reading flags.
         return {
             "references": list(value.references),
@@ -123,7 +133,11 @@ class IcLoraFlags(FlagGroup["IcLoraInputs"]):
             "skip_stage_2": value.skip_stage_2,
         }
 
-    def settle(self, value: IcLoraInputs, models: RunModels, context: ReadContext) -> IcLoraInputs:
+    def settle(self, value: IcLoraInputs, models: RunModels, context: ReadContext) -> Reading[IcLoraInputs]:
+        value = self._settled(value, models, context)
+        return Reading(value, record=self._record(value), call_arguments=self._call_arguments(value))
+
+    def _settled(self, value: IcLoraInputs, models: RunModels, context: ReadContext) -> IcLoraInputs:
         """The output size must suit the IC-LoRAs' reference downscale factor (read from the LoRA files)."""
         from ltx_pipelines.engine.ic_references import reference_factors
 
@@ -131,7 +145,7 @@ class IcLoraFlags(FlagGroup["IcLoraInputs"]):
             factors = reference_factors(list(models.loras))
         except ValueError as e:
             raise FlagError(f"--lora: {e}") from None
-        video = context.value(VideoFlags)
+        video = context.values[VideoFlags]
         multiple = TWO_STAGE_SPATIAL_MULTIPLE * factors.downscale
         if video.height % multiple or video.width % multiple:
             raise FlagError(
@@ -140,7 +154,7 @@ class IcLoraFlags(FlagGroup["IcLoraInputs"]):
             )
         return value
 
-    def record(self, value: IcLoraInputs) -> dict[str, Any]:
+    def _record(self, value: IcLoraInputs) -> dict[str, Any]:
         return dict(value.given)
 
 

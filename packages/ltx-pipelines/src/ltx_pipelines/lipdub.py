@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ltx_pipelines.cli.command import PipelineCommand, Run, build_distilled, forward_to
-from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext, fields_of
+from ltx_pipelines.cli.flag_group import Flag, FlagError, FlagGroup, FlagSection, ReadContext, Reading, fields_of
 from ltx_pipelines.cli.model_flags import ModelFlags
 from ltx_pipelines.cli.model_resolution import RunModels
-from ltx_pipelines.cli.request_flags import add_size_flags, checked_size
+from ltx_pipelines.cli.request_flags import checked_size, size_flags
 from ltx_pipelines.cli.runtime_flags import TilingFlags
-from ltx_pipelines.engine.model_versions import DEFAULT_REFERENCE_STRENGTH, TWO_STAGE_SPATIAL_MULTIPLE, PipelineDefaults
+from ltx_pipelines.engine.model_versions import DEFAULT_REFERENCE_STRENGTH, TWO_STAGE_SPATIAL_MULTIPLE
 
 if TYPE_CHECKING:
     from ltx_pipelines.engine.denoising_stage import FinalLatents
@@ -47,31 +47,41 @@ class LipDubInputs:
 class LipDubFlags(FlagGroup["LipDubInputs"]):
     """Output size and the reference clip (frame count and rate come from the reference)."""
 
-    def add(self, parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
-        group = parser.add_argument_group("lip-dub")
-        size = (defaults.two_stage_height, defaults.two_stage_width)
-        add_size_flags(group, TWO_STAGE_SPATIAL_MULTIPLE, size, noun="Video {}")
-        group.add_argument(
-            "--reference-video",
-            type=str,
-            required=True,
-            help="The clip to dub: its frames are the IC reference and its audio track the reference audio. The "
-            "output has its frame count (snapped down to 8k+1) and its container's frame rate (required).",
-        )
-        group.add_argument(
-            "--reference-strength",
-            type=float,
-            default=DEFAULT_REFERENCE_STRENGTH,
-            help=f"How clean the reference video tokens are, in [0, 1] (default: {DEFAULT_REFERENCE_STRENGTH}).",
-        )
+    sections = (
+        FlagSection(
+            "lip-dub",
+            (
+                *size_flags(TWO_STAGE_SPATIAL_MULTIPLE, ("{two_stage_height}", "{two_stage_width}"), noun="Video {}"),
+                Flag(
+                    "--reference-video",
+                    {
+                        "type": str,
+                        "required": True,
+                        "help": "The clip to dub: its frames are the IC reference and its audio track the reference "
+                        "audio. The output has its frame count (snapped down to 8k+1) and its container's frame rate "
+                        "(required).",
+                    },
+                ),
+                Flag(
+                    "--reference-strength",
+                    {
+                        "type": float,
+                        "default": DEFAULT_REFERENCE_STRENGTH,
+                        "help": "How clean the reference video tokens are, in [0, 1] (default: "
+                        f"{DEFAULT_REFERENCE_STRENGTH}).",
+                    },
+                ),
+            ),
+        ),
+    )
 
-    def read(self, args: argparse.Namespace, context: ReadContext) -> LipDubInputs:
+    def read(self, args: argparse.Namespace, context: ReadContext) -> Reading[LipDubInputs]:
         from ltx_pipelines.io import MediaError, probe_video
         from ltx_pipelines.pipelines.lipdub import reference_timing
 
         defaults = context.defaults
         sizes = checked_size(args, TWO_STAGE_SPATIAL_MULTIPLE, (defaults.two_stage_height, defaults.two_stage_width))
-        loras = context.value(ModelFlags).loras
+        loras = context.values[ModelFlags].loras
         if len(loras) != 1 and not (context.demo and not loras):
             raise FlagError(
                 f"--lora was given {len(loras)} times; the lip-dub pipeline takes exactly one lip-dub IC-LoRA "
@@ -95,9 +105,15 @@ class LipDubFlags(FlagGroup["LipDubInputs"]):
             raise FlagError(f"--reference-video {raw!r} is not a video that can be decoded: {e}") from None
         if not info.has_audio:
             raise FlagError(f"--reference-video {raw!r} has no audio track; the lip-dub reference needs its speech")
-        return LipDubInputs(sizes[0], sizes[1], path, raw, num_frames, fps, strength)
+        value = LipDubInputs(sizes[0], sizes[1], path, raw, num_frames, fps, strength)
+        # The value depends on the model files: settled once they are known.
+        return Reading(value, record=self._record(value), settle=True)
 
-    def settle(self, value: LipDubInputs, models: RunModels, context: ReadContext) -> LipDubInputs:
+    def settle(self, value: LipDubInputs, models: RunModels, context: ReadContext) -> Reading[LipDubInputs]:
+        value = self._settled(value, models, context)
+        return Reading(value, record=self._record(value))
+
+    def _settled(self, value: LipDubInputs, models: RunModels, context: ReadContext) -> LipDubInputs:
         from ltx_pipelines.engine.ic_references import reference_factors
 
         try:
@@ -106,7 +122,7 @@ class LipDubFlags(FlagGroup["LipDubInputs"]):
             raise FlagError(f"--lora: {e}") from None
         return value
 
-    def record(self, value: LipDubInputs) -> dict[str, Any]:
+    def _record(self, value: LipDubInputs) -> dict[str, Any]:
         return fields_of(value, "height", "width", "reference_video", "reference_strength")
 
 

@@ -17,12 +17,11 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ltx_pipelines.cli.command import PipelineCommand, Run, call_pipeline, forward_to, resolve
-from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
+from ltx_pipelines.cli.flag_group import Flag, FlagError, FlagGroup, FlagSection, ReadContext, Reading
 from ltx_pipelines.cli.guidance_flags import MaxBatchSizeFlags
 from ltx_pipelines.cli.media_inputs import video_file
 from ltx_pipelines.cli.model_flags import ModelFlags
 from ltx_pipelines.cli.runtime_flags import TilingFlags
-from ltx_pipelines.engine.model_versions import PipelineDefaults
 
 if TYPE_CHECKING:
     from ltx_pipelines.engine.denoising_stage import FinalLatents
@@ -34,27 +33,40 @@ logger = logging.getLogger(__name__)
 class RetakeFlags(FlagGroup["RetakeRequest"]):
     """The source video and the region; the output's size, length and rate come from the source."""
 
-    def add(self, parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
-        group = parser.add_argument_group("retake")
-        group.add_argument(
-            "--video-path",
-            type=video_file,
-            required=True,
-            help="The source video: 8k+1 frames, height and width multiples of 32; its audio track (if any) is "
-            "retaken too. The output has its size and frame rate.",
-        )
-        group.add_argument("--start-time", type=float, required=True, help="Start of the region to regenerate (s).")
-        group.add_argument("--end-time", type=float, required=True, help="End of the region to regenerate (s).")
-        for modality in ("video", "audio"):
-            group.add_argument(
-                f"--regenerate-{modality}",
-                action=argparse.BooleanOptionalAction,
-                default=True,
-                help=f"Regenerate the {modality} inside the region; --no-regenerate-{modality} keeps all of it "
-                "(default: on).",
-            )
+    sections = (
+        FlagSection(
+            "retake",
+            (
+                Flag(
+                    "--video-path",
+                    {
+                        "type": video_file,
+                        "required": True,
+                        "help": "The source video: 8k+1 frames, height and width multiples of 32; its audio track "
+                        "(if any) is retaken too. The output has its size and frame rate.",
+                    },
+                ),
+                Flag(
+                    "--start-time", {"type": float, "required": True, "help": "Start of the region to regenerate (s)."}
+                ),
+                Flag("--end-time", {"type": float, "required": True, "help": "End of the region to regenerate (s)."}),
+                *(
+                    Flag(
+                        f"--regenerate-{modality}",
+                        {
+                            "action": argparse.BooleanOptionalAction,
+                            "default": True,
+                            "help": f"Regenerate the {modality} inside the region; --no-regenerate-{modality} keeps "
+                            "all of it (default: on).",
+                        },
+                    )
+                    for modality in ("video", "audio")
+                ),
+            ),
+        ),
+    )
 
-    def read(self, args: argparse.Namespace, context: ReadContext) -> RetakeRequest:
+    def read(self, args: argparse.Namespace, context: ReadContext) -> Reading[RetakeRequest]:
         from ltx_pipelines.io import probe_video
         from ltx_pipelines.pipelines.retake import RetakeRegion, RetakeRequest, check_source_shape
 
@@ -86,12 +98,13 @@ class RetakeFlags(FlagGroup["RetakeRequest"]):
                 "inside the region", str(args.video_path)
             )  # fmt: skip
         region = RetakeRegion(start, end, args.regenerate_video, args.regenerate_audio)
-        return RetakeRequest(video_path=args.video_path, region=region)
+        value = RetakeRequest(video_path=args.video_path, region=region)
+        return Reading(value, record=self._record(value), call_arguments=self._call_arguments(value))
 
-    def record(self, value: RetakeRequest) -> dict[str, Any]:
+    def _record(self, value: RetakeRequest) -> dict[str, Any]:
         return {"video_path": value.video_path, **dataclasses.asdict(value.region)}
 
-    def call_arguments(self, value: RetakeRequest) -> dict[str, Any]:
+    def _call_arguments(self, value: RetakeRequest) -> dict[str, Any]:
         # The source video is read when the call is made (`_retake`), not while reading flags.
         return {"region": value.region}
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ltx_pipelines.cli.arg_types import finite_float
 from ltx_pipelines.cli.command import Run, forward_to
-from ltx_pipelines.cli.flag_group import FlagGroup, ReadContext
+from ltx_pipelines.cli.flag_group import Flag, FlagGroup, FlagSection, ReadContext, Reading
 from ltx_pipelines.cli.guided_command import build_guided, guided_command
 from ltx_pipelines.cli.request_flags import GeneratedKeyframeFlags
 from ltx_pipelines.engine.model_versions import (
@@ -23,7 +23,6 @@ from ltx_pipelines.engine.model_versions import (
     HQ_DISTILLED_LORA_STRENGTH_STAGE_1,
     HQ_DISTILLED_LORA_STRENGTH_STAGE_2,
     LTX_2_3_HQ_DEFAULTS,
-    PipelineDefaults,
 )
 
 if TYPE_CHECKING:
@@ -35,26 +34,32 @@ logger = logging.getLogger(__name__)
 class HqLoraStrengthFlags(FlagGroup["HqLoraStrengths"]):
     """The HQ pipeline's per-stage strengths of the distilled LoRA (fused into both stages)."""
 
-    def add(self, parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
-        group = parser.add_argument_group("distilled LoRA strengths (HQ)")
-        for stage, default in ((1, HQ_DISTILLED_LORA_STRENGTH_STAGE_1), (2, HQ_DISTILLED_LORA_STRENGTH_STAGE_2)):
-            group.add_argument(
-                f"--distilled-lora-strength-stage-{stage}",
-                type=finite_float,
-                default=default,
-                metavar="STRENGTH",
-                help=(
-                    f"Strength of the distilled LoRA fused into the stage-{stage} transformer; replaces the "
-                    f"STRENGTH of --distilled-lora (default: {default})."
-                ),
-            )
+    sections = (
+        FlagSection(
+            "distilled LoRA strengths (HQ)",
+            tuple(
+                Flag(
+                    f"--distilled-lora-strength-stage-{stage}",
+                    {
+                        "type": finite_float,
+                        "default": default,
+                        "metavar": "STRENGTH",
+                        "help": f"Strength of the distilled LoRA fused into the stage-{stage} transformer; replaces "
+                        f"the STRENGTH of --distilled-lora (default: {default}).",
+                    },
+                )
+                for stage, default in ((1, HQ_DISTILLED_LORA_STRENGTH_STAGE_1), (2, HQ_DISTILLED_LORA_STRENGTH_STAGE_2))
+            ),
+        ),
+    )
 
-    def read(self, args: argparse.Namespace, context: ReadContext) -> HqLoraStrengths:
+    def read(self, args: argparse.Namespace, context: ReadContext) -> Reading[HqLoraStrengths]:
         from ltx_pipelines.pipelines.ti2vid_two_stages_hq import HqLoraStrengths
 
-        return HqLoraStrengths(args.distilled_lora_strength_stage_1, args.distilled_lora_strength_stage_2)
+        value = HqLoraStrengths(args.distilled_lora_strength_stage_1, args.distilled_lora_strength_stage_2)
+        return Reading(value, record=self._record(value))
 
-    def record(self, value: HqLoraStrengths) -> dict[str, Any]:
+    def _record(self, value: HqLoraStrengths) -> dict[str, Any]:
         return {"distilled_lora_strength_stage_1": value.stage_1, "distilled_lora_strength_stage_2": value.stage_2}
 
 

@@ -310,7 +310,7 @@ def test_missing_model_files(capsys, base_argv, model_files, tmp_path):
     # With --demo the model flags are optional (the demo's files are substituted after every check).
     group = ModelFlags(distilled=False, two_stage=True, distilled_lora=True)
     args = TWO_STAGE.parser(LTX_2_3_DEFAULTS).parse_args([*bare, "--demo"])
-    choice = group.read(args, ReadContext(LTX_2_3_DEFAULTS, demo=True))
+    choice = group.read(args, ReadContext(LTX_2_3_DEFAULTS, demo=True)).value
     assert choice.checkpoint is None and choice.gemma_root is None and choice.distilled_lora is None
 
 

@@ -13,9 +13,8 @@ import pytest
 
 from ltx_pipelines import distilled, t2a_one_stage, ti2vid_two_stages
 from ltx_pipelines.cli.command import Run
-from ltx_pipelines.cli.flag_group import FlagGroup, MemoryInputs, ReadContext
+from ltx_pipelines.cli.flag_group import FlagGroup, MemoryInputs, ReadContext, Reading
 from ltx_pipelines.cli.request_flags import PromptFlags
-from ltx_pipelines.engine.model_versions import PipelineDefaults
 from ltx_pipelines.pipelines.distilled import DistilledPipeline
 from ltx_pipelines.pipelines.t2a_one_stage import T2AOneStagePipeline
 from ltx_pipelines.pipelines.ti2vid_two_stages import TI2VidTwoStagesPipeline
@@ -79,29 +78,59 @@ def test_audio_only_call_has_no_picture_and_one_guided_modality(model_files, tmp
 class _SeedAgain(FlagGroup[int]):
     """A group that (wrongly) sets the prompt group's `seed` too."""
 
-    def add(self, parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
-        pass
+    def read(self, args: argparse.Namespace, context: ReadContext) -> Reading[int]:
+        return Reading(1, call_arguments={"seed": 1})
 
-    def read(self, args: argparse.Namespace, context: ReadContext) -> int:
-        return 1
 
-    def call_arguments(self, value: int) -> dict[str, Any]:
-        return {"seed": value}
+class _EnhanceAgain(FlagGroup[int]):
+    """A group that (wrongly) sets the prompt group's memory input `enhance` too."""
 
-    def memory_inputs(self, value: int) -> dict[str, Any]:
-        return {"enhance": True}
+    def read(self, args: argparse.Namespace, context: ReadContext) -> Reading[int]:
+        return Reading(1, memory_inputs={"enhance": True})
 
 
 def test_two_groups_setting_one_argument_are_refused(model_files, tmp_path):
-    run = distilled.COMMAND.parse([
+    argv = [
         "--distilled-checkpoint-path", str(model_files.checkpoint), "--spatial-upsampler-path",
         str(model_files.upsampler), "--gemma-root", str(model_files.gemma_root), "--prompt", "a fox",
         "--output-path", str(tmp_path / "fox.mp4"),
-    ])  # fmt: skip
-    clashing = replace(run, groups=(*run.groups, _SeedAgain()), values={**run.values, _SeedAgain: 1})
-    with pytest.raises(ValueError, match=r"call_arguments 'seed' is set by both PromptFlags and _SeedAgain"):
-        clashing.call_arguments()
-    with pytest.raises(ValueError, match=r"memory_inputs 'enhance' is set by both PromptFlags and _SeedAgain"):
-        clashing.memory_inputs()
+    ]  # fmt: skip
+    clashes = (
+        (_SeedAgain(), r"call_arguments 'seed' is set by both PromptFlags and _SeedAgain"),
+        (_EnhanceAgain(), r"memory_inputs 'enhance' is set by both PromptFlags and _EnhanceAgain"),
+    )
+    for group, message in clashes:
+        clashing = replace(distilled.COMMAND, groups=(*distilled.COMMAND.groups, group))
+        with pytest.raises(ValueError, match=message):
+            clashing.parse(argv)
+    run = distilled.COMMAND.parse(argv)
     assert isinstance(run.memory_inputs(), MemoryInputs)
     assert PromptFlags in run.values
+
+
+class _CountsSettles(FlagGroup[int]):
+    """A group whose reading asks to be settled or not (`asks`), counting the settles."""
+
+    def __init__(self, asks: bool) -> None:
+        self.asks, self.settled = asks, 0
+
+    def read(self, args: argparse.Namespace, context: ReadContext) -> Reading[int]:
+        return Reading(1, record={"counted": 1}, settle=self.asks)
+
+    def settle(self, value: int, models: Any, context: ReadContext) -> Reading[int]:
+        self.settled += 1
+        return Reading(value + 1, record={"counted": value + 1})
+
+
+def test_a_group_is_settled_only_where_its_reading_asks(model_files, tmp_path):
+    argv = [
+        "--distilled-checkpoint-path", str(model_files.checkpoint), "--spatial-upsampler-path",
+        str(model_files.upsampler), "--gemma-root", str(model_files.gemma_root), "--prompt", "a fox",
+        "--output-path", str(tmp_path / "fox.mp4"),
+    ]  # fmt: skip
+    for asks in (False, True):
+        group = _CountsSettles(asks)
+        run = replace(distilled.COMMAND, groups=(*distilled.COMMAND.groups, group)).parse(argv)
+        assert group.settled == (1 if asks else 0)
+        # The settled reading replaces the read one: its value and what the sidecar records of it.
+        assert run[_CountsSettles] == run.parameters["counted"] == (2 if asks else 1)

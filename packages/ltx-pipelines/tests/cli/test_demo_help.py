@@ -65,5 +65,5 @@ def test_a_pipeline_that_runs_one_demo_family_defaults_to_it(capsys, tmp_path):
     args = parser.parse_args(["--demo", "--prompt", "a fox", "--output-path", str(tmp_path / "fox.mp4")])
     defaults = command.run_defaults(args)
     assert defaults.dtype == "float32"
-    choice = command.models.read(args, ReadContext(defaults=defaults, demo=True))
+    choice = command.models.read(args, ReadContext(defaults=defaults, demo=True)).value
     assert choice.demo_family == "ltx-2.5"

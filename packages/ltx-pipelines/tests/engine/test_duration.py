@@ -79,4 +79,4 @@ def test_a_range_beyond_the_models_temporal_positions_is_refused(ltx25_demo):
     flags = VideoFlags(two_stage=True, auto_duration=True)
     with pytest.raises(FlagError, match=r"--auto-duration 1000 100000 is not accepted: .*<= 20"):
         flags.settle(replace(choice, duration=DurationRange(1000.0, 100000.0)), models, context)
-    assert flags.settle(replace(choice, duration=DurationRange(1.0, 2.0)), models, context).duration is not None
+    assert flags.settle(replace(choice, duration=DurationRange(1.0, 2.0)), models, context).value.duration is not None

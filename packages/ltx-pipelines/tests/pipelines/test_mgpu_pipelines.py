@@ -259,14 +259,14 @@ def test_torchrun_runs_the_ltx25_demo_and_rank_0_decodes_what_one_process_decode
 def test_num_gpus_other_than_torchruns_world_size_is_refused(monkeypatch):
     import argparse
 
-    from ltx_pipelines.cli.flag_group import FlagError, ReadContext
+    from ltx_pipelines.cli.flag_group import FlagError, ReadContext, add_groups
     from ltx_pipelines.cli.multigpu import MultiGpuFlags
     from ltx_pipelines.engine.model_versions import LTX_2_3_DEFAULTS
 
     def num_gpus(argv: list[str]) -> int:
         parser = argparse.ArgumentParser()
-        MultiGpuFlags().add(parser, LTX_2_3_DEFAULTS)
-        return MultiGpuFlags().read(parser.parse_args(argv), ReadContext(LTX_2_3_DEFAULTS, demo=False)).num_gpus
+        add_groups(parser, (MultiGpuFlags(),), LTX_2_3_DEFAULTS)
+        return MultiGpuFlags().read(parser.parse_args(argv), ReadContext(LTX_2_3_DEFAULTS, demo=False)).value.num_gpus
 
     for name, value in (("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "1")):
         monkeypatch.setenv(name, value)

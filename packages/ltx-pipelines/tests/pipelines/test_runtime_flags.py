@@ -71,15 +71,15 @@ def test_fp8_cast_changes_the_video_a_plain_load_makes(tmp_path):
 def test_default_flags_mean_a_plain_load():
     import argparse
 
-    from ltx_pipelines.cli.flag_group import ReadContext
+    from ltx_pipelines.cli.flag_group import ReadContext, add_groups
     from ltx_pipelines.cli.runtime_flags import RuntimeFlags
     from ltx_pipelines.engine.model_versions import LTX_2_3_DEFAULTS
 
     def options(argv: list[str]) -> RuntimeOptions | None:
         parser = argparse.ArgumentParser()
-        RuntimeFlags().add(parser, LTX_2_3_DEFAULTS)
+        add_groups(parser, (RuntimeFlags(),), LTX_2_3_DEFAULTS)
         context = ReadContext(defaults=LTX_2_3_DEFAULTS, demo=False)
-        return RuntimeFlags().read(parser.parse_args(["--device", "cpu", *argv]), context).options
+        return RuntimeFlags().read(parser.parse_args(["--device", "cpu", *argv]), context).value.options
 
     assert options([]) is None
     assert options(["--offload", "cpu"]) == RuntimeOptions(offload="cpu")

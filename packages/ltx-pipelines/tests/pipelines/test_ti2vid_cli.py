@@ -183,11 +183,11 @@ def test_default_stg_blocks_fit_a_small_checkpoint_but_chosen_ones_are_checked(c
     group.add(parser, LTX_2_3_DEFAULTS)
     context = ReadContext(LTX_2_3_DEFAULTS, demo=False)
     two_blocks = RunModels(Path("m"), None, metadata={"config": {"transformer": {"num_layers": 2}}})
-    defaulted = group.read(parser.parse_args([]), context)
+    defaulted = group.read(parser.parse_args([]), context).value
     assert defaulted.video is not None and max(defaulted.video.stg_blocks) >= 2
     with caplog.at_level(logging.WARNING):
-        fitted = group.settle(defaulted, two_blocks, context)
+        fitted = group.settle(defaulted, two_blocks, context).value
     assert fitted.video.stg_blocks == (1,) and "has 2 transformer blocks" in caplog.text
-    typed = group.read(parser.parse_args(["--video-stg-blocks", "5"]), context)
+    typed = group.read(parser.parse_args(["--video-stg-blocks", "5"]), context).value
     with pytest.raises(FlagError, match=r"block\(s\) \[5\] do not exist"):
         group.settle(typed, two_blocks, context)

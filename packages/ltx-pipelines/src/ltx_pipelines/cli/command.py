@@ -31,7 +31,7 @@ import threading
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Generic, TextIO, TypeVar
@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Generic, TextIO, TypeVar
 from ltx_core.command_parser import CommandParser
 from ltx_core.model.video_vae.tiling_config import TilingConfig
 from ltx_core.write_errors import is_disk_full
-from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, MemoryInputs, ReadContext, settle_groups, union_of
+from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, MemoryInputs, ReadContext, Reading, add_groups
 from ltx_pipelines.cli.guidance_flags import GuidanceFlags
 from ltx_pipelines.cli.model_flags import ModelChoice, ModelFlags
 from ltx_pipelines.cli.model_resolution import RunModels, resolve_models
@@ -115,6 +115,9 @@ class Run:
     """What the sidecar records of the command line (every flag, as the run used it)."""
     defaults: PipelineDefaults
     log_level: str = "INFO"
+    contributions: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """What the groups contribute to the pipeline's constructor, its prompt call and the memory check, merged
+    (`merged_contributions`): by `Reading` field (`pipeline_options`, `call_arguments`, `memory_inputs`)."""
 
     def __getitem__(self, group: type[FlagGroup[V]]) -> V:
         """The value of one of the command's groups (KeyError: the command has no such group)."""
@@ -162,22 +165,41 @@ class Run:
             "text_encoder_mode": self.runtime.text_encoder_mode,
             "file_headers": self.models.headers,
         }
-        return {**options, **union_of(self.groups, self.values, "pipeline_options")}
+        return {**options, **self.contributions.get("pipeline_options", {})}
 
     def call_arguments(self) -> dict[str, Any]:
         """The keyword arguments of the pipeline's prompt call (after the prompt): the union of what the groups
-        contribute (`FlagGroup.call_arguments`), the video and guidance ones gathered into the pipeline's request
-        values (`requests.packed_requests`); two groups setting one argument is a command-definition error."""
+        contribute (`Reading.call_arguments`), the video and guidance ones gathered into the pipeline's request
+        values (`requests.packed_requests`)."""
         from ltx_pipelines.engine.requests import packed_requests  # here: `--help` stays light
 
-        return packed_requests(union_of(self.groups, self.values, "call_arguments"))
+        return packed_requests(self.contributions.get("call_arguments", {}))
 
     def memory_inputs(self) -> MemoryInputs:
-        """What the memory check plans for: the union of what the groups contribute (`FlagGroup.memory_inputs`)."""
-        return MemoryInputs(**union_of(self.groups, self.values, "memory_inputs"))
+        """What the memory check plans for: the union of what the groups contribute (`Reading.memory_inputs`)."""
+        return MemoryInputs(**self.contributions.get("memory_inputs", {}))
 
 
 Generate = Callable[[P, Run], Any]
+
+
+CONTRIBUTIONS = ("pipeline_options", "call_arguments", "memory_inputs")
+
+
+def merged_contributions(
+    groups: Sequence[FlagGroup[Any]], readings: Mapping[type, Reading[Any]]
+) -> dict[str, dict[str, Any]]:
+    """The union of what the groups' readings contribute to each of `CONTRIBUTIONS`; two groups setting one name
+    is an error in the command's definition."""
+    merged: dict[str, dict[str, Any]] = {part: {} for part in CONTRIBUTIONS}
+    owner: dict[tuple[str, str], str] = {}
+    for group in groups:
+        for part, names in merged.items():
+            for name, value in getattr(readings[type(group)], part).items():
+                if name in names:
+                    raise ValueError(f"{part} {name!r} is set by both {owner[part, name]} and {type(group).__name__}")
+                names[name], owner[part, name] = value, type(group).__name__
+    return merged
 
 
 def call_pipeline(pipeline: Any, run: Run, **inputs: Any) -> FinalLatents:
@@ -249,8 +271,7 @@ class PipelineCommand(Generic[P]):
     def parser(self, defaults: PipelineDefaults) -> argparse.ArgumentParser:
         """The full parser; `defaults`: the values its help shows (see `defaults_for`)."""
         parser = CommandParser(prog=self.prog, description=self.description, add_help=False)
-        for group in self.groups:
-            group.add(parser, defaults)
+        add_groups(parser, self.groups, defaults)
         # Every flag sits in a named group: --help and --log-level too (not argparse's catch-all "options").
         general = parser.add_argument_group("general")
         general.add_argument("-h", "--help", action="help", help="Show this help (with --demo: the demo's defaults).")
@@ -276,31 +297,42 @@ class PipelineCommand(Generic[P]):
         """The defaults `argv` runs with, read from its model flags alone (`--demo`, `--demo-family`, the
         checkpoint), so that `--help` shows those of the run it would start (`--demo --help`: the demo's)."""
         models = CommandParser(prog=self.prog, add_help=False)
-        self.models.add(models, self.help_defaults())
+        add_groups(models, (self.models,), self.help_defaults())
         known, _ = models.parse_known_args(list(argv))
         return self.run_defaults(known)
 
     def parse(self, argv: Sequence[str] | None = None) -> Run:
         """Parse and check `argv`; a bad value ends the program (exit code 2) before any model is built or
         written, the demo models included."""
-        argv = list(sys.argv[1:] if argv is None else argv)
-        parser = self.parser(self.defaults_for(argv))
-        args = parser.parse_args(argv)
-        configure_logging(args.log_level)
+        parser, args, defaults = self._parse_args(argv)
         try:
-            return self.read(args)
+            return self.read(args, defaults)
         except FlagError as e:
             parser.error(str(e))
 
-    def read(self, args: argparse.Namespace) -> Run:
-        """The run of parsed `args` (raises `FlagError`)."""
+    def _parse_args(
+        self, argv: Sequence[str] | None
+    ) -> tuple[argparse.ArgumentParser, argparse.Namespace, PipelineDefaults]:
+        """`argv` (None: the program's) parsed with the defaults it runs with, logging set from `--log-level`."""
+        argv = list(sys.argv[1:] if argv is None else argv)
+        defaults = self.defaults_for(argv)
+        parser = self.parser(defaults)
+        args = parser.parse_args(argv)
+        configure_logging(args.log_level)
+        return parser, args, defaults
+
+    def read(self, args: argparse.Namespace, defaults: PipelineDefaults | None = None) -> Run:
+        """The run of parsed `args` (raises `FlagError`); `defaults`: the run's, when already worked out
+        (`defaults_for`; else from `args`)."""
         demo = bool(args.demo)
-        defaults = self.run_defaults(args)
+        defaults = defaults or self.run_defaults(args)
         values: dict[type, Any] = {}
         context = ReadContext(defaults=defaults, demo=demo, values=values)
+        readings: dict[type, Reading[Any]] = {}
         # What the user typed is checked before the demo models are built (seconds on a first run).
         for group in self.groups:
-            values[type(group)] = group.read(args, context)
+            readings[type(group)] = reading = group.read(args, context)
+            values[type(group)] = reading.value
         choice: ModelChoice = values[ModelFlags]
         if demo:
             from ltx_pipelines.demo.assets import with_demo_files
@@ -308,19 +340,18 @@ class PipelineCommand(Generic[P]):
             choice = with_demo_files(self.models, choice)
             values[ModelFlags] = choice
         models = resolve_models(self.models, choice, demo=demo)
-        settle_groups(self.groups, values, models, context)
-        parameters: dict[str, Any] = {"demo": demo}
+        # In order: a group settles with the settled values of the groups before it.
         for group in self.groups:
-            parameters.update(group.record(values[type(group)]))
+            if readings[type(group)].settle:
+                readings[type(group)] = reading = group.settle(values[type(group)], models, context)
+                values[type(group)] = reading.value
+        parameters: dict[str, Any] = {"demo": demo}
+        for reading in readings.values():
+            parameters.update(reading.record)
+        parameters.update(models.parameters)
         parameters["model_version"] = ".".join(map(str, models.model_version))
-        run = Run(
-            models=models,
-            groups=self.groups,
-            values=values,
-            parameters=parameters,
-            defaults=defaults,
-            log_level=args.log_level,
-        )
+        contributions = merged_contributions(self.groups, readings)
+        run = Run(models, values, self.groups, parameters, defaults, args.log_level, contributions)
         run = check_fits_in_memory(run)
         if self.check is not None:
             self.check(run)
@@ -416,12 +447,9 @@ class PipelineCommand(Generic[P]):
 
     def main(self, argv: Sequence[str] | None = None) -> int:
         """`python -m <module>`: bad arguments exit with code 2, a later failure with 1 (one line on stderr)."""
-        argv = list(sys.argv[1:] if argv is None else argv)
-        parser = self.parser(self.defaults_for(argv))
-        args = parser.parse_args(argv)
-        configure_logging(args.log_level)
+        parser, args, defaults = self._parse_args(argv)
         try:
-            run = self.read(args)
+            run = self.read(args, defaults)
         except FlagError as e:
             parser.error(str(e))
         except BaseException as error:  # e.g. building the demo models failed

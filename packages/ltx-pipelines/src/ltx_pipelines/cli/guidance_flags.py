@@ -10,7 +10,16 @@ from typing import Any
 
 from ltx_core.components.guider_params import MultiModalGuiderParams
 from ltx_pipelines.cli.arg_types import positive_int
-from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext, add_run_default, finite
+from ltx_pipelines.cli.flag_group import (
+    Flag,
+    FlagError,
+    FlagGroup,
+    FlagSection,
+    ReadContext,
+    Reading,
+    add_run_default,
+    finite,
+)
 from ltx_pipelines.cli.model_resolution import RunModels
 from ltx_pipelines.engine.model_versions import DEFAULT_MAX_BATCH_SIZE, DEFAULT_NEGATIVE_PROMPT, PipelineDefaults
 
@@ -118,7 +127,7 @@ class GuidanceFlags(FlagGroup[GuidanceChoice]):
                 group, spec.flag(modality), spec.kind, text, list(shown) if spec.many else shown, **spec.options
             )
 
-    def read(self, args: argparse.Namespace, context: ReadContext) -> GuidanceChoice:
+    def read(self, args: argparse.Namespace, context: ReadContext) -> Reading[GuidanceChoice]:
         defaults = context.defaults
         steps = defaults.num_inference_steps if args.num_inference_steps is None else args.num_inference_steps
         if steps < 1:
@@ -128,7 +137,7 @@ class GuidanceFlags(FlagGroup[GuidanceChoice]):
         for modality in self._modalities():
             params[modality] = self._read_modality(args, modality, getattr(defaults, f"{modality}_guidance"))
             given[modality] = getattr(args, f"{modality}_stg_blocks") is not None
-        return GuidanceChoice(
+        value = GuidanceChoice(
             negative_prompt=args.negative_prompt,
             num_inference_steps=int(steps),
             video=params["video"],
@@ -136,6 +145,8 @@ class GuidanceFlags(FlagGroup[GuidanceChoice]):
             video_blocks_given=given["video"],
             audio_blocks_given=given["audio"],
         )
+        # The STG blocks are checked against the transformer's depth once the model files are known.
+        return self._reading(value, settle=True)
 
     def _read_modality(
         self, args: argparse.Namespace, modality: str, defaults: MultiModalGuiderParams
@@ -170,14 +181,14 @@ class GuidanceFlags(FlagGroup[GuidanceChoice]):
             stg_blocks=blocks,
         )
 
-    def settle(self, value: GuidanceChoice, models: RunModels, context: ReadContext) -> GuidanceChoice:
+    def settle(self, value: GuidanceChoice, models: RunModels, context: ReadContext) -> Reading[GuidanceChoice]:
         """STG blocks must exist in the checkpoint's transformer (a missing block would silently turn STG into a
         no-op). Blocks the user did not choose (the defaults, made for the released models) and any block of a
         `--demo` run move to the model's last block instead of failing, so a command without STG flags runs on
         any checkpoint, the small demo model included."""
         layers = models.num_layers
         if layers is None:
-            return value
+            return self._reading(value)
         demo = models.demo
         changes: dict[str, MultiModalGuiderParams | None] = {}
         for modality in ("video", "audio"):
@@ -199,9 +210,9 @@ class GuidanceFlags(FlagGroup[GuidanceChoice]):
                 f"--{modality}-stg-blocks {list(params.stg_blocks)}: block(s) {outside} do not exist; the checkpoint's "
                 f"transformer has {layers} blocks (accepted: 0..{layers - 1})"
             )
-        return replace(value, **changes) if changes else value
+        return self._reading(replace(value, **changes) if changes else value)
 
-    def record(self, value: GuidanceChoice) -> dict[str, Any]:
+    def _reading(self, value: GuidanceChoice, *, settle: bool = False) -> Reading[GuidanceChoice]:
         recorded: dict[str, Any] = {
             "negative_prompt": value.negative_prompt,
             "num_inference_steps": value.num_inference_steps,
@@ -211,9 +222,6 @@ class GuidanceFlags(FlagGroup[GuidanceChoice]):
             for spec in self._modality_flags():
                 given = getattr(params, spec.field)
                 recorded[spec.flag(modality).lstrip("-").replace("-", "_")] = list(given) if spec.many else given
-        return recorded
-
-    def call_arguments(self, value: GuidanceChoice) -> dict[str, Any]:
         # The one place this group's value becomes the pipelines' call (a `GuidanceRequest` once they take one);
         # a modality the pipeline does not guide is not passed (e.g. a2vid's audio is frozen).
         arguments: dict[str, Any] = {
@@ -222,33 +230,32 @@ class GuidanceFlags(FlagGroup[GuidanceChoice]):
         }
         for modality in self._modalities():
             arguments[f"{modality}_guidance"] = getattr(value, modality)
-        return arguments
-
-    def memory_inputs(self, value: GuidanceChoice) -> dict[str, Any]:
-        return {"prompts": 2}  # the negative prompt is encoded with the prompt
+        # The negative prompt is encoded with the prompt: two prompts at once.
+        return Reading(value, record=recorded, call_arguments=arguments, memory_inputs={"prompts": 2}, settle=settle)
 
 
 class MaxBatchSizeFlags(FlagGroup[int]):
     """`--max-batch-size N`: how many guidance passes share one transformer call."""
 
-    def add(self, parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
-        parser.add_argument_group("guidance batching").add_argument(
-            "--max-batch-size",
-            type=positive_int,
-            default=DEFAULT_MAX_BATCH_SIZE,
-            metavar="N",
-            help=(
-                "Guidance runs up to 4 transformer passes per step (conditional, negative prompt, STG, modality "
-                "isolation); they are batched N at a time. Larger N is faster and needs more memory "
-                f"(default: {DEFAULT_MAX_BATCH_SIZE})."
+    sections = (
+        FlagSection(
+            "guidance batching",
+            (
+                Flag(
+                    "--max-batch-size",
+                    {
+                        "type": positive_int,
+                        "default": DEFAULT_MAX_BATCH_SIZE,
+                        "metavar": "N",
+                        "help": "Guidance runs up to 4 transformer passes per step (conditional, negative prompt, "
+                        "STG, modality isolation); they are batched N at a time. Larger N is faster and needs more "
+                        f"memory (default: {DEFAULT_MAX_BATCH_SIZE}).",
+                    },
+                ),
             ),
-        )
+        ),
+    )
 
-    def read(self, args: argparse.Namespace, context: ReadContext) -> int:
-        return int(args.max_batch_size)
-
-    def record(self, value: int) -> dict[str, Any]:
-        return {"max_batch_size": value}
-
-    def memory_inputs(self, value: int) -> dict[str, Any]:
-        return {"batch": value}
+    def read(self, args: argparse.Namespace, context: ReadContext) -> Reading[int]:
+        value = int(args.max_batch_size)
+        return Reading(value, record={"max_batch_size": value}, memory_inputs={"batch": value})

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ltx_core.loader.components import COMPONENT_FLAGS, Component
 from ltx_core.loader.lora_spec import DEFAULT_LORA_FUSION, LoraFusionPrecision, LoraSpec
 from ltx_pipelines.cli.arg_types import LoraAction
-from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext, finite
+from ltx_pipelines.cli.flag_group import Flag, FlagError, FlagGroup, FlagSection, ReadContext, Reading, finite
 from ltx_pipelines.cli.model_resolution import check_gemma_folder
 from ltx_pipelines.engine.model_versions import (
     DEFAULT_DEMO_FAMILY,
@@ -41,10 +41,18 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-def add_lora_flag(group: argparse._ArgumentGroup, flag: str, *, help: str, default: list[Any] | None) -> None:
+def lora_flag(flag: str, *, help: str, default: list[Any] | None) -> Flag:
     """A `PATH [STRENGTH]` LoRA flag (`LoraAction`): each use appends a `LoraSpec`; `default` is what it parses
     to when absent ([] for a repeatable list, None where absence itself means something)."""
-    group.add_argument(flag, action=LoraAction, nargs="+", metavar=("PATH", "STRENGTH"), default=default, help=help)
+    return Flag(
+        flag, {"action": LoraAction, "nargs": "+", "metavar": ("PATH", "STRENGTH"), "default": default, "help": help}
+    )
+
+
+def add_lora_flag(group: argparse._ArgumentGroup, flag: str, *, help: str, default: list[Any] | None) -> None:
+    """`lora_flag` added to `group` (a group that adds its flags itself)."""
+    row = lora_flag(flag, help=help, default=default)
+    group.add_argument(row.name, **row.options)
 
 
 @dataclass(frozen=True)
@@ -64,24 +72,6 @@ class ModelChoice:
     duration_head: str | None = None
     demo_family: str | None = None
     """The demo set `--demo` uses (None without `--demo`)."""
-
-    def components(self) -> dict[Component, str]:
-        """The component files given (`--transformer-path`, ...), by component."""
-
-        given = {
-            Component.TRANSFORMER: self.transformer,
-            Component.TEXT_ENCODER: self.text_encoder,
-            Component.VIDEO_VAE: self.video_vae,
-            Component.AUDIO_VAE: self.audio_vae,
-            Component.DURATION_HEAD: self.duration_head,
-        }
-        return {component: value for component, value in given.items() if value is not None}
-
-    @property
-    def split(self) -> bool:
-        """Whether the model is given one file per component (`--video-vae-path` alone also fits a single file)."""
-
-        return any(c is not Component.VIDEO_VAE for c in self.components())
 
 
 @dataclass(frozen=True)
@@ -123,6 +113,7 @@ class ModelFlags(FlagGroup[ModelChoice]):
     checkpoint_dest: str = field(init=False)
     needed_components: tuple[Component, ...] = field(init=False)
     """What this pipeline needs from a set of component files (the duration head is optional)."""
+    sections: tuple[FlagSection, ...] = field(init=False, repr=False, compare=False)
 
     @classmethod
     def distilled_two_stage(cls, **options: Any) -> ModelFlags:
@@ -145,61 +136,78 @@ class ModelFlags(FlagGroup[ModelChoice]):
         }
         for name, value in derived.items():
             object.__setattr__(self, name, value)
+        object.__setattr__(self, "sections", self._sections())
 
-    def add(self, parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
-        group = parser.add_argument_group("model files")
+    def _sections(self) -> tuple[FlagSection, ...]:
         kind = "distilled single-file checkpoint" if self.distilled else "single-file checkpoint"
-        group.add_argument(
-            self.checkpoint_flag,
-            type=str,
-            default=None,
-            help=f"The LTX-2 {kind} (.safetensors) or a diffusers model folder, a path or hf://<org>/<repo>[/<file>].",
-        )
+        files = [
+            Flag(
+                self.checkpoint_flag,
+                {
+                    "type": str,
+                    "default": None,
+                    "help": f"The LTX-2 {kind} (.safetensors) or a diffusers model folder, a path or "
+                    "hf://<org>/<repo>[/<file>].",
+                },
+            )
+        ]
         if self.gemma:
-            group.add_argument(
-                "--gemma-root",
-                type=str,
-                default=None,
-                help="The Gemma 3 text encoder folder (Hugging Face layout) or a GGUF Gemma 3 file (llama.cpp's "
-                "layout, e.g. gemma-3-12b-it-Q8_0.gguf), a path or hf://<org>/<repo>.",
+            files.append(
+                Flag(
+                    "--gemma-root",
+                    {
+                        "type": str,
+                        "default": None,
+                        "help": "The Gemma 3 text encoder folder (Hugging Face layout) or a GGUF Gemma 3 file "
+                        "(llama.cpp's layout, e.g. gemma-3-12b-it-Q8_0.gguf), a path or hf://<org>/<repo>.",
+                    },
+                )
             )
         if self.two_stage:
-            group.add_argument(
-                "--spatial-upsampler-path",
-                type=str,
-                default=None,
-                help="The latent x2 spatial upsampler between the stages (.safetensors, or a diffusers "
-                "latent_upsampler/ folder), a path or hf:// file.",
+            files.append(
+                Flag(
+                    "--spatial-upsampler-path",
+                    {
+                        "type": str,
+                        "default": None,
+                        "help": "The latent x2 spatial upsampler between the stages (.safetensors, or a diffusers "
+                        "latent_upsampler/ folder), a path or hf:// file.",
+                    },
+                )
             )
         if self.distilled_lora:
-            add_lora_flag(
-                group,
-                "--distilled-lora",
-                default=None,
-                help=self.distilled_lora_help
-                or (
-                    "The distilled LoRA fused for the second (refinement) stage, with an optional strength "
-                    f"(default {DEFAULT_LORA_STRENGTH}). Example: --distilled-lora distilled-lora.safetensors 0.8"
-                ),
+            distilled_help = self.distilled_lora_help or (
+                "The distilled LoRA fused for the second (refinement) stage, with an optional strength "
+                f"(default {DEFAULT_LORA_STRENGTH}). Example: --distilled-lora distilled-lora.safetensors 0.8"
             )
-        self._add_component_flags(group)
-        group.add_argument(
-            "--demo",
-            action="store_true",
-            help="Run the pipeline's small demo configuration (tiny random models, noise as output); model paths "
-            "become optional. With --help: shows the demo's defaults.",
-        )
-        group.add_argument(
-            "--demo-family",
-            choices=DEMO_FAMILIES,
-            default=None,
-            help=f"With --demo: the model family of the demo files (default: {self.default_demo_family}; "
-            f"this pipeline runs on: {', '.join(self.demo_families)}).",
-        )
+            files.append(lora_flag("--distilled-lora", default=None, help=distilled_help))
+        sections = [FlagSection("model files", (*files, *self._component_flags(), *self._demo_flags()))]
         if self.loras:
-            self._add_lora_flags(parser)
+            sections.append(self._lora_flags())
+        return tuple(sections)
 
-    def _add_component_flags(self, group: argparse._ArgumentGroup) -> None:
+    def _demo_flags(self) -> tuple[Flag, Flag]:
+        return (
+            Flag(
+                "--demo",
+                {
+                    "action": "store_true",
+                    "help": "Run the pipeline's small demo configuration (tiny random models, noise as output); "
+                    "model paths become optional. With --help: shows the demo's defaults.",
+                },
+            ),
+            Flag(
+                "--demo-family",
+                {
+                    "choices": DEMO_FAMILIES,
+                    "default": None,
+                    "help": f"With --demo: the model family of the demo files (default: {self.default_demo_family}; "
+                    f"this pipeline runs on: {', '.join(self.demo_families)}).",
+                },
+            ),
+        )
+
+    def _component_flags(self) -> list[Flag]:
         """The one-file-per-component flags (LTX-2.5's release), instead of the single file."""
 
         what = {
@@ -212,38 +220,38 @@ class ModelFlags(FlagGroup[ModelChoice]):
             Component.DURATION_HEAD: "the duration head file (optional; pipelines with --auto-duration let it pick "
             "the length from the prompt)",
         }
-        for component, flag in COMPONENT_FLAGS.items():
-            group.add_argument(
+        return [
+            Flag(
                 flag,
-                type=str,
-                default=None,
-                help=f"Component files, instead of {self.checkpoint_flag}: {what[component]}; "
-                "a path or hf://<org>/<repo>/<file>.",
+                {
+                    "type": str,
+                    "default": None,
+                    "help": f"Component files, instead of {self.checkpoint_flag}: {what[component]}; "
+                    "a path or hf://<org>/<repo>/<file>.",
+                },
             )
+            for component, flag in COMPONENT_FLAGS.items()
+        ]
 
-    def _add_lora_flags(self, parser: argparse.ArgumentParser) -> None:
-        loras = parser.add_argument_group("LoRAs")
-        add_lora_flag(
-            loras,
-            "--lora",
-            default=[],
-            help=self.lora_help
-            or (
-                f"A LoRA to fuse into the transformer, with an optional strength (default {DEFAULT_LORA_STRENGTH}); "
-                "repeatable. Example: --lora style.safetensors 0.8 --lora hf://org/repo/other.safetensors"
-            ),
+    def _lora_flags(self) -> FlagSection:
+        lora_help = self.lora_help or (
+            f"A LoRA to fuse into the transformer, with an optional strength (default {DEFAULT_LORA_STRENGTH}); "
+            "repeatable. Example: --lora style.safetensors 0.8 --lora hf://org/repo/other.safetensors"
         )
-        loras.add_argument(
+        fusion = Flag(
             "--lora-fusion-precision",
-            choices=[p.value for p in LoraFusionPrecision],
-            default=DEFAULT_LORA_FUSION.value,
-            help=(
-                "How LoRA updates are fused into the weights. weight-dtype: rounded in the dtype the checkpoint "
-                "stores them in (bfloat16), as the reference implementation does - its outputs are reproduced. "
-                "float32: accumulated in float32 without those roundings (slightly different results). "
-                f"(default: {DEFAULT_LORA_FUSION.value})"
-            ),
+            {
+                "choices": [p.value for p in LoraFusionPrecision],
+                "default": DEFAULT_LORA_FUSION.value,
+                "help": (
+                    "How LoRA updates are fused into the weights. weight-dtype: rounded in the dtype the checkpoint "
+                    "stores them in (bfloat16), as the reference implementation does - its outputs are reproduced. "
+                    "float32: accumulated in float32 without those roundings (slightly different results). "
+                    f"(default: {DEFAULT_LORA_FUSION.value})"
+                ),
+            },
         )
+        return FlagSection("LoRAs", (lora_flag("--lora", default=[], help=lora_help), fusion))
 
     # ---- reading -----------------------------------------------------------------------------------
 
@@ -270,7 +278,7 @@ class ModelFlags(FlagGroup[ModelChoice]):
         path = Path(value).expanduser()
         return defaults_for_checkpoint(path) if path.exists() else LTX_2_3_DEFAULTS
 
-    def read(self, args: argparse.Namespace, context: ReadContext) -> ModelChoice:
+    def read(self, args: argparse.Namespace, context: ReadContext) -> Reading[ModelChoice]:
         from ltx_core.loader.model_files import names_a_model_folder
         from ltx_pipelines.cli.model_resolution import is_hf_path
 
@@ -307,7 +315,8 @@ class ModelFlags(FlagGroup[ModelChoice]):
                 continue  # a diffusers folder (checkpoint, or its latent_upsampler/): checked on resolve
             else:
                 _local_file(flag, value)
-        return ModelChoice(
+        # What the sidecar records of these flags is the files as the run used them (`RunModels.parameters`).
+        return Reading(ModelChoice(
             checkpoint=checkpoint,
             gemma_root=gemma_root,
             spatial_upsampler=spatial_upsampler,
@@ -320,7 +329,7 @@ class ModelFlags(FlagGroup[ModelChoice]):
             audio_vae=components.get(Component.AUDIO_VAE),
             duration_head=components.get(Component.DURATION_HEAD),
             demo_family=family,
-        )
+        ))  # fmt: skip
 
     def _read_loras(
         self, args: argparse.Namespace, context: ReadContext
@@ -408,24 +417,6 @@ class ModelFlags(FlagGroup[ModelChoice]):
     def _check_lora(self, flag: str, lora: LoraSpec) -> None:
         finite(f"{flag} {str(lora.path)!r} STRENGTH", lora.strength)
         _local_file(flag, lora.path)
-
-    def record(self, value: ModelChoice) -> dict[str, Any]:
-
-        recorded: dict[str, Any] = {self.checkpoint_dest: value.checkpoint}
-        for component, flag in COMPONENT_FLAGS.items():
-            recorded[flag.lstrip("-").replace("-", "_")] = value.components().get(component)
-        recorded["demo_family"] = value.demo_family
-        if self.loras:
-            recorded["lora"] = [{"path": str(lora.path), "strength": lora.strength} for lora in value.loras]
-            recorded["lora_fusion_precision"] = value.lora_fusion.value
-        if self.gemma:
-            recorded["gemma_root"] = value.gemma_root
-        if self.two_stage:
-            recorded["spatial_upsampler_path"] = value.spatial_upsampler
-        if self.distilled_lora:
-            lora = value.distilled_lora
-            recorded["distilled_lora"] = None if lora is None else {"path": str(lora.path), "strength": lora.strength}
-        return recorded
 
 
 def _local_file(flag: str, value: str | Path) -> None:

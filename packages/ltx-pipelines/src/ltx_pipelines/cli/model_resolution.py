@@ -30,7 +30,7 @@ from ltx_core.loader.components import COMPONENT_FLAGS, Component
 from ltx_core.loader.lora_spec import DEFAULT_LORA_FUSION, LoraFusionPrecision, LoraSpec
 from ltx_core.write_errors import is_disk_full
 from ltx_pipelines.cli.flag_group import FlagError
-from ltx_pipelines.engine.model_versions import DEFAULT_DEMO_FAMILY, model_version_problem, normalize_model_version
+from ltx_pipelines.engine.model_versions import DEFAULT_DEMO_FAMILY
 
 if TYPE_CHECKING:
     from ltx_core.loader.file_headers import FileHeaders
@@ -64,6 +64,8 @@ class RunModels:
     headers: FileHeaders | None = field(default=None, compare=False, repr=False)
     """The headers the checks read (a `FileHeaders` store): the pipeline's model files read through it, so no
     header is read twice in a run."""
+    parameters: dict[str, Any] = field(default_factory=dict)
+    """What the sidecar records of the model flags: the files as the run used them (the demo's substituted)."""
     # What the headers say, read out once here (every group's settle and the memory check ask for them).
     model_version: tuple[int, ...] = field(init=False)
     demo_family: str = field(init=False)
@@ -72,11 +74,13 @@ class RunModels:
     num_layers: int | None = field(init=False)
 
     def __post_init__(self) -> None:
+        from ltx_core.loader.checkpoint_info import declared_model_version  # here: `--help` stays light
+
         family = self.choice.demo_family if self.choice is not None else None
         transformer = (self.metadata.get("config") or {}).get("transformer") or {}
         layers = transformer.get("num_layers")
         derived = {
-            "model_version": normalize_model_version(self.metadata.get("model_version")),
+            "model_version": declared_model_version(self.metadata.get("model_version")),
             "demo_family": family or DEFAULT_DEMO_FAMILY,
             "transformer_config": transformer,
             "num_layers": int(layers) if isinstance(layers, int) else None,
@@ -105,6 +109,42 @@ class RunModels:
         return files
 
 
+def _components(choice: ModelChoice) -> dict[Component, str]:
+    """The component files given (`--transformer-path`, ...), by component."""
+    given = {
+        Component.TRANSFORMER: choice.transformer,
+        Component.TEXT_ENCODER: choice.text_encoder,
+        Component.VIDEO_VAE: choice.video_vae,
+        Component.AUDIO_VAE: choice.audio_vae,
+        Component.DURATION_HEAD: choice.duration_head,
+    }
+    return {component: value for component, value in given.items() if value is not None}
+
+
+# From which declared `model_version` on a file counts as each release. Files from 2.4 on already carry LTX-2.5's
+# differences (the image CRF of 18, below), so the 2.4 pre-release files count as 2.5.
+_RELEASE_SINCE: tuple[tuple[tuple[int, ...], str], ...] = (((2, 4), "2.5"), ((2, 3), "2.3"))
+
+
+def released_model_version(model_version: tuple[int, ...]) -> str:
+    """The release (one of `RELEASED_MODEL_VERSIONS`) a checkpoint's parsed `model_version` belongs to; none
+    declared (`()`) is LTX-2."""
+    for since, release in _RELEASE_SINCE:
+        if model_version >= since:
+            return release
+    return "2"
+
+
+def model_version_problem(model_version: tuple[int, ...], accepted: tuple[str, ...]) -> str | None:
+    """Why a checkpoint of `model_version` is not one of the `accepted` releases, or None."""
+    release = released_model_version(model_version)
+    if release in accepted:
+        return None
+    declared = ".".join(map(str, model_version)) if model_version else "none"
+    names = ", ".join(f"LTX-{v}" for v in accepted)
+    return f"an LTX-{release} model (model_version {declared}); this pipeline runs on {names} files only"
+
+
 def resolve_models(flags: ModelFlags, choice: ModelChoice, *, demo: bool = False) -> RunModels:
     """The run's model files: `choice` (as `flags` read it) made local and checked; `demo`: whether `--demo`
     substituted any of them. A file that is not what its flag takes is a `FlagError` naming the flag."""
@@ -124,10 +164,11 @@ class _Resolution:
 
     def resolve(self, choice: ModelChoice, *, demo: bool = False) -> RunModels:
         """Local copies of hf:// paths (may download) and each file checked to be the kind its flag expects."""
+        from ltx_core.loader.checkpoint_info import declared_model_version
         from ltx_core.loader.model_files import names_a_model_folder
         from ltx_pipelines.cli.model_resolution import is_hf_path
 
-        split = choice.split
+        split = any(c is not Component.VIDEO_VAE for c in _components(choice))
         if split:
             checkpoint, metadata = self._resolve_components(choice)
         else:
@@ -135,7 +176,7 @@ class _Resolution:
         self._check_configs(checkpoint, single_file_flag=None if split else self.flags.checkpoint_flag)
         if self.flags.check_kinds:
             problem = model_version_problem(
-                normalize_model_version(metadata.get("model_version")), self.flags.model_versions
+                declared_model_version(metadata.get("model_version")), self.flags.model_versions
             )
             if problem is not None:
                 flag = COMPONENT_FLAGS[Component.TRANSFORMER] if split else self.flags.checkpoint_flag
@@ -173,7 +214,28 @@ class _Resolution:
             choice=choice,
             demo=demo,
             headers=self.headers,
+            parameters=self._recorded(choice),
         )
+
+    def _recorded(self, choice: ModelChoice) -> dict[str, Any]:
+        """The sidecar `parameters` entries of the model flags, by flag destination."""
+        flags = self.flags
+        recorded: dict[str, Any] = {flags.checkpoint_dest: choice.checkpoint}
+        components = _components(choice)
+        for component, flag in COMPONENT_FLAGS.items():
+            recorded[flag.lstrip("-").replace("-", "_")] = components.get(component)
+        recorded["demo_family"] = choice.demo_family
+        if flags.loras:
+            recorded["lora"] = [{"path": str(lora.path), "strength": lora.strength} for lora in choice.loras]
+            recorded["lora_fusion_precision"] = choice.lora_fusion.value
+        if flags.gemma:
+            recorded["gemma_root"] = choice.gemma_root
+        if flags.two_stage:
+            recorded["spatial_upsampler_path"] = choice.spatial_upsampler
+        if flags.distilled_lora:
+            lora = choice.distilled_lora
+            recorded["distilled_lora"] = None if lora is None else {"path": str(lora.path), "strength": lora.strength}
+        return recorded
 
     def _resolve_single_file(self, choice: ModelChoice) -> tuple[Path | ModelFiles, dict[str, Any]]:
         from ltx_core.loader import CheckpointError
@@ -220,7 +282,7 @@ class _Resolution:
         from ltx_pipelines.cli.model_resolution import is_hf_path
 
         paths: dict[str, Path] = {}
-        for component, value in choice.components().items():
+        for component, value in _components(choice).items():
             flag = COMPONENT_FLAGS[component]
             folder = component is Component.TEXT_ENCODER and names_a_model_folder(value)
             path = self._resolve(flag, value, folder=folder)

@@ -18,16 +18,15 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ltx_pipelines.cli.command import PipelineCommand, Run, report_error, stop_signals_interrupt
-from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
+from ltx_pipelines.cli.flag_group import Flag, FlagError, FlagGroup, FlagSection, ReadContext, Reading
 from ltx_pipelines.cli.request_flags import VideoFlags
 from ltx_pipelines.engine.model_versions import (
     DEFAULT_STAGE_2_TILE_OVERLAP,
     STAGE_2_PARALLEL_MODES,
-    PipelineDefaults,
     Stage2Parallel,
 )
 
@@ -69,38 +68,62 @@ class MultiGpuFlags(FlagGroup[MultiGpuChoice]):
     guided: bool = False
     two_stage: bool = True
 
-    def add(self, parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
-        group = parser.add_argument_group("several devices")
-        group.add_argument(
-            "--num-gpus", type=int, default=None,
-            help="Processes (one per device) to spread the run over (default: WORLD_SIZE under torchrun, else 1).",
-        )  # fmt: skip
-        group.add_argument(
-            "--mgpu-timeout", type=float, default=DEFAULT_TIMEOUT_S,
-            help="Seconds after which a run whose ranks stopped answering is ended (default: %(default)s).",
-        )  # fmt: skip
-        if self.two_stage:
-            self._add_stage_2(group)
-        group.add_argument(
-            "--guidance-parallel", action="store_true",
-            help="Guided stages: run each step's guidance passes (conditional, negative prompt, STG, modality) on "
-            "different GPUs, each a full-sequence call, sequence parallel inside groups when there are more GPUs "
-            "than passes (the single-device result; less traffic than sequence parallel alone). Needs "
-            "--num-gpus >= 2 and a guided pipeline.",
-        )  # fmt: skip
+    sections: tuple[FlagSection, ...] = field(init=False, repr=False, compare=False)
 
-    def _add_stage_2(self, group: argparse._ArgumentGroup) -> None:
-        group.add_argument(
-            "--stage-2-parallel", choices=STAGE_2_PARALLEL_MODES, default=self.default_stage_2,
-            help="Stage 2 over the ranks: 'sequence' (exactly the single-device result) or 'tiled' (one overlapping "
-            "spatial tile per rank, blended; faster at high resolution, an approximation). Default: %(default)s.",
-        )  # fmt: skip
-        group.add_argument(
-            "--stage-2-tile-overlap", type=int, default=DEFAULT_STAGE_2_TILE_OVERLAP,
-            help="Latent cells neighbouring stage-2 tiles share (default: %(default)s).",
-        )  # fmt: skip
+    def __post_init__(self) -> None:
+        stage_2 = (
+            Flag(
+                "--stage-2-parallel",
+                {
+                    "choices": STAGE_2_PARALLEL_MODES,
+                    "default": self.default_stage_2,
+                    "help": "Stage 2 over the ranks: 'sequence' (exactly the single-device result) or 'tiled' (one "
+                    "overlapping spatial tile per rank, blended; faster at high resolution, an approximation). "
+                    "Default: %(default)s.",
+                },
+            ),
+            Flag(
+                "--stage-2-tile-overlap",
+                {
+                    "type": int,
+                    "default": DEFAULT_STAGE_2_TILE_OVERLAP,
+                    "help": "Latent cells neighbouring stage-2 tiles share (default: %(default)s).",
+                },
+            ),
+        )
+        flags = (
+            Flag(
+                "--num-gpus",
+                {
+                    "type": int,
+                    "default": None,
+                    "help": "Processes (one per device) to spread the run over (default: WORLD_SIZE under torchrun, "
+                    "else 1).",
+                },
+            ),
+            Flag(
+                "--mgpu-timeout",
+                {
+                    "type": float,
+                    "default": DEFAULT_TIMEOUT_S,
+                    "help": "Seconds after which a run whose ranks stopped answering is ended (default: %(default)s).",
+                },
+            ),
+            *(stage_2 if self.two_stage else ()),
+            Flag(
+                "--guidance-parallel",
+                {
+                    "action": "store_true",
+                    "help": "Guided stages: run each step's guidance passes (conditional, negative prompt, STG, "
+                    "modality) on different GPUs, each a full-sequence call, sequence parallel inside groups when "
+                    "there are more GPUs than passes (the single-device result; less traffic than sequence parallel "
+                    "alone). Needs --num-gpus >= 2 and a guided pipeline.",
+                },
+            ),
+        )
+        object.__setattr__(self, "sections", (FlagSection("several devices", flags),))
 
-    def read(self, args: argparse.Namespace, context: ReadContext) -> MultiGpuChoice:
+    def read(self, args: argparse.Namespace, context: ReadContext) -> Reading[MultiGpuChoice]:
         from ltx_core.multigpu.launch import launched_by_torchrun
 
         launched_world = int(os.environ["WORLD_SIZE"]) if launched_by_torchrun() else None
@@ -118,15 +141,16 @@ class MultiGpuFlags(FlagGroup[MultiGpuChoice]):
             raise FlagError(f"--stage-2-tile-overlap must be >= 0 latent cells, got {overlap}")
         if args.guidance_parallel:
             _check_guidance_parallel(self.guided, num_gpus)
-        return MultiGpuChoice(num_gpus, args.mgpu_timeout, stage_2, overlap, args.guidance_parallel)
+        value = MultiGpuChoice(num_gpus, args.mgpu_timeout, stage_2, overlap, args.guidance_parallel)
+        return Reading(value, record=self._record(value), pipeline_options=self._pipeline_options(value))
 
-    def pipeline_options(self, value: MultiGpuChoice) -> dict[str, Any]:
+    def _pipeline_options(self, value: MultiGpuChoice) -> dict[str, Any]:
         """Every rank builds the single-device pipeline run over the ranks (`parallel`)."""
         from ltx_pipelines.engine.multigpu import MultiDevice
 
         return {"parallel": MultiDevice(value.stage_2_parallel, value.stage_2_tile_overlap, value.guidance_parallel)}
 
-    def record(self, value: MultiGpuChoice) -> dict[str, Any]:
+    def _record(self, value: MultiGpuChoice) -> dict[str, Any]:
         stage_2 = {"stage_2_parallel": value.stage_2_parallel, "stage_2_tile_overlap": value.stage_2_tile_overlap}
         return {
             "num_gpus": value.num_gpus,

@@ -25,14 +25,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ltx_pipelines.cli.arg_types import ImageAction
-from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext, add_run_default, fields_of
+from ltx_pipelines.cli.flag_group import Flag, FlagError, FlagGroup, FlagSection, ReadContext, Reading
 from ltx_pipelines.cli.model_resolution import RunModels
-from ltx_pipelines.engine.model_versions import PipelineDefaults, default_image_crf, spatial_multiple
+from ltx_pipelines.engine.model_versions import (
+    ONE_STAGE_SPATIAL_MULTIPLE,
+    TWO_STAGE_SPATIAL_MULTIPLE,
+    default_image_crf,
+)
 
 if TYPE_CHECKING:
     from ltx_core.model.duration_head import DurationRange
     from ltx_pipelines.cli.model_resolution import RunModels
     from ltx_pipelines.engine.denoising_stage import ImageCondition
+    from ltx_pipelines.engine.model_versions import PipelineDefaults
 
 
 _SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch.Generator.manual_seed accepts
@@ -48,32 +53,38 @@ class PromptChoice:
 
 
 class PromptFlags(FlagGroup[PromptChoice]):
-    def add(self, parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
-        group = parser.add_argument_group("prompt")
-        group.add_argument(
-            "--prompt", type=str, required=True, help="Text describing the video (and audio) to generate."
-        )
-        group.add_argument(
-            "--seed",
-            type=int,
-            default=None,
-            help=f"Random seed; the same seed gives the same result (default: {defaults.seed}).",
-        )
-        group.add_argument(
-            "--enhance-prompt",
-            action="store_true",
-            help="Rewrite the prompt with the Gemma model into a detailed description before encoding it.",
-        )
-        group.add_argument(
-            "--prompt-enhancer-gemma-root",
-            default=None,
-            metavar="PATH",
-            help="With --enhance-prompt: another Gemma that rewrites the prompt (a Gemma folder or a packed "
-            "Gemma 4 file, e.g. a dense Gemma 4 instruction model; greedy for Gemma 4), a path or hf://; "
-            "default: the text encoder rewrites it.",
-        )
+    sections = (
+        FlagSection(
+            "prompt",
+            (
+                Flag(
+                    "--prompt",
+                    {"type": str, "required": True, "help": "Text describing the video (and audio) to generate."},
+                ),
+                Flag("--seed", {"type": int, "help": "Random seed; the same seed gives the same result"}, "{seed}"),
+                Flag(
+                    "--enhance-prompt",
+                    {
+                        "action": "store_true",
+                        "help": "Rewrite the prompt with the Gemma model into a detailed description before "
+                        "encoding it.",
+                    },
+                ),
+                Flag(
+                    "--prompt-enhancer-gemma-root",
+                    {
+                        "default": None,
+                        "metavar": "PATH",
+                        "help": "With --enhance-prompt: another Gemma that rewrites the prompt (a Gemma folder or a "
+                        "packed Gemma 4 file, e.g. a dense Gemma 4 instruction model; greedy for Gemma 4), a path or "
+                        "hf://; default: the text encoder rewrites it.",
+                    },
+                ),
+            ),
+        ),
+    )
 
-    def read(self, args: argparse.Namespace, context: ReadContext) -> PromptChoice:
+    def read(self, args: argparse.Namespace, context: ReadContext) -> Reading[PromptChoice]:
         from ltx_pipelines.cli.model_resolution import is_hf_path
 
         seed = context.defaults.seed if args.seed is None else args.seed
@@ -92,36 +103,34 @@ class PromptFlags(FlagGroup[PromptChoice]):
                         f"--prompt-enhancer-gemma-root {str(enhancer)!r} does not exist (a Gemma folder or a packed "
                         "Gemma 4 .safetensors file)"
                     )
-        return PromptChoice(text=args.prompt, seed=int(seed), enhance=bool(args.enhance_prompt), enhancer=enhancer)
+        value = PromptChoice(text=args.prompt, seed=int(seed), enhance=bool(args.enhance_prompt), enhancer=enhancer)
+        # An hf:// enhancer is fetched once the model files are resolved.
+        return self._reading(value, settle=enhancer is not None and not isinstance(enhancer, Path))
 
-    def settle(self, value: PromptChoice, models: RunModels, context: ReadContext) -> PromptChoice:
-        from ltx_pipelines.cli.model_resolution import HfPathError, is_hf_path, resolve_model_path
+    def settle(self, value: PromptChoice, models: RunModels, context: ReadContext) -> Reading[PromptChoice]:
+        from ltx_pipelines.cli.model_resolution import HfPathError, resolve_model_path
 
-        if value.enhancer is None or not is_hf_path(value.enhancer):
-            return value
         is_file = str(value.enhancer).endswith(".safetensors")
         try:
-            return replace(value, enhancer=resolve_model_path(value.enhancer, folder=not is_file))
+            return self._reading(replace(value, enhancer=resolve_model_path(value.enhancer, folder=not is_file)))
         except HfPathError as e:
             raise FlagError(f"--prompt-enhancer-gemma-root: {e}") from None
 
-    def record(self, value: PromptChoice) -> dict[str, Any]:
+    def _reading(self, value: PromptChoice, *, settle: bool = False) -> Reading[PromptChoice]:
         enhancer = None if value.enhancer is None else str(value.enhancer)
-        return {
-            "prompt": value.text,
-            "seed": value.seed,
-            "enhance_prompt": value.enhance,
-            "prompt_enhancer_gemma_root": enhancer,
-        }
-
-    def call_arguments(self, value: PromptChoice) -> dict[str, Any]:
-        return {"seed": value.seed, "enhance_prompt": value.enhance}
-
-    def memory_inputs(self, value: PromptChoice) -> dict[str, Any]:
-        return {"enhance": value.enhance}
-
-    def pipeline_options(self, value: PromptChoice) -> dict[str, Any]:
-        return {} if value.enhancer is None else {"prompt_enhancer_gemma_root": value.enhancer}
+        return Reading(
+            value,
+            record={
+                "prompt": value.text,
+                "seed": value.seed,
+                "enhance_prompt": value.enhance,
+                "prompt_enhancer_gemma_root": enhancer,
+            },
+            pipeline_options={} if value.enhancer is None else {"prompt_enhancer_gemma_root": value.enhancer},
+            call_arguments={"seed": value.seed, "enhance_prompt": value.enhance},
+            memory_inputs={"enhance": value.enhance},
+            settle=settle,
+        )
 
 
 _MAX_CRF = 51
@@ -157,45 +166,69 @@ class VideoFlags(FlagGroup[VideoChoice]):
     """`--auto-duration`, and a predicted length when `--num-frames` is omitted on model files with a head."""
     multiple: int = field(init=False)
     """What height and width must be multiples of (set from `two_stage`)."""
+    sections: tuple[FlagSection, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "multiple", spatial_multiple(self.two_stage))
+        multiple = TWO_STAGE_SPATIAL_MULTIPLE if self.two_stage else ONE_STAGE_SPATIAL_MULTIPLE
+        object.__setattr__(self, "multiple", multiple)
+        object.__setattr__(self, "sections", (self._section(),))
 
     def _size_defaults(self, defaults: PipelineDefaults) -> tuple[int, int]:
         if self.two_stage:
             return defaults.two_stage_height, defaults.two_stage_width
         return defaults.height, defaults.width
 
-    def add(self, parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
-        frames, rate = defaults.num_frames, f"{defaults.frame_rate:g}"
+    def _section(self) -> FlagSection:
+        rate = "{frame_rate:g}"
         if not self.picture:
-            group = parser.add_argument_group("duration")
-            add_run_default(group, "--num-frames", int, "Duration in video frames (with --frame-rate), 8k+1", frames)
-            add_run_default(group, "--frame-rate", float, "Frame rate that turns --num-frames into seconds", rate)
-            return
-        group = parser.add_argument_group("video")
-        add_size_flags(group, self.multiple, self._size_defaults(defaults), noun="Video {} in pixels")
+            return FlagSection(
+                "duration",
+                (
+                    Flag(
+                        "--num-frames",
+                        {"type": int, "help": "Duration in video frames (with --frame-rate), 8k+1"},
+                        "{num_frames}",
+                    ),
+                    Flag(
+                        "--frame-rate", {"type": float, "help": "Frame rate that turns --num-frames into seconds"}, rate
+                    ),
+                ),
+            )
+        sizes = ("{two_stage_height}", "{two_stage_width}") if self.two_stage else ("{height}", "{width}")
         picked = " or, on model files with a duration head, picked from the prompt" if self.auto_duration else ""
-        add_run_default(group, "--num-frames", int, "Number of frames, 8k+1 (1, 9, ..., 121, ...)", f"{frames}{picked}")
-        add_run_default(group, "--frame-rate", float, "Frames per second of the video, e.g. 24, 25, 30 or 23.976", rate)
-        if self.auto_duration:
-            _add_auto_duration(group)
-        group.add_argument(
-            "--image",
-            dest="images",
-            action=ImageAction,
-            nargs="+",
-            metavar="ARG",
-            default=[],
-            help=(
-                "Condition on an image: PATH FRAME_IDX STRENGTH [CRF]; repeatable. FRAME_IDX is the output frame "
-                "(0 = first), STRENGTH in [0, 1] (1 keeps the image), CRF in 0..51 the H.264 re-compression "
-                "applied first (0 = none; default: the model version's value, 33 up to LTX-2.3, 18 from 2.4). "
-                "Example: --image first.jpg 0 1.0 --image last.png 120 0.8"
+        flags = (
+            *size_flags(self.multiple, sizes, noun="Video {} in pixels"),
+            Flag(
+                "--num-frames",
+                {"type": int, "help": "Number of frames, 8k+1 (1, 9, ..., 121, ...)"},
+                "{num_frames}" + picked,
+            ),
+            Flag(
+                "--frame-rate",
+                {"type": float, "help": "Frames per second of the video, e.g. 24, 25, 30 or 23.976"},
+                rate,
+            ),
+            *((_auto_duration_flag(),) if self.auto_duration else ()),
+            Flag(
+                "--image",
+                {
+                    "dest": "images",
+                    "action": ImageAction,
+                    "nargs": "+",
+                    "metavar": "ARG",
+                    "default": [],
+                    "help": (
+                        "Condition on an image: PATH FRAME_IDX STRENGTH [CRF]; repeatable. FRAME_IDX is the output "
+                        "frame (0 = first), STRENGTH in [0, 1] (1 keeps the image), CRF in 0..51 the H.264 "
+                        "re-compression applied first (0 = none; default: the model version's value, 33 up to "
+                        "LTX-2.3, 18 from 2.4). Example: --image first.jpg 0 1.0 --image last.png 120 0.8"
+                    ),
+                },
             ),
         )
+        return FlagSection("video", flags)
 
-    def read(self, args: argparse.Namespace, context: ReadContext) -> VideoChoice:
+    def read(self, args: argparse.Namespace, context: ReadContext) -> Reading[VideoChoice]:
         defaults = context.defaults
         fps = defaults.frame_rate if args.frame_rate is None else args.frame_rate
         duration = self._duration(args)
@@ -212,10 +245,12 @@ class VideoFlags(FlagGroup[VideoChoice]):
             raise FlagError(f"--frame-rate {fps} is not accepted: it must be a positive number of frames per second")
         frames_given = args.num_frames is not None
         if not self.picture:
-            return VideoChoice(num_frames=int(num_frames), frame_rate=float(fps), frames_given=frames_given)
+            return self._reading(
+                VideoChoice(num_frames=int(num_frames), frame_rate=float(fps), frames_given=frames_given)
+            )
         sizes = checked_size(args, self.multiple, self._size_defaults(defaults))
         images = tuple(_checked_image(image, num_frames) for image in args.images or [])
-        return VideoChoice(
+        value = VideoChoice(
             num_frames=int(num_frames),
             frame_rate=float(fps),
             height=sizes[0],
@@ -224,6 +259,8 @@ class VideoFlags(FlagGroup[VideoChoice]):
             duration=duration,
             frames_given=frames_given,
         )
+        # The model files give the images' CRF and, without --num-frames, the duration head the length.
+        return self._reading(value, settle=bool(images) or (self.auto_duration and not frames_given))
 
     def _duration(self, args: argparse.Namespace) -> DurationRange | None:
         from ltx_core.model.duration_head import DurationRange
@@ -244,7 +281,7 @@ class VideoFlags(FlagGroup[VideoChoice]):
             )
         return DurationRange(low, high)
 
-    def settle(self, value: VideoChoice, models: RunModels, context: ReadContext) -> VideoChoice:
+    def settle(self, value: VideoChoice, models: RunModels, context: ReadContext) -> Reading[VideoChoice]:
         """Images without a CRF take the model version's (33 up to LTX-2.3, 18 from LTX-2.4). The
         length: predicted by the duration head when asked (or when `--num-frames` is omitted on files with a
         head); refused before loading when the files have no head to predict with."""
@@ -254,7 +291,7 @@ class VideoFlags(FlagGroup[VideoChoice]):
         crf = default_image_crf(models.model_version)
         value = replace(value, images=tuple(image.with_default_crf(crf) for image in value.images))
         if not self.auto_duration or value.frames_given:
-            return value
+            return self._reading(value)
         head = has_duration_head(models.checkpoint)
         if value.duration is not None:
             if not head:
@@ -267,18 +304,34 @@ class VideoFlags(FlagGroup[VideoChoice]):
             except ValueError as e:
                 low, high = value.duration.min_seconds, value.duration.max_seconds
                 raise FlagError(f"--auto-duration {low:g} {high:g} is not accepted: {e}") from None
-            return value
+            return self._reading(value)
         if head:
             duration = DurationRange()
-            return replace(value, duration=duration, num_frames=_longest(duration, value.frame_rate))
+            return self._reading(replace(value, duration=duration, num_frames=_longest(duration, value.frame_rate)))
         if models.model_version >= LTX_2_5:
             raise FlagError(
                 "--num-frames is needed: the model files have no duration head to predict the length from the "
                 "prompt (pass --num-frames, or the duration head with --duration-head-path)"
             )
-        return value
+        return self._reading(value)
 
-    def record(self, value: VideoChoice) -> dict[str, Any]:
+    def _reading(self, value: VideoChoice, *, settle: bool = False) -> Reading[VideoChoice]:
+        return Reading(
+            value,
+            record=self._record(value),
+            call_arguments=self._call_arguments(value),
+            # A predicted length is planned at the range's longest (`num_frames` holds it).
+            memory_inputs={
+                "height": value.height,
+                "width": value.width,
+                "num_frames": value.num_frames,
+                "frame_rate": value.frame_rate,
+                "images": bool(value.images),
+            },
+            settle=settle,
+        )
+
+    def _record(self, value: VideoChoice) -> dict[str, Any]:
         recorded: dict[str, Any] = {"num_frames": value.num_frames, "frame_rate": value.frame_rate}
         if self.auto_duration:
             duration = value.duration
@@ -296,7 +349,7 @@ class VideoFlags(FlagGroup[VideoChoice]):
             )
         return recorded
 
-    def call_arguments(self, value: VideoChoice) -> dict[str, Any]:
+    def _call_arguments(self, value: VideoChoice) -> dict[str, Any]:
         # The one place this group's value becomes the pipelines' call (a `VideoRequest` once they take one).
         arguments: dict[str, Any] = {"num_frames": value.num_frames, "frame_rate": value.frame_rate}
         if self.picture:
@@ -307,19 +360,18 @@ class VideoFlags(FlagGroup[VideoChoice]):
                 arguments["num_frames"] = None
         return arguments
 
-    def memory_inputs(self, value: VideoChoice) -> dict[str, Any]:
-        # A predicted length is planned at the range's longest (`num_frames` holds it).
-        return {**fields_of(value, "height", "width", "num_frames", "frame_rate"), "images": bool(value.images)}
-
 
 LTX_2_5 = (2, 5)
 
 
-def add_size_flags(group: argparse._ArgumentGroup, multiple: int, defaults: tuple[int, int], *, noun: str) -> None:
-    """`--height` and `--width`, each a multiple of `multiple`, defaulting to the run's (`defaults`: height, width);
-    `noun` names the dimension in the help (`{}`: height or width)."""
-    for name, default in zip(("height", "width"), defaults):
-        add_run_default(group, f"--{name}", int, f"{noun.format(name)}, a multiple of {multiple}", default)
+def size_flags(multiple: int, shown: tuple[str, str], *, noun: str) -> tuple[Flag, Flag]:
+    """`--height` and `--width`, each a multiple of `multiple`, defaulting to the run's (`shown`: the
+    `PipelineDefaults` fields of height and width, as `Flag.shown`); `noun` names the dimension in the help (`{}`:
+    height or width)."""
+    return tuple(
+        Flag(f"--{name}", {"type": int, "help": f"{noun.format(name)}, a multiple of {multiple}"}, default)
+        for name, default in zip(("height", "width"), shown)
+    )  # type: ignore[return-value]
 
 
 def checked_size(args: argparse.Namespace, multiple: int, defaults: tuple[int, int]) -> tuple[int, int]:
@@ -337,19 +389,21 @@ def checked_size(args: argparse.Namespace, multiple: int, defaults: tuple[int, i
     return sizes[0], sizes[1]
 
 
-def _add_auto_duration(group: argparse._ArgumentGroup) -> None:
+def _auto_duration_flag() -> Flag:
     from ltx_core.model.duration_head import DurationRange
 
     default = DurationRange()
-    group.add_argument(
+    return Flag(
         "--auto-duration",
-        type=float,
-        nargs=2,
-        metavar=("MIN_SECONDS", "MAX_SECONDS"),
-        default=None,
-        help="Let the duration head (LTX-2.5, --duration-head-path) pick the length from the prompt, in "
-        f"[MIN_SECONDS, MAX_SECONDS]. With model files that have a head, omitting --num-frames does this in "
-        f"[{default.min_seconds:g}, {default.max_seconds:g}] s. Not with --num-frames.",
+        {
+            "type": float,
+            "nargs": 2,
+            "metavar": ("MIN_SECONDS", "MAX_SECONDS"),
+            "default": None,
+            "help": "Let the duration head (LTX-2.5, --duration-head-path) pick the length from the prompt, in "
+            f"[MIN_SECONDS, MAX_SECONDS]. With model files that have a head, omitting --num-frames does this in "
+            f"[{default.min_seconds:g}, {default.max_seconds:g}] s. Not with --num-frames.",
+        },
     )
 
 
@@ -394,23 +448,32 @@ FLAG = "--num-generated-keyframes"
 class GeneratedKeyframeFlags(FlagGroup[int]):
     """`--num-generated-keyframes`, read as the count the pipeline's `generated_keyframes` takes."""
 
-    def add(self, parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
-        parser.add_argument_group("generated keyframes").add_argument(
-            FLAG,
-            type=int,
-            default=0,
-            metavar="N",
-            help="Extra keyframes generated in stage 1 at N evenly spaced interior frames (both end frames excluded; "
-            "default: 0, off). Each sharpens the motion around its frame but costs a whole latent frame of tokens "
-            "for one pixel frame (about N / latent frames more sequence length). Needs a transformer with the "
-            "keyframe embedding (use_keyframes_abs_pos_embedding: LTX-2.5).",
-        )
+    sections = (
+        FlagSection(
+            "generated keyframes",
+            (
+                Flag(
+                    FLAG,
+                    {
+                        "type": int,
+                        "default": 0,
+                        "metavar": "N",
+                        "help": "Extra keyframes generated in stage 1 at N evenly spaced interior frames (both end "
+                        "frames excluded; default: 0, off). Each sharpens the motion around its frame but costs a "
+                        "whole latent frame of tokens for one pixel frame (about N / latent frames more sequence "
+                        "length). Needs a transformer with the keyframe embedding (use_keyframes_abs_pos_embedding: "
+                        "LTX-2.5).",
+                    },
+                ),
+            ),
+        ),
+    )
 
-    def read(self, args: argparse.Namespace, context: ReadContext) -> int:
+    def read(self, args: argparse.Namespace, context: ReadContext) -> Reading[int]:
         from ltx_pipelines.engine.requests import generated_keyframe_positions
 
         count = args.num_generated_keyframes
-        video = context.value(VideoFlags)
+        video = context.values[VideoFlags]
         if count < 0:
             raise FlagError(f"{FLAG} {count} is not accepted: it must be 0 (off) or a positive count")
         # A length the duration head picks is only known at run time: the pipeline checks it then.
@@ -419,19 +482,21 @@ class GeneratedKeyframeFlags(FlagGroup[int]):
                 generated_keyframe_positions(count, video.num_frames)
             except ValueError as e:
                 raise FlagError(f"{FLAG}: {e} (--num-frames {video.num_frames})") from None
-        return int(count)
+        # Slots need the transformer's keyframe embedding: checked once the model files are known.
+        return self._reading(int(count), settle=count != 0)
 
-    def settle(self, value: int, models: RunModels, context: ReadContext) -> int:
+    def settle(self, value: int, models: RunModels, context: ReadContext) -> Reading[int]:
         from ltx_pipelines.engine.requests import keyframe_embedding_problem
 
-        if value:
-            problem = keyframe_embedding_problem(models.checkpoint)
-            if problem is not None:
-                raise FlagError(f"{FLAG} {value} cannot run on {models.checkpoint}: {problem}")
-        return value
+        problem = keyframe_embedding_problem(models.checkpoint)
+        if problem is not None:
+            raise FlagError(f"{FLAG} {value} cannot run on {models.checkpoint}: {problem}")
+        return self._reading(value)
 
-    def record(self, value: int) -> dict[str, Any]:
-        return {"num_generated_keyframes": value}
-
-    def call_arguments(self, value: int) -> dict[str, Any]:
-        return {"generated_keyframes": value}
+    def _reading(self, value: int, *, settle: bool = False) -> Reading[int]:
+        return Reading(
+            value,
+            record={"num_generated_keyframes": value},
+            call_arguments={"generated_keyframes": value},
+            settle=settle,
+        )

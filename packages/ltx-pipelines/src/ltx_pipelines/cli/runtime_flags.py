@@ -13,7 +13,7 @@ The output flag group: where the result goes and what is kept (`--output-path`, 
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,9 +26,9 @@ from ltx_core.runtime_choices import (
 )
 from ltx_core.types import DEFAULT_SCALE_FACTORS
 from ltx_pipelines.cli.arg_types import non_negative_int
-from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
-from ltx_pipelines.engine.model_versions import PipelineDefaults
-from ltx_pipelines.io.atomic_files import check_output_path, sidecar_path
+from ltx_pipelines.cli.flag_group import Flag, FlagError, FlagGroup, FlagSection, ReadContext, Reading, add_sections
+from ltx_pipelines.engine.model_versions import LTX_2_3_DEFAULTS
+from ltx_pipelines.io.atomic_files import check_output_and_sidecar
 
 if TYPE_CHECKING:
     import torch
@@ -55,71 +55,102 @@ class RuntimeChoice:
     --offload; see `ltx_core.text_encoders.gemma.modes`)."""
 
 
+_DEVICE_FLAGS = FlagSection(
+    "device",
+    (
+        Flag(
+            "--device",
+            {
+                "type": str,
+                "default": None,
+                "help": "Torch device: cpu, cuda, cuda:N or mps (default: CUDA, then MPS, then CPU).",
+            },
+        ),
+        Flag(
+            "--dtype", {"choices": DTYPE_CHOICES, "help": "Precision of the model weights and activations"}, "{dtype}"
+        ),
+    ),
+)
+
+
+_MEMORY_FLAGS = FlagSection(
+    "memory and speed",
+    (
+        Flag(
+            "--quantization",
+            {
+                "choices": QUANTIZATION_CHOICES,
+                "default": None,
+                "help": "fp8-cast: transformer-block weights stored as float8 and upcast per layer (about half the "
+                "weight memory, any device); fp8-scaled-mm: fp8 matmuls on GPUs with native fp8 (compute capability "
+                ">= 8.9) from an fp8 checkpoint (default: none).",
+            },
+        ),
+        Flag(
+            "--offload",
+            {
+                "choices": (*OFFLOAD_CHOICES, "auto"),
+                "default": "auto",
+                "help": "Stream the transformer blocks to the device a few at a time: cpu keeps every block in "
+                "(pinned) RAM, disk reads them from the checkpoint as needed (least memory). Same output as none. "
+                "auto picks, for the transformer and the text encoder each, the fastest of full load, fp8, streaming "
+                "from RAM and streaming from disk that fits the free memory, and logs why (default: auto).",
+            },
+        ),
+        Flag(
+            "--compile",
+            {
+                "nargs": "*",
+                "default": None,
+                "metavar": "KEY=VALUE",
+                "help": "torch.compile each transformer block (e.g. --compile mode=max-autotune-no-cudagraphs "
+                "backend=inductor dynamic=true inductor.X=... dynamo.X=...); bare --compile uses the defaults "
+                "(default: off).",
+            },
+        ),
+        Flag(
+            "--gemma-8bit",
+            {
+                "action": "store_true",
+                "help": "Encode the prompt with an 8-bit (LLM.int8()) Gemma: about half the text encoder's memory, "
+                "close contexts; needs CUDA and bitsandbytes (default: off).",
+            },
+        ),
+        Flag(
+            "--text-encoder-mode",
+            {
+                "choices": TEXT_ENCODER_MODES,
+                "default": None,
+                "help": "How Gemma is held while encoding: full, fp8 (layer weights stored as float8, upcast per "
+                "layer; close contexts, any device), stream-ram / stream-disk (one decoder layer on the device at a "
+                "time from RAM or the files; the same contexts) (default: the one matching --offload: none -> full, "
+                "cpu -> stream-ram, disk -> stream-disk).",
+            },
+        ),
+        Flag(
+            "--attention-backend",
+            {
+                "choices": ACCEPTED_BACKEND_NAMES,
+                "default": "auto",
+                "help": "Attention kernel: sdpa, flash3 (FlashAttention 3, Hopper), flash4 (FlashAttention 4, "
+                "Blackwell), mps-sdpa (Apple silicon); auto picks per device and logs its choice (default: auto).",
+            },
+        ),
+    ),
+)
+
+
 @dataclass(frozen=True)
 class RuntimeFlags(FlagGroup[RuntimeChoice]):
     """`memory=False` leaves out the transformer's memory and speed flags (and `--gemma-8bit`)."""
 
     memory: bool = True
+    sections: tuple[FlagSection, ...] = field(init=False, repr=False, compare=False)
 
-    def add(self, parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
-        placement = parser.add_argument_group("device")
-        placement.add_argument(
-            "--device",
-            type=str,
-            default=None,
-            help="Torch device: cpu, cuda, cuda:N or mps (default: CUDA, then MPS, then CPU).",
-        )
-        placement.add_argument(
-            "--dtype",
-            choices=DTYPE_CHOICES,
-            default=None,
-            help=f"Precision of the model weights and activations (default: {defaults.dtype}).",
-        )
-        if not self.memory:
-            return
-        group = parser.add_argument_group("memory and speed")
-        group.add_argument(
-            "--quantization",
-            choices=QUANTIZATION_CHOICES,
-            default=None,
-            help="fp8-cast: transformer-block weights stored as float8 and upcast per layer (about half the weight "
-            "memory, any device); fp8-scaled-mm: fp8 matmuls on GPUs with native fp8 (compute capability >= 8.9) "
-            "from an fp8 checkpoint (default: none).",
-        )
-        group.add_argument(
-            "--offload",
-            choices=(*OFFLOAD_CHOICES, "auto"),
-            default="auto",
-            help="Stream the transformer blocks to the device a few at a time: cpu keeps every block in (pinned) "
-            "RAM, disk reads them from the checkpoint as needed (least memory). Same output as none. auto picks, "
-            "for the transformer and the text encoder each, the fastest of full load, fp8, streaming from RAM and "
-            "streaming from disk that fits the free memory, and logs why (default: auto).",
-        )
-        group.add_argument(
-            "--compile",
-            nargs="*",
-            default=None,
-            metavar="KEY=VALUE",
-            help="torch.compile each transformer block (e.g. --compile mode=max-autotune-no-cudagraphs "
-            "backend=inductor dynamic=true inductor.X=... dynamo.X=...); bare --compile uses the defaults "
-            "(default: off).",
-        )
-        group.add_argument(
-            "--gemma-8bit",
-            action="store_true",
-            help="Encode the prompt with an 8-bit (LLM.int8()) Gemma: about half the text encoder's memory, close "
-            "contexts; needs CUDA and bitsandbytes (default: off).",
-        )
-        _add_text_encoder_mode(group)
-        group.add_argument(
-            "--attention-backend",
-            choices=ACCEPTED_BACKEND_NAMES,
-            default="auto",
-            help="Attention kernel: sdpa, flash3 (FlashAttention 3, Hopper), flash4 (FlashAttention 4, Blackwell), "
-            "mps-sdpa (Apple silicon); auto picks per device and logs its choice (default: auto).",
-        )
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sections", (_DEVICE_FLAGS, _MEMORY_FLAGS) if self.memory else (_DEVICE_FLAGS,))
 
-    def read(self, args: argparse.Namespace, context: ReadContext) -> RuntimeChoice:
+    def read(self, args: argparse.Namespace, context: ReadContext) -> Reading[RuntimeChoice]:
         from ltx_core.devices import parse_dtype
         from ltx_core.runtime import RuntimeOptions
 
@@ -130,7 +161,7 @@ class RuntimeFlags(FlagGroup[RuntimeChoice]):
         except ValueError as e:
             raise FlagError(f"--dtype: {e}") from None
         if not self.memory:
-            return RuntimeChoice(device=device, dtype=dtype, options=None, gemma_8bit=False, given={})
+            return self._reading(RuntimeChoice(device=device, dtype=dtype, options=None, gemma_8bit=False, given={}))
         try:
             auto = args.offload == "auto"  # settled by the memory check, once the model files are known
             offload = "none" if auto else args.offload
@@ -158,29 +189,17 @@ class RuntimeFlags(FlagGroup[RuntimeChoice]):
             "compile": args.compile,
             "attention_backend": args.attention_backend,
         }
-        return RuntimeChoice(
+        return self._reading(RuntimeChoice(
             device=device, dtype=dtype, options=options, gemma_8bit=bool(args.gemma_8bit), given=given,
             offload_auto=auto, text_encoder_mode=args.text_encoder_mode,
-        )  # fmt: skip
+        ))  # fmt: skip
 
-    def record(self, value: RuntimeChoice) -> dict[str, Any]:
+    def _reading(self, value: RuntimeChoice) -> Reading[RuntimeChoice]:
         recorded = {"device": str(value.device), "dtype": str(value.dtype).removeprefix("torch."), **value.given}
         if self.memory:
             recorded["gemma_8bit"] = value.gemma_8bit
             recorded["text_encoder_mode"] = value.text_encoder_mode
-        return recorded
-
-
-def _add_text_encoder_mode(group: argparse._ArgumentGroup) -> None:
-    group.add_argument(
-        "--text-encoder-mode",
-        choices=TEXT_ENCODER_MODES,
-        default=None,
-        help="How Gemma is held while encoding: full, fp8 (layer weights stored as float8, upcast per layer; "
-        "close contexts, any device), stream-ram / stream-disk (one decoder layer on the device at a time from "
-        "RAM or the files; the same contexts) (default: the one matching --offload: none -> full, cpu -> "
-        "stream-ram, disk -> stream-disk).",
-    )
+        return Reading(value, record=recorded)
 
 
 def checked_device(name: str | None) -> torch.device:
@@ -216,38 +235,59 @@ AUTO_LONG_SIDE = AxisTiling(768, 64)
 AUTO_FRAMES = AxisTiling(80, 24)
 
 
-def add_tiling_args(parser: argparse.ArgumentParser, *, unset_means: str = "automatic, from the output size") -> None:
-    group = parser.add_argument_group(f"VAE decode tiling (unset: {unset_means})")
-    group.add_argument(
-        "--tile-size",
-        type=non_negative_int,
-        default=None,
-        metavar="PIXELS",
-        help="Square spatial tiles of this size (a multiple of 32, at least 64); 0 decodes each frame whole "
-        f"(automatic: {AUTO_LONG_SIDE.tile_size} on the long side, as many tiles on the short side).",
+def tiling_flags(unset_means: str) -> FlagSection:
+    """The tiling flags; `unset_means`: what an unset flag keeps (in the section's title)."""
+    return FlagSection(
+        f"VAE decode tiling (unset: {unset_means})",
+        (
+            Flag(
+                "--tile-size",
+                {
+                    "type": non_negative_int,
+                    "default": None,
+                    "metavar": "PIXELS",
+                    "help": "Square spatial tiles of this size (a multiple of 32, at least 64); 0 decodes each frame "
+                    f"whole (automatic: {AUTO_LONG_SIDE.tile_size} on the long side, as many tiles on the short "
+                    "side).",
+                },
+            ),
+            Flag(
+                "--tile-overlap",
+                {
+                    "type": non_negative_int,
+                    "default": None,
+                    "metavar": "PIXELS",
+                    "help": "Pixels shared by neighbouring spatial tiles, a multiple of 32 (automatic: "
+                    f"{AUTO_LONG_SIDE.overlap}).",
+                },
+            ),
+            Flag(
+                "--tile-frames",
+                {
+                    "type": non_negative_int,
+                    "default": None,
+                    "metavar": "FRAMES",
+                    "help": "Temporal tiles of this many frames (a multiple of 8, at least 16); 0 decodes all frames "
+                    f"at once (automatic: {AUTO_FRAMES.tile_size}).",
+                },
+            ),
+            Flag(
+                "--tile-frame-overlap",
+                {
+                    "type": non_negative_int,
+                    "default": None,
+                    "metavar": "FRAMES",
+                    "help": "Frames shared by neighbouring temporal tiles, a multiple of 8 (automatic: "
+                    f"{AUTO_FRAMES.overlap}).",
+                },
+            ),
+        ),
     )
-    group.add_argument(
-        "--tile-overlap",
-        type=non_negative_int,
-        default=None,
-        metavar="PIXELS",
-        help=f"Pixels shared by neighbouring spatial tiles, a multiple of 32 (automatic: {AUTO_LONG_SIDE.overlap}).",
-    )
-    group.add_argument(
-        "--tile-frames",
-        type=non_negative_int,
-        default=None,
-        metavar="FRAMES",
-        help="Temporal tiles of this many frames (a multiple of 8, at least 16); 0 decodes all frames at once "
-        f"(automatic: {AUTO_FRAMES.tile_size}).",
-    )
-    group.add_argument(
-        "--tile-frame-overlap",
-        type=non_negative_int,
-        default=None,
-        metavar="FRAMES",
-        help=f"Frames shared by neighbouring temporal tiles, a multiple of 8 (automatic: {AUTO_FRAMES.overlap}).",
-    )
+
+
+def add_tiling_args(parser: argparse.ArgumentParser, *, unset_means: str) -> None:
+    """The tiling flags of a command that is not a list of flag groups (`python -m ltx_pipelines.decode`)."""
+    add_sections(parser, (tiling_flags(unset_means),), LTX_2_3_DEFAULTS)  # no run defaults among them
 
 
 def tiling_from_args(
@@ -311,11 +351,9 @@ class TilingFlags(FlagGroup[TilingChoice]):
 
     size_from: type | None = None
     """None: the video group."""
+    sections = (tiling_flags("automatic, from the output size"),)
 
-    def add(self, parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
-        add_tiling_args(parser)
-
-    def read(self, args: argparse.Namespace, context: ReadContext) -> TilingChoice:
+    def read(self, args: argparse.Namespace, context: ReadContext) -> Reading[TilingChoice]:
         from ltx_pipelines.cli.request_flags import VideoFlags
 
         sized = context.values.get(self.size_from or VideoFlags)
@@ -325,13 +363,8 @@ class TilingFlags(FlagGroup[TilingChoice]):
         except ValueError as e:
             raise FlagError(str(e)) from None
         names = ("tile_size", "tile_overlap", "tile_frames", "tile_frame_overlap")
-        return TilingChoice(config, {name: getattr(args, name) for name in names})
-
-    def record(self, value: TilingChoice) -> dict[str, Any]:
-        return dict(value.given)
-
-    def memory_inputs(self, value: TilingChoice) -> dict[str, Any]:
-        return {"tiling": value.config}
+        given = {name: getattr(args, name) for name in names}
+        return Reading(TilingChoice(config, given), record=given, memory_inputs={"tiling": config})
 
 
 @dataclass(frozen=True)
@@ -351,34 +384,45 @@ class OutputFlags(FlagGroup[OutputChoice]):
     the output is protected like the output itself."""
 
     suffixes: tuple[str, ...] = (".mp4",)
-
-    def add(self, parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
-        group = parser.add_argument_group("output")
-        group.add_argument(
-            "--output-path",
-            type=str,
-            required=True,
-            help="Where to write the result (.mp4; .wav for audio-only pipelines); its folder is created.",
-        )
-        group.add_argument(
-            "--overwrite", action="store_true", help="Replace the output file if it exists (refused otherwise)."
-        )
-        group.add_argument(
-            "--no-audio-output",
-            action="store_true",
-            help="Write the video without its audio stream (the audio is still generated alongside the video).",
-        )
-        group.add_argument(
-            "--save-latents",
-            action="store_true",
-            help=(
-                "Keep the denoised latents beside the video (<output stem>.latents.safetensors) even when the "
-                "run succeeds; they are always kept when decoding or encoding fails. Decode them again with "
-                "python -m ltx_pipelines.decode --latents FILE --output-path OUT."
+    sections = (
+        FlagSection(
+            "output",
+            (
+                Flag(
+                    "--output-path",
+                    {
+                        "type": str,
+                        "required": True,
+                        "help": "Where to write the result (.mp4; .wav for audio-only pipelines); its folder is "
+                        "created.",
+                    },
+                ),
+                Flag(
+                    "--overwrite",
+                    {"action": "store_true", "help": "Replace the output file if it exists (refused otherwise)."},
+                ),
+                Flag(
+                    "--no-audio-output",
+                    {
+                        "action": "store_true",
+                        "help": "Write the video without its audio stream (the audio is still generated alongside "
+                        "the video).",
+                    },
+                ),
+                Flag(
+                    "--save-latents",
+                    {
+                        "action": "store_true",
+                        "help": "Keep the denoised latents beside the video (<output stem>.latents.safetensors) even "
+                        "when the run succeeds; they are always kept when decoding or encoding fails. Decode them "
+                        "again with python -m ltx_pipelines.decode --latents FILE --output-path OUT.",
+                    },
+                ),
             ),
-        )
+        ),
+    )
 
-    def read(self, args: argparse.Namespace, context: ReadContext) -> OutputChoice:
+    def read(self, args: argparse.Namespace, context: ReadContext) -> Reading[OutputChoice]:
         raw = args.output_path
         path = Path(raw).expanduser()
         if path.suffix.lower() not in self.suffixes:
@@ -387,24 +431,22 @@ class OutputFlags(FlagGroup[OutputChoice]):
             raise FlagError(f"--no-audio-output: --output-path {raw!r} is an audio file; the flag applies to videos")
         overwrite = bool(args.overwrite)
         try:
-            path = check_output_path(path, overwrite=overwrite)
-            check_output_path(sidecar_path(path), overwrite=overwrite)
+            path = check_output_and_sidecar(path, overwrite=overwrite)
         except FileExistsError as e:
             raise FlagError(f"--output-path: {e}") from None
         except OSError as e:
             raise FlagError(f"--output-path {raw!r}: {e}") from None
-        return OutputChoice(
+        value = OutputChoice(
             path=path,
             given=raw,
             overwrite=overwrite,
             save_latents=bool(args.save_latents),
             audio_output=not args.no_audio_output,
         )
-
-    def record(self, value: OutputChoice) -> dict[str, Any]:
-        return {
-            "output_path": value.given,
-            "overwrite": value.overwrite,
+        recorded = {
+            "output_path": raw,
+            "overwrite": overwrite,
             "no_audio_output": not value.audio_output,
             "save_latents": value.save_latents,
         }
+        return Reading(value, record=recorded)

@@ -7,33 +7,35 @@ from __future__ import annotations
 import argparse
 import math
 from dataclasses import dataclass
-from typing import Any
 
-from ltx_pipelines.cli.flag_group import FlagError, FlagGroup, ReadContext
-from ltx_pipelines.engine.model_versions import PipelineDefaults
+from ltx_pipelines.cli.flag_group import Flag, FlagError, FlagGroup, FlagSection, ReadContext, Reading
 
 
 @dataclass(frozen=True)
 class StepCacheFlags(FlagGroup["float | None"]):
-    def add(self, parser: argparse.ArgumentParser, defaults: PipelineDefaults) -> None:
-        parser.add_argument_group("step cache").add_argument(
-            "--step-cache",
-            type=float,
-            default=None,
-            metavar="THRESHOLD",
-            help="Reuse the deep transformer blocks' residual on a guided step whose first block changed by less "
-            "than THRESHOLD (relative) since the last full call: faster, not identical (benchmarks/"
-            "step_cache_guided.py measures calls saved and deviation; 0.15-0.3 to start). (default: off)",
-        )
+    sections = (
+        FlagSection(
+            "step cache",
+            (
+                Flag(
+                    "--step-cache",
+                    {
+                        "type": float,
+                        "default": None,
+                        "metavar": "THRESHOLD",
+                        "help": "Reuse the deep transformer blocks' residual on a guided step whose first block "
+                        "changed by less than THRESHOLD (relative) since the last full call: faster, not identical "
+                        "(benchmarks/step_cache_guided.py measures calls saved and deviation; 0.15-0.3 to start). "
+                        "(default: off)",
+                    },
+                ),
+            ),
+        ),
+    )
 
-    def read(self, args: argparse.Namespace, context: ReadContext) -> float | None:
+    def read(self, args: argparse.Namespace, context: ReadContext) -> Reading[float | None]:
         value = args.step_cache
         if value is not None and not (math.isfinite(value) and value > 0):
             raise FlagError(f"--step-cache {value} is not accepted: a threshold > 0 (leave it out for no cache)")
-        return value
-
-    def record(self, value: float | None) -> dict[str, Any]:
-        return {"step_cache": value}
-
-    def pipeline_options(self, value: float | None) -> dict[str, Any]:
-        return {} if value is None else {"step_cache": value}
+        options = {} if value is None else {"step_cache": value}
+        return Reading(value, record={"step_cache": value}, pipeline_options=options)

@@ -103,11 +103,11 @@ def stale_parts(root: Path, assets: AnyDemoAssets) -> list[str]:
         recorded = manifest["parts"] if manifest.get("demo_version") == _version_of(assets) else {}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         recorded = {}
-    return [name for name in assets.parts() if not _intact(root, recorded.get(name))]
+    return [name for name in assets.parts if not _intact(root, recorded.get(name))]
 
 
 def _write_manifest(root: Path, assets: AnyDemoAssets) -> None:
-    parts = {name: _describe(root, path) for name, (path, _) in assets.parts().items()}
+    parts = {name: _describe(root, path) for name, (path, _) in assets.parts.items()}
     text = json.dumps({"demo_version": _version_of(assets), "parts": parts}, indent=2, sort_keys=True) + "\n"
     with atomic_output(root / MANIFEST_NAME, overwrite=True) as tmp:
         tmp.write_text(text, encoding="utf-8")
@@ -176,7 +176,7 @@ def ensure_demo_assets(root: Path | None = None, *, family: str = DEFAULT_DEMO_F
         if stale:
             _remove_leftovers(root)
             logger.info("building demo models (%s) in %s", ", ".join(stale), root)
-            parts = assets.parts()
+            parts = assets.parts
             for name in stale:
                 path, write = parts[name]
                 write(path)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -182,13 +182,17 @@ class DemoAssets:
     spatial_upsampler: Path
     gemma_root: Path
 
-    def parts(self) -> dict[str, tuple[Path, Callable[[Path], None]]]:
-        """Each part of the set (its name in the cache manifest): where it lives and what writes it."""
-        return {
+    parts: dict[str, tuple[Path, Callable[[Path], None]]] = field(init=False, repr=False, compare=False)
+    """Each part of the set (its name in the cache manifest): where it lives and what writes it."""
+
+    def __post_init__(self) -> None:
+        # Worked out with the paths: the cache check and the build read it as a value.
+        parts = {
             "checkpoint": (self.checkpoint, write_demo_checkpoint),
             "spatial_upsampler": (self.spatial_upsampler, write_demo_upsampler),
             "gemma": (self.gemma_root, write_demo_gemma),
         }
+        object.__setattr__(self, "parts", parts)
 
 
 def demo_assets_at(root: Path) -> DemoAssets:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -124,20 +124,25 @@ class Ltx25DemoAssets:
     def root(self) -> Path:
         return self.transformer.parent
 
-    def parts(self) -> dict[str, tuple[Path, Callable[[Path], None]]]:
-        """Each part of the set (its name in the cache manifest): where it lives and what writes it."""
-        return {
-            "transformer": (self.transformer, write_ltx25_transformer),
-            "text_encoder": (self.text_encoder, write_ltx25_text_encoder),
-            "video_vae": (self.video_vae, write_ltx25_video_vae),
-            "video_vae_conv": (self.video_vae_conv, write_ltx25_video_vae_conv),
-            "audio_vae": (self.audio_vae, write_ltx25_audio_vae),
-            "duration_head": (self.duration_head, write_ltx25_duration_head),
-            "spatial_upsampler": (self.spatial_upsampler, write_ltx25_spatial_upsampler),
-            "temporal_upsampler": (self.temporal_upsampler, write_ltx25_temporal_upsampler),
-            "dubit_ic_lora": (self.dubit_ic_lora, write_ltx25_dubit_ic_lora),
-            "detailing_ic_lora": (self.detailing_ic_lora, write_ltx25_detailing_ic_lora),
-        }
+    parts: dict[str, tuple[Path, Callable[[Path], None]]] = field(init=False, repr=False, compare=False)
+    """Each part of the set (its name in the cache manifest): where it lives and what writes it."""
+
+    def __post_init__(self) -> None:
+        # Worked out with the paths: the cache check and the build read it as a value. Each part is named
+        # after its field.
+        parts = dict(
+            transformer=(self.transformer, write_ltx25_transformer),
+            text_encoder=(self.text_encoder, write_ltx25_text_encoder),
+            video_vae=(self.video_vae, write_ltx25_video_vae),
+            video_vae_conv=(self.video_vae_conv, write_ltx25_video_vae_conv),
+            audio_vae=(self.audio_vae, write_ltx25_audio_vae),
+            duration_head=(self.duration_head, write_ltx25_duration_head),
+            spatial_upsampler=(self.spatial_upsampler, write_ltx25_spatial_upsampler),
+            temporal_upsampler=(self.temporal_upsampler, write_ltx25_temporal_upsampler),
+            dubit_ic_lora=(self.dubit_ic_lora, write_ltx25_dubit_ic_lora),
+            detailing_ic_lora=(self.detailing_ic_lora, write_ltx25_detailing_ic_lora),
+        )
+        object.__setattr__(self, "parts", parts)
 
     def model_files(self, *, conv_vae: bool = False, duration_head: bool = True) -> ModelFiles:
         """The split set (diffusion-decoder VAE unless `conv_vae`; with the duration head unless told not)."""

@@ -25,30 +25,6 @@ logger = logging.getLogger(__name__)
 RELEASED_MODEL_VERSIONS: tuple[str, ...] = ("2", "2.3", "2.5")
 
 
-# From which declared `model_version` on a file counts as each release. Files from 2.4 on already carry LTX-2.5's
-# differences (the image CRF of 18, below), so the 2.4 pre-release files count as 2.5.
-_RELEASE_SINCE: tuple[tuple[tuple[int, ...], str], ...] = (((2, 4), "2.5"), ((2, 3), "2.3"))
-
-
-def released_model_version(model_version: tuple[int, ...]) -> str:
-    """The release (one of `RELEASED_MODEL_VERSIONS`) a checkpoint's parsed `model_version` belongs to; none
-    declared (`()`) is LTX-2."""
-    for since, release in _RELEASE_SINCE:
-        if model_version >= since:
-            return release
-    return "2"
-
-
-def model_version_problem(model_version: tuple[int, ...], accepted: tuple[str, ...]) -> str | None:
-    """Why a checkpoint of `model_version` is not one of the `accepted` releases, or None."""
-    release = released_model_version(model_version)
-    if release in accepted:
-        return None
-    declared = ".".join(map(str, model_version)) if model_version else "none"
-    names = ", ".join(f"LTX-{v}" for v in accepted)
-    return f"an LTX-{release} model (model_version {declared}); this pipeline runs on {names} files only"
-
-
 DEFAULT_LORA_STRENGTH = 1.0
 
 
@@ -76,10 +52,6 @@ TWO_STAGE_SPATIAL_MULTIPLE = 64
 # How many guidance passes (conditional, negative, STG, isolation) share one transformer call. One at a
 # time, as the reference runs them: the lowest memory and bit-level parity; larger is faster.
 DEFAULT_MAX_BATCH_SIZE = 1
-
-
-def spatial_multiple(two_stage: bool) -> int:
-    return TWO_STAGE_SPATIAL_MULTIPLE if two_stage else ONE_STAGE_SPATIAL_MULTIPLE
 
 
 # H.264 CRF of the image re-compression; it reproduces the artefacts of the training data, so it is
@@ -117,14 +89,14 @@ class PipelineDefaults:
         )
     )
 
-    @property
-    def two_stage_height(self) -> int:
-        """Output height of the two-stage pipelines (stage 2 runs at twice the stage-1 size)."""
-        return self.height * 2
+    two_stage_height: int = field(init=False)
+    """Output height of the two-stage pipelines (stage 2 runs at twice the stage-1 size)."""
+    two_stage_width: int = field(init=False)
 
-    @property
-    def two_stage_width(self) -> int:
-        return self.width * 2
+    def __post_init__(self) -> None:
+        # Fields, not properties: `--help` formats the run's defaults from the fields (`Flag.shown`).
+        object.__setattr__(self, "two_stage_height", self.height * 2)
+        object.__setattr__(self, "two_stage_width", self.width * 2)
 
 
 LTX_2_DEFAULTS = PipelineDefaults()

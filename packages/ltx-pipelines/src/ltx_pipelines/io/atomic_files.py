@@ -66,6 +66,13 @@ def sidecar_path(output_path: str | Path) -> Path:
     return Path(output_path).with_suffix(".json")
 
 
+def check_output_and_sidecar(path: str | Path, *, overwrite: bool) -> Path:
+    """`check_output_path` of an output and of the sidecar beside it (both are written as a pair)."""
+    target = check_output_path(path, overwrite=overwrite)
+    check_output_path(sidecar_path(target), overwrite=overwrite)
+    return target
+
+
 def numbered_path(path: Path, number: int) -> Path:
     """`clip.mp4` -> `clip-3.mp4` (number 0 is the path itself)."""
     return path if number == 0 else path.with_name(f"{path.stem}-{number}{path.suffix}")
