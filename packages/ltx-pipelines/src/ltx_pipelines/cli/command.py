@@ -344,20 +344,11 @@ class PipelineCommand(Generic[P]):
         )
 
     def save_latents(self, run: Run, final: FinalLatents) -> Path | None:
-        """Save the final latents before decoding, so nothing is lost from here on: beside the output, else in
-        the temp folder or the user cache (`save_latents_safely`). None for an audio-only run (the latents file
-        and the decode command are for videos) or when no place took them. (`produce` does this within
-        `write_run`; a server that decodes on its own calls it.)"""
-        from ltx_pipelines.engine.generation import RunRecord, describe_model_files, save_latents_safely
+        """Save the final latents before decoding (`save_run_latents`; `produce` does it within `write_run`, a
+        server that decodes on its own calls this)."""
+        from ltx_pipelines.engine.generation import save_run_latents
 
-        if final.video is None:
-            return None
-        record = RunRecord(
-            prompt=final.prompt,
-            parameters=run.sidecar_parameters(),
-            model_files=describe_model_files(run.models.files()),
-        )
-        return save_latents_safely(run.output.path, final, record, overwrite=run.output.overwrite)
+        return save_run_latents(final, self.run_output(run))
 
     def write_decoded(self, run: Run, decoded: Generation | AudioGeneration) -> Path:
         """Write the decoded result and its sidecar as a pair (`write_decoded`; no model is built here)."""

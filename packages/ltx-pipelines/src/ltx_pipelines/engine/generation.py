@@ -744,6 +744,16 @@ def write_decoded(decoded: Generation | AudioGeneration, output: RunOutput) -> P
     return video
 
 
+def save_run_latents(final: FinalLatents, output: RunOutput) -> Path | None:
+    """A run's latents saved before decoding, so nothing is lost from here on: beside the output, else in the
+    temp folder or the user cache (`save_latents_safely`). None for an audio-only run (the latents file and the
+    decode command are for videos) or when no place took them."""
+    if final.video is None:
+        return None
+    record = RunRecord(final.prompt, dict(output.parameters), describe_model_files(output.model_files))
+    return save_latents_safely(output.path, final, record, overwrite=output.overwrite)
+
+
 def write_run(
     final: FinalLatents,
     decode: Callable[[FinalLatents], Generation | AudioGeneration],
@@ -751,13 +761,10 @@ def write_run(
     on_latents_saved: Callable[[Path], object],
 ) -> Path:
     """A command-line run from its final latents to its output: refuse non-finite latents, save the latents
-    (`save_latents_safely`; `on_latents_saved` gets their path, for an error line to name), decode them
+    (`save_run_latents`; `on_latents_saved` gets their path, for an error line to name), decode them
     (`decode`), write the output and its sidecar (`write_decoded`), then remove the latents unless kept."""
     check_finite_latents(final, output.loras)
-    record = RunRecord(final.prompt, dict(output.parameters), describe_model_files(output.model_files))
-    latents = None
-    if final.video is not None:  # the latents file and the decode command are for videos
-        latents = save_latents_safely(output.path, final, record, overwrite=output.overwrite)
+    latents = save_run_latents(final, output)
     if latents is not None:
         on_latents_saved(latents)
     written = write_decoded(decode(final), output)

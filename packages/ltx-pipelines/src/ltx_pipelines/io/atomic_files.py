@@ -3,6 +3,10 @@
 Nothing that already exists is replaced unless the caller says so (`overwrite=True`, the CLI's
 `--overwrite`), and a failed write leaves neither a partial file nor a changed original.
 
+An output and its `.json` sidecar are written as one transaction (`output_with_sidecar`): both paths checked,
+the file written under a temporary name, both put in place together when the writer is done, nothing left
+behind when it fails.
+
 Temporary files are hidden (`.clip.mp4.<random>.partial.mp4`) and locked (`fcntl.flock`) for as long as
 their writer lives, so a later run in the same folder can tell the leftovers of a killed run (unlocked)
 from the work of a run still going (locked) and remove only the former (`remove_stale_partials`).
