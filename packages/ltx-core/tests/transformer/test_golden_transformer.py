@@ -21,7 +21,7 @@ from ltx_core.model.transformer import (
     X0Model,
     attention_backends,
 )
-from ltx_core.tune import KERNEL_PATHS, KernelChoices, attach
+from ltx_core.tune import KERNEL_PATHS, KernelChoices, attach, norm
 
 pytestmark = pytest.mark.golden
 
@@ -67,13 +67,19 @@ def av_model(golden_model_source):
     return build_model(AV_TRANSFORMER, golden_model_source, dtype=torch.float32, device="cpu")
 
 
-@pytest.mark.parametrize("sdpa_path", KERNEL_PATHS["sdpa"])
-def test_every_case_matches_reference(golden_fixture, av_model, assert_golden_close, monkeypatch, sdpa_path):
-    """Every case, once per CPU SDPA kernel the kernel choices can force (flash, math)."""
-    kernels = []
+# Every path the kernel choices can force on the CPU: each SDPA kernel, and the mirrored RMS norm.
+_FORCED = [("sdpa", path) for path in KERNEL_PATHS["sdpa"]] + [("rms-norm", "mirrored")]
+
+
+@pytest.mark.parametrize(("kind", "path"), _FORCED, ids=[f"{k}={p}" for k, p in _FORCED])
+def test_every_case_matches_reference(golden_fixture, av_model, assert_golden_close, monkeypatch, kind, path):
+    """Every case, once per CPU kernel path the kernel choices can force (SDPA flash, math; RMS norm mirrored)."""
+    kernels, norms = [], []
     real = attention_backends.sdpa_kernel
     monkeypatch.setattr(attention_backends, "sdpa_kernel", lambda backends: kernels.append(backends) or real(backends))
-    attach(av_model, KernelChoices.fixed({"sdpa": sdpa_path}))
+    real_norm = norm.mirrored_rms_norm
+    monkeypatch.setattr(norm, "mirrored_rms_norm", lambda x, *a: norms.append(x.shape) or real_norm(x, *a))
+    attach(av_model, KernelChoices.fixed({kind: path}))
     fx = golden_fixture("fx_transformer")
     cases = list(fx.params["cases"])
     assert cases, "fixture lists no cases"
@@ -93,8 +99,11 @@ def test_every_case_matches_reference(golden_fixture, av_model, assert_golden_cl
                 continue
             assert_golden_close(velocity, fx[f"{case}.{stream}_velocity"], name=f"{case}.{stream}_velocity")
             assert_golden_close(x0, fx[f"{case}.{stream}_denoised"], name=f"{case}.{stream}_denoised")
-    assert kernels, "no attention call went through the chosen SDPA kernel"
-    assert all(k[0] == (SDPBackend.MATH if sdpa_path == "math" else SDPBackend.FLASH_ATTENTION) for k in kernels)
+    if kind == "sdpa":
+        assert kernels, "no attention call went through the chosen SDPA kernel"
+        assert all(k[0] == (SDPBackend.MATH if path == "math" else SDPBackend.FLASH_ATTENTION) for k in kernels)
+    else:
+        assert norms, "no RMS norm went through the mirrored path"
 
 
 def test_single_stream_variants_match_reference(golden_fixture, golden_model_source, assert_golden_close):

@@ -278,9 +278,11 @@ _TINY_CONFIG = {
 
 def test_tune_command_times_every_decoder_layer_and_attention_shape(tmp_path, monkeypatch, capsys):
     from ltx_core.tune import __main__ as tune_main
+    from ltx_core.tune import norm
 
     timer = FakeTimer({"direct": 1.0, "merged": 2.0, "winograd": 0.5, "native": 1.0, "float32": 2.0,
-                       "time-winograd": 0.5, "flash": 1.0, "math": 2.0})  # fmt: skip
+                       "time-winograd": 0.5, "flash": 1.0, "math": 2.0, "composite": 2.0, "mirrored": 1.0})  # fmt: skip
+    monkeypatch.setattr(norm, "MIN_TUNED_ELEMENTS", 0)  # the tiny widths below are timed as real ones would be
     monkeypatch.setattr(
         tune_main.KernelChoices, "load", classmethod(lambda cls: cls(MACHINE_A, None, timer=timer, min_work=0))
     )
@@ -295,6 +297,7 @@ def test_tune_command_times_every_decoder_layer_and_attention_shape(tmp_path, mo
     assert "conv3d-f32/float32/" in out and "-> winograd" in out  # float32 decoder layers
     assert "sdpa/float32/h2.d8.q16.k16.plain -> flash" in out
     assert "sdpa/bfloat16/h2.d8.q16.k8.masked -> flash" in out
+    assert "rms-norm/bfloat16/d16.t16 -> mirrored" in out and "rms-norm/float32/d8.t2 -> mirrored" in out
 
 
 def test_tune_command_refuses_a_missing_config(tmp_path):

@@ -135,7 +135,7 @@ def test_appended_slots_leave_the_target_noise_unchanged_and_come_back_as_keyfra
     torch.testing.assert_close(
         keyframes.permute(0, 2, 3, 4, 1).reshape(1, 8, 128), slot_noise.draws["stage_1.video"][:, 12:]
     )
-    assert set(with_slots.named("stage_1")) == {"stage_1.video_latent", STAGE_1_KEYFRAMES}
+    assert set(with_slots.latents) == {"stage_1.video_latent", STAGE_1_KEYFRAMES}
 
 
 def test_slots_before_an_appended_keyframe_are_read_from_their_own_tokens():

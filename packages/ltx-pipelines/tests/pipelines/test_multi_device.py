@@ -39,7 +39,7 @@ def test_in_one_process_the_pipeline_gives_the_single_device_latents(tiny_checkp
     parallel = DistilledPipeline(tiny_checkpoint, tiny_spatial_upsampler, None, parallel=MultiDevice("tiled"), **common)
     with parallel.transformer(()) as model:
         assert isinstance(model, SequenceParallelTransformer)
-    assert parallel.refined_audio_is_usable  # a world of 1 is never tiled
+    assert parallel.parallel is not None and parallel.parallel.refined_audio_is_usable  # a world of 1 is never tiled
     video = VideoRequest(height=64, width=64, num_frames=9, frame_rate=24.0)
     want = single.generate_from_contexts(_contexts(tiny_checkpoint), noise=SeededNoise(2), video=video)
     got = parallel.generate_from_contexts(_contexts(tiny_checkpoint), noise=SeededNoise(2), video=video)

@@ -10,7 +10,10 @@ import pytest
 import torch
 
 from ltx_core.components.schedulers import distilled_sigmas, stage_2_distilled_sigmas
-from ltx_core.loader import LoraSpec, read_checkpoint_config
+from ltx_core.loader import LoraSpec, build_model, read_checkpoint_config
+from ltx_core.model.transformer import AV_TRANSFORMER
+from ltx_core.model.upsampler import LATENT_UPSAMPLER
+from ltx_core.model.video_vae import VIDEO_ENCODER, VIDEO_LATENT_STATISTICS
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
 from ltx_pipelines.engine.denoising_stage import SeededNoise
@@ -51,10 +54,35 @@ def builds(monkeypatch) -> list[tuple[str, ...]]:
 
 @pytest.mark.slow
 def test_distilled_builds_one_transformer_for_both_stages(tiny_checkpoint, tiny_spatial_upsampler, builds):
-    pipeline = DistilledPipeline(tiny_checkpoint, tiny_spatial_upsampler, None, **CPU)
+    built: list[str] = []
+
+    def recording(spec, path, **options):
+        built.append(spec.name)
+        return build_model(spec, path, **options)
+
+    pipeline = DistilledPipeline(tiny_checkpoint, tiny_spatial_upsampler, None, model_builder=recording, **CPU)
     final = pipeline.latents_from_contexts(_contexts(tiny_checkpoint), video=VIDEO, noise=SeededNoise(1))
     assert builds == [()]
     assert {"stage_1.video_latent", "upsampled_video_latent", "stage_2.video_latent"} <= set(final.stage_latents)
+    # Without images no video encoder is built: the upsampling reads the latent statistics with the upsampler.
+    assert built == [AV_TRANSFORMER.name, LATENT_UPSAMPLER.name, VIDEO_LATENT_STATISTICS.name]
+
+
+def test_the_latent_statistics_read_alone_are_the_encoders(tiny_checkpoint):
+    options = {"device": torch.device("cpu"), "dtype": torch.bfloat16}
+    alone = build_model(VIDEO_LATENT_STATISTICS, tiny_checkpoint, **options).state_dict()
+    encoder = build_model(VIDEO_ENCODER, tiny_checkpoint, **options).per_channel_statistics.state_dict()
+    assert alone.keys() == encoder.keys() == {"std-of-means", "mean-of-means"}
+    for name, tensor in encoder.items():
+        assert alone[name].dtype == tensor.dtype
+        torch.testing.assert_close(alone[name], tensor, rtol=0, atol=0, msg=name)
+
+
+def test_ic_lora_refuses_bad_generated_keyframes_before_the_prompt_is_encoded(tiny_checkpoint, tiny_spatial_upsampler):
+    pipeline = ICLoraPipeline(tiny_checkpoint, tiny_spatial_upsampler, None, **CPU)  # no Gemma: never reached
+    video = VideoRequest(height=64, width=64, num_frames=9, frame_rate=24.0, generated_keyframes=[20])
+    with pytest.raises(ValueError, match="generated.keyframes"):
+        pipeline.generate("p", seed=1, video=video)
 
 
 @pytest.mark.slow

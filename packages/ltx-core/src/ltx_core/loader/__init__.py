@@ -28,6 +28,7 @@ _EXPORTS: dict[str, str] = {
     "UPSAMPLER_KEYS": "ltx_core.loader.key_rules",
     "VIDEO_DECODER_KEYS": "ltx_core.loader.key_rules",
     "VIDEO_ENCODER_KEYS": "ltx_core.loader.key_rules",
+    "VIDEO_LATENT_STATISTICS_KEYS": "ltx_core.loader.key_rules",
     "VOCODER_KEYS": "ltx_core.loader.key_rules",
     "DEFAULT_LORA_FUSION": "ltx_core.loader.lora_spec",
     "LoraFusionPrecision": "ltx_core.loader.lora_spec",

@@ -40,18 +40,32 @@ TEXT_EMBEDDINGS_KEYS = (
 )
 
 
+def _keeping_latent_stats(ops: SDOps, prefix: str) -> SDOps:
+    for stat in _LATENT_STAT_NAMES:
+        ops = ops.keeping(prefix=f"{prefix}per_channel_statistics.{stat}", suffix=stat)  # exact key
+    return ops
+
+
 def _vae_keys(name: str, vae_prefix: str, part: str) -> SDOps:
     ops = SDOps(name)
     # Released single file (`vae.encoder.*`) and split per-component files (`encoder.*`) alike.
     for prefix in (vae_prefix, ""):
-        ops = ops.keeping(prefix=f"{prefix}{part}.")
-        for stat in _LATENT_STAT_NAMES:
-            ops = ops.keeping(prefix=f"{prefix}per_channel_statistics.{stat}", suffix=stat)  # exact key
+        ops = _keeping_latent_stats(ops.keeping(prefix=f"{prefix}{part}."), prefix)
     return ops.renaming_prefix(f"{vae_prefix}{part}.").renaming_prefix(f"{part}.").renaming_prefix(vae_prefix)
+
+
+def _latent_stats_keys(name: str, vae_prefix: str) -> SDOps:
+    """Only the latent statistics of a VAE, as the bare keys of a `PerChannelStatistics` module."""
+    ops = SDOps(name)
+    for prefix in (vae_prefix, ""):
+        ops = _keeping_latent_stats(ops, prefix)
+    stats = "per_channel_statistics."
+    return ops.renaming_prefix(f"{vae_prefix}{stats}").renaming_prefix(stats)
 
 
 VIDEO_ENCODER_KEYS = _vae_keys("video_encoder", VIDEO_VAE_PREFIX, "encoder")
 VIDEO_DECODER_KEYS = _vae_keys("video_decoder", VIDEO_VAE_PREFIX, "decoder")
+VIDEO_LATENT_STATISTICS_KEYS = _latent_stats_keys("video_latent_statistics", VIDEO_VAE_PREFIX)
 AUDIO_ENCODER_KEYS = _vae_keys("audio_encoder", AUDIO_VAE_PREFIX, "encoder")
 AUDIO_DECODER_KEYS = _vae_keys("audio_decoder", AUDIO_VAE_PREFIX, "decoder")
 

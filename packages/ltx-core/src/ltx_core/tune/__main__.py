@@ -4,8 +4,9 @@ CONFIG is a checkpoint (its safetensors `config` metadata) or a JSON file with a
 as `ltx-2.3-22b-keys.json`). The video decoder it describes (random weights: timings do not depend on
 the values) decodes one latent per dtype, as a run would (default tiling unless `--untiled`), so every
 layer shape meets its decision; the transformer's attention shapes at `--video-tokens` time SDPA's
-CPU kernels. Decisions go to the user cache (`ltx_core.tune.default_cache_dir`) and are printed with
-the CPU's capability; later runs read them instead of timing.
+CPU kernels, and its stream widths the RMS norm's paths. Decisions go to the user cache
+(`ltx_core.tune.default_cache_dir`) and are printed with the CPU's capability; later runs read them
+instead of timing.
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ def tune_attention(config: dict, dtype: torch.dtype, video_tokens: int, text_tok
     from ltx_core.model.transformer.attention_backends import _heads_first, _mask_4d, cpu_sdpa_path
     from ltx_core.model.transformer.config import ModelVariant, parse_transformer_config
     from ltx_core.model.transformer.spec import transformer_section
+    from ltx_core.tune.norm import rms_norm
 
     tc = parse_transformer_config(transformer_section(config), ModelVariant.AUDIO_VIDEO)
     g = torch.Generator().manual_seed(0)
@@ -82,6 +84,9 @@ def tune_attention(config: dict, dtype: torch.dtype, video_tokens: int, text_tok
             continue
         time_shape(stream.heads, stream.head_dim, tokens, tokens, False)  # self-attention
         time_shape(stream.heads, stream.head_dim, tokens, text_tokens, True)  # text cross-attention
+        # The AdaLN norms (stream width) and q/k norms (heads x head_dim) of this stream's tokens.
+        for width in sorted({stream.dim, stream.heads * stream.head_dim}):
+            rms_norm(torch.randn(1, tokens, width, generator=g).to(dtype), tc.norm_eps, choices=choices)
     if tc.video is not None and tc.audio is not None:  # audio <-> video cross-attention (audio widths)
         time_shape(tc.audio.heads, tc.audio.head_dim, video_tokens, audio_tokens, False)
         time_shape(tc.audio.heads, tc.audio.head_dim, audio_tokens, video_tokens, False)

@@ -52,6 +52,8 @@ KERNEL_PATHS: dict[str, tuple[str, ...]] = {
     "sdpa": ("flash", "math"),
     # A half-precision Linear on the CPU, or the same in float32 (`ltx_core.tune.matmul`).
     "matmul": ("native", "float32"),
+    # An RMS norm on the CPU: torch's unfused passes, or its fused layer norm over [x, -x] (`ltx_core.tune.norm`).
+    "rms-norm": ("composite", "mirrored"),
 }
 
 # Below this many multiply-adds per call an op takes its default without timing: the timings would be

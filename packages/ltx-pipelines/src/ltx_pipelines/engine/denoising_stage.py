@@ -49,6 +49,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
+from typing import Protocol
 
 import torch
 from torch import nn
@@ -199,16 +200,20 @@ class StageResult:
     video_generated_keyframes: torch.Tensor | None = None
     """The generated keyframe slots' latent (B, C, K, h, w), when the stage had slots; not part of
     `video_latent` (the slots are dropped from the state, as every appended token)."""
+    stage: str = "stage"
+    """The stage's name (the prefix of its draws and of `latents`)."""
+    latents: dict[str, torch.Tensor] = field(init=False, repr=False, compare=False)
+    """The latents as a Generation records them: `<stage>.video_latent`, `<stage>.audio_latent` (and
+    `<stage>.video_generated_keyframes`); worked out with the result, so a runner collecting them asks nothing."""
 
-    def named(self, stage: str) -> dict[str, torch.Tensor]:
-        """The latents as a Generation records them: `<stage>.video_latent`, `<stage>.audio_latent` (and
-        `<stage>.video_generated_keyframes`)."""
+    def __post_init__(self) -> None:
         pairs = (
             ("video_latent", self.video_latent),
             ("audio_latent", self.audio_latent),
             ("video_generated_keyframes", self.video_generated_keyframes),
         )
-        return {f"{stage}.{name}": latent for name, latent in pairs if latent is not None}
+        named = {f"{self.stage}.{name}": latent for name, latent in pairs if latent is not None}
+        object.__setattr__(self, "latents", named)
 
 
 def run_denoising_stage(
@@ -263,6 +268,7 @@ def run_denoising_stage(
         video_latent=video_tools.state_to_latent(video) if video_tools is not None else None,
         audio_latent=audio_tools.state_to_latent(audio) if audio_tools is not None else None,
         video_generated_keyframes=keyframes,
+        stage=stage,
     )
 
 
@@ -371,8 +377,9 @@ def encode_conditioning_images(
     if not images and not keep_latent_statistics and also_encode is None:
         return EncodedImages(per_stage=tuple([] for _ in shapes))
     device, dtype = placement.device, placement.dtype
-    crf = defaults_for_checkpoint(checkpoint).image_crf
-    images = [image.with_default_crf(crf) for image in images]
+    if images:  # only images are re-compressed: their CRF is the model version's where they give none
+        crf = defaults_for_checkpoint(checkpoint).image_crf
+        images = [image.with_default_crf(crf) for image in images]
     with loaded(VIDEO_ENCODER, checkpoint, placement) as encoder:
         per_stage = tuple(
             image_conditionings(images, encoder, shape, device, dtype, all_as_keyframes=all_as_keyframes)
@@ -400,39 +407,38 @@ def upsample_between_stages(
         return upsample_video_latent(video_latent, upsampler, latent_statistics)
 
 
-def upsample_latents_between_stages(
-    latents: Mapping[str, torch.Tensor],
-    upsampler_path: str | Path | ComponentSource,
-    latent_statistics: nn.Module,
-    placement: Placement,
-) -> dict[str, torch.Tensor]:
-    """Several stage-1 latents (by name) upsampled with one load of the latent upsampler (see
-    `upsample_between_stages`)."""
-    with loaded(LATENT_UPSAMPLER, upsampler_path, placement) as upsampler, torch.no_grad():
-        return {name: upsample_video_latent(latent, upsampler, latent_statistics) for name, latent in latents.items()}
+class RunSettings(Protocol):
+    """What decoding a run's latents takes from the pipeline that ran it (a `Pipeline` is one)."""
+
+    @property
+    def checkpoint_path(self) -> ModelSource: ...
+
+    @property
+    def placement(self) -> Placement: ...
+
+    @property
+    def tiling(self) -> TilingConfig | None: ...
 
 
 def finished_latents(
-    checkpoint: ModelSource,
-    placement: Placement,
+    pipeline: RunSettings,
     shape: VideoPixelShape,
     video_latent: torch.Tensor | None,
     audio_latent: torch.Tensor | None,
-    *,
-    tiling: TilingConfig | None,
     noise: NoiseSource,
     latents: dict[str, torch.Tensor],
 ) -> FinalLatents:
-    """What a finished run returns: its final latents and what decoding them takes (nothing is decoded
-    here: that is the decode step, `engine/generation.py`). `tiling` None picks the automatic layout for the
-    output size (`decode_tiling_for`); the noise is forked at the decoder's first draw."""
+    """What a finished run of `pipeline` returns: its final latents and what decoding them takes (nothing is
+    decoded here: that is the decode step, `engine/generation.py`): the pipeline's model files and placement,
+    its tiling (None: the automatic layout for the output size, `decode_tiling_for`), and the noise forked at
+    the decoder's first draw."""
     return FinalLatents(
         video=video_latent,
         audio=audio_latent,
         shape=shape,
-        checkpoint=checkpoint,
-        placement=placement,
-        tiling=decode_tiling_for(shape, tiling),
+        checkpoint=pipeline.checkpoint_path,
+        placement=pipeline.placement,
+        tiling=decode_tiling_for(shape, pipeline.tiling),
         noise=fork_noise(noise),
         stage_latents=dict(latents),
     )
@@ -452,9 +458,6 @@ def contexts_on(contexts: TextContexts, placement: Placement) -> TextContexts:
         audio=None if contexts.audio is None else contexts.audio.to(device=device, dtype=dtype),
         mask=contexts.mask.to(device),
     )
-
-
-ANCESTRAL_SAMPLER_SINCE_VERSION = (2, 5)
 
 
 ANCESTRAL_NOISE_SEED_OFFSET = 10000
@@ -483,12 +486,6 @@ class AncestralSampler:
             noise=offset_stream(noise, self.noise_seed_offset),
             noise_name_prefix=f"{stage}.",
         )
-
-
-def distilled_stage_1_sampler(model_version: tuple[int, ...]) -> AncestralSampler | None:
-    """The distilled pipeline's stage-1 sampler for a model version: ancestral from LTX-2.5 on,
-    plain Euler (None) before."""
-    return AncestralSampler() if model_version >= ANCESTRAL_SAMPLER_SINCE_VERSION else None
 
 
 @dataclass

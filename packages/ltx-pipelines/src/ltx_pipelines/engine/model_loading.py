@@ -17,7 +17,7 @@ from __future__ import annotations
 import gc
 import logging
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -104,6 +104,16 @@ def loaded(
         release(model)
 
 
+@contextmanager
+def loaded_models(
+    placement: Placement, *models: tuple[ComponentSpec, ModelSource | ComponentSource]
+) -> Iterator[tuple[nn.Module, ...]]:
+    """The models of one step, each `(spec, path)` built in order for the duration of one `with` block, then
+    freed together."""
+    with ExitStack() as stack:
+        yield tuple(stack.enter_context(loaded(spec, path, placement)) for spec, path in models)
+
+
 @dataclass(frozen=True)
 class Decoders:
     """The decoders of a run's final latents (None: not built, as not needed)."""
@@ -120,23 +130,18 @@ def loaded_decoders(checkpoint: ModelSource, placement: Placement, *, video: boo
     """The video decoder (`video`) and the audio decoder + vocoder (`audio`) built from `checkpoint` for the
     span of a `with` block, then freed. They are held together for the decode: after denoising the
     transformer is gone, and they are small beside it (22B checkpoint: 0.8 GB video decoder, 0.6 GB audio)."""
-    models: list[nn.Module] = []
-
-    def build(spec: ComponentSpec, dtype: torch.dtype) -> nn.Module:
-        models.append(placement.build(spec, checkpoint, dtype=dtype, device=placement.device))
-        return models[-1]
-
     from ltx_core.model.audio_vae import AUDIO_DECODER, VOCODER
 
-    try:
-        decoders = Decoders(
-            video=build(video_decoder_spec_of(checkpoint), placement.dtype) if video else None,
-            audio=build(AUDIO_DECODER, placement.dtype) if audio else None,
-            vocoder=build(VOCODER, torch.float32) if audio else None,
+    with ExitStack() as stack:
+
+        def load(spec: ComponentSpec, dtype: torch.dtype | None = None) -> nn.Module:
+            return stack.enter_context(loaded(spec, checkpoint, placement, dtype=dtype))
+
+        yield Decoders(
+            video=load(video_decoder_spec_of(checkpoint)) if video else None,
+            audio=load(AUDIO_DECODER) if audio else None,
+            vocoder=load(VOCODER, torch.float32) if audio else None,
         )
-        yield decoders
-    finally:
-        release(*models)
 
 
 def video_decoder_spec_of(checkpoint: ModelSource) -> ComponentSpec:

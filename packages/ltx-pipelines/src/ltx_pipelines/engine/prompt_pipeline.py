@@ -24,8 +24,8 @@ import inspect
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import replace
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 
@@ -43,7 +43,6 @@ from ltx_core.loader import (
     StateDictCache,
 )
 from ltx_core.loader.checkpoint_info import CheckpointInfo
-from ltx_core.loader.component_source import ComponentSource
 from ltx_core.loader.file_headers import FileHeaders
 from ltx_core.loader.model_files import ModelSource, model_files_of
 from ltx_core.model.duration_head import DURATION_HEAD, DurationRange, predict_num_frames
@@ -62,12 +61,14 @@ from ltx_pipelines.engine.denoising_stage import (
     ImageCondition,
     NoiseSource,
     SeededNoise,
-    finished_latents,
 )
 from ltx_pipelines.engine.generation import AudioGeneration, Generation, decode_latents
 from ltx_pipelines.engine.model_loading import ModelBuilder, Placement, loaded, release
-from ltx_pipelines.engine.model_versions import ONE_STAGE_SPATIAL_MULTIPLE, TWO_STAGE_SPATIAL_MULTIPLE
-from ltx_pipelines.engine.requests import VideoRequest
+from ltx_pipelines.engine.model_versions import (
+    ONE_STAGE_SPATIAL_MULTIPLE,
+    TWO_STAGE_SPATIAL_MULTIPLE,
+)
+from ltx_pipelines.engine.requests import VideoRequest, checked_keyframe_positions
 from ltx_pipelines.io import read_image_rgb
 
 if TYPE_CHECKING:
@@ -127,9 +128,9 @@ class PipelineOptions(TypedDict, total=False):
 
 class Pipeline:
     """What every pipeline stands on: its model files, placement, LoRAs (and how they are fused), runtime, tiling,
-    the devices it runs over, and the building blocks the stages chain (the stage transformer, the refinement
-    model, the finished latents). Prompt-driven pipelines are `PromptPipeline`s; HDR IC-LoRA runs from stored
-    contexts and is a `Pipeline` of its own kind."""
+    the devices it runs over, and the stage transformer the stages run (a run's final latents take what decoding
+    needs from it: `finished_latents(pipeline, ...)`). Prompt-driven pipelines are `PromptPipeline`s; HDR IC-LoRA
+    runs from stored contexts and is a `Pipeline` of its own kind."""
 
     spatial_multiple: ClassVar[int] = ONE_STAGE_SPATIAL_MULTIPLE
     """Output height and width must be multiples of this (64 when stage 1 runs at half size)."""
@@ -184,48 +185,46 @@ class Pipeline:
             )
         self.step_cache = step_cache
 
-    def standalone_source(self, path: Path) -> Path | ComponentSource:
-        """A model file outside the set (the latent upsampler) read through the set's headers, which a command
-        line's checks filled already; a folder (a diffusers `latent_upsampler/`) as it is."""
-        if Path(path).is_dir():
-            return path
-        return ComponentSource(None, (Path(path),)).sharing(self.checkpoint_path.headers)
-
     def output_shape(self, height: int, width: int, num_frames: int, frame_rate: float) -> VideoPixelShape:
         shape = VideoPixelShape(1, num_frames, height, width, frame_rate)
         shape.check(spatial_multiple=self.spatial_multiple)
         return shape
 
-    @contextmanager
-    def transformer(self, loras: Sequence[LoraSpec], cache: StateDictCache | None = None) -> Iterator[nn.Module]:
+    def transformer(
+        self, loras: Sequence[LoraSpec], cache: StateDictCache | None = None
+    ) -> AbstractContextManager[nn.Module]:
         """The stage transformer (`transformer_spec`) with `loras` fused by the pipeline's fusion rule and
         built under its runtime options, freed on exit; or the `built_transformer` given, as it is. Over
         several devices it runs sequence parallel."""
-        with self._stage_transformer(loras, cache) as model:
-            yield model if self.parallel is None else self.parallel.stage_transformer(model)
+        model = self._stage_transformer(loras, cache)
+        return model if self.parallel is None else _sequence_parallel(model, self.parallel)
 
-    @contextmanager
-    def _stage_transformer(self, loras: Sequence[LoraSpec], cache: StateDictCache | None) -> Iterator[nn.Module]:
+    def _stage_transformer(
+        self, loras: Sequence[LoraSpec], cache: StateDictCache | None
+    ) -> AbstractContextManager[nn.Module]:
         if self.built_transformer is not None:
             if loras:
                 raise ValueError(
                     f"{type(self).__name__}: this stage fuses {[str(lora.path) for lora in loras]} but the "
                     "transformer was given already built (built_transformer); it takes no LoRA file"
                 )
-            yield self.built_transformer
-            return
+            return nullcontext(self.built_transformer)
         if self.runtime is None:
-            with loaded(
+            # The loading context itself (no wrapper of ours around it): built on entry, freed on exit.
+            return loaded(
                 self.transformer_spec,
                 self.checkpoint_path,
                 self.placement,
                 loras=loras,
                 cache=cache,
                 lora_fusion=self.lora_fusion,
-            ) as model:
-                yield model
-            return
+            )
+        return self._runtime_transformer(loras)
+
+    @contextmanager
+    def _runtime_transformer(self, loras: Sequence[LoraSpec]) -> Iterator[nn.Module]:
         # Quantized or streamed weights are built tensor by tensor from the file (no shared cache).
+        assert self.runtime is not None
         model = build_transformer(
             self.transformer_spec,
             self.checkpoint_path,
@@ -240,37 +239,6 @@ class Pipeline:
         finally:
             release_transformer(model)
             release()
-
-    def refinement_transformer(self, transformer: nn.Module, shape: VideoPixelShape) -> nn.Module:
-        """The model a refinement stage (stage 2 of the two-stage pipelines) runs at `shape`, given the stage's
-        transformer: the transformer itself, or over several devices possibly one tile per rank."""
-        return transformer if self.parallel is None else self.parallel.refinement_transformer(transformer, shape)
-
-    @property
-    def refined_audio_is_usable(self) -> bool:
-        """Whether a refinement stage's audio output may be shipped (a tiled stage's is a mean over tiles
-        that each saw part of the video: the pipelines then ship the audio of the stage before)."""
-        return self.parallel is None or self.parallel.refined_audio_is_usable
-
-    def finished(
-        self,
-        shape: VideoPixelShape,
-        video_latent: torch.Tensor | None,
-        audio_latent: torch.Tensor | None,
-        noise: NoiseSource,
-        latents: dict[str, torch.Tensor],
-    ) -> FinalLatents:
-        """What a finished run returns: its final latents and what decoding them takes."""
-        return finished_latents(
-            self.checkpoint_path,
-            self.placement,
-            shape,
-            video_latent,
-            audio_latent,
-            tiling=self.tiling,
-            noise=noise,
-            latents=latents,
-        )
 
 
 class PromptPipeline(Pipeline, ABC):
@@ -342,20 +310,30 @@ class PromptPipeline(Pipeline, ABC):
         return decoded
 
     def filled_video(self, video: VideoRequest) -> VideoRequest:
-        """`video` with what it leaves unset taken as the command line takes it (`requests.fill_video`): the
-        defaults of the checkpoint's model version (two-stage pipelines: twice the stage-1 size), and on model
-        files with a duration head a length left unset is the head's pick (for a pipeline that predicts one)."""
-        from ltx_pipelines.engine.model_versions import TWO_STAGE_SPATIAL_MULTIPLE, defaults_for_checkpoint
-        from ltx_pipelines.engine.prompt_pipeline import has_duration_head
-        from ltx_pipelines.engine.requests import fill_video
+        """`video` with what it leaves unset taken as the command line takes it: the defaults of the checkpoint's
+        model version (two-stage pipelines: twice the stage-1 size); on model files with a duration head a length
+        left unset is the head's pick in its default range (for a pipeline that `predicts_duration`)."""
+        if None not in (video.height, video.width, video.num_frames, video.frame_rate):
+            return video  # nothing is left to the defaults: the model version is not looked up
+        from ltx_pipelines.engine.model_versions import defaults_for_checkpoint
 
-        predicts = self.predicts_duration and video.num_frames is None and has_duration_head(self.checkpoint_path)
-        return fill_video(
+        defaults = defaults_for_checkpoint(self.checkpoint_path)
+        two_stage = self.spatial_multiple == TWO_STAGE_SPATIAL_MULTIPLE
+        filled = replace(
             video,
-            defaults_for_checkpoint(self.checkpoint_path),
-            two_stage=self.spatial_multiple == TWO_STAGE_SPATIAL_MULTIPLE,
-            predicts_duration=predicts,
-        )
+            height=video.height if video.height is not None else (
+                defaults.two_stage_height if two_stage else defaults.height
+            ),
+            width=video.width if video.width is not None else (
+                defaults.two_stage_width if two_stage else defaults.width
+            ),
+            frame_rate=video.frame_rate if video.frame_rate is not None else defaults.frame_rate,
+        )  # fmt: skip
+        if video.num_frames is not None:
+            return filled
+        if self.predicts_duration and self.checkpoint.has_duration_head:
+            return replace(filled, duration=video.duration or DurationRange())
+        return replace(filled, num_frames=defaults.num_frames)
 
     def call_parameters(self, args: Sequence[Any], kwargs: Mapping[str, Any], final: FinalLatents) -> dict[str, Any]:
         """Every argument of a `generate` call (defaults included) and the options the pipeline was built with,
@@ -458,20 +436,48 @@ class TwoStagePromptPipeline(PromptPipeline):
         super().__init__(checkpoint_path, gemma_root, **options)
         self.spatial_upsampler_path = Path(spatial_upsampler_path)
 
-    def unguided_prompt_call(
-        self, prompt: str, *, seed: int, video: VideoRequest, enhance_prompt: bool, **inputs: Any
-    ) -> FinalLatents:
-        """The prompt call of these pipelines (no guidance, so no negative prompt): the prompt encoded alone, the
-        length of the filled `video` request picked by the duration head where it leaves it to it (pipelines that
-        `predicts_duration`), then `latents_from_contexts` with noise seeded from `seed` and `inputs`; the final
-        latents carry the prompt as encoded."""
+    def checked_video(self, video: VideoRequest) -> VideoRequest:
+        """`video` filled (`filled_video`) and checked before anything loads: a `duration` range as
+        `check_video_length` accepts it, the size against the model grid, generated keyframes against the
+        keyframe embedding and the length (when the request gives one: a predicted length is checked once the
+        head has picked it)."""
+        check_video_length(self.checkpoint_path, video)
+        video = self.filled_video(video)
+        height, width, frame_rate = video.height, video.width, video.frame_rate
+        assert height is not None and width is not None and frame_rate is not None
+        self.output_shape(height, width, video.num_frames or 1, frame_rate)
+        checked_keyframe_positions(self.checkpoint_path, video.generated_keyframes, video.num_frames)
+        return video
+
+    def prompted(self, prompt: str, *, seed: int, video: VideoRequest, enhance_prompt: bool) -> Prompted:
+        """What the prompt call of these pipelines (no guidance, so no negative prompt) hands its
+        `latents_from_contexts`: `video` checked and filled (`checked_video`), the prompt encoded alone, the length
+        picked by the duration head where the request leaves it to it (pipelines that `predicts_duration`), the
+        noise seeded from `seed`, and the prompt as encoded (for the final latents)."""
+        video = self.checked_video(video)
         (contexts,), final_prompt = self.encode_prompts(
             [prompt], seed=seed, images=video.images, enhance=enhance_prompt
         )
         if self.predicts_duration:
             video = with_requested_frames(self.checkpoint_path, self.placement, contexts, video)
-        final = self.latents_from_contexts(contexts, video=video, noise=SeededNoise(seed), **inputs)
-        return replace(final, prompt=final_prompt)
+        return Prompted(contexts, video, SeededNoise(seed), final_prompt)
+
+
+@dataclass(frozen=True)
+class Prompted:
+    """A prompt call's inputs to `latents_from_contexts`, worked out once: the prompt's contexts, the checked and
+    filled video request (its length decided), the seeded noise, and the prompt as encoded."""
+
+    contexts: TextContexts
+    video: VideoRequest
+    noise: NoiseSource
+    prompt: str
+
+
+@contextmanager
+def _sequence_parallel(model: AbstractContextManager[nn.Module], parallel: MultiDevice) -> Iterator[nn.Module]:
+    with model as transformer:
+        yield parallel.stage_transformer(transformer)
 
 
 def encode_prompt(
@@ -625,6 +631,8 @@ def with_requested_frames(
     """`video` with its length decided: its frame count, or the duration head's pick in its `duration` range
     (`check_video_length` first)."""
     assert video.frame_rate is not None, "fill the request first"
+    if video.duration is None:
+        return video  # the request's own frame count: nothing to decide
     frames = requested_frames(
         checkpoint, placement, contexts, num_frames=video.num_frames, duration=video.duration,
         frame_rate=video.frame_rate,

@@ -3,8 +3,9 @@ guidance (`GuidanceRequest`). The command line builds them from its flag groups,
 body, a notebook by hand; every pipeline takes them in `generate(prompt, seed=..., video=..., guidance=...)`
 and `latents_from_contexts(...)`, so no pipeline repeats a dozen keyword arguments.
 
-A field left None takes the default of the checkpoint's model version (`fill_video`): a notebook call needs only
-the prompt and the seed. Light on purpose (no torch): the command lines build these while checking flags.
+A field left None takes the default of the checkpoint's model version (`PromptPipeline.filled_video`): a
+notebook call needs only the prompt and the seed. Light on purpose (no torch): the command lines build these
+while checking flags.
 
 Generated keyframes on the prompt pipelines: extra one-pixel-frame slots that stage 1 generates.
 
@@ -34,10 +35,10 @@ from ltx_core.conditioning import ConditioningItem, VideoGeneratedKeyframeSlots
 from ltx_core.loader import CheckpointError
 from ltx_core.loader.model_files import ModelSource, model_files_of
 from ltx_core.model.duration_head.duration_range import DurationRange
+from ltx_core.types import VideoPixelShape
 
 if TYPE_CHECKING:
     from ltx_pipelines.engine.denoising_stage import ImageCondition
-    from ltx_pipelines.engine.model_versions import PipelineDefaults
 
 
 GeneratedKeyframes = int | Sequence[int]
@@ -51,7 +52,7 @@ class VideoRequest:
     """The output asked for: size, length, frame rate, conditioning images and generated keyframes.
 
     `num_frames` None with a `duration` range: the duration head (LTX-2.5 files that have one) picks the
-    length from the prompt, in that range of seconds. Fields left None are filled by `fill_video`.
+    length from the prompt, in that range of seconds. Fields left None are filled by `PromptPipeline.filled_video`.
     """
 
     height: int | None = None
@@ -71,10 +72,18 @@ class VideoRequest:
         """(height, width, num_frames, frame_rate) of a filled request."""
         missing = [name for name in ("height", "width", "num_frames", "frame_rate") if getattr(self, name) is None]
         if missing:
-            raise ValueError(f"video request leaves {missing} unset; fill it first (fill_video)")
+            raise ValueError(f"video request leaves {missing} unset; fill it first (filled_video)")
         assert self.height is not None and self.width is not None
         assert self.num_frames is not None and self.frame_rate is not None
         return self.height, self.width, self.num_frames, self.frame_rate
+
+    def pixel_shape(self, spatial_multiple: int) -> VideoPixelShape:
+        """The output shape of a filled request (batch 1), checked against the model's grid: height and width
+        multiples of `spatial_multiple`, an 8k+1 frame count."""
+        height, width, num_frames, frame_rate = self.size
+        shape = VideoPixelShape(1, num_frames, height, width, frame_rate)
+        shape.check(spatial_multiple=spatial_multiple)
+        return shape
 
     def with_frames(self, num_frames: int) -> VideoRequest:
         """The request with its length decided (the duration head's pick)."""
@@ -84,29 +93,6 @@ class VideoRequest:
         """The request's fields as the sidecar records a call's arguments (the names `VIDEO_FIELDS` gathers; the
         images as a list, as JSON has them)."""
         return {**{name: getattr(self, name) for name in VIDEO_FIELDS}, "images": list(self.images)}
-
-
-def fill_video(
-    request: VideoRequest, defaults: PipelineDefaults, *, two_stage: bool, predicts_duration: bool
-) -> VideoRequest:
-    """`request` with what it leaves unset taken as the command line takes it: the model version's defaults
-    (two-stage pipelines: twice the stage-1 size); a length left unset on model files with a duration head
-    (`predicts_duration`) is the head's pick in its default range."""
-    filled = replace(
-        request,
-        height=request.height if request.height is not None else (
-            defaults.two_stage_height if two_stage else defaults.height
-        ),
-        width=request.width if request.width is not None else (
-            defaults.two_stage_width if two_stage else defaults.width
-        ),
-        frame_rate=request.frame_rate if request.frame_rate is not None else defaults.frame_rate,
-    )  # fmt: skip
-    if request.num_frames is not None:
-        return filled
-    if predicts_duration:
-        return replace(filled, duration=request.duration or DurationRange())
-    return replace(filled, num_frames=defaults.num_frames)
 
 
 @dataclass(frozen=True)
@@ -219,10 +205,22 @@ def generated_keyframe_positions(request: GeneratedKeyframes, num_frames: int) -
     return positions
 
 
-def generated_keyframe_slots(request: GeneratedKeyframes, num_frames: int) -> list[ConditioningItem]:
+def checked_keyframe_positions(
+    checkpoint: ModelSource, request: GeneratedKeyframes, num_frames: int | None
+) -> tuple[int, ...]:
+    """The pixel frames `request` puts slots at, checked against the checkpoint's keyframe embedding
+    (`require_keyframe_embedding`) and a `num_frames` clip (None: a length still to be predicted, checked once
+    it is known)."""
+    require_keyframe_embedding(checkpoint, request)
+    return () if num_frames is None else generated_keyframe_positions(request, num_frames)
+
+
+def generated_keyframe_slots(
+    checkpoint: ModelSource, request: GeneratedKeyframes, num_frames: int
+) -> list[ConditioningItem]:
     """The stage-1 item that appends the requested slots (one item, so their tokens are one contiguous
-    range at the end of the state), or none when nothing is requested."""
-    positions = generated_keyframe_positions(request, num_frames)
+    range at the end of the state), or none when nothing is requested; checked as `checked_keyframe_positions`."""
+    positions = checked_keyframe_positions(checkpoint, request, num_frames)
     return [VideoGeneratedKeyframeSlots(positions)] if positions else []
 
 

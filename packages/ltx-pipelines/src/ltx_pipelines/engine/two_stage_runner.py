@@ -8,6 +8,7 @@ possibly one tile per rank). Decoding, and which audio is shipped, stay with the
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
@@ -21,9 +22,11 @@ from ltx_core.components.denoisers import Denoiser, SimpleDenoiser
 from ltx_core.components.sampling import euler_denoising_loop
 from ltx_core.components.schedulers import stage_2_distilled_sigmas
 from ltx_core.conditioning import ConditioningItem, FrozenModality
-from ltx_core.loader import LoraSpec, StateDictCache
+from ltx_core.loader import LoraSpec, ModelFiles, StateDictCache
 from ltx_core.loader.component_source import ComponentSource
 from ltx_core.model.transformer import X0Model
+from ltx_core.model.upsampler import LATENT_UPSAMPLER, upsample_video_latent
+from ltx_core.model.video_vae import VIDEO_LATENT_STATISTICS
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
 from ltx_pipelines.engine.denoising_stage import (
@@ -35,17 +38,13 @@ from ltx_pipelines.engine.denoising_stage import (
     SamplingLoop,
     StageResult,
     encode_conditioning_images,
+    finished_latents,
     run_denoising_stage,
-    upsample_latents_between_stages,
 )
 from ltx_pipelines.engine.guided import GuidedInputs, stage_guided_denoiser
-from ltx_pipelines.engine.model_loading import Placement
+from ltx_pipelines.engine.model_loading import loaded_models
 from ltx_pipelines.engine.prompt_pipeline import Pipeline, PromptPipeline
-from ltx_pipelines.engine.requests import (
-    GeneratedKeyframes,
-    generated_keyframe_slots,
-    require_keyframe_embedding,
-)
+from ltx_pipelines.engine.requests import GeneratedKeyframes, generated_keyframe_slots
 
 
 @dataclass(frozen=True)
@@ -135,8 +134,8 @@ def run_two_stages(
     *,
     stage_1: StagePlan,
     stage_2: StagePlan | None,
-    stage_1_denoiser: Callable[[nn.Module], Denoiser],
     refine_contexts: TextContexts,
+    stage_1_denoiser: Callable[[nn.Module], Denoiser] | None = None,
     images: Sequence[ImageCondition] = (),
     images_as_keyframes: bool = False,
     frozen_audio: torch.Tensor | None = None,
@@ -147,33 +146,34 @@ def run_two_stages(
 ) -> TwoStageResult:
     """Both stages of a `shape` (full size) run (`stage_2` None: stage 1 only, nothing upsampled).
 
-    `stage_1_denoiser(transformer)` makes stage 1's denoiser; stage 2's is `stage_2_denoiser(transformer)`, by
-    default a `SimpleDenoiser` over `refine_contexts` (placed for the transformer) and the pipeline's refinement
-    model (over several devices possibly one tile per rank). `share_transformer`: both stages fuse the same
-    LoRAs and one transformer build serves both (kept across the upsampling). `images_as_keyframes`: every
-    image is appended as guiding keyframe tokens (see `image_conditionings`). `frozen_audio`: an audio latent
-    that is the initial audio of both stages and never changes (never noised, sigma 0); None: stage 1
-    generates the audio and stage 2 re-noises and refines it. `generated_keyframes`: keyframe slots appended
-    to stage 1 only (after every other video item; see `engine.generated_keyframes`), kept as
-    `stage_1.video_generated_keyframes`. `hook`: the pipeline's own items per stage (`ConditioningHook`).
-    """
-    require_keyframe_embedding(pipeline.checkpoint_path, generated_keyframes)
+    `stage_1_denoiser(transformer)` makes stage 1's denoiser (None: a `SimpleDenoiser` over `refine_contexts`,
+    placed for the transformer); stage 2's is `stage_2_denoiser(transformer)`, by default a `SimpleDenoiser` over
+    `refine_contexts` and the pipeline's refinement model (over several devices possibly one tile per rank).
+    `share_transformer`: both stages fuse the same LoRAs and one transformer build serves both (kept across the
+    upsampling). `images_as_keyframes`: every image is appended as guiding keyframe tokens (see
+    `image_conditionings`). `frozen_audio`: an audio latent that is the initial audio of both stages and never
+    changes (never noised, sigma 0); None: stage 1 generates the audio and stage 2 re-noises and refines it.
+    `generated_keyframes`: keyframe slots appended to stage 1 only (after every other video item; see
+    `engine.generated_keyframes`), kept as `stage_1.video_generated_keyframes`. `hook`: the pipeline's own items
+    per stage (`ConditioningHook`)."""
     _check_shared(share_transformer, stage_1, stage_2)
-    slots = generated_keyframe_slots(generated_keyframes, shape.frames)  # checked before anything loads
-    encoded = _encode(pipeline, shape, images, images_as_keyframes, hook, keep_statistics=stage_2 is not None)
+    # Checked before anything loads (the keyframe embedding, the positions in the clip).
+    slots = generated_keyframe_slots(pipeline.checkpoint_path, generated_keyframes, shape.frames)
+    encoded = _encode(pipeline, shape, images, images_as_keyframes, hook)
     audio_items: tuple[ConditioningItem, ...] = () if frozen_audio is None else (FrozenModality(),)
     own = hook.stage_1()
     stage_1_items = StageItems((*encoded.per_stage[0], *own.video, *slots), (*audio_items, *own.audio))
     latents: dict[str, torch.Tensor] = {}
     with _stage_transformers(pipeline, stage_1, stage_2, share_transformer) as transformer_for:
         with transformer_for(stage_1) as transformer:
-            first = _run_stage(pipeline, stage_1_denoiser(transformer), half_size(shape), stage_1, noise, "stage_1",
-                               stage_1_items, initial_audio=frozen_audio)  # fmt: skip
-        latents.update(first.named("stage_1"))
+            denoiser = (stage_1_denoiser or simple_denoiser(refine_contexts))(transformer)
+            first = _run_stage(pipeline, denoiser, half_size(shape), stage_1, noise, "stage_1", stage_1_items,
+                               initial_audio=frozen_audio)  # fmt: skip
+        latents.update(first.latents)
         if stage_2 is None:
             return TwoStageResult(first, None, latents)
-        upsampler = pipeline.standalone_source(spatial_upsampler)
-        upsampled = _upsample(first, hook, upsampler, encoded.latent_statistics, pipeline.placement)
+        upsampler = standalone_source(pipeline.checkpoint_path, spatial_upsampler)
+        upsampled, statistics = _upsample(first, hook, upsampler, pipeline)
         latents.update(upsampled)
         extra = hook.stage_2(first, upsampled)
         stage_2_items = StageItems((*encoded.per_stage[1], *extra.video), (*audio_items, *extra.audio))
@@ -184,8 +184,8 @@ def run_two_stages(
                 initial_video=upsampled[UPSAMPLED_VIDEO],
                 initial_audio=first.audio_latent if frozen_audio is None else frozen_audio,
             )  # fmt: skip
-    latents.update(second.named("stage_2"))
-    return TwoStageResult(first, second, latents, encoded.latent_statistics)
+    latents.update(second.latents)
+    return TwoStageResult(first, second, latents, statistics)
 
 
 UPSAMPLED_VIDEO = "upsampled_video_latent"
@@ -205,17 +205,17 @@ def _encode(
     images: Sequence[ImageCondition],
     images_as_keyframes: bool,
     hook: ConditioningHook,
-    *,
-    keep_statistics: bool,
 ) -> EncodedImages:
-    """The images' (and the hook's encoded) items per stage, with one encoder load."""
+    """The images' (and the hook's encoded) items per stage, with one encoder load; none without either (the
+    latent statistics come with the upsampler)."""
     half = half_size(shape)
+    if not images and not hook.encodes:
+        return EncodedImages(per_stage=([], []))
     return encode_conditioning_images(
         images,
         pipeline.checkpoint_path,
         pipeline.placement,
         [half, shape],
-        keep_latent_statistics=keep_statistics,
         all_as_keyframes=images_as_keyframes,
         also_encode=(lambda encoder: hook.encode(encoder, half, shape)) if hook.encodes else None,
     )
@@ -270,20 +270,37 @@ def _upsample(
     first: StageResult,
     hook: ConditioningHook,
     upsampler: Path | ComponentSource,
-    statistics: nn.Module | None,
-    placement: Placement,
-) -> dict[str, torch.Tensor]:
-    """The hook's `upsampled_too` latents, then the stage-1 video (`upsampled_video_latent`), upsampled."""
-    assert first.video_latent is not None and statistics is not None
+    pipeline: Pipeline,
+) -> tuple[dict[str, torch.Tensor], nn.Module]:
+    """The hook's `upsampled_too` latents, then the stage-1 video (`upsampled_video_latent`), upsampled through
+    the VAE latent statistics, which are loaded with the upsampler (a copy is returned for later upsamplings)."""
+    assert first.video_latent is not None
     named = {**hook.upsampled_too(first), UPSAMPLED_VIDEO: first.video_latent}
-    return upsample_latents_between_stages(named, upsampler, statistics, placement)
+    models = ((LATENT_UPSAMPLER, upsampler), (VIDEO_LATENT_STATISTICS, pipeline.checkpoint_path))
+    with loaded_models(pipeline.placement, *models) as (model, statistics), torch.no_grad():
+        upsampled = {name: upsample_video_latent(latent, model, statistics) for name, latent in named.items()}
+        # A copy: the loaded statistics go back to the meta device when they are released.
+        return upsampled, copy.deepcopy(statistics)
+
+
+def standalone_source(files: ModelFiles, path: Path) -> Path | ComponentSource:
+    """A model file outside the set (the latent upsampler) read through the set's headers, which a command
+    line's checks filled already; a folder (a diffusers `latent_upsampler/`) as it is."""
+    if Path(path).is_dir():
+        return path
+    return ComponentSource(None, (Path(path),)).sharing(files.headers)
 
 
 def _refinement_denoiser(
     pipeline: Pipeline, shape: VideoPixelShape, contexts: TextContexts
 ) -> Callable[[nn.Module], Denoiser]:
+    """The refinement stage's denoiser over the stage transformer, or over several devices the model the
+    devices run at `shape` (possibly one tile per rank)."""
+    parallel = pipeline.parallel
     return lambda model: SimpleDenoiser(
-        X0Model(pipeline.refinement_transformer(model, shape)), contexts.video, contexts.audio
+        X0Model(model if parallel is None else parallel.refinement_transformer(model, shape)),
+        contexts.video,
+        contexts.audio,
     )
 
 
@@ -303,18 +320,33 @@ def guided_two_stages(
     generated_keyframes: GeneratedKeyframes = 0,
 ) -> FinalLatents:
     """The text/image-to-video two-stage run's final latents: stage 1 guided by `inputs`, stage 2 refined
-    without guidance. `ship_refined_audio`: ship the audio stage 2 refined (when the refinement's audio is
-    usable: not over tiles) rather than the stage-1 audio (the reference's choice for text/image-to-video).
-    `generated_keyframes`: stage-1 keyframe slots (see `run_two_stages`)."""
-    result = run_two_stages(
+    without guidance. `ship_refined_audio`: see `two_stage_latents` (the reference's choice for
+    text/image-to-video). `generated_keyframes`: stage-1 keyframe slots (see `run_two_stages`)."""
+    return two_stage_latents(
         pipeline, spatial_upsampler, shape, noise, stage_1=stage_1, stage_2=stage_2,
         stage_1_denoiser=lambda model: stage_guided_denoiser(model, inputs, max_batch_size, pipeline.step_cache),
         refine_contexts=inputs.positive, images=images, images_as_keyframes=images_as_keyframes,
-        generated_keyframes=generated_keyframes,
+        generated_keyframes=generated_keyframes, ship_refined_audio=ship_refined_audio,
     )  # fmt: skip
-    refined = ship_refined_audio and pipeline.refined_audio_is_usable
-    audio = result.refined.audio_latent if refined else result.stage_1.audio_latent
-    return pipeline.finished(shape, result.refined.video_latent, audio, noise, result.latents)
+
+
+def two_stage_latents(
+    pipeline: Pipeline,
+    spatial_upsampler: Path,
+    shape: VideoPixelShape,
+    noise: NoiseSource,
+    *,
+    ship_refined_audio: bool,
+    **stages: Any,
+) -> FinalLatents:
+    """Both stages (`run_two_stages` with `stages`) to the final latents: stage 2's video, and stage 2's audio
+    when `ship_refined_audio` and the refinement's audio is usable (not over tiles: a tiled stage's audio is a
+    mean over tiles that each saw part of the video), else the audio of stage 1."""
+    result = run_two_stages(pipeline, spatial_upsampler, shape, noise, **stages)
+    refined = result.refined
+    usable = pipeline.parallel is None or pipeline.parallel.refined_audio_is_usable
+    audio = refined.audio_latent if ship_refined_audio and usable else result.stage_1.audio_latent
+    return finished_latents(pipeline, shape, refined.video_latent, audio, noise, result.latents)
 
 
 def distilled_lora_stages(

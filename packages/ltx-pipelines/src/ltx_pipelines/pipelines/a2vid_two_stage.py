@@ -14,7 +14,7 @@ from ltx_core.components.denoisers import GuidedDenoiser
 from ltx_core.model.transformer import X0Model
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import AudioLatentShape
-from ltx_pipelines.engine.denoising_stage import FinalLatents, NoiseSource, Waveform
+from ltx_pipelines.engine.denoising_stage import FinalLatents, NoiseSource, Waveform, finished_latents
 from ltx_pipelines.engine.guided import GuidedInputs, guided_prompt_call
 from ltx_pipelines.engine.requests import GuidanceRequest, VideoRequest
 from ltx_pipelines.engine.source_latents import encode_audio_latent
@@ -135,7 +135,7 @@ class A2VidPipelineTwoStage(TwoStageGuidedPipeline):
 
         # The input track itself (cut to the video) is shipped, not the VAE's reconstruction of it; a saved
         # latents file keeps it too, so `ltx_pipelines.decode` writes the same sound.
-        final = self.finished(full, result.stage_2.video_latent, audio_latent, noise, latents)
+        final = finished_latents(self, full, result.stage_2.video_latent, audio_latent, noise, latents)
         track = Waveform(audio.first_seconds(duration).float(), audio.sample_rate)
         return replace(final, shipped_audio=track)
 

@@ -35,6 +35,7 @@ from ltx_pipelines.engine.denoising_stage import (
     Waveform,
     contexts_on,
     encode_conditioning_images,
+    finished_latents,
     run_denoising_stage,
 )
 from ltx_pipelines.engine.generation import decode_waveform
@@ -185,7 +186,7 @@ class DFRPipeline(TwoStagePromptPipeline):
         full = VideoPixelShape(1, canvas.frames, height, width, frame_rate)
         positive = contexts_on(contexts, self.placement)
         hook = _DetailingConditioning(canvas.positions, self.detailing_downscale if self.detailing_lora else None)
-        # The encoder is loaded even without images: the upsamplers work through its latent statistics.
+        # The upsampling between the stages loads the VAE latent statistics; the temporal rounds reuse them.
         result = run_two_stages(
             self, self.spatial_upsampler_path, full, noise,
             stage_1=StagePlan(self.stage_loras(), distilled_sigmas()),
@@ -205,7 +206,7 @@ class DFRPipeline(TwoStagePromptPipeline):
         video = video[:, :, : dfr_layout.output_latent_frames(frames)]
         latents["final_video_latent"] = video
         out = VideoPixelShape(1, frames, height, width, frame_rate * 2**temporal_upsample_rounds)
-        final = self.finished(out, video, stage_1.audio_latent, noise, latents)
+        final = finished_latents(self, out, video, stage_1.audio_latent, noise, latents)
         return self._audio_cut_to_video(final)
 
     @staticmethod
@@ -262,7 +263,7 @@ class DFRPipeline(TwoStagePromptPipeline):
                     )
                     offset = TILE_SEED_STRIDE * round_index + tile_index
                     result = self._sample_tile(denoiser, video, tile, shape, carried, images, noise, name, offset)
-                    latents.update(result.named(name))
+                    latents.update(result.latents)
                     stitched.append(result.video_latent)
                     if result.video_generated_keyframes is not None:
                         for i, p in enumerate(tile.slots):

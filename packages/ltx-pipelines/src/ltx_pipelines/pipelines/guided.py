@@ -32,6 +32,7 @@ from ltx_pipelines.engine.denoising_stage import (
     SamplingLoop,
     StageConditions,
     encode_conditioning_images,
+    finished_latents,
     run_denoising_stage,
 )
 from ltx_pipelines.engine.guided import (
@@ -56,9 +57,8 @@ from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, PromptPipeline
 from ltx_pipelines.engine.requests import (
     GuidanceRequest,
     VideoRequest,
-    generated_keyframe_positions,
+    checked_keyframe_positions,
     generated_keyframe_slots,
-    require_keyframe_embedding,
 )
 from ltx_pipelines.engine.two_stage_runner import (
     StagePlan,
@@ -215,8 +215,7 @@ class GuidedPipeline(PromptPipeline):
         video = self.filled_video(video)
         height, width, num_frames, frame_rate = video.size
         self.output_shape(height, width, num_frames, frame_rate)
-        require_keyframe_embedding(self.checkpoint_path, video.generated_keyframes)
-        generated_keyframe_positions(video.generated_keyframes, num_frames)
+        checked_keyframe_positions(self.checkpoint_path, video.generated_keyframes, num_frames)
         return video
 
     def latents_from_contexts(
@@ -259,7 +258,7 @@ class GuidedPipeline(PromptPipeline):
     ) -> GuidedRun:
         """A call's arguments resolved and checked (the video filled, the guidance settled, the contexts placed)."""
         video = self.filled_video(video)
-        shape = self.output_shape(*video.size)
+        shape = video.pixel_shape(self.spatial_multiple)
         given = checked_stage_sigmas(stage_sigmas, self.stage_names)
         inputs = guided_inputs(self.guidance_settings(guidance), contexts, negative_contexts, self.placement)
         return GuidedRun(shape, video, inputs, noise, given, sde_noise, conditions)
@@ -268,8 +267,7 @@ class GuidedPipeline(PromptPipeline):
         """The stages of a run (here the one guided stage at the output size) to its final latents."""
         shape, video = run.shape, run.video
         conditions = run.conditions if run.conditions is not None else StageConditions()
-        require_keyframe_embedding(self.checkpoint_path, video.generated_keyframes)
-        slots = generated_keyframe_slots(video.generated_keyframes, shape.frames)
+        slots = generated_keyframe_slots(self.checkpoint_path, video.generated_keyframes, shape.frames)
         if slots and (conditions.video_frozen or not conditions.with_video):
             raise ValueError("generated keyframes need the video generated; the stage conditions freeze or omit it")
         if video.images and not conditions.with_video:
@@ -288,7 +286,7 @@ class GuidedPipeline(PromptPipeline):
                 conditionings=[*image_items, *conditions.video, *slots], **conditions.stage_arguments(),
                 loop=self.sampling_loop("stage_1", run.sde_noise), progress=self.progress,
             )  # fmt: skip
-        return self.finished(shape, result.video_latent, result.audio_latent, run.noise, result.named("stage_1"))
+        return finished_latents(self, shape, result.video_latent, result.audio_latent, run.noise, result.latents)
 
 
 class TwoStageGuidedPipeline(GuidedPipeline):

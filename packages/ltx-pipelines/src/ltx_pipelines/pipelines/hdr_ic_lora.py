@@ -34,7 +34,7 @@ from ltx_pipelines.engine.model_versions import (
 )
 from ltx_pipelines.engine.prompt_pipeline import Pipeline, PipelineOptions
 from ltx_pipelines.engine.tiled_refinement import run_tiled_video_stage
-from ltx_pipelines.engine.two_stage_runner import half_size
+from ltx_pipelines.engine.two_stage_runner import half_size, standalone_source
 from ltx_pipelines.io import MediaError, iter_video_frames, probe_video
 from ltx_pipelines.io.hdr import aligned_size, fit_reflect_pad, logc3_decode, sdr_to_working_space
 
@@ -257,7 +257,10 @@ class HDRICLoraPipeline(Pipeline):
             assert stage_1.video_latent is not None
             latents["stage_1.video_latent"] = stage_1.video_latent
             upsampled = upsample_between_stages(
-                stage_1.video_latent, self.standalone_source(self.spatial_upsampler_path), statistics, self.placement
+                stage_1.video_latent,
+                standalone_source(self.checkpoint_path, self.spatial_upsampler_path),
+                statistics,
+                self.placement,
             )
             latents["upsampled_video_latent"] = upsampled
             latents["stage_2.video_latent"] = run_tiled_video_stage(

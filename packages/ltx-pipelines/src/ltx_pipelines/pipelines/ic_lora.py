@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,7 +17,7 @@ from ltx_core.conditioning import ConditioningItem
 from ltx_core.loader import LoraSpec
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
-from ltx_pipelines.engine.denoising_stage import FinalLatents, NoiseSource, contexts_on
+from ltx_pipelines.engine.denoising_stage import FinalLatents, NoiseSource, contexts_on, finished_latents
 from ltx_pipelines.engine.ic_references import (
     ReferenceFactors,
     VideoReference,
@@ -92,12 +92,12 @@ class ICLoraPipeline(TwoStagePromptPipeline):
         """Generate from a prompt and the reference videos (no guidance); the same seed gives the same result.
         What `video` leaves unset takes the model version's defaults."""
         refuse_duration(video, type(self).__name__)
-        video = self.filled_video(video)
-        self.output_shape(*video.size)
-        return self.unguided_prompt_call(
-            prompt, seed=seed, video=video, enhance_prompt=enhance_prompt, references=references,
+        call = self.prompted(prompt, seed=seed, video=video, enhance_prompt=enhance_prompt)
+        final = self.latents_from_contexts(
+            call.contexts, video=call.video, noise=call.noise, references=references,
             attention_strength=attention_strength, attention_mask=attention_mask, skip_stage_2=skip_stage_2,
         )  # fmt: skip
+        return replace(final, prompt=call.prompt)
 
     def latents_from_contexts(
         self,
@@ -116,7 +116,7 @@ class ICLoraPipeline(TwoStagePromptPipeline):
         `attention_mask`: (1, 1, F, h, w) in [0, 1] over the stage-1 frames, times `attention_strength`,
         weights the attention between generated and reference tokens.
         """
-        full = self.output_shape(*video.size)
+        full = video.pixel_shape(self.spatial_multiple)
         if not 0.0 <= attention_strength <= 1.0:
             raise ValueError(f"attention_strength must be in [0, 1], got {attention_strength}")
         if attention_mask is not None:
@@ -132,8 +132,12 @@ class ICLoraPipeline(TwoStagePromptPipeline):
         )  # fmt: skip
         if result.stage_2 is None:
             first = result.stage_1
-            return self.finished(half_size(full), first.video_latent, first.audio_latent, noise, result.latents)
-        return self.finished(full, result.stage_2.video_latent, result.stage_2.audio_latent, noise, result.latents)
+            return finished_latents(
+                self, half_size(full), first.video_latent, first.audio_latent, noise, result.latents
+            )
+        return finished_latents(
+            self, full, result.stage_2.video_latent, result.stage_2.audio_latent, noise, result.latents
+        )
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,7 +18,7 @@ from ltx_core.loader import LoraSpec, ModelFiles
 from ltx_core.model.audio_vae import AUDIO_ENCODER, encode_audio
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import VideoPixelShape
-from ltx_pipelines.engine.denoising_stage import FinalLatents, NoiseSource, StageResult, contexts_on
+from ltx_pipelines.engine.denoising_stage import FinalLatents, NoiseSource, StageResult, contexts_on, finished_latents
 from ltx_pipelines.engine.ic_references import VideoReference, reference_conditionings, reference_factors
 from ltx_pipelines.engine.model_loading import loaded
 from ltx_pipelines.engine.prompt_pipeline import PipelineOptions, TwoStagePromptPipeline, refuse_duration
@@ -129,11 +129,9 @@ class LipDubPipeline(TwoStagePromptPipeline):
         frame rate are the reference's (see `reference_timing`); what it leaves unset takes the model version's
         defaults."""
         refuse_duration(video, type(self).__name__)
-        video = self.filled_video(video)
-        self.output_shape(*video.size)
-        return self.unguided_prompt_call(
-            prompt, seed=seed, video=video, enhance_prompt=enhance_prompt, reference=reference
-        )
+        call = self.prompted(prompt, seed=seed, video=video, enhance_prompt=enhance_prompt)
+        final = self.latents_from_contexts(call.contexts, video=call.video, noise=call.noise, reference=reference)
+        return replace(final, prompt=call.prompt)
 
     def latents_from_contexts(
         self, contexts: TextContexts, *, video: VideoRequest, noise: NoiseSource, reference: LipDubReference
@@ -143,7 +141,7 @@ class LipDubPipeline(TwoStagePromptPipeline):
         `video.num_frames` / `video.frame_rate` are the reference's (see `reference_timing`); its frames beyond
         `num_frames` are not used.
         """
-        full = self.output_shape(*video.size)
+        full = video.pixel_shape(self.spatial_multiple)
         positive = contexts_on(contexts, self.placement)
         hook = _LipDubConditioning(self, reference.video, self.encode_reference_audio(reference.load_audio()))
         loras = self.stage_loras()
@@ -154,7 +152,9 @@ class LipDubPipeline(TwoStagePromptPipeline):
             refine_contexts=positive, images=video.images, generated_keyframes=video.generated_keyframes, hook=hook,
             share_transformer=True,
         )  # fmt: skip
-        return self.finished(full, result.refined.video_latent, result.stage_1.audio_latent, noise, result.latents)
+        return finished_latents(
+            self, full, result.refined.video_latent, result.stage_1.audio_latent, noise, result.latents
+        )
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,13 @@ from ltx_core.conditioning import ConditioningItem, FrozenModality, TemporalRegi
 from ltx_core.model.transformer import X0Model
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import DEFAULT_SCALE_FACTORS, AudioLatentShape, VideoLatentShape, VideoPixelShape
-from ltx_pipelines.engine.denoising_stage import FinalLatents, NoiseSource, SeededNoise, run_denoising_stage
+from ltx_pipelines.engine.denoising_stage import (
+    FinalLatents,
+    NoiseSource,
+    SeededNoise,
+    finished_latents,
+    run_denoising_stage,
+)
 from ltx_pipelines.engine.guided import (
     GuidanceSettings,
     checked_stage_sigmas,
@@ -216,10 +222,10 @@ class RetakePipeline(GuidedPipeline):
                 conditionings=video_items, audio_conditionings=audio_items, initial_video=video_latent,
                 initial_audio=audio_latent, progress=self.progress,
             )  # fmt: skip
-        latents = {"source_video_latent": video_latent, **result.named("stage_1")}
+        latents = {"source_video_latent": video_latent, **result.latents}
         if audio_latent is not None:
             latents["source_audio_latent"] = audio_latent
-        return self.finished(source.shape, result.video_latent, result.audio_latent, noise, latents)
+        return finished_latents(self, source.shape, result.video_latent, result.audio_latent, noise, latents)
 
     def source_latents(self, source: RetakeSource) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The source's video latent and audio latent (None without audio), encoded where not given."""

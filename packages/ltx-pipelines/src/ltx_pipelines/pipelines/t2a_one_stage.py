@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ltx_core.model.transformer import AUDIO_ONLY_TRANSFORMER
 from ltx_core.types import VideoPixelShape
-from ltx_pipelines.engine.denoising_stage import FinalLatents, run_denoising_stage
+from ltx_pipelines.engine.denoising_stage import FinalLatents, finished_latents, run_denoising_stage
 from ltx_pipelines.engine.requests import VideoRequest
 from ltx_pipelines.pipelines.guided import (
     GuidedPipeline,
@@ -60,7 +60,7 @@ class T2AOneStagePipeline(GuidedPipeline):
                 "stage_1", self.placement.device, self.placement.dtype, with_video=False, progress=self.progress,
             )  # fmt: skip
         assert result.audio_latent is not None
-        return self.finished(run.shape, None, result.audio_latent, run.noise, result.named("stage_1"))
+        return finished_latents(self, run.shape, None, result.audio_latent, run.noise, result.latents)
 
     def output_shape(self, height: int, width: int, num_frames: int, frame_rate: float) -> VideoPixelShape:
         """The audio run's shape: the request's size is not used (no picture), only its length and rate."""

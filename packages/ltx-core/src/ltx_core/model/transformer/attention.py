@@ -7,16 +7,23 @@ from torch import nn
 
 from ltx_core.model.transformer.attention_backends import AttentionFn, attend, with_kernel_choices
 from ltx_core.model.transformer.rope import RotaryEmbedding, apply_rotary
+from ltx_core.tune.norm import rms_norm
 
 
 class RMSNorm(nn.RMSNorm):
     """`nn.RMSNorm` that also takes an input of another dtype than its weight, as under bf16 autocast over
     float32 weights (training on the CPU): normalised in float32 and returned in the input's dtype. That is
-    what torch's unfused fallback computes (bit for bit), without its warning on every call."""
+    what torch's unfused fallback computes (bit for bit), without its warning on every call. Otherwise on the
+    CPU, the path the model's kernel choices time fastest (`ltx_core.tune.norm`)."""
+
+    kernel_choices = None
+
+    def use_kernel_choices(self, choices) -> None:
+        self.kernel_choices = choices
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.weight is None or self.weight.dtype == x.dtype:
-            return super().forward(x)
+            return rms_norm(x, self.eps, self.weight, self.kernel_choices)
         normed = nn.functional.rms_norm(x.float(), self.normalized_shape, self.weight.float(), self.eps)
         return normed.to(x.dtype)
 

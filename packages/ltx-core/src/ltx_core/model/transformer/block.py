@@ -24,13 +24,11 @@ from ltx_core.model.transformer.attention import Attention
 from ltx_core.model.transformer.config import StreamConfig, TransformerConfig
 from ltx_core.model.transformer.feed_forward import FeedForward
 from ltx_core.model.transformer.rope import RotaryEmbedding
+from ltx_core.tune import KernelChoices
+from ltx_core.tune.norm import rms_norm
 
 # AV tables: rows (scale, shift) for a2v, (scale, shift) for v2a, then the gate.
 _A2V_ROWS, _V2A_ROWS, _AV_GATE_ROW = slice(0, 2), slice(2, 4), 4
-
-
-def rms_norm(x: torch.Tensor, eps: float) -> torch.Tensor:
-    return nn.functional.rms_norm(x, (x.shape[-1],), eps=eps)
 
 
 @dataclass(frozen=True)
@@ -59,7 +57,13 @@ def _apply_keep(keep: torch.Tensor | None, out: torch.Tensor) -> torch.Tensor:
 
 
 class AVTransformerBlock(nn.Module):
-    """The per-stream layers keep the checkpoint's flat names (`attn1`, `audio_attn1`, `audio_to_video_attn`, ...)."""
+    """The per-stream layers keep the checkpoint's flat names (`attn1`, `audio_attn1`, `audio_to_video_attn`, ...).
+    On the CPU its RMS norms take the path the model's kernel choices time fastest (`ltx_core.tune.norm`)."""
+
+    kernel_choices: KernelChoices | None = None
+
+    def use_kernel_choices(self, choices: KernelChoices | None) -> None:
+        self.kernel_choices = choices
 
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
@@ -103,7 +107,7 @@ class AVTransformerBlock(nn.Module):
 
     # -- pieces -----------------------------------------------------------------------------------
     def _ada(self, x: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
-        return rms_norm(x, self.norm_eps) * (1 + scale) + shift
+        return rms_norm(x, self.norm_eps, choices=self.kernel_choices) * (1 + scale) + shift
 
     def _self_and_text_attention(
         self,
@@ -125,7 +129,7 @@ class AVTransformerBlock(nn.Module):
                 keep = perturbations.keep_mask(skip_type, block_index, x.device, x.dtype)
         attended = attn1(self._ada(x, scale, shift), pe=s.pe, mask=s.self_bias, keep=keep, skip_all=skip_all)
         x = x + attended * gate
-        x_normed = rms_norm(x, self.norm_eps)
+        x_normed = rms_norm(x, self.norm_eps, choices=self.kernel_choices)
         if not self.cross_attention_adaln:
             return x + attn2(x_normed, s.context, mask=s.context_bias)
         shift_q, scale_q, gate_q = modulation(table, s.timestep_mod, slice(6, 9))

@@ -7,12 +7,20 @@ from typing import Any
 
 import torch
 
-from ltx_core.loader import VIDEO_DECODER_KEYS, VIDEO_ENCODER_KEYS, CheckpointError, Component, ComponentSpec
+from ltx_core.loader import (
+    VIDEO_DECODER_KEYS,
+    VIDEO_ENCODER_KEYS,
+    VIDEO_LATENT_STATISTICS_KEYS,
+    CheckpointError,
+    Component,
+    ComponentSpec,
+)
 from ltx_core.model.video_vae.config import VideoVAEConfig
 from ltx_core.model.video_vae.decoder import VideoDecoder
 from ltx_core.model.video_vae.diffusion_config import DiffusionDecoderConfig, is_diffusion_vae_config
 from ltx_core.model.video_vae.diffusion_decoder import DiffusionVideoDecoder
 from ltx_core.model.video_vae.encoder import VideoEncoder
+from ltx_core.model.video_vae.layers import PerChannelStatistics
 from ltx_core.model.video_vae.vae_class import encoder_vae_config
 
 
@@ -33,6 +41,12 @@ def video_encoder_from_config(config: Mapping[str, Any]) -> VideoEncoder:
     return VideoEncoder(encoder_vae_config(_vae_section(config)))
 
 
+def video_latent_statistics_from_config(config: Mapping[str, Any]) -> PerChannelStatistics:
+    """Configurator: the per-channel latent statistics the encoder normalises with (what the latent upsamplers
+    work through), alone: reading them builds no encoder."""
+    return PerChannelStatistics(encoder_vae_config(_vae_section(config)).latent_channels)
+
+
 def video_decoder_from_config(config: Mapping[str, Any]) -> VideoDecoder:
     """Configurator: the decoder described by a checkpoint's whole `config` metadata."""
     return VideoDecoder(_vae_config(config))
@@ -44,6 +58,15 @@ VIDEO_ENCODER = ComponentSpec(
     name="video VAE encoder",
     ops=VIDEO_ENCODER_KEYS,
     configurator=video_encoder_from_config,
+    config_section="vae",
+    expected_kind=_KIND,
+    component=Component.VIDEO_VAE,
+)
+
+VIDEO_LATENT_STATISTICS = ComponentSpec(
+    name="video VAE latent statistics",
+    ops=VIDEO_LATENT_STATISTICS_KEYS,
+    configurator=video_latent_statistics_from_config,
     config_section="vae",
     expected_kind=_KIND,
     component=Component.VIDEO_VAE,
