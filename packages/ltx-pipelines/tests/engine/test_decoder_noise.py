@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from ltx_core.model.video_vae import TilingConfig, VideoDecoder, VideoVAEConfig
-from ltx_pipelines.engine.denoising_stage import ReplayedNoise, SeededNoise, decode_video_frames
+from ltx_pipelines.engine.denoising_stage import ReplayedNoise, SeededNoise
+from ltx_pipelines.engine.generation import decode_video_frames
 
 # A tiny decoder with the released block structure (32x32x8), few channels.
 _DECODER_BLOCKS = [

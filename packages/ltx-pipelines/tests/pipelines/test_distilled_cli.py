@@ -445,9 +445,9 @@ def test_failure_while_decoding_leaves_only_the_latents(runner, workdir, fake_pi
 def test_failed_sidecar_write_leaves_no_video(runner, workdir, fake_pipeline, monkeypatch):
     fake_pipeline(lambda: _fake_generation(iter([torch.rand(FRAMES, HEIGHT, WIDTH, 3)])))
 
-    from ltx_pipelines.engine import generation
+    from ltx_pipelines.io import atomic_files
 
-    real_json_text = generation.json_text
+    real_json_text = atomic_files.json_text
 
     def disk_full_on_the_sidecar(value: Any, *args: Any, **kwargs: Any) -> str:
         # The latents file's metadata goes through the same helper: only the sidecar (it names the output) fails.
@@ -455,7 +455,7 @@ def test_failed_sidecar_write_leaves_no_video(runner, workdir, fake_pipeline, mo
             raise OSError(28, "No space left on device")
         return real_json_text(value, *args, **kwargs)
 
-    monkeypatch.setattr(generation, "json_text", disk_full_on_the_sidecar)
+    monkeypatch.setattr(atomic_files, "json_text", disk_full_on_the_sidecar)
     assert main(runner.argv(workdir / "out" / "clip.mp4")) == 1
     assert [p.name for p in (workdir / "out").iterdir()] == ["clip.latents.safetensors"]
 

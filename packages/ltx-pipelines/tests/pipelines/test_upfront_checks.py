@@ -19,7 +19,8 @@ from safetensors.torch import save_file
 from ltx_core.convert import single_file_to_diffusers
 from ltx_core.loader import LoraSpec, read_safetensors_header
 from ltx_pipelines import decode, distilled, ti2vid_one_stage
-from ltx_pipelines.engine.denoising_stage import FinalLatents, NonFiniteLatentsError, check_finite_latents
+from ltx_pipelines.engine.denoising_stage import FinalLatents
+from ltx_pipelines.engine.generation import NonFiniteLatentsError, check_finite_latents
 
 pytestmark = pytest.mark.slow
 

@@ -53,7 +53,7 @@ from ltx_pipelines.cli.runtime_flags import (
 )
 from ltx_pipelines.cli.step_cache_flags import StepCacheFlags
 from ltx_pipelines.engine.model_versions import PipelineDefaults
-from ltx_pipelines.io.atomic_files import OutputExistsError, remove_stale_partials
+from ltx_pipelines.io.atomic_files import OutputExistsError
 from ltx_pipelines.io.errors import MediaError
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ if TYPE_CHECKING:
 
     from ltx_core.generation_memory import GenerationSizes, GenerationWorkload
     from ltx_pipelines.engine.denoising_stage import FinalLatents
-    from ltx_pipelines.engine.generation import AudioGeneration, Generation
+    from ltx_pipelines.engine.generation import AudioGeneration, Generation, RunOutput
 
     pass
 
@@ -359,55 +359,43 @@ class PipelineCommand(Generic[P]):
 
     # ---- running -----------------------------------------------------------------------------------
 
-    def save_latents(self, run: Run, final: FinalLatents) -> Path | None:
-        """Save the final latents before decoding, so nothing is lost from here on: beside the output, else in
-        the temp folder or the user cache (`save_latents_safely`). None for an audio-only run (the latents file
-        and the decode command are for videos) or when no place took them."""
-        from ltx_pipelines.engine.generation import RunRecord, describe_model_files, save_latents_safely
+    def run_output(self, run: Run) -> RunOutput:
+        """Where and how the run writes its result and what its sidecar records, worked out once from its flags."""
+        from ltx_pipelines.engine.generation import RunOutput
 
-        if final.video is None:
-            return None
-        record = RunRecord(
-            prompt=final.prompt,
+        output, models = run.output, run.models
+        return RunOutput(
+            path=output.path,
+            overwrite=output.overwrite,
             parameters=run.sidecar_parameters(),
-            model_files=describe_model_files(run.models.files()),
+            model_files=models.files(),
+            loras=(*models.loras, *filter(None, [models.distilled_lora])),
+            audio=output.audio_output,
+            keep_latents=output.save_latents,
         )
-        return save_latents_safely(run.output.path, final, record, overwrite=run.output.overwrite)
+
+    def save_latents(self, run: Run, final: FinalLatents) -> Path | None:
+        """Save the final latents before decoding (`save_run_latents`; `produce` does it within `write_run`, a
+        server that decodes on its own calls this)."""
+        from ltx_pipelines.engine.generation import save_run_latents
+
+        return save_run_latents(final, self.run_output(run))
 
     def write_decoded(self, run: Run, decoded: Generation | AudioGeneration) -> Path:
-        """Write the decoded result and its sidecar as a pair (no model is built here). The path was free when
-        the flags were read: a file there now appeared during the run, and the result goes to a numbered name
-        instead of being thrown away."""
-        from ltx_pipelines.engine.generation import AudioGeneration, write_audio_generation, write_generation
+        """Write the decoded result and its sidecar as a pair (`write_decoded`; no model is built here)."""
+        from ltx_pipelines.engine.generation import write_decoded
 
-        output = run.output
-        if isinstance(decoded, AudioGeneration):
-            return write_audio_generation(
-                decoded, output.path, parameters=run.sidecar_parameters(), model_files=run.models.files(),
-                overwrite=output.overwrite, checked_at_start=True,
-            )  # fmt: skip
-        video, _ = write_generation(
-            decoded, output.path, parameters=run.sidecar_parameters(), model_files=run.models.files(),
-            overwrite=output.overwrite, audio=output.audio_output, checked_at_start=True,
-        )  # fmt: skip
+        written = write_decoded(decoded, self.run_output(run))
+        self.point_to_real_weights(run, written)
+        return written
+
+    def point_to_real_weights(self, run: Run, written: Path) -> None:
+        """After a demo run's output: say where the released files are (the demo models give noise)."""
         if run.demo:
             from ltx_pipelines.demo.assets import real_weights_help
 
             help_text = real_weights_help(self.models, run.models.demo_family)
-            logger.warning("demo output written to %s. %s", video, help_text)
-        return video
-
-    def settle_latents(self, run: Run, latents: Path | None, written: Path) -> None:
-        """After a successful write: keep the latents (named after the output) with --save-latents, else
-        remove them."""
-        from ltx_pipelines.engine.generation import follow_video_name
-
-        if latents is None:
-            return
-        if run.output.save_latents:
-            logger.info("kept the latents in %s", follow_video_name(latents, written))
-        else:
-            latents.unlink(missing_ok=True)
+            logger.warning("demo output written to %s. %s", written, help_text)
 
     def run(self, run: Run) -> int:
         """Build the pipeline and `produce` its outputs; 0, or the exit code of its error after printing its line
@@ -428,22 +416,16 @@ class PipelineCommand(Generic[P]):
         return 0
 
     def produce(self, pipeline: P, run: Run, saved: list[Path]) -> None:
-        """Generate the final latents, save them (their path is appended to `saved`), decode them, write the
-        output and its sidecar, and remove the latents unless --save-latents."""
-        from ltx_pipelines.engine.denoising_stage import check_finite_latents
+        """Generate the final latents, then `write_run`: save them (their path is appended to `saved`), decode
+        them, write the output and its sidecar, and remove the latents unless --save-latents."""
+        from ltx_pipelines.engine.generation import write_run
 
         final: FinalLatents = self.generate(pipeline, run)
         if "num_frames" in run.parameters and run.parameters["num_frames"] is None:
             # The length the duration head picked: the sidecar records it.
             run = replace(run, parameters={**run.parameters, "num_frames": final.shape.frames})
-        # Before saving: NaN latents decode to nothing, so no decode command is offered for them.
-        check_finite_latents(final, (*run.models.loras, *filter(None, [run.models.distilled_lora])))
-        remove_stale_partials(run.output.path.parent)
-        latents = self.save_latents(run, final)
-        if latents is not None:
-            saved.append(latents)
-        written = self.write_decoded(run, pipeline.decode(final))  # type: ignore[attr-defined]
-        self.settle_latents(run, latents, written)
+        written = write_run(final, pipeline.decode, self.run_output(run), saved.append)  # type: ignore[attr-defined]
+        self.point_to_real_weights(run, written)
 
     def main(self, argv: Sequence[str] | None = None) -> int:
         """`python -m <module>`: bad arguments exit with code 2, a later failure with 1 (one line on stderr)."""
@@ -709,8 +691,7 @@ def describe_error(error: BaseException, *, output_path: Path | None = None, ter
     from ltx_core.conditioning import ConditioningError
     from ltx_core.loader import CheckpointError
     from ltx_pipelines.cli.model_resolution import HfPathError
-    from ltx_pipelines.engine.denoising_stage import NonFiniteLatentsError
-    from ltx_pipelines.engine.generation import LatentsFileError
+    from ltx_pipelines.engine.generation import LatentsFileError, NonFiniteLatentsError  # cb-write: moved here
 
     if isinstance(error, Terminated) or (terminated and isinstance(error, Exception)):
         return ErrorLine("terminated (SIGTERM)", EXIT_TERMINATED)

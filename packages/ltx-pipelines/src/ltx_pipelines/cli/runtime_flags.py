@@ -28,7 +28,7 @@ from ltx_core.types import DEFAULT_SCALE_FACTORS
 from ltx_pipelines.cli.arg_types import non_negative_int
 from ltx_pipelines.cli.flag_group import Flag, FlagError, FlagGroup, FlagSection, ReadContext, Reading, add_sections
 from ltx_pipelines.engine.model_versions import LTX_2_3_DEFAULTS
-from ltx_pipelines.io.atomic_files import check_output_and_sidecar
+from ltx_pipelines.io.atomic_files import check_output_pair
 
 if TYPE_CHECKING:
     import torch
@@ -431,7 +431,7 @@ class OutputFlags(FlagGroup[OutputChoice]):
             raise FlagError(f"--no-audio-output: --output-path {raw!r} is an audio file; the flag applies to videos")
         overwrite = bool(args.overwrite)
         try:
-            path = check_output_and_sidecar(path, overwrite=overwrite)
+            path = check_output_pair(path, overwrite=overwrite)
         except FileExistsError as e:
             raise FlagError(f"--output-path: {e}") from None
         except OSError as e:

@@ -1,4 +1,5 @@
-"""The building blocks pipelines are made of: conditioning, one denoising stage, upsampling, decoding.
+"""The building blocks pipelines are made of: conditioning, one denoising stage, upsampling (decoding is the
+decode step's, `engine/generation.py`).
 
 Each block is a plain function over already loaded models, so the pipelines decide what is resident
 when, and tests can drive a block with stored inputs.
@@ -44,7 +45,7 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -69,13 +70,10 @@ from ltx_core.conditioning import (
 )
 from ltx_core.latent_tools import AudioLatentTools, VideoLatentTools
 from ltx_core.loader import ComponentSource
-from ltx_core.loader.lora import LoraSpec
 from ltx_core.loader.model_files import ModelSource
-from ltx_core.model.audio_vae import AudioDecoder, decode_audio
 from ltx_core.model.upsampler import LATENT_UPSAMPLER, upsample_video_latent
-from ltx_core.model.video_vae import VIDEO_ENCODER, DiffusionVideoDecoder, VideoDecoder, VideoEncoder
+from ltx_core.model.video_vae import VIDEO_ENCODER, VideoEncoder
 from ltx_core.model.video_vae.tiling import TilingConfig
-from ltx_core.no_grad_iteration import no_grad_items
 from ltx_core.text_encoders.gemma.embeddings_processor import TextContexts
 from ltx_core.types import DEFAULT_SCALE_FACTORS, LatentState, VideoPixelShape
 from ltx_pipelines.engine.model_loading import Placement, loaded
@@ -272,48 +270,6 @@ def run_denoising_stage(
         video_generated_keyframes=keyframes,
         stage=stage,
     )
-
-
-AnyVideoDecoder = VideoDecoder | DiffusionVideoDecoder
-
-
-def decoder_noise(
-    decoder: VideoDecoder, latent: torch.Tensor, tiling: TilingConfig | None, noise: NoiseSource
-) -> list[torch.Tensor] | None:
-    """One noise per decoded tile for a timestep-conditioned decoder (drawn last, named decoder.<i>)."""
-    if not decoder.timestep_conditioning:
-        return None
-    draws = []
-    for i, tile in enumerate(decoder.tile_layout(latent.shape, tiling)):
-        tile_shape = latent[(slice(None), slice(None), *tile.source)].shape
-        draws.append(noise(f"decoder.{i}", tile_shape, device=latent.device, dtype=latent.dtype))
-    return draws
-
-
-def decode_video_frames(
-    decoder: AnyVideoDecoder, latent: torch.Tensor, tiling: TilingConfig | None, noise: NoiseSource
-) -> Iterator[torch.Tensor]:
-    """Chunks of (f, H, W, 3) float frames in [0, 1], decoded tile band by tile band.
-
-    The LTX-2.5 diffusion decoder draws its canvas noise from `noise` itself (draw `decoder.0`, after
-    every stage's draws); with no `tiling` its tiles are fitted to the device's free memory."""
-    if isinstance(decoder, DiffusionVideoDecoder):
-        if tiling is None:
-            try:
-                tiling = decoder.recommended_tiling(latent.shape, latent.device)
-            except ValueError as e:  # the device does not report its free memory: decode untiled
-                logger.info("diffusion VAE decode untiled: %s", e)
-        yield from no_grad_items(decoder.decode_video(latent, tiling, noise=noise))
-        return
-    tile_noise = decoder_noise(decoder, latent, tiling, noise)
-    yield from no_grad_items(decoder.decode_video(latent, tiling, noise=tile_noise))
-
-
-def decode_audio_waveform(decoder: AudioDecoder, vocoder: torch.nn.Module, latent: torch.Tensor) -> torch.Tensor:
-    """(2, N) float32 waveform at the vocoder's output rate, for a batch-1 audio latent."""
-    with torch.no_grad():
-        waveform = decode_audio(latent.to(next(decoder.parameters()).dtype), decoder, vocoder)
-    return waveform[0].float()
 
 
 def guided_denoiser(
@@ -648,29 +604,3 @@ class FinalLatents:
     """A waveform shipped as the output's sound instead of decoding `audio` (audio-to-video ships its input
     track, DFR its stage-1 audio cut to the video); a saved latents file keeps it, so decoding that file
     writes the same sound."""
-
-
-class NonFiniteLatentsError(RuntimeError):
-    """The final latents hold NaN or Inf: decoding them cannot give a video, so they are neither saved nor
-    decoded."""
-
-
-def check_finite_latents(final: FinalLatents, loras: Sequence[LoraSpec] = ()) -> None:
-    """Refuse final latents holding NaN or Inf, naming which latent and the likely cause: the transformer's
-    output (LoRA files are checked for non-finite values when they are read, so a LoRA fused here can only
-    be the cause through its strength or size, and is named)."""
-    bad = [
-        name
-        for name, latent in (("video", final.video), ("audio", final.audio))
-        if latent is not None and not bool(torch.isfinite(latent).all())
-    ]
-    if not bad:
-        return
-    fused = [lora for lora in loras if lora.strength != 0.0]
-    cause = "the transformer produced non-finite latents"
-    if fused:
-        named = ", ".join(f"{str(lora.path)!r} at strength {lora.strength:g}" for lora in fused)
-        cause += f" with the LoRA(s) {named} fused (run without them, or at a lower strength, to tell)"
-    raise NonFiniteLatentsError(
-        f"the final {' and '.join(bad)} latents hold NaN or Inf values: {cause}; nothing was saved or decoded"
-    )

@@ -30,7 +30,7 @@ import logging
 import os
 import platform
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,39 +38,20 @@ from typing import Any
 import numpy as np
 import torch
 from safetensors import safe_open
-from safetensors.torch import save_file
 
 from ltx_core.devices import default_device, parse_dtype
 from ltx_core.loader import CheckpointError, ModelFiles
+from ltx_core.loader.lora import LoraSpec
 from ltx_core.loader.model_files import ModelSource
-from ltx_core.model.audio_vae import AUDIO_DECODER, VOCODER
-from ltx_core.model.video_vae import DiffusionVideoDecoder
+from ltx_core.model.audio_vae import AudioDecoder, decode_audio
+from ltx_core.model.video_vae import DiffusionVideoDecoder, VideoDecoder
 from ltx_core.model.video_vae.tiling import TilingConfig
+from ltx_core.no_grad_iteration import no_grad_items
 from ltx_core.types import VideoPixelShape
-from ltx_pipelines.engine.denoising_stage import (
-    FinalLatents,
-    NoiseSource,
-    SeededNoise,
-    Waveform,
-    decode_audio_waveform,
-    decode_video_frames,
-    decoder_noise,
-    fork_noise,
-)
-from ltx_pipelines.engine.model_loading import Placement, loaded, release, video_decoder_spec_of
+from ltx_pipelines.engine.denoising_stage import FinalLatents, NoiseSource, SeededNoise, Waveform, fork_noise
+from ltx_pipelines.engine.model_loading import Decoders, Placement, loaded_decoders
 from ltx_pipelines.io import write_audio
-from ltx_pipelines.io.atomic_files import (
-    OutputExistsError,
-    apply_umask,
-    atomic_output,
-    check_output_path,
-    json_text,
-    numbered_path,
-    partial_file,
-    publish_with_sidecar,
-    remove_stale_partials,
-    sidecar_path,
-)
+from ltx_pipelines.io.atomic_files import output_with_sidecar, write_safetensors
 from ltx_pipelines.io.video_writer import encode_video
 
 logger = logging.getLogger(__name__)
@@ -157,15 +138,12 @@ class Generation:
         tiling). `parameters` / `model_files` default to the Generation's own. `audio=False` writes the
         video without its audio stream.
         """
-        target = check_output_target(path, overwrite=overwrite, checked_at_start=False)
         if keep_latents and self.final is None:
             raise ValueError("keep_latents: this Generation holds no final latents (it was not made by a pipeline)")
-        remove_stale_partials(target.parent)
         record = self.run_record(parameters, model_files)
         video, sidecar = write_generation(
-            self, target, parameters=record.parameters, model_files=record.model_files, overwrite=overwrite,
-            audio=audio,
-        )  # fmt: skip
+            self, path, parameters=record.parameters, model_files=record.model_files, overwrite=overwrite, audio=audio
+        )
         latents = None
         if keep_latents and self.final is not None:
             latents = save_latents_beside(video, self.final, record, overwrite=overwrite)
@@ -181,15 +159,6 @@ def _package_versions() -> dict[str, str]:
         except importlib.metadata.PackageNotFoundError:
             versions[name] = "not installed"
     return versions
-
-
-def check_output_target(output_path: str | Path, *, overwrite: bool, checked_at_start: bool) -> Path:
-    """The output path (absolute) and its sidecar's checked for writing. A run whose path was checked when
-    it began (`checked_at_start`) accepts a name taken since: the writer then moves to a numbered one."""
-    tolerate_existing = overwrite or checked_at_start
-    target = check_output_path(output_path, overwrite=tolerate_existing)
-    check_output_path(sidecar_path(target), overwrite=tolerate_existing)
-    return target
 
 
 def describe_model_files(files: Mapping[str, Any]) -> dict[str, dict[str, Any] | None]:
@@ -224,47 +193,41 @@ def write_generation(
     """Encode the video with its audio and write the `.json` sidecar beside it, as a pair; return both.
 
     The video is encoded under a temporary name and published with its sidecar only once complete
-    (`publish_with_sidecar`): a failure while decoding or encoding leaves no new file and any existing
-    ones unchanged, and a video never appears without its sidecar. `audio=False` leaves the audio
-    stream out (the sidecar then records none).
+    (`output_with_sidecar`): a failure while encoding leaves no new file and any existing ones unchanged,
+    and a video never appears without its sidecar. `audio=False` leaves the audio stream out (the sidecar
+    then records none).
     """
-    waveform = generation.audio if audio else None
-    target = check_output_target(output_path, overwrite=overwrite, checked_at_start=checked_at_start)
     # Described before the long encode so the sidecar shows the files the run started with.
     files = describe_model_files(model_files)
-    with partial_file(target) as tmp:
+    waveform = generation.audio if audio else None
+    with output_with_sidecar(output_path, overwrite=overwrite, checked_at_start=checked_at_start) as output:
         written = encode_video(
-            tmp,
+            output.temporary,
             generation.iter_frames(),
             fps=generation.frame_rate,
             audio=waveform,
             audio_sample_rate=generation.audio_sample_rate if waveform is not None else None,
-            container_suffix=target.suffix,
+            container_suffix=output.target.suffix,
             expected_frames=generation.num_frames,
         )
-
-        def sidecar_text(final_path: Path) -> str:
-            return json_text(
-                {
-                    "output": final_path.name,
-                    "prompt": generation.prompt,
-                    "parameters": dict(parameters),
-                    "video": {
-                        "num_frames": written.frames,
-                        "height": written.height,
-                        "width": written.width,
-                        "frame_rate": generation.frame_rate,
-                    },
-                    "audio": None
-                    if waveform is None
-                    else {"sample_rate": generation.audio_sample_rate, "samples": written.audio_samples},
-                    "decode_tiling": None if generation.tiling is None else generation.tiling.to_dict(),
-                    "model_files": files,
-                    "versions": _package_versions(),
-                }
-            )
-
-        video, sidecar = publish_with_sidecar(tmp, target, sidecar_text, overwrite=overwrite)
+        output.sidecar = {
+            "prompt": generation.prompt,
+            "parameters": dict(parameters),
+            "video": {
+                "num_frames": written.frames,
+                "height": written.height,
+                "width": written.width,
+                "frame_rate": generation.frame_rate,
+            },
+            "audio": None
+            if waveform is None
+            else {"sample_rate": generation.audio_sample_rate, "samples": written.audio_samples},
+            "decode_tiling": None if generation.tiling is None else generation.tiling.to_dict(),
+            "model_files": files,
+            "versions": _package_versions(),
+        }
+    video, sidecar = output.published, output.published_sidecar
+    assert video is not None and sidecar is not None
     logger.info(
         "wrote %s (%d frames %dx%d at %s fps) and %s", video, written.frames, written.width, written.height,
         written.fps, sidecar.name,
@@ -275,16 +238,81 @@ def write_generation(
 def decode_waveform(final: FinalLatents) -> Waveform | None:
     """The run's sound: the shipped waveform when the run has one, else the audio latent decoded (the
     vocoder always runs in float32); None for a run without audio."""
-    if final.shipped_audio is not None:
+    if final.shipped_audio is not None or final.audio is None:
         return final.shipped_audio
-    if final.audio is None:
+    with loaded_decoders(final.checkpoint, final.placement, video=False, audio=True) as decoders:
+        return _waveform(decoders, final.audio)
+
+
+def decode_audio_waveform(decoder: AudioDecoder, vocoder: torch.nn.Module, latent: torch.Tensor) -> torch.Tensor:
+    """(2, N) float32 waveform at the vocoder's output rate, for a batch-1 audio latent."""
+    with torch.no_grad():
+        waveform = decode_audio(latent.to(next(decoder.parameters()).dtype), decoder, vocoder)
+    return waveform[0].float()
+
+
+def _waveform(decoders: Decoders, latent: torch.Tensor) -> Waveform:
+    assert decoders.audio is not None and decoders.vocoder is not None
+    samples = decode_audio_waveform(decoders.audio, decoders.vocoder, latent)
+    return Waveform(samples, int(decoders.vocoder.output_sample_rate))
+
+
+AnyVideoDecoder = VideoDecoder | DiffusionVideoDecoder
+
+
+def decoder_noise(
+    decoder: VideoDecoder, latent: torch.Tensor, tiling: TilingConfig | None, noise: NoiseSource
+) -> list[torch.Tensor] | None:
+    """One noise per decoded tile for a timestep-conditioned decoder (drawn last, named decoder.<i>)."""
+    if not decoder.timestep_conditioning:
         return None
-    with (
-        loaded(AUDIO_DECODER, final.checkpoint, final.placement) as audio_decoder,
-        loaded(VOCODER, final.checkpoint, final.placement, dtype=torch.float32) as vocoder,
-    ):
-        samples = decode_audio_waveform(audio_decoder, vocoder, final.audio)
-        return Waveform(samples, int(vocoder.output_sample_rate))
+    draws = []
+    for i, tile in enumerate(decoder.tile_layout(latent.shape, tiling)):
+        tile_shape = latent[(slice(None), slice(None), *tile.source)].shape
+        draws.append(noise(f"decoder.{i}", tile_shape, device=latent.device, dtype=latent.dtype))
+    return draws
+
+
+def decode_video_frames(
+    decoder: AnyVideoDecoder, latent: torch.Tensor, tiling: TilingConfig | None, noise: NoiseSource
+) -> Iterator[torch.Tensor]:
+    """Chunks of (f, H, W, 3) float frames in [0, 1], decoded tile band by tile band.
+
+    The LTX-2.5 diffusion decoder draws its canvas noise from `noise` itself (draw `decoder.0`, after
+    every stage's draws); with no `tiling` its tiles are fitted to the device's free memory."""
+    if isinstance(decoder, DiffusionVideoDecoder):
+        if tiling is None:
+            try:
+                tiling = decoder.recommended_tiling(latent.shape, latent.device)
+            except ValueError as e:  # the device does not report its free memory: decode untiled
+                logger.info("diffusion VAE decode untiled: %s", e)
+        yield from no_grad_items(decoder.decode_video(latent, tiling, noise=noise))
+        return
+    tile_noise = decoder_noise(decoder, latent, tiling, noise)
+    yield from no_grad_items(decoder.decode_video(latent, tiling, noise=tile_noise))
+
+
+def _frame_chunks(
+    decoder: AnyVideoDecoder, latent: torch.Tensor, tiling: TilingConfig | None, noise: NoiseSource, distributed: bool
+) -> Iterator[torch.Tensor]:
+    """`decode_video_frames`, or over the ranks of the process group (`distributed`: rank 0 gets the frames)."""
+    if not distributed:
+        yield from decode_video_frames(decoder, latent, tiling, noise)
+        return
+    from ltx_core.model.video_vae.decoder import to_rgb_frames
+    from ltx_core.multigpu import distributed_decode
+
+    if isinstance(decoder, DiffusionVideoDecoder):
+        # Every rank runs stages 1-3 and draws the canvas noise (`noise` is forked alike on every rank).
+        if tiling is None:
+            tiling = distributed_decode.agreed_diffusion_tiling(decoder, latent)
+        chunks = distributed_decode.decode_diffusion_tiled_distributed(decoder, latent, tiling, noise)
+    else:
+        # Every rank draws the same per-tile noise, in tile order, as the single-process decode does.
+        tile_noise = decoder_noise(decoder, latent, tiling, noise)
+        chunks = distributed_decode.decode_tiled_distributed(decoder, latent, tiling, noise=tile_noise)
+    for chunk in no_grad_items(chunks):
+        yield to_rgb_frames(chunk)
 
 
 def video_frame_chunks(
@@ -298,30 +326,9 @@ def video_frame_chunks(
 ) -> Iterator[torch.Tensor]:
     """(f, H, W, 3) float frame chunks as the decoder gives them, drawing the decoder's noise from `noise`;
     the decoder is built when the first chunk is asked for and freed when the iteration ends."""
-    decoder = None
-    spec = video_decoder_spec_of(checkpoint)  # the LTX-2.5 diffusion decoder or the convolutional one
-    try:
-        decoder = placement.build(spec, checkpoint, dtype=placement.dtype, device=placement.device)
-        if not distributed:
-            yield from decode_video_frames(decoder, latent, tiling, noise)
-            return
-        from ltx_core.model.video_vae.decoder import to_rgb_frames
-        from ltx_core.multigpu import distributed_decode
-        from ltx_core.no_grad_iteration import no_grad_items
-
-        if isinstance(decoder, DiffusionVideoDecoder):
-            # Every rank runs stages 1-3 and draws the canvas noise (`noise` is forked alike on every rank).
-            if tiling is None:
-                tiling = distributed_decode.agreed_diffusion_tiling(decoder, latent)
-            chunks = distributed_decode.decode_diffusion_tiled_distributed(decoder, latent, tiling, noise)
-        else:
-            # Every rank draws the same per-tile noise, in tile order, as the single-process decode does.
-            tile_noise = decoder_noise(decoder, latent, tiling, noise)
-            chunks = distributed_decode.decode_tiled_distributed(decoder, latent, tiling, noise=tile_noise)
-        for chunk in no_grad_items(chunks):
-            yield to_rgb_frames(chunk)
-    finally:
-        release(decoder)
+    with loaded_decoders(checkpoint, placement, video=True, audio=False) as decoders:
+        assert decoders.video is not None
+        yield from _frame_chunks(decoders.video, latent, tiling, noise, distributed)
 
 
 def decode_video_generation(final: FinalLatents, *, distributed: bool = False) -> Generation:
@@ -329,11 +336,13 @@ def decode_video_generation(final: FinalLatents, *, distributed: bool = False) -
     rank must call it; rank 0 gets the frames, the others an empty tuple)."""
     if final.video is None:
         raise ValueError("these latents hold no video (an audio-only run): decode them with decode_audio_generation")
-    waveform = decode_waveform(final)
-    chunks = video_frame_chunks(
-        final.checkpoint, final.placement, final.video, final.tiling, fork_noise(final.noise), distributed=distributed
-    )
-    frames = tuple(chunk.detach().to("cpu") for chunk in chunks)
+    noise = fork_noise(final.noise)  # a copy, so the same latents decode to the same frames again
+    decoded_audio = final.audio if final.shipped_audio is None else None
+    with loaded_decoders(final.checkpoint, final.placement, video=True, audio=decoded_audio is not None) as decoders:
+        assert decoders.video is not None
+        waveform = final.shipped_audio if decoded_audio is None else _waveform(decoders, decoded_audio)
+        chunks = _frame_chunks(decoders.video, final.video, final.tiling, noise, distributed)
+        frames = tuple(chunk.detach().to("cpu") for chunk in chunks)
     shape = final.shape
     return Generation(
         frames=frames,
@@ -390,9 +399,6 @@ AUDIO_LATENT_KEY = _AUDIO_KEY
 _SHIPPED_AUDIO_KEY = "shipped_audio"
 
 
-_MAX_NUMBERED = 10_000
-
-
 class LatentsFileError(ValueError):
     """A file that is not a readable latents file of this format."""
 
@@ -416,8 +422,11 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def save_latents(path: str | Path, final: FinalLatents, record: RunRecord, *, overwrite: bool = False) -> Path:
-    """Write `final` and `record` to `path` atomically (an existing file is replaced only with `overwrite`)."""
+def save_latents(
+    path: str | Path, final: FinalLatents, record: RunRecord, *, overwrite: bool = False, first_free: bool = False
+) -> Path:
+    """Write `final` and `record` to `path` atomically (an existing file is replaced only with `overwrite`;
+    `first_free`: a taken name moves the file to the first free numbered one, `<stem>-1.latents.safetensors`)."""
     if final.video is None:
         raise ValueError("a latents file holds a video latent; these latents are of an audio-only run")
     tensors = {_VIDEO_KEY: final.video.detach().to("cpu").contiguous()}
@@ -436,30 +445,24 @@ def save_latents(path: str | Path, final: FinalLatents, record: RunRecord, *, ov
     checkpoint = final.checkpoint
     if isinstance(checkpoint, ModelFiles) and checkpoint.given is not None:
         checkpoint = checkpoint.given
-    metadata = {
+    metadata = {  # the values that are not strings are stored as their JSON
         "format": LATENTS_FORMAT,
         "format_version": LATENTS_FORMAT_VERSION,
         "prompt": record.prompt,
-        "parameters": json_text(record.parameters),
-        "model_files": json_text(record.model_files),
-        "video": json.dumps(
-            {"num_frames": shape.frames, "height": shape.height, "width": shape.width, "frame_rate": shape.fps}
-        ),
-        "tiling": json.dumps(None if final.tiling is None else final.tiling.to_dict()),
+        "parameters": record.parameters,
+        "model_files": record.model_files,
+        "video": {"num_frames": shape.frames, "height": shape.height, "width": shape.width, "frame_rate": shape.fps},
+        "tiling": None if final.tiling is None else final.tiling.to_dict(),
         "checkpoint": str(checkpoint.main_path if isinstance(checkpoint, ModelFiles) else checkpoint),
         # A set of component files (LTX-2.5) is recorded whole, so decoding finds each VAE again.
-        "checkpoint_files": json.dumps(checkpoint.as_dict() if isinstance(checkpoint, ModelFiles) else None),
+        "checkpoint_files": checkpoint.as_dict() if isinstance(checkpoint, ModelFiles) else None,
         "dtype": _dtype_name(final.placement.dtype),
         "device": str(final.placement.device),
-        "noise": json.dumps(noise),
-        "shipped_audio_sample_rate": json.dumps(
-            None if final.shipped_audio is None else final.shipped_audio.sample_rate
-        ),
+        "noise": noise,
+        "shipped_audio_sample_rate": None if final.shipped_audio is None else final.shipped_audio.sample_rate,
     }
-    with atomic_output(path, overwrite=overwrite) as tmp:
-        save_file(tensors, str(tmp), metadata=metadata)
-        apply_umask(tmp)  # safetensors recreates the file private
-    return Path(path).expanduser().absolute()
+    first_free_suffix = LATENTS_SUFFIX if first_free else None
+    return write_safetensors(path, tensors, metadata, overwrite=overwrite, first_free_suffix=first_free_suffix)
 
 
 def save_latents_beside(
@@ -467,15 +470,7 @@ def save_latents_beside(
 ) -> Path:
     """Save beside `video_path` as `<stem>.latents.safetensors`; without `overwrite`, a taken name moves
     the file to the first free numbered one (`<stem>-1.latents.safetensors`), never over another file."""
-    video_path = Path(video_path)
-    if overwrite:
-        return save_latents(latents_path_for(video_path), final, record, overwrite=True)
-    for number in range(_MAX_NUMBERED):
-        try:
-            return save_latents(latents_path_for(numbered_path(video_path, number)), final, record)
-        except OutputExistsError:
-            continue
-    raise OutputExistsError(f"no free name for the latents of {str(video_path)!r}")
+    return save_latents(latents_path_for(video_path), final, record, overwrite=overwrite, first_free=not overwrite)
 
 
 def user_cache_latents_folder() -> Path:
@@ -666,31 +661,115 @@ def write_audio_generation(
     checked_at_start: bool = False,
 ) -> Path:
     """Write the waveform as 16-bit stereo PCM `.wav` and its `.json` sidecar as a pair, the way video
-    outputs are published (`publish_with_sidecar`): nothing appears until the WAV is complete, an
+    outputs are published (`output_with_sidecar`): nothing appears until the WAV is complete, an
     existing pair is refused unless `overwrite`, a name taken meanwhile moves the pair to a numbered name."""
-    target = check_output_target(output_path, overwrite=overwrite, checked_at_start=checked_at_start)
     files = describe_model_files(model_files)
-    with partial_file(target) as tmp:
-        write_audio(tmp, generation.audio, generation.sample_rate, overwrite=True)
-
-        def sidecar_text(final_path: Path) -> str:
-            return json_text(
-                {
-                    "output": final_path.name,
-                    "prompt": generation.prompt,
-                    "parameters": dict(parameters),
-                    "video": None,
-                    "audio": {
-                        "sample_rate": generation.sample_rate,
-                        "samples": int(generation.audio.shape[-1]),
-                        "channels": 2,
-                        "format": "pcm_s16le",
-                    },
-                    "model_files": files,
-                    "versions": _package_versions(),
-                }
-            )
-
-        wav, sidecar = publish_with_sidecar(tmp, target, sidecar_text, overwrite=overwrite)
+    with output_with_sidecar(output_path, overwrite=overwrite, checked_at_start=checked_at_start) as output:
+        write_audio(output.temporary, generation.audio, generation.sample_rate, overwrite=True)
+        output.sidecar = {
+            "prompt": generation.prompt,
+            "parameters": dict(parameters),
+            "video": None,
+            "audio": {
+                "sample_rate": generation.sample_rate,
+                "samples": int(generation.audio.shape[-1]),
+                "channels": 2,
+                "format": "pcm_s16le",
+            },
+            "model_files": files,
+            "versions": _package_versions(),
+        }
+    wav, sidecar = output.published, output.published_sidecar
+    assert wav is not None and sidecar is not None
     logger.info("wrote %s and %s", wav, sidecar.name)
     return wav
+
+
+class NonFiniteLatentsError(RuntimeError):
+    """The final latents hold NaN or Inf: decoding them cannot give a video, so they are neither saved nor
+    decoded."""
+
+
+def check_finite_latents(final: FinalLatents, loras: Sequence[LoraSpec] = ()) -> None:
+    """Refuse final latents holding NaN or Inf, naming which latent and the likely cause: the transformer's
+    output (LoRA files are checked for non-finite values when they are read, so a LoRA fused here can only
+    be the cause through its strength or size, and is named)."""
+    bad = [
+        name
+        for name, latent in (("video", final.video), ("audio", final.audio))
+        if latent is not None and not bool(torch.isfinite(latent).all())
+    ]
+    if not bad:
+        return
+    fused = [lora for lora in loras if lora.strength != 0.0]
+    cause = "the transformer produced non-finite latents"
+    if fused:
+        named = ", ".join(f"{str(lora.path)!r} at strength {lora.strength:g}" for lora in fused)
+        cause += f" with the LoRA(s) {named} fused (run without them, or at a lower strength, to tell)"
+    raise NonFiniteLatentsError(
+        f"the final {' and '.join(bad)} latents hold NaN or Inf values: {cause}; nothing was saved or decoded"
+    )
+
+
+@dataclass(frozen=True)
+class RunOutput:
+    """Where and how a command-line run writes its result, and what its sidecar records."""
+
+    path: Path
+    overwrite: bool
+    parameters: Mapping[str, Any]
+    model_files: Mapping[str, Path | None]
+    """Model files by role."""
+    loras: Sequence[LoraSpec] = ()
+    """The LoRAs fused into the transformer, named when the latents are not finite."""
+    audio: bool = True
+    """False: the video is written without its audio stream."""
+    keep_latents: bool = False
+    """Keep the latents file after a successful write (named after the output), instead of removing it."""
+
+
+def write_decoded(decoded: Generation | AudioGeneration, output: RunOutput) -> Path:
+    """Write a decoded run result and its sidecar as a pair (the path was checked when the run began: a file
+    there now appeared during the run, and the result goes to a numbered name instead of being thrown away)."""
+    parameters, files = output.parameters, output.model_files
+    if isinstance(decoded, AudioGeneration):
+        return write_audio_generation(
+            decoded, output.path, parameters=parameters, model_files=files, overwrite=output.overwrite,
+            checked_at_start=True,
+        )  # fmt: skip
+    video, _ = write_generation(
+        decoded, output.path, parameters=parameters, model_files=files, overwrite=output.overwrite,
+        audio=output.audio, checked_at_start=True,
+    )  # fmt: skip
+    return video
+
+
+def save_run_latents(final: FinalLatents, output: RunOutput) -> Path | None:
+    """A run's latents saved before decoding, so nothing is lost from here on: beside the output, else in the
+    temp folder or the user cache (`save_latents_safely`). None for an audio-only run (the latents file and the
+    decode command are for videos) or when no place took them."""
+    if final.video is None:
+        return None
+    record = RunRecord(final.prompt, dict(output.parameters), describe_model_files(output.model_files))
+    return save_latents_safely(output.path, final, record, overwrite=output.overwrite)
+
+
+def write_run(
+    final: FinalLatents,
+    decode: Callable[[FinalLatents], Generation | AudioGeneration],
+    output: RunOutput,
+    on_latents_saved: Callable[[Path], object],
+) -> Path:
+    """A command-line run from its final latents to its output: refuse non-finite latents, save the latents
+    (`save_run_latents`; `on_latents_saved` gets their path, for an error line to name), decode them
+    (`decode`), write the output and its sidecar (`write_decoded`), then remove the latents unless kept."""
+    check_finite_latents(final, output.loras)
+    latents = save_run_latents(final, output)
+    if latents is not None:
+        on_latents_saved(latents)
+    written = write_decoded(decode(final), output)
+    if latents is not None and output.keep_latents:
+        logger.info("kept the latents in %s", follow_video_name(latents, written))
+    elif latents is not None:
+        latents.unlink(missing_ok=True)
+    return written

@@ -3,6 +3,10 @@
 Nothing that already exists is replaced unless the caller says so (`overwrite=True`, the CLI's
 `--overwrite`), and a failed write leaves neither a partial file nor a changed original.
 
+An output and its `.json` sidecar are written as one transaction (`output_with_sidecar`): both paths checked,
+the file written under a temporary name, both put in place together when the writer is done, nothing left
+behind when it fails.
+
 Temporary files are hidden (`.clip.mp4.<random>.partial.mp4`) and locked (`fcntl.flock`) for as long as
 their writer lives, so a later run in the same folder can tell the leftovers of a killed run (unlocked)
 from the work of a run still going (locked) and remove only the former (`remove_stale_partials`).
@@ -22,6 +26,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -66,16 +71,22 @@ def sidecar_path(output_path: str | Path) -> Path:
     return Path(output_path).with_suffix(".json")
 
 
-def check_output_and_sidecar(path: str | Path, *, overwrite: bool) -> Path:
-    """`check_output_path` of an output and of the sidecar beside it (both are written as a pair)."""
-    target = check_output_path(path, overwrite=overwrite)
-    check_output_path(sidecar_path(target), overwrite=overwrite)
+def numbered_path(path: Path, number: int, suffix: str | None = None) -> Path:
+    """`clip.mp4` -> `clip-3.mp4` (number 0 is the path itself). `suffix`: the ending the number goes
+    before when it is longer than the last suffix (`clip.latents.safetensors` -> `clip-3.latents.safetensors`)."""
+    if number == 0:
+        return path
+    ending = path.suffix if suffix is None else suffix
+    return path.with_name(f"{path.name[: len(path.name) - len(ending)]}-{number}{ending}")
+
+
+def check_output_pair(path: str | Path, *, overwrite: bool, checked_at_start: bool = False) -> Path:
+    """`check_output_path` for an output and its sidecar. A run whose path was checked when it began
+    (`checked_at_start`) accepts a name taken since: its writer then moves to a numbered one."""
+    tolerate_existing = overwrite or checked_at_start
+    target = check_output_path(path, overwrite=tolerate_existing)
+    check_output_path(sidecar_path(target), overwrite=tolerate_existing)
     return target
-
-
-def numbered_path(path: Path, number: int) -> Path:
-    """`clip.mp4` -> `clip-3.mp4` (number 0 is the path itself)."""
-    return path if number == 0 else path.with_name(f"{path.stem}-{number}{path.suffix}")
 
 
 # ---- permissions and durability -----------------------------------------------------------------------
@@ -318,6 +329,74 @@ def publish_with_sidecar(
                 )
             return candidate, json_target
     raise OutputExistsError(f"no free numbered name for {str(target)!r} (tried up to {_MAX_NUMBERED - 1})")
+
+
+@dataclass
+class OutputPair:
+    """An output being written by `output_with_sidecar`: write the file at `temporary` and say what its sidecar
+    records (`sidecar`, before the block ends); `published` and `published_sidecar` are where both went."""
+
+    target: Path
+    temporary: Path
+    sidecar: Mapping[str, Any] | None = None
+    """The sidecar's content; its "output" entry is set to the name the file finally gets."""
+    published: Path | None = None
+    published_sidecar: Path | None = None
+
+
+@contextmanager
+def output_with_sidecar(
+    path: str | Path, *, overwrite: bool = False, checked_at_start: bool = False
+) -> Iterator[OutputPair]:
+    """Write an output and its `.json` sidecar as one transaction.
+
+    On entry both paths are checked (`check_output_pair`), the leftovers of killed runs in the folder are
+    removed, and the output gets its temporary name (`OutputPair.temporary`). When the block ends with the
+    sidecar set, the file and its sidecar are put in place together (`publish_with_sidecar`: a pair replaced
+    only with `overwrite`, else the first free numbered names). An error in the block (or no sidecar)
+    removes the temporary file and leaves every existing file as it was.
+    """
+    target = check_output_pair(path, overwrite=overwrite, checked_at_start=checked_at_start)
+    remove_stale_partials(target.parent)
+    with partial_file(target) as tmp:
+        pair = OutputPair(target=target, temporary=tmp)
+        yield pair
+        sidecar = pair.sidecar
+        if sidecar is None:
+            raise ValueError(f"output {str(target)!r} was written without its sidecar's content")
+        pair.published, pair.published_sidecar = publish_with_sidecar(
+            tmp, target, lambda final: json_text({**sidecar, "output": final.name}), overwrite=overwrite
+        )
+
+
+def write_safetensors(
+    path: str | Path,
+    tensors: Mapping[str, Any],
+    metadata: Mapping[str, Any],
+    *,
+    overwrite: bool = False,
+    first_free_suffix: str | None = None,
+) -> Path:
+    """Write a safetensors file atomically; return its path. Metadata strings are stored as they are, other
+    values as their JSON (`json_text`). An existing file is replaced only with `overwrite`; with
+    `first_free_suffix` a taken name moves the file to the first free numbered one instead
+    (`numbered_path(path, n, first_free_suffix)`), never over another file."""
+    from safetensors.torch import save_file
+
+    text = {key: value if isinstance(value, str) else json_text(value) for key, value in metadata.items()}
+    path = Path(path).expanduser().absolute()
+    for number in range(_MAX_NUMBERED if first_free_suffix is not None and not overwrite else 1):
+        candidate = numbered_path(path, number, first_free_suffix)
+        try:
+            with atomic_output(candidate, overwrite=overwrite) as tmp:
+                save_file(dict(tensors), str(tmp), metadata=text)
+                apply_umask(tmp)  # safetensors recreates the file private
+        except OutputExistsError:
+            if first_free_suffix is None:
+                raise
+            continue
+        return candidate
+    raise OutputExistsError(f"no free numbered name for {str(path)!r} (tried up to {_MAX_NUMBERED - 1})")
 
 
 def _to_json(value: Any) -> Any:

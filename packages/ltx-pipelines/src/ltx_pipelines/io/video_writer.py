@@ -14,6 +14,7 @@ intermediate and keeps libswscale out of the encode loop; the stream is tagged B
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 import math
 import threading
@@ -299,12 +300,7 @@ def _frame_chunks(frames: Iterable[torch.Tensor] | torch.Tensor) -> tuple[torch.
     first = next(chunks, None)
     if first is None:
         raise MediaError("no video frames to write: the frame iterator was empty")
-
-    def all_chunks() -> Iterator[torch.Tensor]:
-        yield first
-        yield from chunks
-
-    return first, all_chunks()
+    return first, itertools.chain([first], chunks)
 
 
 def _add_h264_stream(
