@@ -127,9 +127,9 @@ class Decoders:
 
 @contextmanager
 def loaded_decoders(checkpoint: ModelSource, placement: Placement, *, video: bool, audio: bool) -> Iterator[Decoders]:
-    """The video decoder (`video`) and the audio decoder + vocoder (`audio`) built from `checkpoint` for the
-    span of a `with` block, then freed. They are held together for the decode: after denoising the
-    transformer is gone, and they are small beside it (22B checkpoint: 0.8 GB video decoder, 0.6 GB audio)."""
+    """The video decoder (`video`) and the audio decoder + vocoder (`audio`, the vocoder in float32) built from
+    `checkpoint` for the span of a `with` block, then freed. A run's decode asks for the audio ones first and
+    the video decoder after (`engine.generation`), so that they are never in memory together."""
     from ltx_core.model.audio_vae import AUDIO_DECODER, VOCODER
 
     with ExitStack() as stack:
