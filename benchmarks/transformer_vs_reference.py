@@ -41,8 +41,14 @@ does less: the AdaLN embeddings once per distinct timestep instead of once per t
 the same on: the Linear layers (~77% of our fp32 forward, torch profiler) and rms_norm, which torch runs
 on the CPU as separate float32 passes (upcast, pow, mean, rsqrt, mul, downcast: ~16% of our bf16 forward).
 
+Re-measured 2026-12-02 (same machine, load 6-8), bf16, 3 rounds, after the RMS norm became a tuned kernel
+choice (`ltx_core.tune.norm`): our default paths CPU 11.86 / 14.59 = 0.81 (rounds 0.81 0.81 0.76); with
+`LTX_KERNEL_PATH=rms-norm=mirrored` (what `python -m ltx_core.tune` picks here for the 4096-wide video
+stream: 5.2 vs 6.3 ms; float32 keeps composite, 20 vs 60 ms) 10.88 / 14.13 = 0.77 (0.81 0.77 0.80); peak RSS
+0.95 / 0.94; outputs as above (max 0.031).
+
 Kernel paths: children run with `LTX_KERNEL_TUNING=0` (our default paths, no timing inside a run)
-unless the environment sets it.
+unless the environment sets it (`LTX_KERNEL_PATH` forces a path in our children only).
 
 The child side of the reference imports only the reference's public classes and this file's own code,
 so the same file runs under both interpreters.
