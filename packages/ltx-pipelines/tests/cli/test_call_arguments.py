@@ -89,12 +89,16 @@ class _EnhanceAgain(FlagGroup[int]):
         return Reading(1, memory_inputs={"enhance": True})
 
 
-def test_two_groups_setting_one_argument_are_refused(model_files, tmp_path):
-    argv = [
+def _distilled_argv(model_files, tmp_path) -> list[str]:
+    return [
         "--distilled-checkpoint-path", str(model_files.checkpoint), "--spatial-upsampler-path",
         str(model_files.upsampler), "--gemma-root", str(model_files.gemma_root), "--prompt", "a fox",
         "--output-path", str(tmp_path / "fox.mp4"),
     ]  # fmt: skip
+
+
+def test_two_groups_setting_one_argument_are_refused(model_files, tmp_path):
+    argv = _distilled_argv(model_files, tmp_path)
     clashes = (
         (_SeedAgain(), r"call_arguments 'seed' is set by both PromptFlags and _SeedAgain"),
         (_EnhanceAgain(), r"memory_inputs 'enhance' is set by both PromptFlags and _EnhanceAgain"),
@@ -123,11 +127,7 @@ class _CountsSettles(FlagGroup[int]):
 
 
 def test_a_group_is_settled_only_where_its_reading_asks(model_files, tmp_path):
-    argv = [
-        "--distilled-checkpoint-path", str(model_files.checkpoint), "--spatial-upsampler-path",
-        str(model_files.upsampler), "--gemma-root", str(model_files.gemma_root), "--prompt", "a fox",
-        "--output-path", str(tmp_path / "fox.mp4"),
-    ]  # fmt: skip
+    argv = _distilled_argv(model_files, tmp_path)
     for asks in (False, True):
         group = _CountsSettles(asks)
         run = replace(distilled.COMMAND, groups=(*distilled.COMMAND.groups, group)).parse(argv)
