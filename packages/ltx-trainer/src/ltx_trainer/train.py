@@ -48,7 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = load_config(args.config)
     except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _error_line(str(exc))
         return 2
     from ltx_trainer.training.checkpoints import CheckpointWriteError, ResumeError
     from ltx_trainer.training.data import DataFileError
@@ -61,15 +61,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             trainer = Trainer(config, disable_progress_bars=args.disable_progress_bars, log_every=args.log_every)
             trainer.train()  # logs `saved <file>` for every checkpoint, the final one included
     except OutputDirLocked as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _error_line(str(exc))
         return 2
     except TrainingInterrupted as exc:
-        print(f"error: stopped by {exc.name}; {_resume_hint(config)}", file=sys.stderr)
+        _error_line(f"stopped by {exc.name}; {_resume_hint(config)}")
         return 128 + exc.signum
     except (ValueError, ResumeError, TrainingDiverged, DataFileError, CheckpointWriteError) as exc:
-        print(f"error: {_one_line(exc)}", file=sys.stderr)
+        _error_line(_one_line(exc))
         return 1
     return 0
+
+
+def _error_line(text: str) -> None:
+    """`error: <text>` on stderr in one write: the ranks of a data-parallel run share the launcher's stderr
+    pipe, and `print` writes the text and its newline separately, so two ranks' lines could interleave."""
+    sys.stderr.write(f"error: {text}\n")
+    sys.stderr.flush()
 
 
 def _one_line(exc: BaseException) -> str:
