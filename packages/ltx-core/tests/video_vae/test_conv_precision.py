@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ltx_core.model.video_vae import layers
 from ltx_core.model.video_vae.layers import CausalConv3d, Conv3d
-from ltx_core.tune import KernelChoices
+from ltx_core.tune import KERNEL_PATHS, KernelChoices
 
 
 def _conv(mode: str) -> Conv3d:
@@ -85,17 +84,12 @@ def test_strided_time_conv_still_pads():
     assert torch.equal(conv(x, causal=True), conv.conv(_replicate_padded(x, 2, 0)))
 
 
-@pytest.mark.parametrize("path", ["direct", "merged", "winograd"])
+@pytest.mark.parametrize("path", KERNEL_PATHS["conv3d-f32"])
 @pytest.mark.parametrize("causal", [True, False])
-def test_each_cpu_float32_path_matches_torch_conv3d(path, causal, monkeypatch):
+def test_each_cpu_float32_path_matches_torch_conv3d(path, causal, conv_paths_taken):
     """Force each way a CPU float32 CausalConv3d can run (timed per layer shape otherwise) and compare
     with torch's conv3d of the replicate-padded input in float64."""
-    from ltx_core.model.video_vae import winograd
-
-    taken = []
-    merged = layers.CausalConv3d._forward_merged_edges
-    monkeypatch.setattr(layers.CausalConv3d, "_forward_merged_edges", lambda *a: taken.append("merged") or merged(*a))
-    monkeypatch.setattr(layers, "winograd_conv3d", lambda *a: taken.append("winograd") or winograd.winograd_conv3d(*a))
+    taken = conv_paths_taken
     torch.manual_seed(0)
     conv = CausalConv3d(8, 4, kernel_size=3)
     conv.use_kernel_choices(KernelChoices.fixed({"conv3d-f32": path}))

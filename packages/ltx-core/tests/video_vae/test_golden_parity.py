@@ -18,6 +18,7 @@ from ltx_core.model.video_vae import (
     TilingConfig,
     VideoDecoder,
     VideoEncoder,
+    conv_gemm,
     layers,
     time_winograd,
     winograd,
@@ -80,19 +81,26 @@ def test_decode_every_case_of_the_set(decoder, fx, assert_golden_close):
     assert_golden_close(got, fx["decode_t.video"], name="decode_t.video")
 
 
-@pytest.mark.parametrize("path", KERNEL_PATHS["conv3d-f32"])
-def test_decode_with_each_forced_conv_path(decoder, fx, assert_golden_close, monkeypatch, golden_lacks, path):
-    """Every CPU float32 convolution path the kernel choices can take ("direct", "merged" edge frames,
-    "winograd"), forced on every layer that can take it, holds the fixture's tolerance. A decoder with
-    no layer of Winograd's geometry (e.g. reflect-padded) cannot take it at all: skipped, saying why."""
+def _skip_where_no_layer_takes(path: str, decoder: VideoDecoder, golden_lacks) -> None:
+    """A decoder with no layer of a path's geometry (e.g. reflect-padded) cannot take it: skipped, saying why."""
+    applies = {
+        "winograd": winograd.winograd_applies,
+        "time-winograd": time_winograd.time_winograd_applies,
+        "gemm": lambda conv: conv_gemm.gemm_applies(conv, (1, conv.in_channels, 3, 1, 1), torch.float32),
+    }.get(path)
     convs = [m for m in decoder.modules() if isinstance(m, layers.CausalConv3d)]
-    if path == "winograd" and not any(winograd.winograd_applies(m.conv) for m in convs):
+    if applies is not None and not any(applies(m.conv) for m in convs):
         modes = sorted({m.conv.padding_mode for m in convs})
-        golden_lacks(f"a decoder layer Winograd applies to (stride-1, zero-padded 3x3x3; padding modes {modes})")
-    calls = []
-    merged = layers.CausalConv3d._forward_merged_edges
-    monkeypatch.setattr(layers.CausalConv3d, "_forward_merged_edges", lambda *a: calls.append("merged") or merged(*a))
-    monkeypatch.setattr(layers, "winograd_conv3d", lambda *a: calls.append("winograd") or winograd.winograd_conv3d(*a))
+        golden_lacks(f"a decoder layer the {path} path applies to (padding modes {modes})")
+
+
+@pytest.mark.parametrize("path", KERNEL_PATHS["conv3d-f32"])
+def test_decode_with_each_forced_conv_path(decoder, fx, assert_golden_close, conv_paths_taken, golden_lacks, path):
+    """Every CPU float32 convolution path the kernel choices can take ("direct", "merged" edge frames,
+    spatial and time Winograd, the unfolded-window GEMM), forced on every layer that can take it,
+    holds the fixture's tolerance."""
+    _skip_where_no_layer_takes(path, decoder, golden_lacks)
+    calls = conv_paths_taken
     attach(decoder, KernelChoices.fixed({"conv3d-f32": path}))
     noise = fx["decode.noise"] if fx.params["timestep_conditioning"] else None
     try:
@@ -124,21 +132,16 @@ def _bf16_decode_error(decoder: VideoDecoder, fx, path: str) -> tuple[float, flo
 
 
 @pytest.mark.parametrize("path", KERNEL_PATHS["conv3d-half"])
-def test_bf16_decode_with_each_forced_half_conv_path(bf16_decoder, fx, monkeypatch, golden_lacks, path):
+def test_bf16_decode_with_each_forced_half_conv_path(bf16_decoder, fx, conv_paths_taken, golden_lacks, path):
     """Every native half-precision convolution path, forced on every layer that can take it, decodes
     the set's latent in bf16 within bf16 rounding of the float32 reference: at most 10% of its range
     (the bf16 upsampler's bound), and a non-default path within 2x the direct bf16 convolution's error
-    (time Winograd measured 1.2x in max, 1.45x in mean on set A)."""
-    convs = [m for m in bf16_decoder.modules() if isinstance(m, layers.CausalConv3d)]
-    if path == "time-winograd" and not any(time_winograd.time_winograd_applies(m.conv) for m in convs):
-        modes = sorted({m.conv.padding_mode for m in convs})
-        golden_lacks(f"a decoder layer time Winograd applies to (3-tap, zero-padded; padding modes {modes})")
+    (time Winograd measured 1.2x in max, 1.45x in mean on set A; the GEMM rounds as the direct convolution does)."""
+    _skip_where_no_layer_takes(path, bf16_decoder, golden_lacks)
     direct_max, direct_mean = _bf16_decode_error(bf16_decoder, fx, "direct")
-    calls = []
-    original = layers.time_winograd_conv3d
-    monkeypatch.setattr(layers, "time_winograd_conv3d", lambda *a: calls.append(1) or original(*a))
+    calls = conv_paths_taken
     got_max, got_mean = _bf16_decode_error(bf16_decoder, fx, path)
-    assert bool(calls) == (path == "time-winograd"), f"layers did not take the {path} path"
+    assert set(calls) == ({path} if path != "direct" else set()), f"layers did not take the {path} path"
     assert got_max <= 0.1 * float(fx["decode.video"].abs().max())
     assert got_max <= 2 * direct_max and got_mean <= 2 * direct_mean
 

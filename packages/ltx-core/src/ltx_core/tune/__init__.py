@@ -2,6 +2,7 @@
 times the usual shapes up front and prints the decisions."""
 
 from ltx_core.tune.choices import (
+    CLOSE_CALL,
     FORCE_ENV,
     KERNEL_PATHS,
     Decision,
@@ -19,6 +20,7 @@ from ltx_core.tune.machine import CAPABILITY_FLAGS, MachineKey, this_machine
 
 __all__ = [
     "CAPABILITY_FLAGS",
+    "CLOSE_CALL",
     "FORCE_ENV",
     "KERNEL_PATHS",
     "Decision",

@@ -42,12 +42,15 @@ KERNEL_PATHS: dict[str, tuple[str, ...]] = {
     # float32 (weights converted once, activations float32 between the layers).
     "vae-compute": ("native", "float32"),
     # One CPU float32 3-D convolution with replicate time padding: padded copy + oneDNN, edge frames
-    # with merged time taps (no padded copy), or Winograd F(4x4, 3x3) for plain 3x3x3 layers.
-    "conv3d-f32": ("direct", "merged", "winograd"),
+    # with merged time taps (no padded copy), Winograd F(4x4, 3x3) for plain 3x3x3 layers, Winograd
+    # F(2, 3) in time (`video_vae.time_winograd`), or over small frames one matrix product of the
+    # unfolded input windows (`video_vae.conv_gemm`).
+    "conv3d-f32": ("direct", "merged", "winograd", "time-winograd", "gemm"),
     # One CPU half-precision 3-D convolution computed in its dtype (native bf16/fp16): oneDNN's direct
-    # convolution of the padded input, or Winograd F(2, 3) in time (four 2-D convolutions per pair of
-    # output frames instead of six, `video_vae.time_winograd`).
-    "conv3d-half": ("direct", "time-winograd"),
+    # convolution of the padded input, Winograd F(2, 3) in time (four 2-D convolutions per pair of
+    # output frames instead of six, `video_vae.time_winograd`), or over small frames one matrix
+    # product of the unfolded input windows (`video_vae.conv_gemm`).
+    "conv3d-half": ("direct", "time-winograd", "gemm"),
     # PyTorch SDPA's kernel on the CPU.
     "sdpa": ("flash", "math"),
     # A half-precision Linear on the CPU, or the same in float32 (`ltx_core.tune.matmul`).
@@ -55,6 +58,9 @@ KERNEL_PATHS: dict[str, tuple[str, ...]] = {
     # An RMS norm on the CPU: torch's unfused passes, or its fused layer norm over [x, -x] (`ltx_core.tune.norm`).
     "rms-norm": ("composite", "mirrored"),
 }
+
+# A path that beats the default by less than this fraction is timed again with it before it is taken.
+CLOSE_CALL = 0.25
 
 # Below this many multiply-adds per call an op takes its default without timing: the timings would be
 # noise, the difference microseconds (and the test suite's tiny models never time anything).
@@ -211,7 +217,9 @@ class KernelChoices:
         if len(candidates) == 1:
             return next(iter(candidates))
         known = self.decisions.get(str(key))
-        if known is not None and known.path in candidates:
+        # A decision stands while it weighed every candidate offered now: a path added in a later
+        # version (or one that applies to this input only) is timed against the others.
+        if known is not None and known.path in candidates and set(candidates) <= set(known.seconds):
             return self._taken(key, known.path, "cached")
         if work < self.min_work or math.isinf(self.min_work):
             return self._taken(key, default, "default, below the tuning size")
@@ -223,7 +231,14 @@ class KernelChoices:
                 seconds[name] = self.timer(name, run)
             except RuntimeError as error:  # a kernel that cannot serve this input is no candidate
                 logger.debug("kernel path %s for %s failed: %s", name, key, error)
+                seconds[name] = math.inf  # weighed (and not timed again), never the fastest
         path = choose_fastest(seconds, default)
+        if path != default and seconds.get(default, math.inf) < seconds[path] * (1.0 + CLOSE_CALL):
+            # A close call on a shared machine may be another process's burst: both are timed once
+            # more, one after the other, and each keeps its least time.
+            for name in (default, path):
+                seconds[name] = min(seconds[name], self.timer(name, candidates[name]))
+            path = choose_fastest(seconds, default)
         self.decisions[str(key)] = Decision(path, seconds)
         self._write()
         timings = ", ".join(f"{name} {s * 1e3:.1f} ms" for name, s in seconds.items())

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from ltx_core.model.video_vae.conv_gemm import gemm_applies, gemm_conv3d
 from ltx_core.model.video_vae.time_winograd import time_winograd_applies, time_winograd_conv3d
 from ltx_core.model.video_vae.winograd import winograd_applies, winograd_conv3d
 from ltx_core.tune import KernelChoices, OpKey, size_class
@@ -19,9 +20,20 @@ _HALF_DTYPES = (torch.bfloat16, torch.float16)
 # a fraction of a second per candidate.
 _SAMPLE_FRAMES = 4
 _SAMPLE_HEIGHT, _SAMPLE_WIDTH = 64, 96
-# Time Winograd computes output frames in pairs, each of its four 2-D convolutions over one frame per
-# pair: a 4-frame sample (2 pairs) would time it at a batch far below a decode's, so it gets more.
-_HALF_SAMPLE_FRAMES = 8
+# A convolution's paths are timed on more frames: time Winograd computes output frames in pairs, each
+# of its four 2-D convolutions over one frame per pair, and a 4-frame sample (2 pairs) would time it at
+# a batch far below a decode's; spatial Winograd transforms its kernels once per call.
+_SAMPLE_FRAMES_PER_PATH = 8
+
+
+def _spatial_winograd(x, weight, bias, stride, padding) -> torch.Tensor:
+    return winograd_conv3d(x, weight, bias)  # `winograd_applies` admits stride 1, padding 1 only
+
+
+def _path_function(path: str):
+    """A convolution path besides oneDNN's direct one and the merged edge frames, called as (input
+    padded in time, weight, bias, spatial stride, spatial padding) in the dtype it computes in."""
+    return {"winograd": _spatial_winograd, "time-winograd": time_winograd_conv3d, "gemm": gemm_conv3d}[path]
 
 
 class Conv3d(nn.Conv3d):
@@ -183,9 +195,11 @@ class CausalConv3d(nn.Module):
     loses over small frames, where the summed kernels and extra calls cost more); and, for plain
     3x3x3 layers at inference, "winograd": the padded input through Winograd F(4x4, 3x3)
     (`winograd.py`: 1/4 of the multiply-adds as GEMMs, which pays on wide layers over large frames).
-    A half-precision call computed in its dtype (native bf16) has two paths (op kind "conv3d-half"):
-    "direct", the padded input through oneDNN, or "time-winograd" (`time_winograd.py`: Winograd F(2, 3)
-    along time, four 2-D convolutions per pair of output frames instead of six), inference only.
+    A half-precision call computed in its dtype (native bf16) has three paths (op kind "conv3d-half"):
+    "direct", the padded input through oneDNN; "time-winograd" (`time_winograd.py`: Winograd F(2, 3)
+    along time, four 2-D convolutions per pair of output frames instead of six); and, over small
+    frames, "gemm" (`conv_gemm.py`: the unfolded input windows times the weights as one matrix
+    product); the last two at inference only.
     Without kernel choices, and off the CPU, the input is replicate-padded for the layer's own convolution.
     """
 
@@ -217,49 +231,55 @@ class CausalConv3d(nn.Module):
         front, back = (self.time_kernel - 1, 0) if causal else ((self.time_kernel - 1) // 2,) * 2
         if not (front or back):
             return self.conv(x)
-        if self.conv.stride[0] == self.conv.dilation[0] == 1 and self.conv.computes_in_float32_on_cpu(x):
-            path = self.float32_path(x, front, back)
-            if path == "winograd":
-                weight, bias = self.conv.compute_weights()
-                return winograd_conv3d(self._padded(x.float(), front, back), weight, bias).to(x.dtype)
-            if path == "merged":
-                return self._forward_merged_edges(x, front, back).to(x.dtype)
-        elif self._native_half_candidate(x) and self.half_path(x, front, back) == "time-winograd":
-            conv = self.conv
-            return time_winograd_conv3d(
-                self._padded(x, front, back), conv.weight, conv.bias, conv.stride[1:], conv.padding[1:]
-            )
-        return self.conv(self._padded(x, front, back))
-
-    def _native_half_candidate(self, x: torch.Tensor) -> bool:
-        """A CPU half-precision call computed in its dtype that time Winograd can take (inference only:
-        it writes into a preallocated output, which autograd cannot follow)."""
+        path = self.kernel_path(x, front, back)
+        if path == "direct":
+            return self.conv(self._padded(x, front, back))
+        if path == "merged":
+            return self._forward_merged_edges(x, front, back).to(x.dtype)
         conv = self.conv
-        return (
-            self.kernel_choices is not None
-            and x.device.type == "cpu"
-            and x.dtype in _HALF_DTYPES
-            and conv.weight.dtype == x.dtype
-            and conv.runs_native(x.dtype)
-            and time_winograd_applies(conv)
-            and not _tracks_gradients(x, conv.weight, conv.bias)
-        )
+        in_float32 = conv.computes_in_float32_on_cpu(x)
+        weight, bias = conv.compute_weights() if in_float32 else (conv.weight, conv.bias)
+        padded = self._padded(x.float() if in_float32 else x, front, back)
+        return _path_function(path)(padded, weight, bias, conv.stride[1:], conv.padding[1:]).to(x.dtype)
 
-    def half_path(self, x: torch.Tensor, front: int, back: int) -> str:
-        """ "direct" or "time-winograd" for this native half-precision CPU call, by the kernel choices."""
-        assert self.kernel_choices is not None
+    def kernel_path(self, x: torch.Tensor, front: int, back: int) -> str:
+        """The path of this call by the kernel choices, among those that apply (see the class docstring):
+        op kind "conv3d-f32" where the CPU convolution computes in float32, "conv3d-half" where it
+        computes in a half dtype; "direct" without choices, off the CPU and for time-strided layers."""
         conv = self.conv
-        weight, bias = conv.weight, conv.bias
-        key = OpKey("conv3d-half", str(x.dtype).removeprefix("torch."), self._shape_class(x, back))
-        sample = x[:1, :, :_HALF_SAMPLE_FRAMES, :_SAMPLE_HEIGHT, :_SAMPLE_WIDTH]
-        stride, padding = conv.stride[1:], conv.padding[1:]
-        candidates = {
-            "direct": lambda: conv.plain_conv(self._padded(sample, front, back), weight, bias),
-            "time-winograd": lambda: time_winograd_conv3d(
-                self._padded(sample, front, back), weight, bias, stride, padding
-            ),
+        if self.kernel_choices is None or x.device.type != "cpu" or conv.stride[0] != 1 or conv.dilation[0] != 1:
+            return "direct"
+        if conv.computes_in_float32_on_cpu(x):
+            kind, dtype = "conv3d-f32", torch.float32
+            weight, bias = conv.compute_weights()
+        elif x.dtype in _HALF_DTYPES and conv.weight.dtype == x.dtype and conv.runs_native(x.dtype):
+            kind, dtype = "conv3d-half", x.dtype
+            weight, bias = conv.weight, conv.bias
+        else:
+            return "direct"
+        # All but "direct" and "merged" write into preallocated outputs, which autograd cannot follow.
+        inference = not _tracks_gradients(x, weight, bias)
+        padded_shape = (*x.shape[:2], x.shape[2] + front + back, *x.shape[3:])
+        applies = {
+            "merged": kind == "conv3d-f32",
+            "winograd": kind == "conv3d-f32" and inference and winograd_applies(conv),
+            "time-winograd": inference and time_winograd_applies(conv),
+            "gemm": inference and gemm_applies(conv, padded_shape, dtype),
         }
-        return self.kernel_choices.choose(key, candidates, default="direct", work=_conv_work(conv, x.shape))
+        key = OpKey(kind, str(dtype).removeprefix("torch."), self._shape_class(x, back))
+        sample = x[:1, :, :_SAMPLE_FRAMES_PER_PATH, :_SAMPLE_HEIGHT, :_SAMPLE_WIDTH].to(dtype)
+        padded = self._padded(sample, front, back)
+        stride, padding = conv.stride[1:], conv.padding[1:]
+        candidates = {"direct": lambda: conv.plain_conv(padded, weight, bias)}
+        if applies.pop("merged"):
+            candidates["merged"] = lambda: self._forward_merged_edges(sample, front, back)
+        for name in (name for name, taken in applies.items() if taken):
+            compute = _path_function(name)
+            candidates[name] = lambda compute=compute: compute(padded, weight, bias, stride, padding)
+        if len(candidates) == 1:
+            return "direct"
+        path = self.kernel_choices.choose(key, candidates, default="direct", work=_conv_work(conv, x.shape))
+        return path if path in candidates else "direct"
 
     def _shape_class(self, x: torch.Tensor, back: int) -> str:
         """The timing class of a call: widths, kernel, stride, padding, and frames / pixels by powers of two."""
@@ -274,24 +294,6 @@ class CausalConv3d(nn.Module):
     @staticmethod
     def _padded(x: torch.Tensor, front: int, back: int) -> torch.Tensor:
         return F.pad(x, (0, 0, 0, 0, front, back), mode="replicate")
-
-    def float32_path(self, x: torch.Tensor, front: int, back: int) -> str:
-        """ "direct", "merged" or "winograd" for this CPU float32 call, by the kernel choices."""
-        if self.kernel_choices is None:
-            return "direct"
-        conv = self.conv
-        weight, bias = conv.compute_weights()
-        # Winograd writes into preallocated buffers, which autograd cannot follow: inference only.
-        winograd = winograd_applies(conv) and not _tracks_gradients(x, weight, bias)
-        key = OpKey("conv3d-f32", "float32", self._shape_class(x, back))
-        sample = x[:1, :, :_SAMPLE_FRAMES, :_SAMPLE_HEIGHT, :_SAMPLE_WIDTH].float()
-        candidates = {
-            "direct": lambda: conv.plain_conv(self._padded(sample, front, back), weight, bias),
-            "merged": lambda: self._forward_merged_edges(sample, front, back),
-        }
-        if winograd:
-            candidates["winograd"] = lambda: winograd_conv3d(self._padded(sample, front, back), weight, bias)
-        return self.kernel_choices.choose(key, candidates, default="direct", work=_conv_work(conv, x.shape))
 
     def _forward_merged_edges(self, x: torch.Tensor, front: int, back: int) -> torch.Tensor:
         weight, bias = self.conv.compute_weights()
