@@ -66,9 +66,9 @@ def test_choice_is_timed_once_then_remembered():
     assert choices.decisions[str(KEY)].seconds == {"direct": 2.0, "merged": 1.5, "winograd": 0.5}
 
 
-def test_a_close_call_is_timed_again_before_the_default_is_left():
-    """A path within `CLOSE_CALL` of the default is no winner on one timing: both run again and each
-    keeps its least time (a burst of another process during the default's first timing is undone)."""
+def test_a_close_call_is_timed_again():
+    """Paths timed within `CLOSE_CALL` of the fastest are not told apart by one timing: they run again
+    and each keeps its least time (a burst of another process during one first timing is undone)."""
     times = {"direct": [1.0, 0.7], "winograd": [0.9, 0.9], "merged": [3.0]}
     asked: list[str] = []
 

@@ -104,3 +104,20 @@ def test_each_cpu_float32_path_matches_torch_conv3d(path, causal, conv_paths_tak
     # float32 rounding of 27 x 8 terms (Winograd's transforms round a few times more); a wrong tap
     # or transform entry is off by O(max |output|)
     assert float((got.double() - want).abs().max()) <= 1e-6 * float(want.abs().max()) * (27 * 8) ** 0.5
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("shape", [(2, 12, 3, 5, 7), (1, 128, 2, 4, 6), (3, 6, 10)])
+def test_pixel_norm_is_the_rms_over_channels(dtype, shape):
+    """PixelNorm (channel sums as a matrix product) against x / sqrt(mean(x^2) + eps) in float64, for
+    batches, non-power-of-two widths and any number of trailing axes: within the dtype's rounding."""
+    from ltx_core.model.video_vae.layers import PixelNorm
+
+    torch.manual_seed(0)
+    x = (torch.randn(shape) * torch.rand(shape[0], 1, *shape[2:]) * 4).to(dtype)
+    x64 = x.double()
+    want = x64 / torch.sqrt(x64.square().mean(dim=1, keepdim=True) + 1e-8)
+    got = PixelNorm()(x)
+    assert got.dtype == dtype and got.shape == x.shape
+    tolerance = 1e-6 if dtype == torch.float32 else 2**-6  # a few roundings of values of order 1
+    assert float((got.double() - want).abs().max()) <= tolerance * float(want.abs().max())

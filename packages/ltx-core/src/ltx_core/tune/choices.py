@@ -59,7 +59,7 @@ KERNEL_PATHS: dict[str, tuple[str, ...]] = {
     "rms-norm": ("composite", "mirrored"),
 }
 
-# A path that beats the default by less than this fraction is timed again with it before it is taken.
+# Paths timed within this fraction of the fastest are timed again before one is taken.
 CLOSE_CALL = 0.25
 
 # Below this many multiply-adds per call an op takes its default without timing: the timings would be
@@ -232,13 +232,14 @@ class KernelChoices:
             except RuntimeError as error:  # a kernel that cannot serve this input is no candidate
                 logger.debug("kernel path %s for %s failed: %s", name, key, error)
                 seconds[name] = math.inf  # weighed (and not timed again), never the fastest
-        path = choose_fastest(seconds, default)
-        if path != default and seconds.get(default, math.inf) < seconds[path] * (1.0 + CLOSE_CALL):
-            # A close call on a shared machine may be another process's burst: both are timed once
-            # more, one after the other, and each keeps its least time.
-            for name in (default, path):
+        best = min(seconds.values(), default=math.inf)
+        close = [name for name, s in seconds.items() if s < best * (1.0 + CLOSE_CALL)]
+        if len(close) > 1:
+            # A close call on a shared machine may be decided by another process's burst: the close
+            # paths are timed once more, one after the other, and each keeps its least time.
+            for name in close:
                 seconds[name] = min(seconds[name], self.timer(name, candidates[name]))
-            path = choose_fastest(seconds, default)
+        path = choose_fastest(seconds, default)
         self.decisions[str(key)] = Decision(path, seconds)
         self._write()
         timings = ", ".join(f"{name} {s * 1e3:.1f} ms" for name, s in seconds.items())
