@@ -130,13 +130,19 @@ def _no_kernel_timing():
 @pytest.fixture
 def conv_paths_taken(monkeypatch) -> list[str]:
     """The non-direct paths the video VAE's `CausalConv3d` calls take from now on, one name per call
-    ("merged", "winograd", "time-winograd", "gemm"), each still computed by the real function."""
+    ("merged", "winograd", "time-winograd", "gemm", "channels-last"), each still computed by the real
+    function."""
     from ltx_core.model.video_vae import layers
 
     taken: list[str] = []
     merged = layers.CausalConv3d._forward_merged_edges
     monkeypatch.setattr(layers.CausalConv3d, "_forward_merged_edges", lambda *a: taken.append("merged") or merged(*a))
-    functions = {"winograd": "winograd_conv3d", "time-winograd": "time_winograd_conv3d", "gemm": "gemm_conv3d"}
+    functions = {
+        "winograd": "winograd_conv3d",
+        "time-winograd": "time_winograd_conv3d",
+        "gemm": "gemm_conv3d",
+        "channels-last": "_channels_last",
+    }
     for path, name in functions.items():
         original = getattr(layers, name)
         monkeypatch.setattr(layers, name, lambda *a, path=path, original=original: taken.append(path) or original(*a))

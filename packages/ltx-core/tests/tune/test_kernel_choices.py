@@ -207,12 +207,13 @@ def test_causal_conv_takes_the_path_timed_fastest(fastest, conv_paths_taken):
     assert sorted(timer.asked) == sorted(KERNEL_PATHS["conv3d-f32"])
 
 
-def test_only_direct_and_merged_are_candidates_under_autograd():
-    timer = FakeTimer({"direct": 1.0, "merged": 2.0, "winograd": 0.1, "time-winograd": 0.1, "gemm": 0.1})
+def test_only_paths_autograd_can_follow_are_candidates_under_autograd():
+    timer = FakeTimer({"direct": 1.0, "merged": 2.0, "channels-last": 2.0, "winograd": 0.1, "time-winograd": 0.1,
+                       "gemm": 0.1})  # fmt: skip
     conv = CausalConv3d(8, 4)
     conv.use_kernel_choices(KernelChoices(MACHINE_A, None, timer=timer, min_work=0))
     conv(torch.randn(1, 8, 3, 6, 6, requires_grad=True)).sum().backward()
-    assert sorted(timer.asked) == ["direct", "merged"]
+    assert sorted(timer.asked) == ["channels-last", "direct", "merged"]
 
 
 @pytest.mark.parametrize("fastest, dtype", [("native", torch.bfloat16), ("float32", torch.float32)])
@@ -312,8 +313,8 @@ def test_tune_command_times_every_decoder_layer_and_attention_shape(tmp_path, mo
     from ltx_core.tune import norm
 
     timer = FakeTimer({"direct": 1.0, "merged": 2.0, "winograd": 0.5, "native": 1.0, "float32": 2.0,
-                       "time-winograd": 0.5, "gemm": 3.0, "flash": 1.0, "math": 2.0, "composite": 2.0,
-                       "mirrored": 1.0})  # fmt: skip
+                       "time-winograd": 0.5, "gemm": 3.0, "channels-last": 3.0, "flash": 1.0, "math": 2.0,
+                       "composite": 2.0, "mirrored": 1.0})  # fmt: skip
     monkeypatch.setattr(norm, "MIN_TUNED_ELEMENTS", 0)  # the tiny widths below are timed as real ones would be
     monkeypatch.setattr(
         tune_main.KernelChoices, "load", classmethod(lambda cls: cls(MACHINE_A, None, timer=timer, min_work=0))

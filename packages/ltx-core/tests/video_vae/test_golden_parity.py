@@ -87,6 +87,7 @@ def _skip_where_no_layer_takes(path: str, decoder: VideoDecoder, golden_lacks) -
         "winograd": winograd.winograd_applies,
         "time-winograd": time_winograd.time_winograd_applies,
         "gemm": lambda conv: conv_gemm.gemm_applies(conv, (1, conv.in_channels, 3, 1, 1), torch.float32),
+        "channels-last": lambda conv: conv.padding_mode == "zeros",
     }.get(path)
     convs = [m for m in decoder.modules() if isinstance(m, layers.CausalConv3d)]
     if applies is not None and not any(applies(m.conv) for m in convs):
@@ -97,7 +98,7 @@ def _skip_where_no_layer_takes(path: str, decoder: VideoDecoder, golden_lacks) -
 @pytest.mark.parametrize("path", KERNEL_PATHS["conv3d-f32"])
 def test_decode_with_each_forced_conv_path(decoder, fx, assert_golden_close, conv_paths_taken, golden_lacks, path):
     """Every CPU float32 convolution path the kernel choices can take ("direct", "merged" edge frames,
-    spatial and time Winograd, the unfolded-window GEMM), forced on every layer that can take it,
+    spatial and time Winograd, the unfolded-window GEMM, channels-last copies), forced on every layer that can take it,
     holds the fixture's tolerance."""
     _skip_where_no_layer_takes(path, decoder, golden_lacks)
     calls = conv_paths_taken

@@ -43,14 +43,14 @@ KERNEL_PATHS: dict[str, tuple[str, ...]] = {
     "vae-compute": ("native", "float32"),
     # One CPU float32 3-D convolution with replicate time padding: padded copy + oneDNN, edge frames
     # with merged time taps (no padded copy), Winograd F(4x4, 3x3) for plain 3x3x3 layers, Winograd
-    # F(2, 3) in time (`video_vae.time_winograd`), or over small frames one matrix product of the
-    # unfolded input windows (`video_vae.conv_gemm`).
-    "conv3d-f32": ("direct", "merged", "winograd", "time-winograd", "gemm"),
+    # F(2, 3) in time (`video_vae.time_winograd`), over small frames one matrix product of the unfolded
+    # input windows (`video_vae.conv_gemm`), or oneDNN on channels-last copies.
+    "conv3d-f32": ("direct", "merged", "winograd", "time-winograd", "gemm", "channels-last"),
     # One CPU half-precision 3-D convolution computed in its dtype (native bf16/fp16): oneDNN's direct
     # convolution of the padded input, Winograd F(2, 3) in time (four 2-D convolutions per pair of
-    # output frames instead of six, `video_vae.time_winograd`), or over small frames one matrix
-    # product of the unfolded input windows (`video_vae.conv_gemm`).
-    "conv3d-half": ("direct", "time-winograd", "gemm"),
+    # output frames instead of six, `video_vae.time_winograd`), over small frames one matrix product
+    # of the unfolded input windows (`video_vae.conv_gemm`), or oneDNN on channels-last copies.
+    "conv3d-half": ("direct", "time-winograd", "gemm", "channels-last"),
     # PyTorch SDPA's kernel on the CPU.
     "sdpa": ("flash", "math"),
     # A half-precision Linear on the CPU, or the same in float32 (`ltx_core.tune.matmul`).

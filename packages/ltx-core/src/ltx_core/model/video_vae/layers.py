@@ -30,10 +30,24 @@ def _spatial_winograd(x, weight, bias, stride, padding) -> torch.Tensor:
     return winograd_conv3d(x, weight, bias)  # `winograd_applies` admits stride 1, padding 1 only
 
 
+def _channels_last(x, weight, bias, stride, padding) -> torch.Tensor:
+    """oneDNN's convolution on channels-last copies (another kernel family, `brg_conv`, on some CPUs);
+    the output back in the usual layout, which the norms and the next layer read."""
+    layout = torch.channels_last_3d
+    out = F.conv3d(x.contiguous(memory_format=layout), weight.contiguous(memory_format=layout), bias,
+                   (1, *stride), (0, *padding))  # fmt: skip
+    return out.contiguous()
+
+
 def _path_function(path: str):
     """A convolution path besides oneDNN's direct one and the merged edge frames, called as (input
     padded in time, weight, bias, spatial stride, spatial padding) in the dtype it computes in."""
-    return {"winograd": _spatial_winograd, "time-winograd": time_winograd_conv3d, "gemm": gemm_conv3d}[path]
+    return {
+        "winograd": _spatial_winograd,
+        "time-winograd": time_winograd_conv3d,
+        "gemm": gemm_conv3d,
+        "channels-last": _channels_last,
+    }[path]
 
 
 class Conv3d(nn.Conv3d):
@@ -265,6 +279,7 @@ class CausalConv3d(nn.Module):
             "winograd": kind == "conv3d-f32" and inference and winograd_applies(conv),
             "time-winograd": inference and time_winograd_applies(conv),
             "gemm": inference and gemm_applies(conv, padded_shape, dtype),
+            "channels-last": conv.padding_mode == "zeros" and tuple(conv.dilation) == (1, 1, 1) and conv.groups == 1,
         }
         key = OpKey(kind, str(dtype).removeprefix("torch."), self._shape_class(x, back))
         sample = x[:1, :, :_SAMPLE_FRAMES_PER_PATH, :_SAMPLE_HEIGHT, :_SAMPLE_WIDTH].to(dtype)
