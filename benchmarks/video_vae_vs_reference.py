@@ -182,6 +182,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="vae_vs_ref_") as tmp:
         folder = Path(tmp)
         write_inputs(folder, tuple(args.latent))
+        from ltx_core.tune import this_machine
+
+        print(this_machine().capability())  # the kernel paths, and so the ratios, depend on it
         print(f"22B video VAE decoder, latent (1, 128, {', '.join(map(str, args.latent))}), {args.threads} threads")
         for dtype in args.dtypes:
             for mode in args.modes:
