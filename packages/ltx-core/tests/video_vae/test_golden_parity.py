@@ -87,7 +87,7 @@ def _skip_where_no_layer_takes(path: str, decoder: VideoDecoder, golden_lacks) -
         "winograd": winograd.winograd_applies,
         "time-winograd": time_winograd.time_winograd_applies,
         "gemm": lambda conv: conv_gemm.gemm_applies(conv, (1, conv.in_channels, 3, 1, 1), torch.float32),
-        "channels-last": lambda conv: conv.padding_mode == "zeros",
+        "channels-last": layers.channels_last_applies,
     }.get(path)
     convs = [m for m in decoder.modules() if isinstance(m, layers.CausalConv3d)]
     if applies is not None and not any(applies(m.conv) for m in convs):

@@ -30,6 +30,12 @@ def _spatial_winograd(x, weight, bias, stride, padding) -> torch.Tensor:
     return winograd_conv3d(x, weight, bias)  # `winograd_applies` admits stride 1, padding 1 only
 
 
+def channels_last_applies(conv: nn.Conv3d) -> bool:
+    """Whether `_channels_last` computes `conv`: zero spatial padding, no dilation, one group (the
+    other settings are not passed to its `F.conv3d`)."""
+    return conv.padding_mode == "zeros" and tuple(conv.dilation) == (1, 1, 1) and conv.groups == 1
+
+
 def _channels_last(x, weight, bias, stride, padding) -> torch.Tensor:
     """oneDNN's convolution on channels-last copies (another kernel family, `brg_conv`, on some CPUs);
     the output back in the usual layout, which the norms and the next layer read."""
@@ -200,20 +206,23 @@ class CausalConv3d(nn.Module):
     frames <= t; non-causal mode repeats the first and the last frame `(k - 1) / 2` times each.
     Height and width are padded inside the convolution with `padding_mode`.
 
-    On the CPU in float32 there are three paths, chosen by timing them per layer shape (`kernel_choices`,
-    op kind "conv3d-f32"; the convolutions are ~95% of a decode's CPU time): "direct", the padded
-    input through the layer's own convolution; "merged", the padding not materialised: the frames
-    whose window is all real run as one convolution without time padding, and each edge frame as a
-    short convolution whose time taps that read the same repeated frame are summed into one (same
-    result to float32 rounding, 2 / (3 T) fewer multiply-adds for a 3-tap kernel over T frames; it
-    loses over small frames, where the summed kernels and extra calls cost more); and, for plain
-    3x3x3 layers at inference, "winograd": the padded input through Winograd F(4x4, 3x3)
-    (`winograd.py`: 1/4 of the multiply-adds as GEMMs, which pays on wide layers over large frames).
-    A half-precision call computed in its dtype (native bf16) has three paths (op kind "conv3d-half"):
-    "direct", the padded input through oneDNN; "time-winograd" (`time_winograd.py`: Winograd F(2, 3)
-    along time, four 2-D convolutions per pair of output frames instead of six); and, over small
-    frames, "gemm" (`conv_gemm.py`: the unfolded input windows times the weights as one matrix
-    product); the last two at inference only.
+    On the CPU the convolutions are ~95% of a decode's time, and which way of computing one is fastest
+    depends on the machine and the layer, so each call takes the path its kernel choices timed fastest
+    for its shape class (op kind "conv3d-f32" where it computes in float32, "conv3d-half" where it
+    computes natively in bf16/fp16), among those that apply:
+    "direct", the padded input through the layer's own convolution (oneDNN);
+    "merged" (float32 only), the padding not materialised: the frames whose window is all real run as
+    one convolution without time padding, and each edge frame as a short convolution whose time taps
+    that read the same repeated frame are summed into one (2 / (3 T) fewer multiply-adds for a 3-tap
+    kernel over T frames; it loses over small frames);
+    "winograd" (float32, plain 3x3x3 layers), Winograd F(4x4, 3x3) in space (`winograd.py`: 1/4 of the
+    multiply-adds as GEMMs, which pays on wide layers over large frames);
+    "time-winograd", Winograd F(2, 3) along time (`time_winograd.py`: four 2-D convolutions per pair of
+    output frames instead of six);
+    "gemm", over small frames, the unfolded input windows times the weights as one matrix product
+    (`conv_gemm.py`);
+    "channels-last", oneDNN on channels-last copies.
+    The three Winograd/GEMM paths write into preallocated outputs, so they are offered at inference only.
     Without kernel choices, and off the CPU, the input is replicate-padded for the layer's own convolution.
     """
 
@@ -279,7 +288,7 @@ class CausalConv3d(nn.Module):
             "winograd": kind == "conv3d-f32" and inference and winograd_applies(conv),
             "time-winograd": inference and time_winograd_applies(conv),
             "gemm": inference and gemm_applies(conv, padded_shape, dtype),
-            "channels-last": conv.padding_mode == "zeros" and tuple(conv.dilation) == (1, 1, 1) and conv.groups == 1,
+            "channels-last": channels_last_applies(conv),
         }
         key = OpKey(kind, str(dtype).removeprefix("torch."), self._shape_class(x, back))
         sample = x[:1, :, :_SAMPLE_FRAMES_PER_PATH, :_SAMPLE_HEIGHT, :_SAMPLE_WIDTH].to(dtype)
@@ -291,10 +300,7 @@ class CausalConv3d(nn.Module):
         for name in (name for name, taken in applies.items() if taken):
             compute = _path_function(name)
             candidates[name] = lambda compute=compute: compute(padded, weight, bias, stride, padding)
-        if len(candidates) == 1:
-            return "direct"
-        path = self.kernel_choices.choose(key, candidates, default="direct", work=_conv_work(conv, x.shape))
-        return path if path in candidates else "direct"
+        return self.kernel_choices.choose(key, candidates, default="direct", work=_conv_work(conv, x.shape))
 
     def _shape_class(self, x: torch.Tensor, back: int) -> str:
         """The timing class of a call: widths, kernel, stride, padding, and frames / pixels by powers of two."""
